@@ -1,0 +1,129 @@
+"""Tool definition: the `Tool` protocol, `ToolSpec`, `ToolAnnotations` and `ToolResult`.
+
+This module owns the first step of the lifecycle. Tools only say what they are and do their
+work; the dispatcher owns events, receipts, observer records, approval and history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+RuntimeArg = Literal["approved", "channel"]
+"""Arguments the runtime (never the model) may set; each is declared in the tool description."""
+
+RUNTIME_ARG_NOTES: Mapping[RuntimeArg, str] = {
+    "approved": (
+        "Runtime-managed argument `approved`: heron sets it to true only after an operator or "
+        "policy approved this exact call; any value you pass is discarded."
+    ),
+    "channel": (
+        "Runtime-managed argument `channel`: when you leave it empty heron fills in the channel "
+        "the current conversation arrived on."
+    ),
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolAnnotations:
+    """What a tool does to the world. Drives approval, parallelism, caching and retries."""
+
+    read_only: bool = False
+    """Only reads; safe to cache and to run in parallel with other read-only calls."""
+    destructive: bool = False
+    """May delete or overwrite data."""
+    idempotent: bool = False
+    """Repeating the call with the same arguments has no further effect."""
+    irreversible: bool = False
+    """Cannot be undone once done (send mail, pay, call)."""
+    open_world: bool = False
+    """Talks to systems outside the agent's workspace."""
+    requires_approval: bool = False
+    """Always needs an approval decision under supervised autonomy."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolExample:
+    """One real call example rendered into the tool description."""
+
+    arguments: Mapping[str, Any]
+    description: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSpec:
+    """What the model is shown about a tool. Built once per tool and shared, never deep-copied."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    """JSON Schema (an object schema) of the model-visible arguments."""
+    output_schema: Mapping[str, Any] | None = None
+    annotations: ToolAnnotations = field(default_factory=ToolAnnotations)
+    owner: str = "user"
+    """Attribution: `builtin`, `mcp:<server>`, `plugin:<name>` or `user`."""
+    runtime_args: tuple[RuntimeArg, ...] = ()
+    """Arguments the runtime may inject; they are declared in `description`."""
+    channel_aware: bool = False
+    """Receives the conversation's channel as a delivery default (`channel` runtime arg)."""
+
+    def to_wire(self) -> dict[str, Any]:
+        """The provider-neutral `{name, description, parameters}` triple."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResult:
+    """The small result every tool returns: success flag, output, error.
+
+    `output` is the text the model sees; `data` optionally carries structured content beside it.
+    """
+
+    success: bool
+    output: str = ""
+    error: str | None = None
+    data: Any = None
+
+    @classmethod
+    def ok(cls, output: str = "", *, data: Any = None) -> ToolResult:
+        return cls(success=True, output=output, data=data)
+
+    @classmethod
+    def fail(cls, error: str, *, output: str = "", data: Any = None) -> ToolResult:
+        return cls(success=False, output=output, error=error, data=data)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolContext:
+    """Per-call facts a tool may read. Never carries approval power: that stays in the runtime."""
+
+    call_id: str
+    turn_id: str
+    channel: str | None = None
+    agent: str | None = None
+    progress: Any = None
+    """Callable `progress(message: str) -> None` that streams a progress line for this call."""
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A class-based tool. `@heron.tool` builds one from a typed function."""
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Check raw arguments strictly against the schema; raise `ToolArgumentsError` if wrong."""
+        ...
+
+    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+class ToolArgumentsError(ValueError):
+    """Arguments that violate a tool's schema. The model sees `problems`, the loop continues."""
+
+    def __init__(self, tool: str, problems: list[str]) -> None:
+        self.tool = tool
+        self.problems = problems
+        super().__init__(f"invalid arguments for {tool}: " + "; ".join(problems))
