@@ -1,0 +1,139 @@
+"""`Agent`: the public entry point that resolves one execution context per turn and runs it.
+
+The agent owns what lives for a session: the scoped registry, the approval manager (with its
+"always" allow-list), the receipt scope and the activated tool set. Each `run()` builds a fresh
+immutable `ResolvedAgentExecution` and per-message `TurnState`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+from heron.events import EventSink, discard
+from heron.messages import Message, SystemMessage, UserMessage
+from heron.models.base import Model
+from heron.observer import NullObserver, Observer
+from heron.receipts import ReceiptScope
+from heron.tools.definition import Tool
+from heron.tools.registry import ActivatedToolSet, Autonomy, ScopedRegistry, ToolRegistry
+from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApprover
+from heron.turn.cancel import CancelScope
+from heron.turn.context import (
+    IterationBudget,
+    ResolvedAgentExecution,
+    RuntimeKnobs,
+    TurnState,
+)
+from heron.turn.hooks import ToolHook, sort_hooks
+from heron.turn.loop import TurnOutcome, run_tool_call_loop
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunResult:
+    outcome: TurnOutcome
+    history: list[Message]
+    receipts: list[tuple[str, str]]
+    turn_id: str
+
+    @property
+    def text(self) -> str:
+        return self.outcome.text
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.status == "final"
+
+
+class Agent:
+    """An agent: a model, a scoped tool set, an approval front end and runtime knobs."""
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: Iterable[Tool] | ToolRegistry = (),
+        system_prompt: str = "",
+        autonomy: Autonomy = "supervised",
+        approver: Approver | None = None,
+        approval: ApprovalManager | None = None,
+        knobs: RuntimeKnobs | None = None,
+        observer: Observer | None = None,
+        hooks: Sequence[ToolHook] = (),
+        receipts: ReceiptScope | None = None,
+        allowed_tools: Collection[str] | None = None,
+        excluded_tools: Collection[str] = (),
+        activated: ActivatedToolSet | None = None,
+        name: str | None = None,
+    ) -> None:
+        registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.registry: ScopedRegistry = registry.scope(
+            autonomy=autonomy, allowed_tools=allowed_tools, excluded_tools=excluded_tools
+        )
+        self.model = model
+        self.system_prompt = system_prompt
+        self.approval = approval or ApprovalManager(
+            policy=ApprovalPolicy(autonomy=autonomy), approver=approver or NoApprover()
+        )
+        self.knobs = knobs or RuntimeKnobs()
+        self.observer = observer or NullObserver()
+        self.hooks = sort_hooks(hooks)
+        self.receipts = receipts
+        self.activated = activated
+        self.name = name
+
+    def resolve(
+        self, *, allowed_tools: Collection[str] | None = None, parent_agent: str | None = None
+    ) -> ResolvedAgentExecution:
+        """The immutable bundle for one turn; `allowed_tools` narrows this run only."""
+        registry = self.registry if allowed_tools is None else self.registry.narrow(allowed_tools)
+        signer = None
+        if self.receipts is not None:
+            signer = self.receipts.new_run() if self.receipts.kind == "run" else self.receipts.signer()
+        return ResolvedAgentExecution(
+            model=self.model,
+            registry=registry,
+            approval=self.approval,
+            knobs=self.knobs,
+            system_prompt=self.system_prompt,
+            observer=self.observer,
+            hooks=self.hooks,
+            receipts=signer,
+            activated=self.activated,
+            agent=self.name,
+            parent_agent=parent_agent,
+        )
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        history: list[Message] | None = None,
+        sink: EventSink = discard,
+        cancel: CancelScope | None = None,
+        channel: str | None = None,
+        allowed_tools: Collection[str] | None = None,
+        budget: IterationBudget | None = None,
+    ) -> RunResult:
+        """Append `prompt` to `history` (a new list if none) and run the turn to its end."""
+        messages: list[Message] = history if history is not None else []
+        if messages and isinstance(messages[0], SystemMessage):
+            raise ValueError("pass the system prompt as Agent(system_prompt=...), not in history")
+        messages.append(UserMessage(content=prompt))
+        state = TurnState(
+            history=messages,
+            sink=sink,
+            cancel=cancel or CancelScope(),
+            channel=channel,
+            budget=budget,
+        )
+        outcome = await self.run_turn(state, allowed_tools=allowed_tools)
+        return RunResult(
+            outcome=outcome, history=messages, receipts=state.receipts, turn_id=state.turn_id
+        )
+
+    async def run_turn(
+        self, state: TurnState, *, allowed_tools: Collection[str] | None = None
+    ) -> TurnOutcome:
+        """Run one turn on caller-owned state (event loops, sub-agents sharing a budget)."""
+        return await run_tool_call_loop(self.resolve(allowed_tools=allowed_tools), state)

@@ -1,0 +1,246 @@
+"""Implementations of the CLI commands."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from heron.agent import Agent
+from heron.audit import AuditStore
+from heron.cli.render import JsonLinesRenderer, PrettyRenderer, print_json
+from heron.config import ConfigError, HeronConfig, load_config
+from heron.models.base import Model, ModelError
+from heron.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
+from heron.state import default_state_dir, open_db
+from heron.tools.definition import Tool
+from heron.tools.loader import load_tools
+from heron.tools.registry import ToolDefinitionError
+from heron.turn.approval import Approver, NoApprover, TerminalApprover
+from heron.turn.cancel import CancelScope
+
+EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 130
+PROVIDER_PREFIXES = ("scripted:",)
+
+
+class UsageError(Exception):
+    """A mistake in how heron was invoked or configured."""
+
+
+def resolve_model(spec: str) -> Model:
+    """`scripted:FILE` (JSON or YAML script). Real providers register further prefixes."""
+    from heron.models.scripted import ScriptedModel
+
+    if spec.startswith("scripted:"):
+        target = spec.removeprefix("scripted:")
+        if target == "demo":
+            from heron.demo.quickstart import demo_script_path
+
+            return ScriptedModel.from_file(demo_script_path())
+        try:
+            return ScriptedModel.from_file(target)
+        except ModelError as exc:
+            raise UsageError(str(exc)) from exc
+    raise UsageError(
+        f"unknown model {spec!r}: supported here are {', '.join(PROVIDER_PREFIXES)}FILE "
+        "(a scripted model; see docs/configuration.md)"
+    )
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    agent: dict[str, Any] = {}
+    if args.model:
+        agent["model"] = args.model
+    if args.autonomy:
+        agent["autonomy"] = args.autonomy
+    if args.no_parallel:
+        agent["parallel"] = "off"
+    elif args.parallel:
+        agent["parallel"] = args.parallel
+    if args.receipts:
+        agent["receipts"] = True
+    if args.max_iterations is not None:
+        agent["max_iterations"] = args.max_iterations
+    if args.max_tool_result_chars is not None:
+        agent["max_tool_result_chars"] = args.max_tool_result_chars
+    overrides: dict[str, Any] = {"agent": agent} if agent else {}
+    if args.state_dir:
+        overrides["state"] = {"dir": str(args.state_dir)}
+    return overrides
+
+
+def _config(args: argparse.Namespace) -> HeronConfig:
+    try:
+        return load_config(config_file=args.config, overrides=_overrides(args))
+    except ConfigError as exc:
+        raise UsageError(f"configuration error: {exc}") from exc
+
+
+def _state_dir(config: HeronConfig) -> Path:
+    return Path(config.state.dir).expanduser() if config.state.dir else default_state_dir()
+
+
+def _tools(args: argparse.Namespace, config: HeronConfig) -> list[Tool]:
+    try:
+        return load_tools([*config.tools.modules, *args.tools])
+    except ToolDefinitionError as exc:
+        raise UsageError(f"cannot load tools: {exc}") from exc
+    except (TypeError, ImportError, SyntaxError) as exc:
+        raise UsageError(f"cannot load tools: {type(exc).__name__}: {exc}") from exc
+
+
+def build_agent(
+    args: argparse.Namespace, config: HeronConfig, *, approver: Approver, tools: list[Tool]
+) -> Agent:
+    from heron.turn.approval import ApprovalManager, ApprovalPolicy
+
+    state_dir = _state_dir(config)
+    a = config.agent
+    approval = ApprovalManager(
+        policy=ApprovalPolicy(
+            autonomy=a.autonomy,
+            auto_approve=config.approval.auto_approve,
+            always_ask=config.approval.always_ask,
+            timeout_s=config.approval.timeout_s,
+            record_auto_approvals=config.approval.record_auto_approvals,
+        ),
+        approver=approver,
+        audit=AuditStore(open_db(state_dir)),
+    )
+    receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
+    return Agent(
+        model=resolve_model(a.model),
+        tools=tools,
+        system_prompt=a.system_prompt,
+        autonomy=a.autonomy,
+        approval=approval,
+        knobs=config.knobs(),
+        receipts=receipts,
+        allowed_tools=a.allowed_tools,
+        excluded_tools=[*a.excluded_tools, *getattr(args, "exclude_tool", [])],
+    )
+
+
+def _has_tty() -> bool:
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+async def run_prompt(agent: Agent, prompt: str, renderer: Any) -> int:
+    """Run one turn; the first Ctrl-C cancels the step cleanly, a second one exits."""
+    cancel = CancelScope()
+    loop = asyncio.get_running_loop()
+
+    def on_sigint() -> None:
+        if cancel.cancelled:
+            renderer.close()
+            os._exit(EXIT_CANCELLED)
+        cancel.cancel("interrupted by the operator (Ctrl-C)")
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        result = await agent.run(prompt, sink=renderer, cancel=cancel, channel="cli")
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        renderer.close()
+    if result.outcome.status == "final":
+        return EXIT_OK
+    return EXIT_CANCELLED if result.outcome.status == "cancelled" else EXIT_ERROR
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = _config(args)
+    renderer: Any = JsonLinesRenderer() if args.events == "jsonl" else PrettyRenderer()
+    approver: Approver = NoApprover()
+    if not args.non_interactive and _has_tty():
+        approver = TerminalApprover(before_prompt=renderer.pause)
+    agent = build_agent(args, config, approver=approver, tools=_tools(args, config))
+    return asyncio.run(run_prompt(agent, args.prompt, renderer))
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    config = _config(args)
+    agent = build_agent(args, config, approver=NoApprover(), tools=_tools(args, config))
+    specs = agent.registry.specs()
+    if args.tools_command == "show":
+        spec = next((s for s in specs if s.name == args.name), None)
+        if spec is None:
+            raise UsageError(f"no tool named {args.name!r}; see `heron tools list`")
+        print_json(_spec_json(spec))
+        return EXIT_OK
+    if args.json:
+        print_json([_spec_json(s) for s in specs])
+        return EXIT_OK
+    for spec in specs:
+        flags = [k for k, v in _annotations(spec).items() if v]
+        first = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
+        sys.stdout.write(f"{spec.name:28} {spec.owner:10} {','.join(flags):28} {first}\n")
+    return EXIT_OK
+
+
+def _annotations(spec: Any) -> dict[str, bool]:
+    ann = spec.annotations
+    return {
+        "read_only": ann.read_only,
+        "destructive": ann.destructive,
+        "idempotent": ann.idempotent,
+        "irreversible": ann.irreversible,
+        "open_world": ann.open_world,
+        "requires_approval": ann.requires_approval,
+    }
+
+
+def _spec_json(spec: Any) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "owner": spec.owner,
+        "description": spec.description,
+        "parameters": spec.parameters,
+        "annotations": _annotations(spec),
+        "runtime_args": list(spec.runtime_args),
+    }
+
+
+def cmd_receipts(args: argparse.Namespace) -> int:
+    state_dir = args.state_dir or default_state_dir()
+    parsed = parse_receipt(args.receipt)
+    if parsed is None:
+        sys.stdout.write("invalid: not a well-formed heron receipt\n")
+        return EXIT_ERROR
+    key = ReceiptKeyStore(state_dir).load(parsed[0])
+    if key is None:
+        sys.stdout.write(f"invalid: no receipt key {parsed[0]} in {state_dir}\n")
+        return EXIT_ERROR
+    try:
+        arguments = json.loads(args.args)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--args is not JSON: {exc}") from exc
+    if not isinstance(arguments, dict):
+        raise UsageError("--args must be a JSON object")
+    output = args.output if args.output is not None else args.output_file.read_text("utf-8")
+    if verify_receipt(args.receipt, key=key, tool=args.tool, arguments=arguments, output=output):
+        sys.stdout.write(f"valid: {args.tool} produced this output at epoch {parsed[1]}\n")
+        return EXIT_OK
+    sys.stdout.write("invalid: the receipt does not match this tool, arguments and output\n")
+    return EXIT_ERROR
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from heron.cli.doctor import run_doctor
+
+    return run_doctor(config_file=args.config, state_dir=args.state_dir)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from heron.demo.quickstart import run_demo
+
+    return run_demo(events=args.events, workspace=args.workspace)

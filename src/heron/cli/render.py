@@ -1,0 +1,177 @@
+"""Terminal rendering of turn events: live tool cards (rich) or JSON lines for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import IO, Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
+
+from heron.events import (
+    ApprovalDecisionEvent,
+    ApprovalRequestEvent,
+    BaseEvent,
+    CancelledEvent,
+    ErrorEvent,
+    FinalEvent,
+    LoopDetectedEvent,
+    ProgressEvent,
+    ReasoningDeltaEvent,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TruncatedEvent,
+)
+
+HINT_KEYS = ("command", "path", "url", "query", "pattern", "text", "name")
+STATUS_STYLE = {
+    "ok": ("✔", "green"),
+    "error": ("✘", "red"),
+    "denied": ("⊘", "yellow"),
+    "replaced": ("✎", "cyan"),
+    "duplicate": ("≡", "dim"),
+    "unknown": ("?", "red"),
+    "excluded": ("⊘", "red"),
+    "interrupted": ("■", "magenta"),
+    "hook_cancelled": ("⊘", "yellow"),
+}
+
+
+def _hint(arguments: dict[str, Any], width: int = 60) -> str:
+    for key in HINT_KEYS:
+        value = arguments.get(key)
+        if isinstance(value, str) and value:
+            flat = " ".join(value.split())
+            return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return ""
+
+
+class JsonLinesRenderer:
+    """One JSON object per event on stdout, flushed per line."""
+
+    def __init__(self, out: IO[str] | None = None) -> None:
+        self._out = out or sys.stdout
+
+    def __call__(self, event: BaseEvent) -> None:
+        self._out.write(event.model_dump_json(exclude_none=True) + "\n")
+        self._out.flush()
+
+    def pause(self) -> None:
+        """Nothing to pause: approval prompts go to stderr."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+class PrettyRenderer:
+    """Live tool cards: pending calls spin in a live area, finished ones print above it."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=False, highlight=False)
+        self._pending: dict[str, tuple[str, str]] = {}
+        self._live: Live | None = None
+        self._text_open = False
+
+    def __call__(self, event: BaseEvent) -> None:
+        if isinstance(event, TextDeltaEvent):
+            self._stop_live()
+            self.console.print(event.text, end="", markup=False, highlight=False)
+            self._text_open = True
+            return
+        self._end_text()
+        if isinstance(event, ToolCallEvent):
+            injected = f" [dim](runtime set: {', '.join(event.injected)})[/dim]" if event.injected else ""
+            self._pending[event.id] = (event.name, _hint(event.arguments) + injected)
+            if not self.console.is_terminal:
+                self.console.print(f"→ {event.name} {self._pending[event.id][1]}".rstrip())
+            self._refresh()
+        elif isinstance(event, ToolResultEvent):
+            name, hint = self._pending.pop(event.id, (event.name, ""))
+            mark, style = STATUS_STYLE.get(event.status, ("•", "white"))
+            line = Text.assemble((f"{mark} ", style), (name, "bold"), f" {hint}".rstrip())
+            line.append(f"  {event.status} · {event.duration_ms:.0f} ms", style="dim")
+            if event.phase:
+                line.append(f" · {event.phase}", style="magenta")
+            if event.receipt:
+                line.append(f"\n    receipt {event.receipt}", style="dim cyan")
+            if not event.success:
+                first = event.output.strip().splitlines()[0] if event.output.strip() else ""
+                line.append(f"\n    {first[:200]}", style=style)
+            self._print(line)
+        elif isinstance(event, ProgressEvent):
+            self._print(Text(f"  … {event.name}: {event.message}", style="dim"))
+        elif isinstance(event, ApprovalRequestEvent):
+            self._stop_live()
+        elif isinstance(event, ApprovalDecisionEvent):
+            self._print(
+                Text(f"  approval {event.decision} for {event.tool} by {event.decided_by}", "yellow")
+            )
+        elif isinstance(event, TruncatedEvent):
+            self._print(
+                Text(
+                    f"  {event.name}: result cut from {event.original_chars} to "
+                    f"{event.retained_chars} characters for the model",
+                    style="dim",
+                )
+            )
+        elif isinstance(event, LoopDetectedEvent):
+            self._print(Text(f"  loop detector ({event.level}): {event.message}", "yellow"))
+        elif isinstance(event, ReasoningDeltaEvent):
+            self._print(Text(event.text, style="dim italic"))
+        elif isinstance(event, CancelledEvent):
+            self._print(Text(f"■ cancelled: {event.reason}", style="magenta"))
+        elif isinstance(event, ErrorEvent):
+            self._print(Text(f"✘ error: {event.message}", style="bold red"))
+        elif isinstance(event, FinalEvent) and event.reason != "answer":
+            self._print(Text(f"(turn ended: {event.reason})", style="dim"))
+
+    def pause(self) -> None:
+        """Stop live drawing so an approval prompt can use the terminal."""
+        self._end_text()
+        self._stop_live()
+
+    def close(self) -> None:
+        self._end_text()
+        self._stop_live()
+
+    def _end_text(self) -> None:
+        if self._text_open:
+            self.console.print()
+            self._text_open = False
+
+    def _print(self, renderable: Text) -> None:
+        if self._live is not None:
+            self._live.console.print(renderable)
+        else:
+            self.console.print(renderable)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        if not self._pending:
+            self._stop_live()
+            return
+        cards = Group(
+            *(
+                Text.assemble(("⏳ ", "cyan"), (name, "bold"), f" {hint}")
+                for name, hint in self._pending.values()
+            )
+        )
+        if self._live is None:
+            if not self.console.is_terminal:
+                return
+            self._live = Live(cards, console=self.console, refresh_per_second=12, transient=True)
+            self._live.start()
+        else:
+            self._live.update(cards)
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,159 @@
+"""Configuration: `heron.toml` in the project, `config.toml` in the user config directory,
+then command-line flags — later sources override earlier ones key by key.
+
+Unknown keys and bad values are errors that name the file and every offending key.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from heron.tools.registry import Autonomy
+from heron.turn.context import LoopDetectionKnobs, ParallelMode, RuntimeKnobs
+
+PROJECT_FILE = "heron.toml"
+
+
+class ConfigError(ValueError):
+    """A configuration mistake; the message lists every problem found."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class AgentConfig(_Section):
+    model: str = "scripted:demo"
+    """`scripted:FILE` now; real providers arrive with their own prefixes."""
+    system_prompt: str = ""
+    autonomy: Autonomy = "supervised"
+    max_iterations: int = Field(default=10, ge=1, le=1000)
+    parallel: ParallelMode = "read-only"
+    receipts: bool = False
+    max_tool_result_chars: int = Field(default=50_000, ge=0)
+    tool_timeout_s: float | None = Field(default=None, gt=0)
+    strict_tool_parsing: bool = False
+    cap_behavior: Literal["summary", "error"] = "summary"
+    allowed_tools: list[str] | None = None
+    excluded_tools: list[str] = Field(default_factory=list)
+    dedup: bool = True
+    dedup_exempt: list[str] = Field(default_factory=list)
+
+
+class ApprovalConfig(_Section):
+    auto_approve: list[str] = Field(default_factory=list)
+    always_ask: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(default=300.0, gt=0)
+    record_auto_approvals: bool = False
+
+
+class LoopDetectionConfig(_Section):
+    enabled: bool = True
+    window: int = Field(default=20, ge=4)
+    max_repeats: int = Field(default=3, ge=2)
+    ignore_tools: list[str] = Field(default_factory=list)
+
+
+class ToolsConfig(_Section):
+    modules: list[str] = Field(default_factory=list)
+    """Python files (or importable modules) whose `@heron.tool` functions are loaded."""
+
+
+class StateConfig(_Section):
+    dir: str | None = None
+
+
+class HeronConfig(_Section):
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
+
+    def knobs(self) -> RuntimeKnobs:
+        a, ld = self.agent, self.loop_detection
+        return RuntimeKnobs(
+            max_iterations=a.max_iterations,
+            parallel=a.parallel,
+            dedup=a.dedup,
+            dedup_exempt=frozenset(a.dedup_exempt),
+            max_tool_result_chars=a.max_tool_result_chars,
+            tool_timeout_s=a.tool_timeout_s,
+            strict_tool_parsing=a.strict_tool_parsing,
+            cap_behavior=a.cap_behavior,
+            loop_detection=LoopDetectionKnobs(
+                enabled=ld.enabled,
+                window=ld.window,
+                max_repeats=ld.max_repeats,
+                ignore_tools=frozenset(ld.ignore_tools),
+            ),
+        )
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".config"
+    return root / "heron" / "config.toml"
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            problems.append(f"unknown key '{where}'")
+        else:
+            problems.append(f"'{where}': {err['msg']} (got {err.get('input')!r})")
+    return problems
+
+
+def load_config(
+    *,
+    project_dir: Path | None = None,
+    config_file: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    include_user: bool = True,
+) -> HeronConfig:
+    """Load user config, then the project file (or `config_file`), then `overrides`."""
+    sources: list[tuple[str, dict[str, Any]]] = []
+    if include_user and user_config_path().is_file():
+        sources.append((str(user_config_path()), _read(user_config_path())))
+    project = config_file or (project_dir or Path.cwd()) / PROJECT_FILE
+    if config_file is not None and not config_file.is_file():
+        raise ConfigError(f"{config_file}: no such configuration file")
+    if project.is_file():
+        sources.append((str(project), _read(project)))
+    if overrides:
+        sources.append(("command-line flags", dict(overrides)))
+    merged: dict[str, Any] = {}
+    for name, data in sources:
+        try:
+            HeronConfig.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"{name}: " + "; ".join(_problems(exc))) from exc
+        merged = _merge(merged, data)
+    return HeronConfig.model_validate(merged)

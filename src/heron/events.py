@@ -1,0 +1,150 @@
+"""Streaming turn events: what live UIs (terminal cards, JSON lines, the gateway) see.
+
+Events are a rendering surface: tool outputs in them are scrubbed of credentials, tool-call
+arguments are shown as executed (including anything the runtime injected, named in
+`injected`). The schema is documented in docs/events.md; fields may be added, never removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ToolStatus = Literal[
+    "ok",
+    "error",
+    "denied",
+    "replaced",
+    "duplicate",
+    "unknown",
+    "excluded",
+    "interrupted",
+    "hook_cancelled",
+]
+
+InterruptPhase = Literal["not_started", "cancelled_while_running", "running_in_background"]
+
+
+class BaseEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    turn_id: str = ""
+
+
+class ToolCallEvent(BaseEvent):
+    """A pending call card: emitted once per model call, before it runs (or is refused)."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    owner: str | None = None
+    injected: tuple[str, ...] = ()
+    """Argument names the runtime set (approval marker, delivery defaults)."""
+
+
+class ToolResultEvent(BaseEvent):
+    """The terminal card for a call: exactly one per `tool_call`, same id."""
+
+    type: Literal["tool_result"] = "tool_result"
+    id: str
+    name: str
+    success: bool
+    status: ToolStatus
+    output: str
+    duration_ms: float = 0.0
+    receipt: str | None = None
+    phase: InterruptPhase | None = None
+    background_task: str | None = None
+    cached: bool = False
+
+
+class ProgressEvent(BaseEvent):
+    type: Literal["progress"] = "progress"
+    id: str
+    name: str
+    message: str
+
+
+class ApprovalRequestEvent(BaseEvent):
+    type: Literal["approval_request"] = "approval_request"
+    request_id: str
+    call_id: str
+    tool: str
+    summary: str
+
+
+class ApprovalDecisionEvent(BaseEvent):
+    type: Literal["approval_decision"] = "approval_decision"
+    request_id: str
+    call_id: str
+    tool: str
+    decision: str
+    decided_by: str
+
+
+class TextDeltaEvent(BaseEvent):
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class ReasoningDeltaEvent(BaseEvent):
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+    text: str
+
+
+class FinalEvent(BaseEvent):
+    type: Literal["final"] = "final"
+    text: str
+    reason: Literal["answer", "iteration_cap", "loop_break", "malformed_protocol"] = "answer"
+
+
+class TruncatedEvent(BaseEvent):
+    type: Literal["truncated"] = "truncated"
+    id: str
+    name: str
+    original_chars: int
+    retained_chars: int
+
+
+class LoopDetectedEvent(BaseEvent):
+    type: Literal["loop_detected"] = "loop_detected"
+    level: Literal["warn", "block", "break"]
+    kind: str
+    tool: str
+    message: str
+
+
+class CancelledEvent(BaseEvent):
+    type: Literal["cancelled"] = "cancelled"
+    reason: str = "cancelled"
+
+
+class ErrorEvent(BaseEvent):
+    type: Literal["error"] = "error"
+    message: str
+
+
+TurnEvent = Annotated[
+    ToolCallEvent
+    | ToolResultEvent
+    | ProgressEvent
+    | ApprovalRequestEvent
+    | ApprovalDecisionEvent
+    | TextDeltaEvent
+    | ReasoningDeltaEvent
+    | FinalEvent
+    | TruncatedEvent
+    | LoopDetectedEvent
+    | CancelledEvent
+    | ErrorEvent,
+    Field(discriminator="type"),
+]
+
+EventSink = Callable[[BaseEvent], None]
+"""Receives every event synchronously, in order. Keep it cheap; queue if you must do I/O."""
+
+
+def discard(_event: BaseEvent) -> None:
+    """The sink used when nobody listens."""

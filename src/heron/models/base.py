@@ -1,0 +1,80 @@
+"""The model interface: one async stream of parts per provider request.
+
+Native-tool models receive `ToolSpec`s and stream complete `ModelToolCall`s; text-protocol
+models receive the protocol in the system prompt and stream text the engine parses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from heron.messages import Message
+from heron.tools.definition import ToolSpec
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelRequest:
+    """One provider request. `messages` is the live history (shared, not copied)."""
+
+    system: str
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec]
+    """Native tool specs; empty for text-protocol models (the protocol is in `system`)."""
+    turn_id: str = ""
+    iteration: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelToolCall:
+    """A complete native tool call. `arguments_json` is kept raw so malformed JSON is reported,
+    not silently replaced by `{}`."""
+
+    id: str | None
+    name: str
+    arguments: dict[str, Any] | None = None
+    arguments_json: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+
+ModelPart = TextDelta | ReasoningDelta | ModelToolCall | Usage
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that can answer a `ModelRequest` with a stream of parts."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def native_tools(self) -> bool:
+        """True when the model takes tool specs and emits structured calls."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelPart]: ...
+
+
+class ModelError(RuntimeError):
+    """The model could not answer (provider failure, exhausted script, invalid history)."""
+
+
+class InvalidHistoryError(ModelError):
+    """The history breaks a rule real providers enforce; a real provider would reject it."""

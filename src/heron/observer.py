@@ -1,0 +1,100 @@
+"""Observer records: execution telemetry for logs, metrics and tracing back ends.
+
+One start and one terminal record per executed tool call. Field names follow the
+OpenTelemetry GenAI conventions where one exists (`gen_ai.tool.name`, `gen_ai.tool.call.id`)
+so an exporter can map them one to one. Arguments and results are scrubbed of credentials and
+bounded before they get here: an observer is a rendering surface, never the data path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallStartRecord:
+    tool: str
+    call_id: str
+    arguments: str
+    """Scrubbed compact JSON of the executed arguments."""
+    turn_id: str
+    owner: str
+    channel: str | None = None
+    agent: str | None = None
+    parent_agent: str | None = None
+
+    def otel_attributes(self) -> dict[str, str]:
+        attrs = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": self.tool,
+            "gen_ai.tool.call.id": self.call_id,
+            "heron.turn.id": self.turn_id,
+            "heron.tool.owner": self.owner,
+        }
+        if self.agent:
+            attrs["gen_ai.agent.name"] = self.agent
+        if self.channel:
+            attrs["heron.channel"] = self.channel
+        return attrs
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallRecord:
+    """The terminal record; repeats the correlation fields for span-oriented back ends."""
+
+    tool: str
+    call_id: str
+    arguments: str
+    turn_id: str
+    owner: str
+    duration_ms: float
+    success: bool
+    status: str
+    result: str
+    """Scrubbed and bounded output, or the failure reason."""
+    channel: str | None = None
+    agent: str | None = None
+    parent_agent: str | None = None
+
+
+class Observer(Protocol):
+    def tool_call_start(self, record: ToolCallStartRecord) -> None: ...
+
+    def tool_call_end(self, record: ToolCallRecord) -> None: ...
+
+
+class NullObserver:
+    def tool_call_start(self, record: ToolCallStartRecord) -> None:
+        pass
+
+    def tool_call_end(self, record: ToolCallRecord) -> None:
+        pass
+
+
+class RecordingObserver:
+    """Keeps every record in memory, in order (tests, embedders)."""
+
+    def __init__(self) -> None:
+        self.records: list[ToolCallStartRecord | ToolCallRecord] = []
+
+    def tool_call_start(self, record: ToolCallStartRecord) -> None:
+        self.records.append(record)
+
+    def tool_call_end(self, record: ToolCallRecord) -> None:
+        self.records.append(record)
+
+
+class LoggingObserver:
+    """Writes one JSON log line per record to the `heron.tools` logger."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self._log = logger or logging.getLogger("heron.tools")
+
+    def tool_call_start(self, record: ToolCallStartRecord) -> None:
+        self._log.info("tool_call_start %s", json.dumps(asdict(record), ensure_ascii=False))
+
+    def tool_call_end(self, record: ToolCallRecord) -> None:
+        self._log.info("tool_call %s", json.dumps(asdict(record), ensure_ascii=False))

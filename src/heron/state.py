@@ -1,0 +1,43 @@
+"""heron's state directory and its SQLite database.
+
+Every module that persists state shares one database, `<state_dir>/heron.db`. Each module creates
+its own tables (`CREATE TABLE IF NOT EXISTS`) on the connection returned by `open_db`, so this
+module knows nothing about their schemas.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+
+def default_state_dir() -> Path:
+    """`$HERON_STATE_DIR`, else `$XDG_STATE_HOME/heron`, else `~/.local/state/heron`."""
+    explicit = os.environ.get("HERON_STATE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_STATE_HOME")
+    # The XDG spec says relative values are invalid and must be ignored.
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "heron"
+    return Path.home() / ".local" / "state" / "heron"
+
+
+def open_db(state_dir: Path) -> sqlite3.Connection:
+    """Open `<state_dir>/heron.db`, creating the directory (mode 0700) if needed.
+
+    The connection uses WAL journaling (readers never block the writer), `synchronous=NORMAL`
+    (durable across application crashes; a power loss may drop the last commits) and enforces
+    foreign keys. The caller owns the connection and closes it.
+    """
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    conn = sqlite3.connect(state_dir / "heron.db")
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn

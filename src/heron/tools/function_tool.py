@@ -1,0 +1,469 @@
+"""Tools from typed Python functions: `@tool` builds a `FunctionTool`.
+
+Everything is worked out once, when the decorator runs: the signature, the type hints, the
+docstring, the argument model and its JSON Schema, the examples. A definition mistake is a
+`TypeError` at import time that lists every problem at once, never a surprise on the first call.
+
+Arguments are checked by a pydantic model in strict JSON mode (`model_validate_json(...,
+strict=True)` on the canonical JSON of the arguments). JSON mode is what lets strict validation
+still turn RFC 3339 strings into `datetime`/`date` and values into `Enum` members, while `"5"`,
+`1.0` and `true` are refused for an `int`. The model's fields are named `p0, p1, …` with the
+parameter names as aliases, so a parameter may be called `json`, `schema` or `_hidden` without
+colliding with pydantic's own attribute rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import enum
+import inspect
+import json
+import re
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, overload
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
+from pydantic_core import to_jsonable_python
+
+from heron.tools.definition import (
+    RUNTIME_ARG_NOTES,
+    RuntimeArg,
+    ToolAnnotations,
+    ToolArgumentsError,
+    ToolContext,
+    ToolExample,
+    ToolResult,
+    ToolSpec,
+)
+from heron.tools.validation import pydantic_problems
+
+__all__ = ["FunctionTool", "tool"]
+
+MAX_EXAMPLES = 5
+
+# `approved` is runtime-only, so the model never sees it. `channel` stays visible: it is a delivery
+# default the model may override (see RUNTIME_ARG_NOTES), the runtime only fills it when empty.
+_HIDDEN_RUNTIME_ARGS: frozenset[str] = frozenset({"approved"})
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SCALARS: tuple[Any, ...] = (str, int, float, bool, type(None), dt.datetime, dt.date)
+_SUPPORTED = (
+    "str, int, float, bool, None, Optional/unions, list[...], dict[str, ...], Literal, Enum, "
+    "datetime, date, pydantic models, TypedDicts, Annotated[..., Field(...)]"
+)
+
+
+class FunctionTool:
+    """A `Tool` made from a typed function by `@tool`. The function stays callable as `.fn`.
+
+    Sync functions run in a worker thread (`asyncio.to_thread`) so a slow one cannot stall the
+    event loop; `@tool(thread=False)` runs cheap ones inline. A thread cannot be interrupted, so a
+    cancelled call to a threaded function keeps running to its end in the background.
+    """
+
+    __slots__ = ("_context_param", "_fields", "_is_async", "_model", "_spec", "_thread", "fn")
+
+    def __init__(
+        self,
+        *,
+        fn: Callable[..., Any],
+        spec: ToolSpec,
+        model: type[BaseModel],
+        fields: Mapping[str, str],
+        context_param: str | None,
+        thread: bool,
+    ) -> None:
+        self.fn = fn
+        self._spec = spec
+        self._model = model
+        self._fields = fields  # parameter name -> model field name
+        self._context_param = context_param
+        self._is_async = inspect.iscoroutinefunction(fn)
+        self._thread = thread
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    def __repr__(self) -> str:
+        return f"FunctionTool({self._spec.name!r})"
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate raw JSON-like arguments strictly; return python values keyed by parameter.
+
+        Defaults are applied. Runtime arguments (`approved`) are accepted although the model does
+        not see them. Raises `ToolArgumentsError` listing every problem.
+        """
+        try:
+            text = json.dumps(dict(arguments), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ToolArgumentsError(self._spec.name, [f"arguments are not JSON: {exc}"]) from None
+        try:
+            instance = self._model.model_validate_json(text, strict=True)
+        except ValidationError as exc:
+            problems = pydantic_problems(exc.errors(), arguments)
+            raise ToolArgumentsError(self._spec.name, problems) from None
+        return {param: getattr(instance, field) for param, field in self._fields.items()}
+
+    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Call the function with validated arguments; exceptions propagate to the dispatcher."""
+        kwargs = dict(arguments)
+        if self._context_param is not None:
+            kwargs[self._context_param] = ctx
+        if self._is_async:
+            value = await typing.cast(Awaitable[Any], self.fn(**kwargs))
+        elif self._thread:
+            value = await asyncio.to_thread(self.fn, **kwargs)
+        else:
+            value = self.fn(**kwargs)
+        return _to_result(value)
+
+
+def _to_result(value: object) -> ToolResult:
+    if isinstance(value, ToolResult):
+        return value
+    if isinstance(value, str):
+        return ToolResult.ok(value)
+    if value is None:
+        return ToolResult.ok("")
+    data = to_jsonable_python(value)
+    return ToolResult.ok(json.dumps(data, ensure_ascii=False, separators=(",", ":")), data=data)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotent: bool = False,
+    irreversible: bool = False,
+    open_world: bool = False,
+    requires_approval: bool = False,
+    owner: str = "user",
+    examples: Sequence[Mapping[str, Any] | ToolExample] = (),
+    runtime_args: Sequence[RuntimeArg] = (),
+    thread: bool = True,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotent: bool = False,
+    irreversible: bool = False,
+    open_world: bool = False,
+    requires_approval: bool = False,
+    owner: str = "user",
+    examples: Sequence[Mapping[str, Any] | ToolExample] = (),
+    runtime_args: Sequence[RuntimeArg] = (),
+    thread: bool = True,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a tool from a typed sync or async function: `@tool` or `@tool(read_only=True, ...)`.
+
+    The schema comes from the type hints, the description from the docstring (Google `Args:` /
+    `Returns:` / `Raises:` or Sphinx `:param x:` fields document the parameters). A parameter
+    annotated `ToolContext` receives the call context and is not part of the schema. `examples`
+    (at most five) are validated now and rendered into the description. `thread=False` runs a
+    sync function on the event loop instead of in a worker thread. Definition mistakes raise one
+    `TypeError` listing every problem.
+    """
+    annotations = ToolAnnotations(
+        read_only=read_only,
+        destructive=destructive,
+        idempotent=idempotent,
+        irreversible=irreversible,
+        open_world=open_world,
+        requires_approval=requires_approval,
+    )
+
+    def build(function: Callable[..., Any]) -> FunctionTool:
+        return _build(
+            function, name, description, annotations, owner, examples, runtime_args, thread
+        )
+
+    return build if fn is None else build(fn)
+
+
+def _build(
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    annotations: ToolAnnotations,
+    owner: str,
+    examples: Sequence[Mapping[str, Any] | ToolExample],
+    runtime_args: Sequence[RuntimeArg],
+    thread: bool,
+) -> FunctionTool:
+    problems: list[str] = []
+    tool_name = name if name is not None else str(getattr(fn, "__name__", ""))
+    if not _NAME.match(tool_name):
+        problems.append(f"tool name {tool_name!r} must be 1-64 letters, digits, '_' or '-'")
+    if annotations.read_only and (annotations.destructive or annotations.irreversible):
+        problems.append("read_only contradicts destructive/irreversible")
+    try:
+        signature = inspect.signature(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except (TypeError, ValueError, NameError) as exc:
+        raise TypeError(f"cannot make a tool from {fn!r}: {exc}") from exc
+
+    doc_text, doc_params, doc_sections = _parse_docstring(inspect.getdoc(fn))
+    for documented in doc_params.keys() - signature.parameters.keys():
+        problems.append(f"docstring documents '{documented}', which is not a parameter")
+    parameters = list(signature.parameters.values())
+    fields, definitions, context_param = _fields(parameters, hints, doc_params, problems)
+    declared = tuple(dict.fromkeys(runtime_args))
+    for arg in declared:
+        if arg not in RUNTIME_ARG_NOTES:
+            known = ", ".join(RUNTIME_ARG_NOTES)
+            problems.append(f"unknown runtime argument {arg!r} (known: {known})")
+        elif arg not in fields:
+            problems.append(f"runtime argument '{arg}' needs a typed parameter of that name")
+        elif signature.parameters[arg].default is inspect.Parameter.empty:
+            problems.append(f"runtime argument '{arg}' needs a default (the model may omit it)")
+    hidden = [arg for arg in declared if arg in _HIDDEN_RUNTIME_ARGS]
+
+    main_text = (description or doc_text).strip()
+    if not main_text:
+        problems.append("no description: write a docstring or pass description=")
+    parsed = [e if isinstance(e, ToolExample) else ToolExample(arguments=e) for e in examples]
+    if len(parsed) > MAX_EXAMPLES:
+        problems.append(f"{len(parsed)} examples given; at most {MAX_EXAMPLES} are allowed")
+
+    model: type[BaseModel] | None = None
+    schema: dict[str, Any] = {}
+    if len(definitions) == len(fields):  # every parameter was usable
+        try:
+            model = create_model(
+                f"{tool_name}_arguments",
+                __config__=ConfigDict(extra="forbid", strict=True),
+                **definitions,
+            )
+            schema = _visible_schema(model, hidden)
+        except pydantic.PydanticUserError as exc:
+            model = None
+            problems.append(f"cannot build the argument model: {str(exc).splitlines()[0]}")
+    built: FunctionTool | None = None
+    if model is not None:
+        notes = [RUNTIME_ARG_NOTES[arg] for arg in declared if arg in RUNTIME_ARG_NOTES]
+        sections = [main_text, *doc_sections, *notes]
+        if parsed:
+            sections.append("Examples:\n" + "\n".join(map(_render_example, parsed)))
+        spec = ToolSpec(
+            name=tool_name,
+            description="\n\n".join(sections),
+            parameters=schema,
+            annotations=annotations,
+            owner=owner,
+            runtime_args=declared,
+            channel_aware="channel" in declared,
+        )
+        built = FunctionTool(
+            fn=fn, spec=spec, model=model, fields=fields, context_param=context_param, thread=thread
+        )
+    for number, example in enumerate(parsed, start=1):
+        leaked = sorted(set(example.arguments) & set(hidden))
+        if leaked:
+            problems.append(f"example {number}: sets runtime-only argument {', '.join(leaked)}")
+        elif built is not None:
+            try:
+                built.validate(example.arguments)
+            except ToolArgumentsError as exc:
+                problems.append(f"example {number}: " + "; ".join(exc.problems))
+    if problems or built is None:
+        listing = "\n- ".join(problems)
+        raise TypeError(f"cannot make a tool from {tool_name or fn!r}:\n- {listing}")
+    return built
+
+
+def _fields(
+    parameters: Sequence[inspect.Parameter],
+    hints: Mapping[str, Any],
+    docs: Mapping[str, str],
+    problems: list[str],
+) -> tuple[dict[str, str], dict[str, Any], str | None]:
+    """Model field definitions per parameter (plus the ToolContext parameter, if any).
+
+    A parameter with a problem gets a field name but no definition, so the caller can tell.
+    """
+    fields: dict[str, str] = {}
+    definitions: dict[str, Any] = {}
+    context_param: str | None = None
+    for index, param in enumerate(parameters):
+        where = f"parameter '{param.name}'"
+        hint = hints.get(param.name)
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            problems.append(f"{where}: *args/**kwargs cannot be described to a model")
+        elif param.kind is param.POSITIONAL_ONLY:
+            problems.append(f"{where}: positional-only parameters cannot be passed by name")
+        elif param.name not in hints:
+            problems.append(f"{where}: missing type hint")
+        elif hint is ToolContext:
+            if context_param is not None:
+                problems.append(f"{where}: only one parameter may take the ToolContext")
+            context_param = param.name
+            continue
+        elif isinstance(param.default, FieldInfo):
+            problems.append(f"{where}: put Field(...) in Annotated[...], not in the default")
+        elif unsupported := _unsupported(hint):
+            names = ", ".join(unsupported)
+            problems.append(f"{where}: unsupported type {names} (supported: {_SUPPORTED})")
+        else:
+            default = ... if param.default is param.empty else param.default
+            text = _annotated_description(hint) or docs.get(param.name)
+            definitions[f"p{index}"] = (hint, Field(default, alias=param.name, description=text))
+        fields[param.name] = f"p{index}"
+    return fields, definitions, context_param
+
+
+def _unsupported(hint: Any) -> list[str]:
+    """The parts of `hint` that cannot be described as JSON (empty when all is well)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        return _unsupported(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return [part for arg in args for part in _unsupported(arg)]
+    if origin is list and len(args) == 1:
+        return _unsupported(args[0])
+    if origin is dict and len(args) == 2:
+        keys = [] if args[0] is str else [f"dict key {_type_name(args[0])}"]
+        return keys + _unsupported(args[1])
+    if origin is Literal or hint in _SCALARS:
+        return []
+    if isinstance(hint, type) and (
+        issubclass(hint, enum.Enum | BaseModel)
+        or (issubclass(hint, dict) and hasattr(hint, "__required_keys__"))  # a TypedDict
+    ):
+        return []
+    return [_type_name(hint)]
+
+
+def _type_name(hint: Any) -> str:
+    return hint.__qualname__ if isinstance(hint, type) else repr(hint)
+
+
+def _annotated_description(hint: Any) -> str | None:
+    """An explicit `Annotated[..., Field(description=...)]` wins over the docstring."""
+    if typing.get_origin(hint) is typing.Annotated:
+        for meta in reversed(typing.get_args(hint)[1:]):
+            if isinstance(meta, FieldInfo) and meta.description:
+                return meta.description
+    return None
+
+
+_VERBATIM_KEYS = frozenset({"default", "enum", "const", "examples"})
+_NAME_MAP_KEYS = frozenset({"properties", "$defs", "patternProperties"})
+
+
+def _clean(node: Any) -> Any:
+    """Drop pydantic's `title` noise; keep descriptions, defaults, required and the rest."""
+    if isinstance(node, list):
+        return [_clean(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    cleaned: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _VERBATIM_KEYS:
+            cleaned[key] = value
+        elif key in _NAME_MAP_KEYS and isinstance(value, dict):
+            cleaned[key] = {name: _clean(schema) for name, schema in value.items()}
+        else:
+            cleaned[key] = _clean(value)
+    return cleaned
+
+
+def _visible_schema(model: type[BaseModel], hidden: Sequence[str]) -> dict[str, Any]:
+    schema: dict[str, Any] = _clean(model.model_json_schema())
+    for key in hidden:
+        schema["properties"].pop(key, None)
+    required = [key for key in schema.get("required", ()) if key not in hidden]
+    schema.pop("required", None)
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _render_example(example: ToolExample) -> str:
+    line = "- " + json.dumps(dict(example.arguments), ensure_ascii=False)
+    return f"{line}  — {example.description}" if example.description else line
+
+
+_GOOGLE_HEADER = re.compile(r"^(Args|Arguments|Parameters|Returns|Return|Yields|Raises):\s*$")
+_GOOGLE_ITEM = re.compile(r"^\*{0,2}(\w+)\s*(?:\(.*?\))?\s*:\s*(.*)$")
+_SPHINX_KINDS = "param|parameter|arg|argument|key|keyword|type|returns?|rtype|raises?|exception"
+_SPHINX_FIELD = re.compile(rf"^:({_SPHINX_KINDS})(?:\s+([^:]+?))?\s*:\s*(.*)$")
+_SECTION_OF = dict.fromkeys(("Args", "Arguments", "Parameters"), "params")
+_SECTION_OF |= dict.fromkeys(("Returns", "Return", "Yields"), "returns") | {"Raises": "raises"}
+_SPHINX_PARAM = frozenset({"param", "parameter", "arg", "argument", "key", "keyword"})
+_SPHINX_RAISES = frozenset({"raises", "raise", "exception"})
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str], list[str]]:
+    """Split a Google (`Args:`, `Returns:`, `Raises:`) or Sphinx (`:param x:`) docstring.
+
+    Returns the summary and body, the per-parameter texts and rendered Returns/Raises blocks.
+    """
+    body: list[str] = []
+    params: dict[str, list[str]] = {}
+    returns: list[str] = []
+    raises: dict[str, list[str]] = {}
+    section = ""  # "" is the body; otherwise the section the current lines belong to
+    item_indent = -1
+    current = body
+    for line in (doc or "").splitlines():
+        text, indent = line.strip(), len(line) - len(line.lstrip())
+        if header := _GOOGLE_HEADER.match(line):
+            section, item_indent = _SECTION_OF[header.group(1)], -1
+            current = returns if section == "returns" else []
+            continue
+        if field := _SPHINX_FIELD.match(line):
+            kind, target, rest = field.groups()
+            section = "sphinx"
+            if kind in _SPHINX_PARAM and target:
+                current = params.setdefault(target.split()[-1], [])
+            elif kind in ("returns", "return"):
+                current = returns
+            elif kind in _SPHINX_RAISES:
+                current = raises.setdefault(target or "error", [])
+            else:
+                current = []  # `:type x:` and `:rtype:` repeat the type hints
+            current.append(rest)
+            continue
+        if section and indent == 0 and text:
+            section, current = "", body
+        if section in ("params", "raises") and text:
+            item_indent = indent if item_indent < 0 else item_indent
+            item = _GOOGLE_ITEM.match(text) if indent == item_indent else None
+            if item:
+                current = (params if section == "params" else raises).setdefault(item[1], [])
+                current.append(item[2])
+                continue
+        current.append(text if section else line)
+
+    def join(lines: list[str]) -> str:
+        return " ".join(line for line in lines if line)
+
+    sections = [f"Returns: {join(returns)}"] if join(returns) else []
+    if raises:
+        sections.append("Raises:\n" + "\n".join(f"- {k}: {join(v)}" for k, v in raises.items()))
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(body)).strip()
+    return text, {name: join(lines) for name, lines in params.items()}, sections

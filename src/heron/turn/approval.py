@@ -1,0 +1,317 @@
+"""The approval gate: who must say yes before a tool runs, and who said it.
+
+`ApprovalManager.requirement()` decides from autonomy, `always_ask`, `auto_approve`, the
+session allow-list ("always" answers) and the tool's annotations. `ApprovalManager.decide()`
+asks the configured `Approver` front end (terminal, back-channel, or none) and records every
+operator, back-channel and policy decision in the audit store. Approval is pre-execution
+control; it is not a receipt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TextIO
+
+from heron.audit import AuditLog, AuditRecord, Decision, MemoryAuditStore, audit_timestamp
+from heron.redact import sanitize_replacement, summarize_args
+from heron.tools.definition import ToolSpec
+from heron.tools.registry import Autonomy
+
+Requirement = Literal["not_required", "approved", "prompt"]
+AnswerKind = Literal["yes", "no", "always", "replace"]
+
+_request_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalRequest:
+    request_id: str
+    call_id: str
+    tool: str
+    summary: str
+    """Redacted one-line summary of the arguments."""
+    turn_id: str
+    channel: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalAnswer:
+    decision: AnswerKind
+    decided_by: str
+    """Who answered, e.g. `operator:cli` or `backchannel:web`."""
+    replacement: str | None = None
+    """With `replace`: the text the model sees instead of running the tool."""
+    reason: str | None = None
+
+
+class Approver(Protocol):
+    """An approval front end. `None` means no operator decision was available."""
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None: ...
+
+
+class NoApprover:
+    """Non-interactive runs without a back-channel: nobody can answer."""
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None:
+        return None
+
+
+def parse_terminal_answer(line: str) -> AnswerKind:
+    """`y`/`yes` → yes, `a`/`always` → always, anything else (empty, EOF, typos) → no."""
+    word = line.strip().lower()
+    if word in ("y", "yes"):
+        return "yes"
+    if word in ("a", "always"):
+        return "always"
+    return "no"
+
+
+class TerminalApprover:
+    """Asks the operator at the terminal: yes / no / always. Reads the controlling tty when
+    there is one (so piped stdin cannot answer), else stdin."""
+
+    def __init__(
+        self,
+        *,
+        prompt_out: TextIO | None = None,
+        read_line: Callable[[], str] | None = None,
+        before_prompt: Callable[[], None] | None = None,
+    ) -> None:
+        self._out = prompt_out or sys.stderr
+        self._read_line = read_line or _read_tty_line
+        self._before_prompt = before_prompt
+        self._lock = asyncio.Lock()
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None:
+        async with self._lock:
+            if self._before_prompt is not None:
+                self._before_prompt()
+            self._out.write(
+                f"\n? heron wants to run {request.tool}\n  {request.summary}\n"
+                f"  [y]es / [n]o / [a]lways for {request.tool}: "
+            )
+            self._out.flush()
+            try:
+                line = await asyncio.to_thread(self._read_line)
+            except OSError:
+                return ApprovalAnswer(decision="no", decided_by="operator:cli", reason="tty error")
+            return ApprovalAnswer(decision=parse_terminal_answer(line), decided_by="operator:cli")
+
+
+def _read_tty_line() -> str:
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return sys.stdin.readline()
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as tty:
+        return tty.readline()
+
+
+class BackChannelApprover:
+    """Carries approval requests to an operator elsewhere (web page, chat, tests).
+
+    Requests wait in `pending` until `answer()` is called or the manager's timeout ends them.
+    `on_request` is called for every new request (push it to the operator there).
+    """
+
+    def __init__(
+        self, name: str, *, on_request: Callable[[ApprovalRequest], None] | None = None
+    ) -> None:
+        self.name = name
+        self._on_request = on_request
+        self._waiting: dict[str, tuple[ApprovalRequest, asyncio.Future[ApprovalAnswer]]] = {}
+
+    @property
+    def pending(self) -> list[ApprovalRequest]:
+        return [req for req, _ in self._waiting.values()]
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None:
+        future: asyncio.Future[ApprovalAnswer] = asyncio.get_running_loop().create_future()
+        self._waiting[request.request_id] = (request, future)
+        try:
+            if self._on_request is not None:
+                self._on_request(request)
+            return await future
+        finally:
+            self._waiting.pop(request.request_id, None)
+
+    def answer(
+        self,
+        request_id: str,
+        decision: AnswerKind,
+        *,
+        replacement: str | None = None,
+        operator: str = "operator",
+    ) -> bool:
+        """Answer a pending request; False when it is unknown or already answered."""
+        entry = self._waiting.get(request_id)
+        if entry is None or entry[1].done():
+            return False
+        entry[1].set_result(
+            ApprovalAnswer(
+                decision=decision,
+                decided_by=f"backchannel:{self.name}:{operator}",
+                replacement=replacement,
+            )
+        )
+        return True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GateResult:
+    """`proceed` with the runtime marker value, or a synthetic result the model sees instead."""
+
+    proceed: bool
+    approved: bool = False
+    status: Literal["denied", "replaced"] | None = None
+    output: str = ""
+
+
+@dataclass(kw_only=True)
+class ApprovalPolicy:
+    autonomy: Autonomy = "supervised"
+    auto_approve: Collection[str] = ()
+    always_ask: Collection[str] = ()
+    timeout_s: float = 300.0
+    record_auto_approvals: bool = False
+
+
+def operator_denied(tool: str) -> str:
+    return f"Denied by the operator: '{tool}' was not run."
+
+
+def unavailable_denied(tool: str, why: str) -> str:
+    # Deliberately names no configuration key: the model should not lobby for more power.
+    return (
+        f"Not run: '{tool}' needs approval and {why}, so heron denied it by policy. "
+        "This was not the user's decision."
+    )
+
+
+@dataclass(kw_only=True)
+class ApprovalManager:
+    """Approval state for one agent session: policy, front end, allow-list and audit."""
+
+    policy: ApprovalPolicy = field(default_factory=ApprovalPolicy)
+    approver: Approver = field(default_factory=NoApprover)
+    audit: AuditLog = field(default_factory=MemoryAuditStore)
+    session_allowlist: set[str] = field(default_factory=set)
+    auto_approvals: Counter[str] = field(default_factory=Counter)
+    """Automatic approvals by autonomy level or allow-list, counted per tool."""
+
+    def requirement(self, spec: ToolSpec) -> Requirement:
+        policy = self.policy
+        name = spec.name
+        if policy.autonomy == "full":
+            return "approved"
+        if policy.autonomy == "read-only":
+            return "not_required"
+        if "*" in policy.always_ask or name in policy.always_ask:
+            return "prompt"
+        if "*" in policy.auto_approve or name in policy.auto_approve:
+            return "approved"
+        if name in self.session_allowlist:
+            return "approved"
+        ann = spec.annotations
+        if ann.read_only and not ann.requires_approval:
+            return "approved"
+        return "prompt"
+
+    def count_auto(self, spec: ToolSpec, *, call_id: str, turn_id: str, summary: str) -> None:
+        self.auto_approvals[spec.name] += 1
+        if self.policy.record_auto_approvals:
+            self._audit(
+                tool=spec.name,
+                summary=summary,
+                decision="auto",
+                decided_by=f"autonomy:{self.policy.autonomy}",
+                request_id=f"auto-{call_id}",
+                turn_id=turn_id,
+            )
+
+    async def decide(
+        self,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        *,
+        call_id: str,
+        turn_id: str,
+        channel: str | None,
+        on_request: Callable[[ApprovalRequest], None],
+        on_decision: Callable[[ApprovalRequest, str, str], None],
+    ) -> GateResult:
+        """Ask the front end about a prompt-required call and record the outcome."""
+        request = ApprovalRequest(
+            request_id=f"apr-{next(_request_ids)}",
+            call_id=call_id,
+            tool=spec.name,
+            summary=summarize_args(arguments),
+            turn_id=turn_id,
+            channel=channel,
+        )
+        on_request(request)
+        try:
+            answer = await asyncio.wait_for(self.approver.ask(request), self.policy.timeout_s)
+            why = "no operator decision was available"
+        except TimeoutError:
+            answer = None
+            why = f"no operator answered within {self.policy.timeout_s:g} s"
+        if answer is None:
+            decision: Decision = "timeout" if why.startswith("no operator answered") else "unavailable"
+            self._record(request, decision, "policy", reason=why)
+            on_decision(request, decision, "policy")
+            return GateResult(proceed=False, status="denied", output=unavailable_denied(spec.name, why))
+        self._record(request, answer.decision, answer.decided_by, reason=answer.reason)
+        on_decision(request, answer.decision, answer.decided_by)
+        if answer.decision == "always":
+            self.session_allowlist.add(spec.name)
+        if answer.decision in ("yes", "always"):
+            return GateResult(proceed=True, approved=True)
+        if answer.decision == "replace":
+            text = sanitize_replacement(answer.replacement or "")
+            return GateResult(proceed=False, status="replaced", output=text)
+        return GateResult(proceed=False, status="denied", output=operator_denied(spec.name))
+
+    def _record(
+        self, request: ApprovalRequest, decision: Decision, decided_by: str, *, reason: str | None
+    ) -> None:
+        self._audit(
+            tool=request.tool,
+            summary=request.summary,
+            decision=decision,
+            decided_by=decided_by,
+            request_id=request.request_id,
+            turn_id=request.turn_id,
+            reason=reason,
+        )
+
+    def _audit(
+        self,
+        *,
+        tool: str,
+        summary: str,
+        decision: Decision,
+        decided_by: str,
+        request_id: str,
+        turn_id: str,
+        reason: str | None = None,
+    ) -> None:
+        self.audit.record(
+            AuditRecord(
+                timestamp=audit_timestamp(),
+                tool=tool,
+                arguments_summary=summary,
+                decision=decision,
+                decided_by=decided_by,
+                request_id=request_id,
+                turn_id=turn_id,
+                reason=reason,
+            )
+        )

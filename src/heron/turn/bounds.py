@@ -1,0 +1,33 @@
+"""Bounding tool results before they enter model-visible history.
+
+Lengths are counted in characters (not bytes). The cut keeps the head (two thirds) and the
+tail (one third) and says exactly how much was left out, so truncation is never silent.
+"""
+
+from __future__ import annotations
+
+
+def truncation_marker(omitted: int) -> str:
+    return f"\n\n[… {omitted} characters omitted by heron's tool-result limit …]\n\n"
+
+
+def bound_text(text: str, max_chars: int) -> tuple[str, bool]:
+    """Return `text` cut to at most about `max_chars` characters, and whether it was cut.
+
+    `max_chars <= 0` disables bounding. When the limit is too small for a marker, a plain
+    prefix is returned.
+    """
+    if max_chars <= 0 or len(text) <= max_chars:
+        return text, False
+    head = max_chars * 2 // 3
+    tail = max_chars - head
+    omitted = len(text) - head - tail
+    marker = truncation_marker(omitted)
+    if len(marker) >= max_chars:
+        return text[:max_chars], True
+    # Give the marker's own length back from the head and tail so the whole stays near max_chars.
+    budget = max_chars - len(marker)
+    head = budget * 2 // 3
+    tail = budget - head
+    omitted = len(text) - head - tail
+    return text[:head] + truncation_marker(omitted) + text[len(text) - tail :], True

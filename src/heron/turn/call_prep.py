@@ -1,0 +1,247 @@
+"""Call preparation: everything between a parsed call and dispatch, in this order:
+
+before-hooks → availability (unknown / excluded) → delivery defaults → scrub any model-supplied
+approval marker → strict argument validation → prompt-required repeat guard → approval gate →
+restore the runtime marker → duplicate guard.
+
+Calls that will not run get their terminal result here (one slot per original call) and their
+pending/terminal event pair at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from heron.events import ApprovalDecisionEvent, ApprovalRequestEvent, ToolStatus
+from heron.receipts import canonical_json
+from heron.tools.definition import Tool, ToolArgumentsError
+from heron.turn.approval import ApprovalRequest
+from heron.turn.calls import CallOutcome, ExecutableCall, ParsedCall, emit_synthetic_pair, synthetic
+from heron.turn.context import REENTRANT_TOOLS, ResolvedAgentExecution, TurnState
+from heron.turn.hooks import HookCall, run_before_hooks
+
+MAX_LISTED_TOOLS = 25
+
+
+@dataclass(kw_only=True, slots=True)
+class TurnGuards:
+    """Guard state that lives for the whole turn (across model responses)."""
+
+    prompted_signatures: set[str] = field(default_factory=set)
+
+
+@dataclass(kw_only=True, slots=True)
+class PreparedBatch:
+    slots: list[CallOutcome | None]
+    executable: list[ExecutableCall]
+    any_prompted: bool = False
+    abort: str | None = None
+    """Set when a guard stops the loop after this round."""
+
+
+def call_signature(name: str, arguments: dict[str, Any]) -> str:
+    return name.strip().casefold() + "\x00" + canonical_json(arguments)
+
+
+def _unknown_tool_text(name: str, exec_: ResolvedAgentExecution) -> str:
+    names = exec_.registry.names() + (exec_.activated.names() if exec_.activated else [])
+    listed = ", ".join(names[:MAX_LISTED_TOOLS]) + (" …" if len(names) > MAX_LISTED_TOOLS else "")
+    return f"Unknown tool: '{name}'. Tools you can call: {listed or '(none)'}."
+
+
+def _resolve(exec_: ResolvedAgentExecution, name: str) -> Tool | None:
+    tool = exec_.registry.get(name)
+    if tool is None and exec_.activated is not None:
+        tool = exec_.activated.get(name)
+    return tool
+
+
+async def prepare_calls(
+    exec_: ResolvedAgentExecution,
+    state: TurnState,
+    calls: list[ParsedCall],
+    guards: TurnGuards,
+) -> PreparedBatch:
+    batch = PreparedBatch(slots=[None] * len(calls), executable=[])
+    knobs = exec_.knobs
+    seen: set[str] = set()
+    prompted_this_round: set[str] = set()
+
+    def refuse(
+        call: ParsedCall, name: str, args: dict[str, Any], status: ToolStatus, text: str
+    ) -> None:
+        outcome = synthetic(call.call_id, name, status, text)
+        batch.slots[call.index] = outcome
+        emit_synthetic_pair(state, args, outcome, max_chars=knobs.max_tool_result_chars)
+
+    for call in calls:
+        if batch.abort is not None:
+            refuse(call, call.name, call.arguments, "interrupted", _guard_stop_text(call.name))
+            batch.slots[call.index].phase = "not_started"  # type: ignore[union-attr]
+            continue
+        if call.arguments_error is not None:
+            refuse(
+                call,
+                call.name,
+                call.arguments,
+                "error",
+                f"Error: the arguments for '{call.name}' are not a JSON object "
+                f"({call.arguments_error}). Nothing was run; send valid JSON arguments.",
+            )
+            continue
+
+        name, args, cancel_reason = call.name, call.arguments, None
+        if exec_.hooks:
+            name, args, cancel_reason = await run_before_hooks(
+                exec_.hooks,
+                HookCall(
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    turn_id=state.turn_id,
+                    channel=state.channel,
+                ),
+            )
+        if cancel_reason is not None:
+            refuse(call, call.name, call.arguments, "hook_cancelled",
+                   f"Cancelled by hook: {cancel_reason}")
+            continue
+
+        registry = exec_.registry
+        if registry.is_excluded(name):
+            refuse(call, name, args, "excluded", f"Not available in this turn: '{name}'.")
+            continue
+        tool = _resolve(exec_, name)
+        if tool is None:
+            refuse(call, name, args, "unknown", _unknown_tool_text(name, exec_))
+            continue
+        spec = tool.spec
+        if registry.is_excluded(spec.name):
+            refuse(call, name, args, "excluded", f"Not available in this turn: '{name}'.")
+            continue
+        name = spec.name
+
+        args = dict(args)
+        injected: list[str] = []
+        if spec.channel_aware and not args.get("channel") and state.channel:
+            args["channel"] = state.channel
+            injected.append("channel")
+        has_marker = "approved" in spec.runtime_args
+        if has_marker:
+            args["approved"] = False  # a model can never approve itself
+
+        try:
+            validated = tool.validate(args)
+        except ToolArgumentsError as exc:
+            refuse(
+                call,
+                name,
+                args,
+                "error",
+                f"Error: invalid arguments for '{name}': " + "; ".join(exc.problems)
+                + ". Nothing was run; fix the arguments and call again.",
+            )
+            continue
+
+        requirement = exec_.approval.requirement(spec)
+        if requirement == "prompt":
+            batch.any_prompted = True
+            if name in knobs.prompt_guard_tools:
+                sig = call_signature(name, args)
+                if sig in prompted_this_round:
+                    refuse(call, name, args, "duplicate", _duplicate_text(name))
+                    continue
+                if sig in guards.prompted_signatures:
+                    batch.abort = (
+                        f"repeated approval-required call '{name}' with identical arguments; "
+                        "heron stops the loop instead of asking the operator again"
+                    )
+                    refuse(call, name, args, "denied", f"Not run: {batch.abort}.")
+                    continue
+                prompted_this_round.add(sig)
+                guards.prompted_signatures.add(sig)
+            gate = await exec_.approval.decide(
+                spec,
+                args,
+                call_id=call.call_id,
+                turn_id=state.turn_id,
+                channel=state.channel,
+                on_request=lambda req: state.sink(_request_event(state, req)),
+                on_decision=lambda req, decision, by: state.sink(
+                    ApprovalDecisionEvent(
+                        turn_id=state.turn_id,
+                        request_id=req.request_id,
+                        call_id=req.call_id,
+                        tool=req.tool,
+                        decision=decision,
+                        decided_by=by,
+                    )
+                ),
+            )
+            if not gate.proceed:
+                refuse(call, name, args, gate.status or "denied", gate.output)
+                continue
+            approved = gate.approved
+        else:
+            approved = requirement == "approved"
+            if approved:
+                exec_.approval.count_auto(
+                    spec, call_id=call.call_id, turn_id=state.turn_id, summary=name
+                )
+
+        if has_marker:
+            args["approved"] = approved
+            validated["approved"] = approved
+            if approved:
+                injected.append("approved")
+
+        if knobs.dedup and name not in knobs.dedup_exempt and name not in REENTRANT_TOOLS:
+            sig = call_signature(name, args)
+            if sig in seen:
+                refuse(call, name, args, "duplicate", _duplicate_text(name))
+                continue
+            seen.add(sig)
+
+        batch.executable.append(
+            ExecutableCall(
+                index=call.index,
+                call_id=call.call_id,
+                name=name,
+                arguments=args,
+                validated=validated,
+                tool=tool,
+                original_arguments=call.arguments,
+                injected=tuple(injected),
+            )
+        )
+    if batch.abort is not None:
+        # Calls prepared before the guard fired do not run either.
+        for ex in batch.executable:
+            outcome = synthetic(ex.call_id, ex.name, "interrupted", _guard_stop_text(ex.name))
+            outcome.phase = "not_started"
+            batch.slots[ex.index] = outcome
+            emit_synthetic_pair(state, ex.arguments, outcome, max_chars=knobs.max_tool_result_chars)
+        batch.executable = []
+    return batch
+
+
+def _duplicate_text(name: str) -> str:
+    return (
+        f"Skipped duplicate call: '{name}' was already called with identical arguments in this "
+        "response; use that result."
+    )
+
+
+def _guard_stop_text(name: str) -> str:
+    return f"[not started: heron stopped the loop before '{name}' ran]"
+
+
+def _request_event(state: TurnState, req: ApprovalRequest) -> ApprovalRequestEvent:
+    return ApprovalRequestEvent(
+        turn_id=state.turn_id,
+        request_id=req.request_id,
+        call_id=req.call_id,
+        tool=req.tool,
+        summary=req.summary,
+    )

@@ -1,0 +1,87 @@
+"""The records a model call travels in through preparation, dispatch and collection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from heron.events import InterruptPhase, ToolCallEvent, ToolResultEvent, ToolStatus
+from heron.redact import scrub_text
+from heron.tools.definition import Tool
+from heron.turn.context import TurnState
+
+
+@dataclass(kw_only=True, slots=True)
+class ParsedCall:
+    """A model tool call, normalised from native or text-protocol output, id pinned."""
+
+    index: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_error: str | None = None
+    """Set when the provider sent arguments that are not a JSON object."""
+
+
+@dataclass(kw_only=True, slots=True)
+class ExecutableCall:
+    index: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    """JSON arguments as executed (post-hook, post-prep), shown in events and receipted."""
+    validated: dict[str, Any]
+    """The tool's own validated values (may hold non-JSON types such as datetimes)."""
+    tool: Tool
+    original_arguments: dict[str, Any]
+    injected: tuple[str, ...] = ()
+
+
+@dataclass(kw_only=True, slots=True)
+class CallOutcome:
+    """The terminal result of one slot. `output` is raw and unbounded (the data path)."""
+
+    call_id: str
+    name: str
+    status: ToolStatus
+    success: bool
+    output: str
+    duration_ms: float = 0.0
+    receipt: str | None = None
+    phase: InterruptPhase | None = None
+    background_task: str | None = None
+    executed: bool = False
+    read_only: bool = False
+
+
+def result_event(state: TurnState, outcome: CallOutcome, shown: str) -> ToolResultEvent:
+    return ToolResultEvent(
+        turn_id=state.turn_id,
+        id=outcome.call_id,
+        name=outcome.name,
+        success=outcome.success,
+        status=outcome.status,
+        output=scrub_text(shown),
+        duration_ms=round(outcome.duration_ms, 3),
+        receipt=outcome.receipt,
+        phase=outcome.phase,
+        background_task=outcome.background_task,
+    )
+
+
+def emit_synthetic_pair(
+    state: TurnState, arguments: dict[str, Any], outcome: CallOutcome, *, max_chars: int
+) -> None:
+    """A call that never ran still gets its pending card and its terminal card."""
+    state.sink(
+        ToolCallEvent(
+            turn_id=state.turn_id, id=outcome.call_id, name=outcome.name, arguments=arguments
+        )
+    )
+    shown = outcome.output if max_chars <= 0 else outcome.output[:max_chars]
+    state.sink(result_event(state, outcome, shown))
+
+
+def synthetic(call_id: str, name: str, status: ToolStatus, output: str) -> CallOutcome:
+    return CallOutcome(call_id=call_id, name=name, status=status, success=status == "replaced",
+                       output=output)

@@ -1,0 +1,123 @@
+"""The resolved execution context (immutable, one per turn) and the per-message loop state.
+
+`ResolvedAgentExecution` bundles everything that does not change while a turn runs: model,
+effective registry, approval manager, observer, hooks, knobs, receipt signer and the deferred
+activation handle. `TurnState` holds what belongs to one message: history, cancellation,
+event sink, steering queue, the shared iteration budget and background tasks. Nothing in the
+loop reads configuration from anywhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from heron.events import EventSink, discard
+from heron.messages import Message
+from heron.models.base import Model
+from heron.observer import NullObserver, Observer
+from heron.receipts import ReceiptSigner
+from heron.tools.registry import ActivatedToolSet, ScopedRegistry
+from heron.turn.approval import ApprovalManager
+from heron.turn.cancel import CancelScope
+from heron.turn.hooks import ToolHook
+
+ParallelMode = Literal["off", "read-only", "all"]
+SafePoint = Literal["after_model", "after_tools"]
+
+REENTRANT_TOOLS = frozenset({"spawn_subagent", "delegate"})
+"""Calling these twice with the same arguments is meaningful: never deduplicated."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoopDetectionKnobs:
+    enabled: bool = True
+    window: int = 20
+    max_repeats: int = 3
+    ignore_tools: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RuntimeKnobs:
+    """Loop behaviour. Defaults are what a supervised interactive agent wants."""
+
+    max_iterations: int = 10
+    parallel: ParallelMode = "read-only"
+    dedup: bool = True
+    dedup_exempt: frozenset[str] = frozenset()
+    prompt_guard_tools: frozenset[str] = frozenset({"shell"})
+    """Prompt-required tools whose identical repeat in a later round aborts the loop."""
+    max_tool_result_chars: int = 50_000
+    tool_timeout_s: float | None = None
+    """Runtime-level timeout per tool call; a timeout is an error result the model sees."""
+    strict_tool_parsing: bool = False
+    cap_behavior: Literal["summary", "error"] = "summary"
+    loop_detection: LoopDetectionKnobs = field(default_factory=LoopDetectionKnobs)
+    cancel_grace_s: float = 2.0
+    """How long a cancelled tool may take to unwind before heron stops waiting for it."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResolvedAgentExecution:
+    model: Model
+    registry: ScopedRegistry
+    approval: ApprovalManager
+    knobs: RuntimeKnobs = field(default_factory=RuntimeKnobs)
+    system_prompt: str = ""
+    observer: Observer = field(default_factory=NullObserver)
+    hooks: tuple[ToolHook, ...] = ()
+    receipts: ReceiptSigner | None = None
+    activated: ActivatedToolSet | None = None
+    agent: str | None = None
+    parent_agent: str | None = None
+
+
+class IterationBudget:
+    """Model-call iterations shared by a run and its nested runs."""
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, total: int) -> None:
+        self.remaining = total
+
+    def take(self) -> bool:
+        if self.remaining <= 0:
+            return False
+        self.remaining -= 1
+        return True
+
+
+@dataclass(kw_only=True, slots=True)
+class BackgroundResult:
+    """A tool that kept running after an interrupt has finished."""
+
+    task_id: str
+    call_id: str
+    tool: str
+    success: bool
+    output: str
+
+
+@dataclass(kw_only=True)
+class TurnState:
+    """Per-message state, outside the resolved bundle."""
+
+    history: list[Message]
+    sink: EventSink = discard
+    cancel: CancelScope = field(default_factory=CancelScope)
+    steering: deque[str] = field(default_factory=deque)
+    """User messages that arrived while the turn ran; appended at the next safe point."""
+    budget: IterationBudget | None = None
+    turn_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    channel: str | None = None
+    receipts: list[tuple[str, str]] = field(default_factory=list)
+    """(tool, receipt) for each receipted result of this turn."""
+    on_safe_point: Callable[[SafePoint], Awaitable[None]] | None = None
+    on_background_result: Callable[[BackgroundResult], None] | None = None
+    """Called when a tool detached by an interrupt finishes (the event bus turns it into an event)."""
+    background: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    """Tools still running after a `detach` interrupt, by task id."""

@@ -1,0 +1,270 @@
+"""Dispatch: run prepared calls sequentially or in parallel, honouring cancellation.
+
+Parallel only when the knob allows it, the batch has more than one executable call, no call in
+the response needed approval, no call is `tool_search`, and (in `read-only` mode) every call is
+read-only. Each executed call emits its pending `tool_call` event immediately before it runs and
+its terminal `tool_result` when it ends. Calls that never started get both at cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from heron.events import ProgressEvent, ToolCallEvent
+from heron.observer import ToolCallRecord, ToolCallStartRecord
+from heron.receipts import canonical_json
+from heron.redact import scrub_text, scrub_value
+from heron.tools.definition import ToolContext, ToolResult
+from heron.turn.bounds import bound_text
+from heron.turn.call_prep import PreparedBatch
+from heron.turn.calls import CallOutcome, ExecutableCall, emit_synthetic_pair, result_event
+from heron.turn.context import (
+    BackgroundResult,
+    ResolvedAgentExecution,
+    RuntimeKnobs,
+    TurnState,
+)
+from heron.turn.hooks import HookCall, HookOutcome, run_after_hooks
+
+TOOL_SEARCH = "tool_search"
+OBSERVER_MAX_CHARS = 1000
+
+
+def should_run_parallel(knobs: RuntimeKnobs, batch: PreparedBatch, names: Sequence[str]) -> bool:
+    if knobs.parallel == "off" or len(batch.executable) <= 1 or batch.any_prompted:
+        return False
+    if TOOL_SEARCH in names:
+        return False
+    if knobs.parallel == "read-only":
+        return all(c.tool.spec.annotations.read_only for c in batch.executable)
+    return True
+
+
+async def execute_batch(
+    exec_: ResolvedAgentExecution, state: TurnState, batch: PreparedBatch, *, parallel: bool
+) -> None:
+    """Fill every executable slot of `batch` with a terminal outcome."""
+    calls = batch.executable
+    if parallel:
+        outcomes = await asyncio.gather(*(execute_one(exec_, state, c) for c in calls))
+        for call, outcome in zip(calls, outcomes, strict=True):
+            batch.slots[call.index] = outcome
+        return
+    for call in calls:
+        if state.cancel.cancelled:
+            break
+        batch.slots[call.index] = await execute_one(exec_, state, call)
+    for call in calls:
+        if batch.slots[call.index] is None:
+            outcome = interrupted(call, "not_started")
+            batch.slots[call.index] = outcome
+            emit_synthetic_pair(
+                state, call.arguments, outcome, max_chars=exec_.knobs.max_tool_result_chars
+            )
+
+
+def interrupted(call: ExecutableCall, phase: str, task_id: str | None = None) -> CallOutcome:
+    ann = call.tool.spec.annotations
+    if phase == "not_started":
+        text = "[interrupted: the turn was cancelled before this call started; it did not run]"
+    elif phase == "running_in_background":
+        text = (
+            f"[still running in the background as task {task_id}: the turn was interrupted, "
+            "and the result will arrive later as a new event. Handle the new message first.]"
+        )
+    else:
+        text = "[interrupted: cancelled while running]"
+        if not (ann.read_only or ann.idempotent):
+            text += (
+                " Outcome unknown: it may have taken effect in part or in full. Do not retry "
+                "blindly; check the current state first."
+            )
+    outcome = CallOutcome(
+        call_id=call.call_id,
+        name=call.name,
+        status="interrupted",
+        success=False,
+        output=text,
+        read_only=ann.read_only,
+    )
+    outcome.phase = phase  # type: ignore[assignment]
+    outcome.background_task = task_id
+    return outcome
+
+
+def _map_result(call: ExecutableCall, result: Any) -> tuple[bool, str]:
+    if not isinstance(result, ToolResult):
+        return False, f"Error: '{call.name}' returned {type(result).__name__}, not a ToolResult"
+    if result.success:
+        return True, result.output or "(no output)"
+    reason = result.error or result.output or "the tool failed without a message"
+    if result.error and result.output:
+        return False, f"Error: {reason}\n{result.output}"
+    return False, f"Error: {reason}"
+
+
+async def execute_one(
+    exec_: ResolvedAgentExecution, state: TurnState, call: ExecutableCall
+) -> CallOutcome:
+    spec = call.tool.spec
+    knobs = exec_.knobs
+    state.sink(
+        ToolCallEvent(
+            turn_id=state.turn_id,
+            id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+            owner=spec.owner,
+            injected=call.injected,
+        )
+    )
+    observed_args = canonical_json(scrub_value(call.arguments))[:OBSERVER_MAX_CHARS]
+    exec_.observer.tool_call_start(
+        ToolCallStartRecord(
+            tool=call.name,
+            call_id=call.call_id,
+            arguments=observed_args,
+            turn_id=state.turn_id,
+            owner=spec.owner,
+            channel=state.channel,
+            agent=exec_.agent,
+            parent_agent=exec_.parent_agent,
+        )
+    )
+
+    def progress(message: str) -> None:
+        state.sink(
+            ProgressEvent(
+                turn_id=state.turn_id, id=call.call_id, name=call.name, message=scrub_text(message)
+            )
+        )
+
+    ctx = ToolContext(
+        call_id=call.call_id,
+        turn_id=state.turn_id,
+        channel=state.channel,
+        agent=exec_.agent,
+        progress=progress,
+    )
+    started = time.perf_counter()
+    task = asyncio.get_running_loop().create_task(call.tool.execute(call.validated, ctx))
+    try:
+        done, _ = await asyncio.wait(
+            (task, state.cancel.future),
+            timeout=knobs.tool_timeout_s,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    duration_ms = (time.perf_counter() - started) * 1000
+
+    if task in done:
+        try:
+            success, output = _map_result(call, task.result())
+        except Exception as exc:
+            success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
+        outcome = CallOutcome(
+            call_id=call.call_id,
+            name=call.name,
+            status="ok" if success else "error",
+            success=success,
+            output=output,
+            duration_ms=duration_ms,
+            executed=True,
+            read_only=spec.annotations.read_only,
+        )
+        if success and exec_.receipts is not None:
+            outcome.receipt = exec_.receipts.sign(call.name, call.arguments, output)
+    elif state.cancel.cancelled and state.cancel.mode == "detach":
+        task_id = f"task-{call.call_id}"
+        _detach(state, task, task_id, call)
+        outcome = interrupted(call, "running_in_background", task_id)
+        outcome.duration_ms = duration_ms
+    elif state.cancel.cancelled:
+        await _stop(task, knobs.cancel_grace_s)
+        outcome = interrupted(call, "cancelled_while_running")
+        outcome.duration_ms = duration_ms
+    else:
+        await _stop(task, knobs.cancel_grace_s)
+        outcome = CallOutcome(
+            call_id=call.call_id,
+            name=call.name,
+            status="error",
+            success=False,
+            output=f"Error: '{call.name}' timed out after {knobs.tool_timeout_s:g} s and was "
+            "stopped.",
+            duration_ms=duration_ms,
+            executed=True,
+            read_only=spec.annotations.read_only,
+        )
+
+    exec_.observer.tool_call_end(
+        ToolCallRecord(
+            tool=call.name,
+            call_id=call.call_id,
+            arguments=observed_args,
+            turn_id=state.turn_id,
+            owner=spec.owner,
+            duration_ms=duration_ms,
+            success=outcome.success,
+            status=outcome.status,
+            result=scrub_text(outcome.output[:OBSERVER_MAX_CHARS]),
+            channel=state.channel,
+            agent=exec_.agent,
+            parent_agent=exec_.parent_agent,
+        )
+    )
+    if exec_.hooks and outcome.executed:
+        await run_after_hooks(
+            exec_.hooks,
+            HookCall(
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                turn_id=state.turn_id,
+                channel=state.channel,
+            ),
+            HookOutcome(
+                status=outcome.status,
+                success=outcome.success,
+                output=outcome.output,
+                duration_ms=duration_ms,
+            ),
+        )
+    shown, _ = bound_text(outcome.output, knobs.max_tool_result_chars)
+    state.sink(result_event(state, outcome, shown))
+    return outcome
+
+
+async def _stop(task: asyncio.Task[Any], grace_s: float) -> None:
+    task.cancel()
+    await asyncio.wait((task,), timeout=grace_s)
+
+
+def _detach(state: TurnState, task: asyncio.Task[Any], task_id: str, call: ExecutableCall) -> None:
+    state.background[task_id] = task
+
+    def finished(t: asyncio.Task[Any]) -> None:
+        state.background.pop(task_id, None)
+        if t.cancelled():
+            success, output = False, "Error: cancelled"
+        elif (exc := t.exception()) is not None:
+            success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
+        else:
+            success, output = _map_result(call, t.result())
+        if state.on_background_result is not None:
+            state.on_background_result(
+                BackgroundResult(
+                    task_id=task_id,
+                    call_id=call.call_id,
+                    tool=call.name,
+                    success=success,
+                    output=output,
+                )
+            )
+
+    task.add_done_callback(finished)

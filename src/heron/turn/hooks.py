@@ -1,0 +1,99 @@
+"""Lifecycle hooks around tool calls.
+
+`before_tool_call` runs first in preparation and may cancel the call or rewrite its name and
+arguments; `after_tool_call` runs for executed calls. Hooks run in descending `priority`. A
+hook that raises is logged and skipped, so one broken hook cannot take the turn down.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("heron.hooks")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HookCall:
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    turn_id: str
+    channel: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rewrite:
+    """Replace the call's name and/or arguments before anything else sees it."""
+
+    name: str | None = None
+    arguments: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cancel:
+    """Do not run the call; the model sees `Cancelled by hook: <reason>`."""
+
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HookOutcome:
+    """What an executed call produced, as after-hooks see it (raw, unbounded)."""
+
+    status: str
+    success: bool
+    output: str
+    duration_ms: float
+
+
+class ToolHook:
+    """Subclass and override what you need."""
+
+    priority: int = 0
+
+    async def before_tool_call(self, call: HookCall) -> Rewrite | Cancel | None:
+        return None
+
+    async def after_tool_call(self, call: HookCall, outcome: HookOutcome) -> None:
+        return None
+
+
+async def run_before_hooks(
+    hooks: Sequence[ToolHook], call: HookCall
+) -> tuple[str, dict[str, Any], str | None]:
+    """Returns the (possibly rewritten) name and arguments, and a cancel reason or None."""
+    name, arguments = call.name, call.arguments
+    for hook in hooks:
+        current = HookCall(
+            call_id=call.call_id,
+            name=name,
+            arguments=arguments,
+            turn_id=call.turn_id,
+            channel=call.channel,
+        )
+        try:
+            decision = await hook.before_tool_call(current)
+        except Exception:
+            log.exception("before_tool_call hook %r failed; continuing without it", hook)
+            continue
+        if isinstance(decision, Cancel):
+            return name, arguments, decision.reason
+        if isinstance(decision, Rewrite):
+            name = decision.name or name
+            arguments = decision.arguments if decision.arguments is not None else arguments
+    return name, arguments, None
+
+
+async def run_after_hooks(hooks: Sequence[ToolHook], call: HookCall, outcome: HookOutcome) -> None:
+    for hook in hooks:
+        try:
+            await hook.after_tool_call(call, outcome)
+        except Exception:
+            log.exception("after_tool_call hook %r failed; continuing", hook)
+
+
+def sort_hooks(hooks: Sequence[ToolHook]) -> tuple[ToolHook, ...]:
+    return tuple(sorted(hooks, key=lambda h: -h.priority))

@@ -1,0 +1,353 @@
+"""`run_tool_call_loop`: model → parse → prepare → dispatch → collect → append, until a final
+answer, a cancellation, or the iteration cap.
+
+Safe points are explicit: after each model step that ends the turn and after each round of
+tool results, `state.on_safe_point` runs (the event loop drains its queue there) and steering
+messages are appended at the top of the next iteration. Cancellation is checked at every safe
+point and raced against the model stream and running tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from heron.events import (
+    CancelledEvent,
+    ErrorEvent,
+    FinalEvent,
+    ReasoningDeltaEvent,
+    TextDeltaEvent,
+)
+from heron.messages import AssistantMessage, ToolCallPart, UserMessage
+from heron.models.base import (
+    ModelRequest,
+    ModelToolCall,
+    ReasoningDelta,
+    TextDelta,
+    Usage,
+)
+from heron.receipts import RECEIPT_PROMPT_NOTE
+from heron.tools.definition import ToolSpec
+from heron.turn import text_protocol
+from heron.turn.call_prep import TurnGuards, prepare_calls
+from heron.turn.calls import CallOutcome, ParsedCall
+from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
+from heron.turn.dispatch import execute_batch, should_run_parallel
+from heron.turn.loop_detector import LoopDetector
+from heron.turn.results import collect_results
+
+TurnStatus = Literal["final", "cancelled", "error"]
+
+CAP_REQUEST = (
+    "You have used the maximum number of tool iterations for this turn. Do not call tools. "
+    "Answer with your best result from the work so far: what you did, what you found, and "
+    "what remains to be done."
+)
+LOOP_BREAK_REQUEST = (
+    "heron's loop detector stopped the tool loop: {message} Do not call tools. Summarise what "
+    "you did, what you found, and what remains to be done."
+)
+INTERRUPTED_SUFFIX = "\n\n[interrupted by user]"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnOutcome:
+    status: TurnStatus
+    text: str
+    reason: str
+    """answer | iteration_cap | loop_break | malformed_protocol | aborted | cancelled | error"""
+    iterations: int
+    error: str | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelResponse:
+    text: str = ""
+    reasoning: str = ""
+    calls: list[ModelToolCall] = field(default_factory=list)
+    usage: Usage | None = None
+    interrupted: bool = False
+
+
+class _LoopStopped(Exception):
+    def __init__(self, outcome: TurnOutcome) -> None:
+        self.outcome = outcome
+
+
+async def run_tool_call_loop(exec_: ResolvedAgentExecution, state: TurnState) -> TurnOutcome:
+    """Run one turn to its end. Never raises for run outcomes; they are in the result."""
+    return await _Loop(exec_, state).run()
+
+
+class _Loop:
+    def __init__(self, exec_: ResolvedAgentExecution, state: TurnState) -> None:
+        self.exec = exec_
+        self.state = state
+        self.iterations = 0
+        self.guards = TurnGuards()
+        self.malformed = 0
+        loop_knobs = exec_.knobs.loop_detection
+        self.detector = (
+            LoopDetector(
+                window=loop_knobs.window,
+                max_repeats=loop_knobs.max_repeats,
+                ignore_tools=loop_knobs.ignore_tools,
+            )
+            if loop_knobs.enabled
+            else None
+        )
+        self._system_cache: tuple[int, str] | None = None
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run(self) -> TurnOutcome:
+        try:
+            return await self._run()
+        except _LoopStopped as stop:
+            return stop.outcome
+
+    async def _run(self) -> TurnOutcome:
+        exec_, state = self.exec, self.state
+        budget = state.budget
+        remaining = exec_.knobs.max_iterations
+        while True:
+            self._drain_steering()
+            self._check_cancel()
+            if budget is not None:
+                if not budget.take():
+                    return await self._summarise(CAP_REQUEST, "iteration_cap")
+            elif remaining <= 0:
+                return await self._summarise(CAP_REQUEST, "iteration_cap")
+            remaining -= 1
+
+            specs = self._specs()
+            native = exec_.model.native_tools
+            response = await self._call_model(specs if native else (), self._system(specs))
+            calls, visible, issue = self._parse(response, specs)
+
+            if not calls and issue is not None and self._text_protocol_on(specs):
+                self.malformed += 1
+                if self.malformed > text_protocol.MAX_MALFORMED_RETRIES:
+                    return self._final(text_protocol.MALFORMED_FALLBACK_ANSWER, "malformed_protocol")
+                self._append_assistant(response.text, (), response.reasoning)
+                state.history.append(
+                    UserMessage(content=text_protocol.PARSE_ERROR_FEEDBACK, source="runtime")
+                )
+                continue
+
+            if not calls:
+                if not visible.strip():
+                    return self._fail("the model returned an empty response")
+                if not native:
+                    state.sink(TextDeltaEvent(turn_id=state.turn_id, text=visible))
+                outcome = self._final(visible, "answer")
+                await self._safe_point("after_model")
+                return outcome
+
+            if not native and visible:
+                state.sink(TextDeltaEvent(turn_id=state.turn_id, text=visible))
+            await self._run_round(calls, visible, response.reasoning)
+
+    async def _run_round(self, calls: list[ParsedCall], text: str, reasoning: str) -> None:
+        exec_, state = self.exec, self.state
+        batch = await prepare_calls(exec_, state, calls, self.guards)
+        parallel = should_run_parallel(exec_.knobs, batch, [c.name for c in calls])
+        await execute_batch(exec_, state, batch, parallel=parallel)
+        slots: list[CallOutcome] = [s for s in batch.slots if s is not None]
+        collected = collect_results(exec_, state, calls, slots, self.detector)
+        self._append_assistant(text, calls, reasoning)
+        state.history.extend(collected.messages)
+        if batch.abort is not None:
+            raise _LoopStopped(self._fail(f"loop aborted: {batch.abort}", reason="aborted"))
+        if state.cancel.cancelled:
+            self._check_cancel()
+        await self._safe_point("after_tools")
+        if collected.stop is not None:
+            message = LOOP_BREAK_REQUEST.format(message=collected.stop.message)
+            raise _LoopStopped(await self._summarise(message, "loop_break"))
+
+    # -- model calls ------------------------------------------------------------------------
+
+    async def _call_model(self, specs: tuple[ToolSpec, ...] | tuple[()], system: str) -> ModelResponse:
+        exec_, state = self.exec, self.state
+        self.iterations += 1
+        request = ModelRequest(
+            system=system,
+            messages=state.history,
+            tools=specs,
+            turn_id=state.turn_id,
+            iteration=self.iterations,
+        )
+        response = ModelResponse()
+        live_text = exec_.model.native_tools
+
+        async def consume() -> None:
+            async for part in exec_.model.stream(request):
+                if isinstance(part, TextDelta):
+                    response.text += part.text
+                    if live_text:
+                        state.sink(TextDeltaEvent(turn_id=state.turn_id, text=part.text))
+                elif isinstance(part, ReasoningDelta):
+                    response.reasoning += part.text
+                    state.sink(ReasoningDeltaEvent(turn_id=state.turn_id, text=part.text))
+                elif isinstance(part, ModelToolCall):
+                    response.calls.append(part)
+                else:
+                    response.usage = part
+
+        task = asyncio.get_running_loop().create_task(consume())
+        try:
+            done, _ = await asyncio.wait(
+                (task, state.cancel.future), return_when=asyncio.FIRST_COMPLETED
+            )
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if task not in done:
+            task.cancel()
+            await asyncio.wait((task,), timeout=exec_.knobs.cancel_grace_s)
+            # Thinking is discarded; visible text the user already saw is kept, marked.
+            if response.text and live_text:
+                self._append_assistant(response.text + INTERRUPTED_SUFFIX, (), None)
+            self._check_cancel()
+        try:
+            task.result()
+        except Exception as exc:
+            raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
+        return response
+
+    async def _summarise(self, request_text: str, reason: str) -> TurnOutcome:
+        if self.exec.knobs.cap_behavior == "error" and reason == "iteration_cap":
+            return self._fail(
+                f"exceeded the maximum of {self.exec.knobs.max_iterations} tool iterations",
+                reason="iteration_cap",
+            )
+        self.state.history.append(UserMessage(content=request_text, source="runtime"))
+        response = await self._call_model((), self.exec.system_prompt)
+        text = response.text.strip() or "I stopped before finishing and have no summary to give."
+        if not self.exec.model.native_tools:
+            text = text_protocol.parse_text_tool_calls(text, ()).text or text
+            self.state.sink(TextDeltaEvent(turn_id=self.state.turn_id, text=text))
+        return self._final(text, reason)
+
+    # -- parsing ----------------------------------------------------------------------------
+
+    def _text_protocol_on(self, specs: tuple[ToolSpec, ...]) -> bool:
+        return bool(specs) and not self.exec.knobs.strict_tool_parsing
+
+    def _parse(
+        self, response: ModelResponse, specs: tuple[ToolSpec, ...]
+    ) -> tuple[list[ParsedCall], str, str | None]:
+        if not specs:
+            return [], response.text, None
+        if response.calls:
+            return [self._pin(i, c) for i, c in enumerate(response.calls)], response.text, None
+        if not self._text_protocol_on(specs):
+            return [], response.text, None
+        parsed = text_protocol.parse_text_tool_calls(response.text, [s.name for s in specs])
+        calls = [
+            ParsedCall(
+                index=i, call_id=c.call_id or _new_call_id(), name=c.name, arguments=c.arguments
+            )
+            for i, c in enumerate(parsed.calls)
+        ]
+        return calls, parsed.text, parsed.issue
+
+    @staticmethod
+    def _pin(index: int, call: ModelToolCall) -> ParsedCall:
+        call_id = call.id or _new_call_id()
+        if call.arguments is not None:
+            return ParsedCall(index=index, call_id=call_id, name=call.name, arguments=call.arguments)
+        raw = call.arguments_json or "{}"
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return ParsedCall(
+                index=index, call_id=call_id, name=call.name, arguments={},
+                arguments_error=f"invalid JSON: {exc.msg} at position {exc.pos}",
+            )
+        if not isinstance(value, dict):
+            return ParsedCall(
+                index=index, call_id=call_id, name=call.name, arguments={},
+                arguments_error=f"got a JSON {type(value).__name__}",
+            )
+        return ParsedCall(index=index, call_id=call_id, name=call.name, arguments=value)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _specs(self) -> tuple[ToolSpec, ...]:
+        static = self.exec.registry.specs()
+        activated = self.exec.activated
+        if activated is None or not len(activated):
+            return static
+        excluded = self.exec.registry
+        return static + tuple(s for s in activated.specs() if not excluded.is_excluded(s.name))
+
+    def _system(self, specs: tuple[ToolSpec, ...]) -> str:
+        if self._system_cache is not None and self._system_cache[0] == len(specs):
+            return self._system_cache[1]
+        parts = [self.exec.system_prompt] if self.exec.system_prompt else []
+        if not self.exec.model.native_tools and self._text_protocol_on(specs):
+            parts.append(text_protocol.render_tool_protocol_prompt([s.to_wire() for s in specs]))
+        if self.exec.receipts is not None:
+            parts.append(RECEIPT_PROMPT_NOTE)
+        system = "\n\n".join(parts)
+        self._system_cache = (len(specs), system)
+        return system
+
+    def _append_assistant(
+        self, text: str, calls: tuple[()] | list[ParsedCall], reasoning: str | None
+    ) -> None:
+        self.state.history.append(
+            AssistantMessage(
+                text=text,
+                tool_calls=tuple(
+                    ToolCallPart(id=c.call_id, name=c.name, arguments=c.arguments) for c in calls
+                ),
+                reasoning=reasoning or None,
+            )
+        )
+
+    def _drain_steering(self) -> None:
+        steering = self.state.steering
+        while steering:
+            self.state.history.append(UserMessage(content=steering.popleft()))
+
+    def _check_cancel(self) -> None:
+        cancel = self.state.cancel
+        if cancel.cancelled:
+            reason = cancel.reason or "cancelled"
+            self.state.sink(CancelledEvent(turn_id=self.state.turn_id, reason=reason))
+            raise _LoopStopped(
+                TurnOutcome(
+                    status="cancelled",
+                    text="",
+                    reason="cancelled",
+                    iterations=self.iterations,
+                    error=reason,
+                )
+            )
+
+    async def _safe_point(self, point: SafePoint) -> None:
+        if self.state.on_safe_point is not None:
+            await self.state.on_safe_point(point)
+
+    def _final(self, text: str, reason: str) -> TurnOutcome:
+        self._append_assistant(text, (), None)
+        self.state.sink(FinalEvent(turn_id=self.state.turn_id, text=text, reason=reason))  # type: ignore[arg-type]
+        return TurnOutcome(status="final", text=text, reason=reason, iterations=self.iterations)
+
+    def _fail(self, message: str, *, reason: str = "error") -> TurnOutcome:
+        self.state.sink(ErrorEvent(turn_id=self.state.turn_id, message=message))
+        return TurnOutcome(
+            status="error", text="", reason=reason, iterations=self.iterations, error=message
+        )
+
+
+def _new_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:16]
+

@@ -1,0 +1,196 @@
+from __future__ import annotations
+
+import sqlite3
+import stat
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from heron.audit import AuditLog, AuditRecord, AuditStore, MemoryAuditStore, audit_timestamp
+from heron.state import default_state_dir, open_db
+
+
+def make_record(n: int, *, tool: str = "shell", **extra: str | None) -> AuditRecord:
+    return AuditRecord(
+        timestamp=f"2024-03-15T14:30:{n:02d}.000Z",
+        tool=tool,
+        arguments_summary=f"command: echo {n}",
+        decision="yes",
+        decided_by="operator:cli",
+        request_id=f"req-{n}",
+        **extra,
+    )
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    with closing(open_db(tmp_path / "state")) as connection:
+        yield connection
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AuditLog]:
+    if request.param == "memory":
+        yield MemoryAuditStore()
+        return
+    with closing(open_db(tmp_path / "state")) as connection:
+        yield AuditStore(connection)
+
+
+def test_records_persist_across_a_reopen(tmp_path: Path) -> None:
+    full = make_record(
+        1,
+        turn_id="turn-1",
+        session_id="sess-1",
+        reason="operator typed y",
+    )
+    with closing(open_db(tmp_path)) as first:
+        store = AuditStore(first)
+        store.record(full)
+        store.record(make_record(2))
+    with closing(open_db(tmp_path)) as second:
+        assert AuditStore(second).list() == [full, make_record(2)]
+
+
+def test_every_decision_kind_round_trips(tmp_path: Path) -> None:
+    decisions = ["yes", "always", "no", "replace", "timeout", "unavailable", "policy_deny", "auto"]
+    with closing(open_db(tmp_path)) as connection:
+        store = AuditStore(connection)
+        for n, decision in enumerate(decisions):
+            store.record(
+                AuditRecord(
+                    timestamp=f"2024-03-15T14:30:{n:02d}Z",
+                    tool="file_write",
+                    arguments_summary="path: a.txt",
+                    decision=decision,  # type: ignore[arg-type]
+                    decided_by="policy",
+                    request_id=f"req-{n}",
+                )
+            )
+        assert [r.decision for r in store.list()] == decisions
+
+
+def test_database_uses_wal_and_normal_sync_and_foreign_keys(conn: sqlite3.Connection) -> None:
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    # synchronous: 0 = OFF, 1 = NORMAL, 2 = FULL
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_database_lives_in_a_private_state_directory(tmp_path: Path) -> None:
+    state_dir = tmp_path / "nested" / "state"
+    with closing(open_db(state_dir)):
+        pass
+    assert (state_dir / "heron.db").is_file()
+    assert stat.S_IMODE(state_dir.stat().st_mode) == 0o700
+
+
+def test_store_shares_the_database_with_other_tables(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE other_module (x INTEGER)")
+    AuditStore(conn).record(make_record(1))
+    AuditStore(conn)  # creating the table again is harmless
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"approval_audit", "other_module"} <= tables
+    assert AuditStore(conn).list() == [make_record(1)]
+
+
+def test_record_is_committed_immediately(tmp_path: Path) -> None:
+    with closing(open_db(tmp_path)) as writer, closing(open_db(tmp_path)) as reader:
+        AuditStore(writer).record(make_record(1))
+        assert AuditStore(reader).list() == [make_record(1)]
+
+
+def test_list_returns_newest_last(store: AuditLog) -> None:
+    for n in (3, 1, 2):
+        store.record(make_record(n))
+    # Insertion order wins over timestamps, which a clock step could put out of order.
+    assert [r.request_id for r in store.list()] == ["req-3", "req-1", "req-2"]
+
+
+def test_limit_keeps_the_most_recent_records(store: AuditLog) -> None:
+    for n in range(5):
+        store.record(make_record(n))
+    assert [r.request_id for r in store.list(limit=2)] == ["req-3", "req-4"]
+    assert store.list(limit=0) == []
+    assert len(store.list(limit=50)) == 5
+
+
+def test_default_limit_is_one_hundred(store: AuditLog) -> None:
+    for n in range(105):
+        store.record(make_record(n % 60))
+    assert len(store.list()) == 100
+
+
+def test_tool_filter_selects_one_tool(store: AuditLog) -> None:
+    store.record(make_record(1, tool="shell"))
+    store.record(make_record(2, tool="file_write"))
+    store.record(make_record(3, tool="shell"))
+    store.record(make_record(4, tool="file_write"))
+    assert [r.request_id for r in store.list(tool="shell")] == ["req-1", "req-3"]
+    assert [r.request_id for r in store.list(tool="file_write", limit=1)] == ["req-4"]
+    assert store.list(tool="web_fetch") == []
+
+
+def test_negative_limit_is_refused(store: AuditLog) -> None:
+    store.record(make_record(1))
+    with pytest.raises(ValueError, match="limit"):
+        store.list(limit=-1)
+
+
+def test_unknown_decision_is_refused() -> None:
+    with pytest.raises(ValueError, match="decision"):
+        AuditRecord(
+            timestamp="2024-03-15T14:30:00Z",
+            tool="shell",
+            arguments_summary="",
+            decision="maybe",  # type: ignore[arg-type]
+            decided_by="operator:cli",
+            request_id="req-1",
+        )
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    ["2024-03-15T14:30:00+00:00", "2024-03-15 14:30:00Z", "2024-03-15T14:30:00", "yesterday"],
+)
+def test_timestamp_must_be_rfc3339_utc_with_z(timestamp: str) -> None:
+    with pytest.raises(ValueError, match="RFC 3339"):
+        AuditRecord(
+            timestamp=timestamp,
+            tool="shell",
+            arguments_summary="",
+            decision="no",
+            decided_by="operator:cli",
+            request_id="req-1",
+        )
+
+
+def test_audit_timestamp_is_utc_with_z() -> None:
+    assert audit_timestamp(lambda: 1_710_513_000.25) == "2024-03-15T14:30:00.250Z"
+
+
+def test_state_dir_prefers_heron_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HERON_STATE_DIR", "/srv/heron-state")
+    monkeypatch.setenv("XDG_STATE_HOME", "/xdg")
+    assert default_state_dir() == Path("/srv/heron-state")
+
+
+def test_state_dir_falls_back_to_xdg_state_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HERON_STATE_DIR", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", "/xdg")
+    assert default_state_dir() == Path("/xdg/heron")
+
+
+@pytest.mark.parametrize("xdg", [None, "", "relative/state"])
+def test_state_dir_defaults_under_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, xdg: str | None
+) -> None:
+    monkeypatch.delenv("HERON_STATE_DIR", raising=False)
+    if xdg is None:
+        monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_STATE_HOME", xdg)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_state_dir() == tmp_path / ".local" / "state" / "heron"
