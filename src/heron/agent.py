@@ -89,7 +89,9 @@ class Agent:
         registry = self.registry if allowed_tools is None else self.registry.narrow(allowed_tools)
         signer = None
         if self.receipts is not None:
-            signer = self.receipts.new_run() if self.receipts.kind == "run" else self.receipts.signer()
+            signer = (
+                self.receipts.new_run() if self.receipts.kind == "run" else self.receipts.signer()
+            )
         return ResolvedAgentExecution(
             model=self.model,
             registry=registry,

@@ -30,7 +30,9 @@ def test_alternating_tools_on_different_arguments_is_normal_work_not_ping_pong()
     detector = LoopDetector()
     verdicts = [
         detector.record(
-            "file_read" if i % 2 == 0 else "file_write", {"path": f"f{i // 2}"}, f"out {i}",
+            "file_read" if i % 2 == 0 else "file_write",
+            {"path": f"f{i // 2}"},
+            f"out {i}",
             success=True,
         )
         for i in range(16)

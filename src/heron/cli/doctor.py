@@ -44,7 +44,11 @@ def run_doctor(*, config_file: Path | None, state_dir: Path | None) -> int:
     except OSError as exc:
         report(False, "state directory", f"{root}: {exc}")
     bwrap = shutil.which("bwrap")
-    report(bwrap is not None, "bubblewrap", bwrap or "not found (namespace sandbox unavailable)",
-           required=False)
+    report(
+        bwrap is not None,
+        "bubblewrap",
+        bwrap or "not found (namespace sandbox unavailable)",
+        required=False,
+    )
     sys.stdout.write("heron is ready.\n" if not problems else f"{problems} problem(s) found.\n")
     return 0 if not problems else 1

@@ -13,19 +13,33 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
 def _add_agent_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model, e.g. scripted:FILE.yaml (default from config)")
-    p.add_argument("--tools", action="append", default=[], metavar="FILE.py",
-                   help="load every @heron.tool in FILE.py (repeatable; adds to tools.modules)")
+    p.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="FILE.py",
+        help="load every @heron.tool in FILE.py (repeatable; adds to tools.modules)",
+    )
     p.add_argument("--config", type=Path, help="configuration file (default ./heron.toml)")
     p.add_argument("--state-dir", type=Path, help="state directory (audit, receipt keys)")
     p.add_argument("--autonomy", choices=["read-only", "supervised", "full"])
     p.add_argument("--parallel", choices=["off", "read-only", "all"])
     p.add_argument("--no-parallel", action="store_true", help="same as --parallel off")
-    p.add_argument("--receipts", action="store_true", default=None,
-                   help="sign successful tool results with HMAC receipts")
+    p.add_argument(
+        "--receipts",
+        action="store_true",
+        default=None,
+        help="sign successful tool results with HMAC receipts",
+    )
     p.add_argument("--max-iterations", type=int, metavar="N")
     p.add_argument("--max-tool-result-chars", type=int, metavar="N")
-    p.add_argument("--exclude-tool", action="append", default=[], metavar="NAME",
-                   help="remove a tool from this run (repeatable)")
+    p.add_argument(
+        "--exclude-tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="remove a tool from this run (repeatable)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,10 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run one prompt to a final answer")
     run.add_argument("prompt")
-    run.add_argument("--events", choices=["pretty", "jsonl"], default="pretty",
-                     help="live tool cards (pretty) or one JSON event per line (jsonl)")
-    run.add_argument("--non-interactive", action="store_true",
-                     help="never prompt; approval-required calls are denied by policy")
+    run.add_argument(
+        "--events",
+        choices=["pretty", "jsonl"],
+        default="pretty",
+        help="live tool cards (pretty) or one JSON event per line (jsonl)",
+    )
+    run.add_argument(
+        "--non-interactive",
+        action="store_true",
+        help="never prompt; approval-required calls are denied by policy",
+    )
     _add_agent_flags(run)
 
     tools = sub.add_parser("tools", help="list or show the tools an agent gets")

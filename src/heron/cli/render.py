@@ -83,7 +83,9 @@ class PrettyRenderer:
             return
         self._end_text()
         if isinstance(event, ToolCallEvent):
-            injected = f" [dim](runtime set: {', '.join(event.injected)})[/dim]" if event.injected else ""
+            injected = (
+                f" [dim](runtime set: {', '.join(event.injected)})[/dim]" if event.injected else ""
+            )
             self._pending[event.id] = (event.name, _hint(event.arguments) + injected)
             if not self.console.is_terminal:
                 self.console.print(f"→ {event.name} {self._pending[event.id][1]}".rstrip())
@@ -107,7 +109,9 @@ class PrettyRenderer:
             self._stop_live()
         elif isinstance(event, ApprovalDecisionEvent):
             self._print(
-                Text(f"  approval {event.decision} for {event.tool} by {event.decided_by}", "yellow")
+                Text(
+                    f"  approval {event.decision} for {event.tool} by {event.decided_by}", "yellow"
+                )
             )
         elif isinstance(event, TruncatedEvent):
             self._print(

@@ -17,7 +17,7 @@ from heron.models.scripted import ScriptedModel
 from heron.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
-from heron.turn.approval import Approver, ApprovalRequest, BackChannelApprover, TerminalApprover
+from heron.turn.approval import ApprovalRequest, Approver, BackChannelApprover, TerminalApprover
 
 NOTES = {
     "groceries.md": "# Groceries\n- oat milk\n- lemons\n- coffee beans\n",

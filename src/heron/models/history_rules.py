@@ -62,6 +62,8 @@ class HistoryChecker:
                 raise InvalidHistoryError(f"message {index}: empty assistant message")
             for call in message.tool_calls:
                 if call.id in self._seen_ids:
-                    raise InvalidHistoryError(f"message {index}: duplicate tool call id {call.id!r}")
+                    raise InvalidHistoryError(
+                        f"message {index}: duplicate tool call id {call.id!r}"
+                    )
                 self._seen_ids.add(call.id)
                 self._open_ids.add(call.id)

@@ -16,9 +16,9 @@ Script file format (JSON or YAML)::
 from __future__ import annotations
 
 import asyncio
-from abc import ABC, abstractmethod
 import inspect
 import json
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +26,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from heron.messages import ToolResultMessage, UserMessage
+from heron.messages import Message, ToolResultMessage, UserMessage
 from heron.models.base import (
     ModelError,
     ModelPart,
@@ -109,7 +109,9 @@ def _check_expectation(turn: ModelTurn, index: int, request: ModelRequest, syste
         if name in names:
             problems.append(f"tool {name!r} is offered but should not be")
     if problems:
-        raise ScriptMismatchError(f"scripted turn {index + 1} does not match: " + "; ".join(problems))
+        raise ScriptMismatchError(
+            f"scripted turn {index + 1} does not match: " + "; ".join(problems)
+        )
 
 
 class _TurnModel(ABC):
@@ -120,7 +122,8 @@ class _TurnModel(ABC):
         self._native = native_tools
         self._checker = HistoryChecker()
         self.requests: list[ModelRequest] = []
-        """Every request received, for assertions in tests."""
+        """Every request received, for assertions in tests (`messages` is the live history)."""
+        self._sizes: list[int] = []
 
     @property
     def name(self) -> str:
@@ -130,12 +133,18 @@ class _TurnModel(ABC):
     def native_tools(self) -> bool:
         return self._native
 
+    def messages_at(self, index: int) -> list[Message]:
+        """The history exactly as request `index` saw it (negative indexes count from the end)."""
+        request = self.requests[index]
+        return list(request.messages[: self._sizes[index]])
+
     @abstractmethod
     async def _next_turn(self, request: ModelRequest) -> ModelTurn: ...
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelPart]:
         self._checker.check(request.messages)
         self.requests.append(request)
+        self._sizes.append(len(request.messages))
         turn = await self._next_turn(request)
         if turn.delay_ms:
             await asyncio.sleep(turn.delay_ms / 1000)
@@ -163,7 +172,9 @@ class ScriptedModel(_TurnModel):
     ) -> None:
         super().__init__(name=name, native_tools=protocol == "native")
         self.protocol = protocol
-        self._turns = [t if isinstance(t, ModelTurn) else ModelTurn.model_validate(t) for t in turns]
+        self._turns = [
+            t if isinstance(t, ModelTurn) else ModelTurn.model_validate(t) for t in turns
+        ]
         self._index = 0
 
     @classmethod

@@ -33,8 +33,12 @@ def load_tools(sources: list[str]) -> list[Tool]:
     tools: list[Tool] = []
     for source in sources:
         module = _import(source)
-        found = [v for v in vars(module).values() if isinstance(v, Tool) and not isinstance(v, type)]
+        found = [
+            v for v in vars(module).values() if isinstance(v, Tool) and not isinstance(v, type)
+        ]
         if not found:
-            raise ToolDefinitionError([f"{source} defines no tools (decorate functions with @heron.tool)"])
+            raise ToolDefinitionError(
+                [f"{source} defines no tools (decorate functions with @heron.tool)"]
+            )
         tools.extend(found)
     return tools

@@ -76,7 +76,9 @@ class ToolRegistry:
         if problems:
             raise ToolDefinitionError(problems)
         names = (
-            [n for b in bundles for n in self._bundles[b]] if bundles is not None else list(self._tools)
+            [n for b in bundles for n in self._bundles[b]]
+            if bundles is not None
+            else list(self._tools)
         )
         tools = [self._tools[n] for n in names]
         if autonomy == "read-only":

@@ -20,7 +20,7 @@ from heron.tools.definition import ToolArgumentsError
 
 __all__ = ["SchemaValidator", "describe_value", "format_path", "pydantic_problems"]
 
-Path = Sequence[str | int]
+_Path = Sequence[str | int]
 
 
 def _is_integer(_checker: TypeChecker, value: object) -> bool:
@@ -87,7 +87,7 @@ def describe_value(value: object) -> str:
     return type(value).__name__
 
 
-def format_path(path: Path) -> str:
+def format_path(path: _Path) -> str:
     """`("filter", "tags", 2)` -> `filter.tags[2]`; the empty path is the arguments object."""
     text = ""
     for part in path:
@@ -95,19 +95,19 @@ def format_path(path: Path) -> str:
     return text or "arguments"
 
 
-def _missing(path: Path, name: object) -> str:
+def _missing(path: _Path, name: object) -> str:
     if not path:
         return f"missing required argument '{name}'"
     return f"{format_path(path)}: missing required field '{name}'"
 
 
-def _unexpected(path: Path, name: object) -> str:
+def _unexpected(path: _Path, name: object) -> str:
     if not path:
         return f"unexpected argument '{name}'"
     return f"{format_path(path)}: unexpected field '{name}'"
 
 
-def _expected(path: Path, expected: Iterable[str], value: object) -> str:
+def _expected(path: _Path, expected: Iterable[str], value: object) -> str:
     wanted = " or ".join(dict.fromkeys(expected))
     return f"{format_path(path)}: expected {wanted}, got {describe_value(value)}"
 

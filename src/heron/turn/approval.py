@@ -264,10 +264,14 @@ class ApprovalManager:
             answer = None
             why = f"no operator answered within {self.policy.timeout_s:g} s"
         if answer is None:
-            decision: Decision = "timeout" if why.startswith("no operator answered") else "unavailable"
+            decision: Decision = (
+                "timeout" if why.startswith("no operator answered") else "unavailable"
+            )
             self._record(request, decision, "policy", reason=why)
             on_decision(request, decision, "policy")
-            return GateResult(proceed=False, status="denied", output=unavailable_denied(spec.name, why))
+            return GateResult(
+                proceed=False, status="denied", output=unavailable_denied(spec.name, why)
+            )
         self._record(request, answer.decision, answer.decided_by, reason=answer.reason)
         on_decision(request, answer.decision, answer.decided_by)
         if answer.decision == "always":

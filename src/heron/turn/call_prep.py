@@ -13,7 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from heron.events import ApprovalDecisionEvent, ApprovalRequestEvent, ToolStatus
+from heron.events import (
+    ApprovalDecisionEvent,
+    ApprovalRequestEvent,
+    InterruptPhase,
+    ToolStatus,
+)
 from heron.receipts import canonical_json
 from heron.tools.definition import Tool, ToolArgumentsError
 from heron.turn.approval import ApprovalRequest
@@ -69,16 +74,28 @@ async def prepare_calls(
     prompted_this_round: set[str] = set()
 
     def refuse(
-        call: ParsedCall, name: str, args: dict[str, Any], status: ToolStatus, text: str
+        call: ParsedCall,
+        name: str,
+        args: dict[str, Any],
+        status: ToolStatus,
+        text: str,
+        phase: InterruptPhase | None = None,
     ) -> None:
         outcome = synthetic(call.call_id, name, status, text)
+        outcome.phase = phase
         batch.slots[call.index] = outcome
         emit_synthetic_pair(state, args, outcome, max_chars=knobs.max_tool_result_chars)
 
     for call in calls:
         if batch.abort is not None:
-            refuse(call, call.name, call.arguments, "interrupted", _guard_stop_text(call.name))
-            batch.slots[call.index].phase = "not_started"  # type: ignore[union-attr]
+            refuse(
+                call,
+                call.name,
+                call.arguments,
+                "interrupted",
+                _guard_stop_text(call.name),
+                phase="not_started",
+            )
             continue
         if call.arguments_error is not None:
             refuse(
@@ -104,8 +121,13 @@ async def prepare_calls(
                 ),
             )
         if cancel_reason is not None:
-            refuse(call, call.name, call.arguments, "hook_cancelled",
-                   f"Cancelled by hook: {cancel_reason}")
+            refuse(
+                call,
+                call.name,
+                call.arguments,
+                "hook_cancelled",
+                f"Cancelled by hook: {cancel_reason}",
+            )
             continue
 
         registry = exec_.registry
@@ -139,7 +161,8 @@ async def prepare_calls(
                 name,
                 args,
                 "error",
-                f"Error: invalid arguments for '{name}': " + "; ".join(exc.problems)
+                f"Error: invalid arguments for '{name}': "
+                + "; ".join(exc.problems)
                 + ". Nothing was run; fix the arguments and call again.",
             )
             continue

@@ -83,5 +83,6 @@ def emit_synthetic_pair(
 
 
 def synthetic(call_id: str, name: str, status: ToolStatus, output: str) -> CallOutcome:
-    return CallOutcome(call_id=call_id, name=name, status=status, success=status == "replaced",
-                       output=output)
+    return CallOutcome(
+        call_id=call_id, name=name, status=status, success=status == "replaced", output=output
+    )

@@ -132,7 +132,9 @@ class _Loop:
             if not calls and issue is not None and self._text_protocol_on(specs):
                 self.malformed += 1
                 if self.malformed > text_protocol.MAX_MALFORMED_RETRIES:
-                    return self._final(text_protocol.MALFORMED_FALLBACK_ANSWER, "malformed_protocol")
+                    return self._final(
+                        text_protocol.MALFORMED_FALLBACK_ANSWER, "malformed_protocol"
+                    )
                 self._append_assistant(response.text, (), response.reasoning)
                 state.history.append(
                     UserMessage(content=text_protocol.PARSE_ERROR_FEEDBACK, source="runtime")
@@ -172,7 +174,9 @@ class _Loop:
 
     # -- model calls ------------------------------------------------------------------------
 
-    async def _call_model(self, specs: tuple[ToolSpec, ...] | tuple[()], system: str) -> ModelResponse:
+    async def _call_model(
+        self, specs: tuple[ToolSpec, ...] | tuple[()], system: str
+    ) -> ModelResponse:
         exec_, state = self.exec, self.state
         self.iterations += 1
         request = ModelRequest(
@@ -261,18 +265,26 @@ class _Loop:
     def _pin(index: int, call: ModelToolCall) -> ParsedCall:
         call_id = call.id or _new_call_id()
         if call.arguments is not None:
-            return ParsedCall(index=index, call_id=call_id, name=call.name, arguments=call.arguments)
+            return ParsedCall(
+                index=index, call_id=call_id, name=call.name, arguments=call.arguments
+            )
         raw = call.arguments_json or "{}"
         try:
             value: Any = json.loads(raw)
         except json.JSONDecodeError as exc:
             return ParsedCall(
-                index=index, call_id=call_id, name=call.name, arguments={},
+                index=index,
+                call_id=call_id,
+                name=call.name,
+                arguments={},
                 arguments_error=f"invalid JSON: {exc.msg} at position {exc.pos}",
             )
         if not isinstance(value, dict):
             return ParsedCall(
-                index=index, call_id=call_id, name=call.name, arguments={},
+                index=index,
+                call_id=call_id,
+                name=call.name,
+                arguments={},
                 arguments_error=f"got a JSON {type(value).__name__}",
             )
         return ParsedCall(index=index, call_id=call_id, name=call.name, arguments=value)
@@ -350,4 +362,3 @@ class _Loop:
 
 def _new_call_id() -> str:
     return "call_" + uuid.uuid4().hex[:16]
-

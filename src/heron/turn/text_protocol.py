@@ -120,10 +120,11 @@ _QWEN_FUNCTION_RE: Final = re.compile(r"<function=([^>\s]+)\s*>(.*?)(?:</functio
 _QWEN_PARAM_RE: Final = re.compile(
     r"<parameter=([^>\s]+)\s*>(.*?)(?:</parameter\s*>|(?=<parameter=)|\Z)", re.S
 )
-_GLM_BODY_RE: Final = re.compile(
-    r"\A\s*([\w.:-]+)\s*((?:<arg_key>.*?</arg_key>\s*<arg_value>.*?</arg_value>\s*)*)\Z", re.S
+_GLM_NAME_RE: Final = re.compile(r"\s*([\w.:-]+)\s*")
+# Neither group may run into the next pair, which keeps a malformed body from backtracking badly.
+_GLM_PAIR_RE: Final = re.compile(
+    r"<arg_key>([^<]*)</arg_key>\s*<arg_value>((?:(?!<arg_key>).)*?)</arg_value>\s*", re.S
 )
-_GLM_PAIR_RE: Final = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
 
 _BACKTICK_FENCE_RE: Final = re.compile(r"```(`*)([^\n]*)")
 _TILDE_FENCE_RE: Final = re.compile(r"~~~(~*)([^\n]*)")
@@ -217,7 +218,7 @@ def _parse_whole_json(text: str, names: _Names) -> TextParseResult | None:
         return None
     try:
         value = _JSON.decode(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         if text[0] == "{" and (
             _ENVELOPE_KEY_RE.search(text)
             or (_NAME_KEY_RE.search(text) and _ARGUMENTS_KEY_RE.search(text))
@@ -425,7 +426,7 @@ def _read_json_values(text: str, start: int) -> tuple[list[Any], str | None, int
     while pos < len(text) and text[pos] in "{[":
         try:
             value, end = _JSON.raw_decode(text, pos)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             return values, _json_error(exc, start), end
         values.append(value)
         pos = _skip(_JSON_SEP_RE, text, end)
@@ -438,9 +439,11 @@ def _skip(pattern: re.Pattern[str], text: str, pos: int) -> int:
     return found.end() if found is not None else pos
 
 
-def _json_error(exc: ValueError, offset: int) -> str:
+def _json_error(exc: ValueError | RecursionError, offset: int) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{exc.msg} at character {exc.pos - offset}"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
     return str(exc)
 
 
@@ -521,7 +524,7 @@ def _decode_arguments(raw: Any) -> dict[str, Any] | None:
             return {}
         try:
             value = _JSON.decode(value.strip())
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
     return None
 
@@ -551,15 +554,22 @@ def _xmlish_calls(body: str, names: _Names) -> list[TextToolCall]:
             )
             for raw, params in _QWEN_FUNCTION_RE.findall(body)
         ]
-    glm = _GLM_BODY_RE.match(body)
-    if glm is None:
+    head = _GLM_NAME_RE.match(body)
+    if head is None:
         return []
-    raw_name, pairs = glm.groups()
+    arguments: dict[str, Any] = {}
+    pos = head.end()
+    while pos < len(body):
+        pair = _GLM_PAIR_RE.match(body, pos)
+        if pair is None:
+            return []
+        arguments[pair.group(1).strip()] = _decode_value(pair.group(2))
+        pos = pair.end()
+    raw_name = head.group(1)
     name = names.resolve(raw_name)
-    if name is None and not pairs:
+    if name is None and not arguments:
         # A lone unknown word in a tag is more likely junk than a call to a missing tool.
         return []
-    arguments = {k.strip(): _decode_value(v) for k, v in _GLM_PAIR_RE.findall(pairs)}
     return [TextToolCall(name=name or raw_name, arguments=arguments)]
 
 
@@ -569,7 +579,7 @@ def _decode_value(raw: str) -> Any:
     if stripped:
         try:
             return _JSON.decode(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     value = raw[1:] if raw.startswith("\n") else raw
     return value[:-1] if value.endswith("\n") else value

@@ -1,0 +1,261 @@
+"""Results as the model and the UI see them: normalisation, errors, bounding, receipts, observer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine_support import Events, call, calls_turn
+
+from heron import (
+    Agent,
+    RecordingObserver,
+    RuntimeKnobs,
+    ScriptedModel,
+    ToolContext,
+    ToolResult,
+    tool,
+)
+from heron.messages import ToolResultMessage
+from heron.observer import ToolCallRecord
+from heron.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
+
+
+@tool(read_only=True)
+def silent() -> str:
+    """Returns nothing at all."""
+    return ""
+
+
+@tool(read_only=True)
+def failing(reason: str) -> ToolResult:
+    """Fails with the given reason.
+
+    Args:
+        reason: Why it fails.
+    """
+    return ToolResult.fail(reason)
+
+
+@tool(read_only=True)
+def exploding() -> str:
+    """Raises."""
+    raise RuntimeError("disk on fire")
+
+
+@tool(read_only=True)
+def repeat(text: str, times: int) -> str:
+    """Repeat text.
+
+    Args:
+        text: What to repeat.
+        times: How often.
+    """
+    return text * times
+
+
+@tool(read_only=True)
+def leak() -> str:
+    """Returns a credential in its output."""
+    return 'config: api_key = "sk-live-abcd1234efgh5678"'
+
+
+def tool_messages(history: list[Any]) -> dict[str, ToolResultMessage]:
+    return {m.call_id: m for m in history if isinstance(m, ToolResultMessage)}
+
+
+async def run(turns: list[dict[str, Any]], tools: list[Any], events: Events, **agent_kw: Any):
+    agent = Agent(model=ScriptedModel(turns), tools=tools, **agent_kw)
+    return await agent.run("go", sink=events)
+
+
+async def test_empty_successful_output_becomes_no_output(events: Events) -> None:
+    result = await run([calls_turn(call("silent")), {"text": "ok"}], [silent], events)
+    assert tool_messages(result.history)["c_silent"].content == "(no output)"
+    assert events.results()["c_silent"].status == "ok"
+
+
+async def test_tool_failure_is_an_error_result_and_the_loop_continues(events: Events) -> None:
+    result = await run(
+        [calls_turn(call("failing", reason="no such file")), {"text": "handled"}], [failing], events
+    )
+    message = tool_messages(result.history)["c_failing"]
+    assert message.content == "Error: no such file"
+    assert message.is_error
+    assert result.text == "handled"
+
+
+async def test_tool_exception_becomes_error_result_naming_the_tool(events: Events) -> None:
+    result = await run([calls_turn(call("exploding")), {"text": "ok"}], [exploding], events)
+    content = tool_messages(result.history)["c_exploding"].content
+    assert content == "Error: 'exploding' raised RuntimeError: disk on fire"
+    assert events.results()["c_exploding"].status == "error"
+
+
+async def test_strict_validation_refuses_string_for_integer_and_never_runs(events: Events) -> None:
+    ran: list[int] = []
+
+    @tool(read_only=True)
+    def count(n: int) -> str:
+        """Count.
+
+        Args:
+            n: How many.
+        """
+        ran.append(n)
+        return str(n)
+
+    result = await run(
+        [calls_turn(call("count", n="5"), call("count", "c2", n=1.0)), {"text": "ok"}],
+        [count],
+        events,
+    )
+    messages = tool_messages(result.history)
+    assert messages["c_count"].content.startswith("Error: invalid arguments for 'count': ")
+    assert "Nothing was run" in messages["c_count"].content
+    assert messages["c2"].is_error
+    assert ran == []
+    events.assert_one_pair_per_call()
+
+
+async def test_malformed_json_arguments_are_reported_not_replaced_by_empty(events: Events) -> None:
+    turns = [{"tool_calls": [{"id": "x", "name": "repeat", "arguments": '{"text": "a",'}]}]
+    result = await run([*turns, {"text": "ok"}], [repeat], events)
+    content = tool_messages(result.history)["x"].content
+    assert "not a JSON object" in content and "invalid JSON" in content
+    assert events.results()["x"].status == "error"
+
+
+async def test_unknown_tool_gets_a_result_listing_the_tools_and_the_loop_continues(
+    events: Events,
+) -> None:
+    result = await run([calls_turn(call("nope")), {"text": "sorry"}], [silent], events)
+    content = tool_messages(result.history)["c_nope"].content
+    assert content == "Unknown tool: 'nope'. Tools you can call: silent."
+    assert events.results()["c_nope"].status == "unknown"
+    assert result.text == "sorry"
+    events.assert_one_pair_per_call()
+
+
+async def test_results_over_the_limit_are_bounded_with_marker_and_truncated_event(
+    events: Events,
+) -> None:
+    knobs = RuntimeKnobs(max_tool_result_chars=300)
+    result = await run(
+        [calls_turn(call("repeat", text="x", times=5000)), {"text": "ok"}],
+        [repeat],
+        events,
+        knobs=knobs,
+    )
+    content = tool_messages(result.history)["c_repeat"].content
+    assert len(content) <= 300
+    assert "characters omitted by heron's tool-result limit" in content
+    (cut,) = events.of("truncated")
+    assert (cut.id, cut.original_chars, cut.retained_chars) == ("c_repeat", 5000, len(content))
+
+
+async def test_zero_limit_disables_bounding(events: Events) -> None:
+    knobs = RuntimeKnobs(max_tool_result_chars=0)
+    result = await run(
+        [calls_turn(call("repeat", text="y", times=200_000)), {"text": "ok"}],
+        [repeat],
+        events,
+        knobs=knobs,
+    )
+    assert len(tool_messages(result.history)["c_repeat"].content) == 200_000
+    assert events.of("truncated") == []
+
+
+async def test_receipts_sign_raw_untruncated_output_and_only_successes(
+    events: Events, tmp_path: Path
+) -> None:
+    store = ReceiptKeyStore(tmp_path)
+    knobs = RuntimeKnobs(max_tool_result_chars=200)
+    result = await run(
+        [
+            calls_turn(call("repeat", text="ab", times=400), call("failing", reason="bad")),
+            {"text": "ok"},
+        ],
+        [repeat, failing],
+        events,
+        knobs=knobs,
+        receipts=ReceiptScope("run", store=store),
+    )
+    messages = tool_messages(result.history)
+    ok_content = messages["c_repeat"].content
+    assert ok_content.count("[receipt: heron-receipt-") == 1
+    receipt = events.results()["c_repeat"].receipt
+    assert receipt is not None and ok_content.endswith(f"[receipt: {receipt}]")
+    parsed = parse_receipt(receipt)
+    assert parsed is not None
+    key = store.load(parsed[0])
+    assert key is not None
+    args = {"text": "ab", "times": 400}
+    assert verify_receipt(receipt, key=key, tool="repeat", arguments=args, output="ab" * 400)
+    assert not verify_receipt(receipt, key=key, tool="repeat", arguments=args, output="ab")
+    assert events.results()["c_failing"].receipt is None
+    assert "[receipt:" not in messages["c_failing"].content
+    assert result.receipts == [("repeat", receipt)]
+
+
+async def test_data_path_stays_raw_while_events_and_observer_are_scrubbed(events: Events) -> None:
+    observer = RecordingObserver()
+    result = await run(
+        [calls_turn(call("leak")), {"text": "ok"}], [leak], events, observer=observer
+    )
+    assert "sk-live-abcd1234efgh5678" in tool_messages(result.history)["c_leak"].content
+    shown = events.results()["c_leak"].output
+    assert "sk-live-abcd1234efgh5678" not in shown and "[REDACTED]" in shown
+    end = next(r for r in observer.records if isinstance(r, ToolCallRecord))
+    assert "sk-live-abcd1234efgh5678" not in end.result and "[REDACTED]" in end.result
+    assert (end.tool, end.call_id, end.success, end.status) == ("leak", "c_leak", True, "ok")
+
+
+async def test_observer_gets_start_and_end_with_correlation_fields(events: Events) -> None:
+    observer = RecordingObserver()
+    agent = Agent(
+        model=ScriptedModel([calls_turn(call("silent")), {"text": "ok"}]),
+        tools=[silent],
+        observer=observer,
+        name="helper",
+    )
+    result = await agent.run("go", sink=events, channel="web")
+    start, end = observer.records
+    assert start.call_id == end.call_id == "c_silent"
+    assert start.turn_id == end.turn_id == result.turn_id
+    assert (start.channel, start.agent, end.channel, end.agent) == (
+        "web",
+        "helper",
+        "web",
+        "helper",
+    )
+    assert start.otel_attributes()["gen_ai.tool.name"] == "silent"
+
+
+async def test_tool_progress_lines_stream_scrubbed(events: Events) -> None:
+    @tool(read_only=True)
+    def reader(ctx: ToolContext) -> str:
+        """Reads."""
+        ctx.progress("reading src/main.py with token=abcdefgh12345678")
+        return "done"
+
+    await run([calls_turn(call("reader")), {"text": "ok"}], [reader], events)
+    (line,) = events.of("progress")
+    assert line.id == "c_reader"
+    assert "reading src/main.py" in line.message and "abcdefgh12345678" not in line.message
+
+
+async def test_runtime_tool_timeout_is_an_error_result_the_model_sees(events: Events) -> None:
+    import asyncio
+
+    @tool(read_only=True)
+    async def hang() -> str:
+        """Never returns."""
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    knobs = RuntimeKnobs(tool_timeout_s=0.05)
+    result = await run([calls_turn(call("hang")), {"text": "ok"}], [hang], events, knobs=knobs)
+    content = tool_messages(result.history)["c_hang"].content
+    assert content == "Error: 'hang' timed out after 0.05 s and was stopped."
+    assert result.text == "ok"
