@@ -352,6 +352,15 @@ def test_tags_in_inline_code_are_examples_not_calls_or_issues() -> None:
     assert parse(reply) == TextParseResult(text=reply, calls=(), issue=None)
 
 
+def test_backtick_inside_an_earlier_blocks_json_does_not_hide_the_next_block() -> None:
+    result = parse(
+        '<tool_call>{"name": "shell", "arguments": {"command": "echo `"}}</tool_call> '
+        '<tool_call>{"name": "shell", "arguments": {"command": "ls"}}</tool_call> `done`'
+    )
+    assert result.calls == (call("shell", {"command": "echo `"}), SHELL_LS)
+    assert result.text == "`done`"
+
+
 def test_tool_call_blocks_inside_a_code_example_are_not_executed() -> None:
     reply = (
         "The format looks like this:\n```xml\n"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from engine_support import Events, call, calls_turn
 
-from heron import Agent, CancelScope, RuntimeKnobs, ScriptedModel, TurnState, tool
+from heron import Agent, CancelScope, FunctionModel, RuntimeKnobs, ScriptedModel, TurnState, tool
 from heron.messages import AssistantMessage, ToolResultMessage, UserMessage
 from heron.turn.context import BackgroundResult
 
@@ -316,10 +316,16 @@ async def test_detach_interrupt_leaves_tool_running_and_delivers_its_result_late
 
 async def test_cancel_during_model_stream_discards_the_step(events: Events) -> None:
     scope = CancelScope()
-    model = ScriptedModel([{"text": "a long answer", "delay_ms": 60_000}])
+    thinking = asyncio.Event()
+
+    async def slow_model(request: Any) -> str:
+        thinking.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    model = FunctionModel(slow_model)
     task = asyncio.create_task(Agent(model=model).run("go", sink=events, cancel=scope))
-    while not model.requests:
-        await asyncio.sleep(0)
+    await asyncio.wait_for(thinking.wait(), BOUND)
     scope.cancel()
     result = await asyncio.wait_for(task, BOUND)
     assert result.outcome.status == "cancelled"

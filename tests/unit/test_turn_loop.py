@@ -160,12 +160,13 @@ async def test_safe_points_are_reported_after_tools_and_after_the_final_answer()
 # -- text protocol -----------------------------------------------------------------------------
 
 
+PING_B = '<tool_call>{"name": "ping", "arguments": {"host": "b"}}</tool_call>'
+
+
 async def test_text_protocol_model_gets_instructions_and_its_calls_run(events: Events) -> None:
     model = ScriptedModel(
         [
-            {
-                "text": 'Checking.\n<tool_call>{"name": "ping", "arguments": {"host": "b"}}</tool_call>'
-            },
+            {"text": "Checking.\n" + PING_B},
             {"text": "b answered"},
         ],
         protocol="text",

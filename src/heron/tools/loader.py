@@ -1,4 +1,4 @@
-"""Loading user tools: every `Tool` object (e.g. made by `@heron.tool`) in a Python file or module."""
+"""Loading user tools: every `Tool` object (e.g. from `@heron.tool`) in a file or module."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ NAMESPACE_SEP = "__"
 
 
 class ToolDefinitionError(ValueError):
-    """A developer mistake in the tool set (duplicate names, unknown bundle). Lists every problem."""
+    """A developer mistake in the tool set (duplicate names, unknown bundle); lists them all."""
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems

@@ -118,6 +118,6 @@ class TurnState:
     """(tool, receipt) for each receipted result of this turn."""
     on_safe_point: Callable[[SafePoint], Awaitable[None]] | None = None
     on_background_result: Callable[[BackgroundResult], None] | None = None
-    """Called when a tool detached by an interrupt finishes (the event bus turns it into an event)."""
+    """Called when a tool detached by an interrupt finishes (the bus makes it an event)."""
     background: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     """Tools still running after a `detach` interrupt, by task id."""

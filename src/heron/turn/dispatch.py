@@ -21,6 +21,7 @@ from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.bounds import bound_text
 from heron.turn.call_prep import PreparedBatch
 from heron.turn.calls import CallOutcome, ExecutableCall, emit_synthetic_pair, result_event
+from heron.turn.cancel import wait_task
 from heron.turn.context import (
     BackgroundResult,
     ResolvedAgentExecution,
@@ -152,17 +153,13 @@ async def execute_one(
     started = time.perf_counter()
     task = asyncio.get_running_loop().create_task(call.tool.execute(call.validated, ctx))
     try:
-        done, _ = await asyncio.wait(
-            (task, state.cancel.future),
-            timeout=knobs.tool_timeout_s,
-            return_when=asyncio.FIRST_COMPLETED,
-        )
+        finished = await wait_task(task, state.cancel, knobs.tool_timeout_s)
     except asyncio.CancelledError:
         task.cancel()
         raise
     duration_ms = (time.perf_counter() - started) * 1000
 
-    if task in done:
+    if finished == "done":
         try:
             success, output = _map_result(call, task.result())
         except Exception as exc:
@@ -179,12 +176,12 @@ async def execute_one(
         )
         if success and exec_.receipts is not None:
             outcome.receipt = exec_.receipts.sign(call.name, call.arguments, output)
-    elif state.cancel.cancelled and state.cancel.mode == "detach":
+    elif finished == "cancelled" and state.cancel.mode == "detach":
         task_id = f"task-{call.call_id}"
         _detach(state, task, task_id, call)
         outcome = interrupted(call, "running_in_background", task_id)
         outcome.duration_ms = duration_ms
-    elif state.cancel.cancelled:
+    elif finished == "cancelled":
         await _stop(task, knobs.cancel_grace_s)
         outcome = interrupted(call, "cancelled_while_running")
         outcome.duration_ms = duration_ms

@@ -35,6 +35,7 @@ from heron.tools.definition import ToolSpec
 from heron.turn import text_protocol
 from heron.turn.call_prep import TurnGuards, prepare_calls
 from heron.turn.calls import CallOutcome, ParsedCall
+from heron.turn.cancel import wait_task
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
 from heron.turn.dispatch import execute_batch, should_run_parallel
 from heron.turn.loop_detector import LoopDetector
@@ -205,13 +206,11 @@ class _Loop:
 
         task = asyncio.get_running_loop().create_task(consume())
         try:
-            done, _ = await asyncio.wait(
-                (task, state.cancel.future), return_when=asyncio.FIRST_COMPLETED
-            )
+            finished = await wait_task(task, state.cancel)
         except asyncio.CancelledError:
             task.cancel()
             raise
-        if task not in done:
+        if finished != "done":
             task.cancel()
             await asyncio.wait((task,), timeout=exec_.knobs.cancel_grace_s)
             # Thinking is discarded; visible text the user already saw is kept, marked.

@@ -259,16 +259,23 @@ def _has_call_shape(obj: Mapping[str, Any]) -> bool:
 def _scan(text: str, names: _Names) -> TextParseResult:
     has_fence = "```" in text
     masks: list[tuple[int, int]] | None = None
+    inline_code = _InlineCode(text)
     pieces: list[str] = []
     calls: list[TextToolCall] = []
     issues: list[str] = []
     visible_from = 0
     pos = 0
+    tag: re.Match[str] | None = None
+    fence: re.Match[str] | None = None
     while True:
-        tag = _TAG_RE.search(text, pos)
-        fence = _FENCE_OPEN_RE.search(text, pos) if has_fence else None
-        while fence is not None and not _at_line_start(text, fence.start()):
-            fence = _FENCE_OPEN_RE.search(text, fence.end())
+        # Each next match is kept until passed, so a far-away one is not searched for repeatedly.
+        if tag is None or tag.start() < pos:
+            tag = _TAG_RE.search(text, pos)
+        if has_fence and (fence is None or fence.start() < pos):
+            fence = _FENCE_OPEN_RE.search(text, pos)
+            while fence is not None and not _at_line_start(text, fence.start()):
+                fence = _FENCE_OPEN_RE.search(text, fence.end())
+            has_fence = fence is not None
         match = tag if fence is None or (tag is not None and tag.start() < fence.start()) else fence
         if match is None:
             break
@@ -278,8 +285,9 @@ def _scan(text: str, names: _Names) -> TextParseResult:
         if masked_until is not None:
             pos = max(masked_until, match.end())
             continue
-        if _in_inline_code(text, match.start(), since=visible_from):
-            pos = match.end()
+        code_end = inline_code.span_end(match.start(), since=visible_from)
+        if code_end is not None:
+            pos = max(code_end, match.end())
             continue
         if match is fence:
             block = _fence_block(text, match, names)
@@ -304,12 +312,21 @@ def _masked_spans(text: str) -> list[tuple[int, int]]:
     spans = _code_fence_spans(text)
     if "<" in text:
         code = list(spans)
+        inline_code = _InlineCode(text)
         spans.extend(
             m.span()
             for m in _TOOLS_DECL_RE.finditer(text)
-            if _mask_end(code, m.start()) is None and not _in_inline_code(text, m.start(), since=0)
+            if _mask_end(code, m.start()) is None
+            and inline_code.span_end(m.start(), since=0) is None
         )
-    return spans
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _code_fence_spans(text: str) -> list[tuple[int, int]]:
@@ -348,23 +365,43 @@ def _at_line_start(text: str, index: int) -> bool:
     return not text[line_start:index].strip(" \t")
 
 
-def _in_inline_code(text: str, index: int, *, since: int) -> bool:
-    """Whether `index` sits inside a backtick code span on its line (an example, not a call).
+class _InlineCode:
+    """Finds backtick code spans around tokens, which are examples rather than calls.
 
-    Backticks before `since` (the end of the previous block, whose JSON may hold some) don't count.
+    Queries come in increasing position order, so backtick runs are counted incrementally and a
+    long line full of code spans costs linear time.
     """
-    line_start = max(text.rfind("\n", 0, index) + 1, since)
-    line_end = text.find("\n", index)
-    if line_end == -1:
-        line_end = len(text)
-    opened = len(_BACKTICK_RUN_RE.findall(text, line_start, index)) % 2 == 1
-    return opened and "`" in text[index:line_end]
+
+    __slots__ = ("_counted_to", "_inside", "_origin", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._origin = -1
+        self._counted_to = 0
+        self._inside = False
+
+    def span_end(self, index: int, *, since: int) -> int | None:
+        """End of the code span `index` sits in, or None. Backticks before `since` (the end of the
+        previous block, whose JSON may hold some) don't count."""
+        text = self._text
+        origin = max(text.rfind("\n", 0, index) + 1, since)
+        if origin != self._origin:
+            self._origin, self._counted_to, self._inside = origin, origin, False
+        runs = len(_BACKTICK_RUN_RE.findall(text, self._counted_to, index))
+        self._counted_to = index
+        self._inside ^= runs % 2 == 1
+        if not self._inside:
+            return None
+        line_end = text.find("\n", index)
+        closing = _BACKTICK_RUN_RE.search(text, index, len(text) if line_end == -1 else line_end)
+        return closing.end() if closing is not None else None
 
 
 def _mask_end(spans: Sequence[tuple[int, int]], index: int) -> int | None:
-    for start, end in spans:
-        if start <= index < end:
-            return end
+    """End of the span in sorted, disjoint `spans` that contains `index`, or None."""
+    at = bisect.bisect_right(spans, (index, len_max := sys.maxsize)) - 1
+    if at >= 0 and spans[at][0] <= index < spans[at][1]:
+        return spans[at][1]
     return None
 
 
@@ -409,13 +446,12 @@ def _tag_block(text: str, match: re.Match[str], names: _Names) -> _Block | None:
 def _delimit_body(text: str, body_start: int) -> tuple[int, int]:
     """(body end, block end) for a body that is not clean JSON: up to a close tag, else the next
     opener, else the end of the text."""
-    close = _CLOSE_RE.search(text, body_start)
     opener = _OPEN_RE.search(text, body_start)
-    if close is not None and (opener is None or close.start() < opener.start()):
+    limit = opener.start() if opener is not None else len(text)
+    close = _CLOSE_RE.search(text, body_start, limit)
+    if close is not None:
         return close.start(), close.end()
-    if opener is not None:
-        return opener.start(), opener.start()
-    return len(text), len(text)
+    return limit, limit
 
 
 def _read_json_values(text: str, start: int) -> tuple[list[Any], str | None, int]:
