@@ -1,35 +1,102 @@
-"""heron: an agent runtime built around tools."""
+"""heron: an agent runtime built around tools.
 
-from heron.agent import Agent, RunResult
-from heron.events import EventSink, TurnEvent
-from heron.messages import (
-    AssistantMessage,
-    Message,
-    SystemMessage,
-    ToolCallPart,
-    ToolResultMessage,
-    UserMessage,
-)
-from heron.models.base import Model, ModelRequest
-from heron.models.scripted import FunctionModel, ModelTurn, ScriptedModel
-from heron.observer import Observer, RecordingObserver
-from heron.receipts import ReceiptScope, verify_receipt
-from heron.tools.definition import Tool, ToolAnnotations, ToolContext, ToolResult, ToolSpec
-from heron.tools.function_tool import FunctionTool, tool
-from heron.tools.registry import ActivatedToolSet, ToolRegistry
-from heron.turn.approval import (
-    ApprovalAnswer,
-    ApprovalManager,
-    ApprovalPolicy,
-    ApprovalRequest,
-    BackChannelApprover,
-    NoApprover,
-    TerminalApprover,
-)
-from heron.turn.cancel import CancelScope
-from heron.turn.context import IterationBudget, LoopDetectionKnobs, RuntimeKnobs, TurnState
-from heron.turn.hooks import Cancel, HookCall, Rewrite, ToolHook
-from heron.turn.loop import TurnOutcome
+The public API is imported lazily, so `import heron` (and the `heron` command) stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from heron.agent import Agent, RunResult
+    from heron.events import EventSink, TurnEvent
+    from heron.messages import (
+        AssistantMessage,
+        Message,
+        SystemMessage,
+        ToolCallPart,
+        ToolResultMessage,
+        UserMessage,
+    )
+    from heron.models.base import Model, ModelRequest
+    from heron.models.scripted import FunctionModel, ModelTurn, ScriptedModel
+    from heron.observer import Observer, RecordingObserver
+    from heron.receipts import ReceiptScope, verify_receipt
+    from heron.tools.definition import Tool, ToolAnnotations, ToolContext, ToolResult, ToolSpec
+    from heron.tools.function_tool import FunctionTool, tool
+    from heron.tools.registry import ActivatedToolSet, ToolRegistry
+    from heron.turn.approval import (
+        ApprovalAnswer,
+        ApprovalManager,
+        ApprovalPolicy,
+        ApprovalRequest,
+        BackChannelApprover,
+        NoApprover,
+        TerminalApprover,
+    )
+    from heron.turn.cancel import CancelScope
+    from heron.turn.context import IterationBudget, LoopDetectionKnobs, RuntimeKnobs, TurnState
+    from heron.turn.hooks import Cancel, HookCall, Rewrite, ToolHook
+    from heron.turn.loop import TurnOutcome
+
+_EXPORTS: dict[str, str] = {
+    "ActivatedToolSet": "heron.tools.registry",
+    "Agent": "heron.agent",
+    "ApprovalAnswer": "heron.turn.approval",
+    "ApprovalManager": "heron.turn.approval",
+    "ApprovalPolicy": "heron.turn.approval",
+    "ApprovalRequest": "heron.turn.approval",
+    "AssistantMessage": "heron.messages",
+    "BackChannelApprover": "heron.turn.approval",
+    "Cancel": "heron.turn.hooks",
+    "CancelScope": "heron.turn.cancel",
+    "EventSink": "heron.events",
+    "FunctionModel": "heron.models.scripted",
+    "FunctionTool": "heron.tools.function_tool",
+    "HookCall": "heron.turn.hooks",
+    "IterationBudget": "heron.turn.context",
+    "LoopDetectionKnobs": "heron.turn.context",
+    "Message": "heron.messages",
+    "Model": "heron.models.base",
+    "ModelRequest": "heron.models.base",
+    "ModelTurn": "heron.models.scripted",
+    "NoApprover": "heron.turn.approval",
+    "Observer": "heron.observer",
+    "ReceiptScope": "heron.receipts",
+    "RecordingObserver": "heron.observer",
+    "Rewrite": "heron.turn.hooks",
+    "RunResult": "heron.agent",
+    "RuntimeKnobs": "heron.turn.context",
+    "ScriptedModel": "heron.models.scripted",
+    "SystemMessage": "heron.messages",
+    "TerminalApprover": "heron.turn.approval",
+    "Tool": "heron.tools.definition",
+    "ToolAnnotations": "heron.tools.definition",
+    "ToolCallPart": "heron.messages",
+    "ToolContext": "heron.tools.definition",
+    "ToolHook": "heron.turn.hooks",
+    "ToolRegistry": "heron.tools.registry",
+    "ToolResult": "heron.tools.definition",
+    "ToolResultMessage": "heron.messages",
+    "ToolSpec": "heron.tools.definition",
+    "TurnEvent": "heron.events",
+    "TurnOutcome": "heron.turn.loop",
+    "TurnState": "heron.turn.context",
+    "UserMessage": "heron.messages",
+    "tool": "heron.tools.function_tool",
+    "verify_receipt": "heron.receipts",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'heron' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ActivatedToolSet",

@@ -30,8 +30,10 @@ either way, so protocol debris never reaches the user.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
@@ -399,7 +401,7 @@ class _InlineCode:
 
 def _mask_end(spans: Sequence[tuple[int, int]], index: int) -> int | None:
     """End of the span in sorted, disjoint `spans` that contains `index`, or None."""
-    at = bisect.bisect_right(spans, (index, len_max := sys.maxsize)) - 1
+    at = bisect.bisect_right(spans, (index, sys.maxsize)) - 1
     if at >= 0 and spans[at][0] <= index < spans[at][1]:
         return spans[at][1]
     return None

@@ -1,0 +1,75 @@
+"""Configuration loading and the public package surface."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import heron
+from heron.config import ConfigError, load_config
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_project_file_overrides_user_file_and_flags_override_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    write(
+        tmp_path / "cfg" / "heron" / "config.toml",
+        '[agent]\nautonomy = "full"\nmax_iterations = 7\n',
+    )
+    write(
+        tmp_path / "proj" / "heron.toml",
+        "[agent]\nmax_iterations = 9\n[approval]\ntimeout_s = 30.0\n",
+    )
+    config = load_config(project_dir=tmp_path / "proj", overrides={"agent": {"parallel": "off"}})
+    assert config.agent.autonomy == "full"
+    assert config.agent.max_iterations == 9
+    assert config.agent.parallel == "off"
+    assert config.approval.timeout_s == 30.0
+    knobs = config.knobs()
+    assert (knobs.max_iterations, knobs.parallel) == (9, "off")
+
+
+def test_unknown_keys_and_bad_values_are_all_reported_with_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
+    path = write(
+        tmp_path / "heron.toml",
+        '[agent]\nautonomy = "yolo"\nmax_iteration = 3\n[bogus]\nx = 1\n',
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(project_dir=tmp_path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "unknown key 'agent.max_iteration'" in message
+    assert "unknown key 'bogus'" in message
+    assert "'agent.autonomy'" in message
+
+
+def test_values_are_not_coerced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
+    write(tmp_path / "heron.toml", '[agent]\nmax_iterations = "10"\n')
+    with pytest.raises(ConfigError, match="agent.max_iterations"):
+        load_config(project_dir=tmp_path)
+
+
+def test_invalid_toml_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
+    write(tmp_path / "heron.toml", "[agent\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(project_dir=tmp_path)
+
+
+def test_every_public_name_resolves_lazily() -> None:
+    for name in heron.__all__:
+        assert getattr(heron, name) is not None
+    with pytest.raises(AttributeError):
+        heron.does_not_exist  # noqa: B018
