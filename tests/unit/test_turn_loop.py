@@ -192,7 +192,9 @@ async def test_malformed_text_protocol_gets_corrective_retries_then_recovers(
     result = await Agent(model=model, tools=[ping]).run("go", sink=events)
     assert result.text == "plain answer"
     feedback = [m for m in result.history if isinstance(m, UserMessage) and m.source == "runtime"]
-    assert [m.content for m in feedback] == [text_protocol.PARSE_ERROR_FEEDBACK]
+    (only,) = feedback
+    assert only.content.startswith(text_protocol.PARSE_ERROR_FEEDBACK)
+    assert "What was wrong:" in only.content and "JSON" in only.content
 
 
 async def test_repeated_malformed_text_protocol_falls_back_safely(events: Events) -> None:
@@ -323,3 +325,21 @@ def test_script_files_load_from_json_and_yaml(tmp_path: Any) -> None:
     with pytest.raises(Exception, match="cannot load model script"):
         ScriptedModel.from_file(tmp_path / "bad.yaml")
     assert issubclass(ScriptMismatchError, Exception)
+
+
+async def test_reused_or_missing_call_ids_are_replaced_by_unique_ones(events: Events) -> None:
+    turns = [
+        {
+            "tool_calls": [
+                {"id": "dup", "name": "tick"},
+                {"id": "dup", "name": "ping", "arguments": {"host": "x"}},
+            ]
+        },
+        {"tool_calls": [{"id": "dup", "name": "tick"}, {"name": "tick"}]},
+        {"text": "ok"},
+    ]
+    result = await Agent(model=ScriptedModel(turns), tools=[tick, ping]).run("go", sink=events)
+    assert result.ok
+    ids = [c.id for m in result.history if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert len(ids) == len(set(ids)) == 4 and ids[0] == "dup"
+    events.assert_one_pair_per_call()

@@ -259,3 +259,29 @@ async def test_runtime_tool_timeout_is_an_error_result_the_model_sees(events: Ev
     content = tool_messages(result.history)["c_hang"].content
     assert content == "Error: 'hang' timed out after 0.05 s and was stopped."
     assert result.text == "ok"
+
+
+async def test_tool_call_events_scrub_credentials_but_the_tool_gets_them_raw(
+    events: Events,
+) -> None:
+    seen: list[str] = []
+
+    @tool(read_only=True)
+    def login(user: str, password: str) -> str:
+        """Log in.
+
+        Args:
+            user: User name.
+            password: The password.
+        """
+        seen.append(password)
+        return "ok"
+
+    await run(
+        [calls_turn(call("login", user="ana", password="hunter2-very-secret")), {"text": "ok"}],
+        [login],
+        events,
+    )
+    assert seen == ["hunter2-very-secret"]
+    (card,) = events.of("tool_call")
+    assert card.arguments == {"user": "ana", "password": "[REDACTED]"}

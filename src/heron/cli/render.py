@@ -26,7 +26,7 @@ from heron.events import (
     TruncatedEvent,
 )
 
-HINT_KEYS = ("command", "path", "url", "query", "pattern", "text", "name")
+HINT_KEYS = ("command", "path", "url", "query", "pattern", "name", "text")
 STATUS_STYLE = {
     "ok": ("✔", "green"),
     "error": ("✘", "red"),
@@ -147,10 +147,8 @@ class PrettyRenderer:
             self._text_open = False
 
     def _print(self, renderable: Text) -> None:
-        if self._live is not None:
-            self._live.console.print(renderable)
-        else:
-            self.console.print(renderable)
+        console = self._live.console if self._live is not None else self.console
+        console.print(renderable, soft_wrap=True)
         self._refresh()
 
     def _refresh(self) -> None:

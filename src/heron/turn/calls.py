@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from heron.events import InterruptPhase, ToolCallEvent, ToolResultEvent, ToolStatus
-from heron.redact import scrub_text
+from heron.redact import scrub_text, scrub_value
 from heron.tools.definition import Tool
 from heron.turn.context import TurnState
 
@@ -75,7 +75,10 @@ def emit_synthetic_pair(
     """A call that never ran still gets its pending card and its terminal card."""
     state.sink(
         ToolCallEvent(
-            turn_id=state.turn_id, id=outcome.call_id, name=outcome.name, arguments=arguments
+            turn_id=state.turn_id,
+            id=outcome.call_id,
+            name=outcome.name,
+            arguments=scrub_value(arguments),
         )
     )
     shown = outcome.output if max_chars <= 0 else outcome.output[:max_chars]

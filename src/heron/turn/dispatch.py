@@ -117,7 +117,7 @@ async def execute_one(
             turn_id=state.turn_id,
             id=call.call_id,
             name=call.name,
-            arguments=call.arguments,
+            arguments=scrub_value(call.arguments),
             owner=spec.owner,
             injected=call.injected,
         )

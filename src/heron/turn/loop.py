@@ -102,6 +102,11 @@ class _Loop:
             else None
         )
         self._system_cache: tuple[int, str] | None = None
+        # Call ids must be unique across the conversation: providers reject a reused id, and a
+        # text-protocol model may copy one it saw in history. Scanned once per turn.
+        self.call_ids: set[str] = {
+            c.id for m in state.history if isinstance(m, AssistantMessage) for c in m.tool_calls
+        }
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -137,9 +142,8 @@ class _Loop:
                         text_protocol.MALFORMED_FALLBACK_ANSWER, "malformed_protocol"
                     )
                 self._append_assistant(response.text, (), response.reasoning)
-                state.history.append(
-                    UserMessage(content=text_protocol.PARSE_ERROR_FEEDBACK, source="runtime")
-                )
+                feedback = f"{text_protocol.PARSE_ERROR_FEEDBACK}\nWhat was wrong: {issue}"
+                state.history.append(UserMessage(content=feedback, source="runtime"))
                 continue
 
             if not calls:
@@ -248,21 +252,25 @@ class _Loop:
         if not specs:
             return [], response.text, None
         if response.calls:
-            return [self._pin(i, c) for i, c in enumerate(response.calls)], response.text, None
+            calls = [self._pin(i, c) for i, c in enumerate(response.calls)]
+            return calls, response.text, None
         if not self._text_protocol_on(specs):
             return [], response.text, None
         parsed = text_protocol.parse_text_tool_calls(response.text, [s.name for s in specs])
         calls = [
-            ParsedCall(
-                index=i, call_id=c.call_id or _new_call_id(), name=c.name, arguments=c.arguments
-            )
+            ParsedCall(index=i, call_id=self._unique(c.call_id), name=c.name, arguments=c.arguments)
             for i, c in enumerate(parsed.calls)
         ]
         return calls, parsed.text, parsed.issue
 
-    @staticmethod
-    def _pin(index: int, call: ModelToolCall) -> ParsedCall:
-        call_id = call.id or _new_call_id()
+    def _unique(self, call_id: str | None) -> str:
+        if not call_id or call_id in self.call_ids:
+            call_id = _new_call_id()
+        self.call_ids.add(call_id)
+        return call_id
+
+    def _pin(self, index: int, call: ModelToolCall) -> ParsedCall:
+        call_id = self._unique(call.id)
         if call.arguments is not None:
             return ParsedCall(
                 index=index, call_id=call_id, name=call.name, arguments=call.arguments

@@ -1,0 +1,18 @@
+"""Fixtures for the end-to-end tests of the `heron` command."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_support import Heron
+
+
+@pytest.fixture
+def heron(tmp_path: Path) -> Iterator[Heron]:
+    cli = Heron(tmp_path)
+    try:
+        yield cli
+    finally:
+        cli.stop_all()
