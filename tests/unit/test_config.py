@@ -57,7 +57,7 @@ def test_unknown_keys_and_bad_values_are_all_reported_with_the_file(
 def test_values_are_not_coerced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
     write(tmp_path / "heron.toml", '[agent]\nmax_iterations = "10"\n')
-    with pytest.raises(ConfigError, match="agent.max_iterations"):
+    with pytest.raises(ConfigError, match=r"agent\.max_iterations"):
         load_config(project_dir=tmp_path)
 
 
