@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from heron.events import EventSink, discard
 from heron.messages import Message, SystemMessage, UserMessage
@@ -25,6 +26,7 @@ from heron.turn.context import (
     RuntimeKnobs,
     TurnState,
 )
+from heron.turn.extensions import CallCheck, OutputSpill, ResultCache
 from heron.turn.hooks import ToolHook, sort_hooks
 from heron.turn.loop import TurnOutcome, run_tool_call_loop
 
@@ -64,6 +66,10 @@ class Agent:
         allowed_tools: Collection[str] | None = None,
         excluded_tools: Collection[str] = (),
         activated: ActivatedToolSet | None = None,
+        checks: Sequence[CallCheck] = (),
+        cache: ResultCache | None = None,
+        spill: OutputSpill | None = None,
+        workspace: Path | None = None,
         name: str | None = None,
     ) -> None:
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -80,6 +86,10 @@ class Agent:
         self.hooks = sort_hooks(hooks)
         self.receipts = receipts
         self.activated = activated
+        self.checks = tuple(checks)
+        self.cache = cache
+        self.spill = spill
+        self.workspace = workspace
         self.name = name
 
     def resolve(
@@ -102,6 +112,10 @@ class Agent:
             hooks=self.hooks,
             receipts=signer,
             activated=self.activated,
+            checks=self.checks,
+            cache=self.cache,
+            spill=self.spill,
+            workspace=self.workspace,
             agent=self.name,
             parent_agent=parent_agent,
         )

@@ -99,12 +99,12 @@ class Running:
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.proc = proc
         self.seen: list[Event] = []
+        self._threads: list[threading.Thread] = []
         self._stdout = self._reader(proc.stdout)
         self._stderr = self._reader(proc.stderr)
         self._stderr_lines: list[str] = []
 
-    @staticmethod
-    def _reader(stream: IO[str] | None) -> queue.Queue[str | None]:
+    def _reader(self, stream: IO[str] | None) -> queue.Queue[str | None]:
         lines: queue.Queue[str | None] = queue.Queue()
         assert stream is not None
 
@@ -113,7 +113,9 @@ class Running:
                 lines.put(line)
             lines.put(None)
 
-        threading.Thread(target=pump, daemon=True).start()
+        thread = threading.Thread(target=pump, daemon=True)
+        thread.start()
+        self._threads.append(thread)
         return lines
 
     def next_event(self) -> Event:
@@ -146,12 +148,23 @@ class Running:
     def finish(self, timeout: float = TIMEOUT_S) -> Finished:
         """Wait for the exit; the result's stdout holds every event, read earlier or not."""
         code = self.proc.wait(timeout=timeout)
-        rest = list(_drain(self._stdout))
-        for line in rest:
+        for line in _drain(self._stdout):
             self.seen.append(json.loads(line))
         stderr = "".join([*self._stderr_lines, *_drain(self._stderr)])
+        self.close()
         stdout = "".join(json.dumps(e) + "\n" for e in self.seen)
         return Finished(code=code, stdout=stdout, stderr=stderr)
+
+    def close(self) -> None:
+        """Kill the process if it still runs, then release its pipes once the readers are done."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=TIMEOUT_S)
+        for thread in self._threads:
+            thread.join(timeout=TIMEOUT_S)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def _drain(lines: queue.Queue[str | None]) -> Iterator[str]:
@@ -174,7 +187,7 @@ class Heron:
             "NO_COLOR": "1",
             "COLUMNS": "120",
         }
-        self._started: list[subprocess.Popen[str]] = []
+        self._started: list[Running] = []
 
     def run(self, *args: str) -> Finished:
         proc = subprocess.run(
@@ -200,15 +213,14 @@ class Heron:
             text=True,
             start_new_session=True,
         )
-        self._started.append(proc)
-        return Running(proc)
+        running = Running(proc)
+        self._started.append(running)
+        return running
 
     def stop_all(self) -> None:
-        """Kill processes this helper started that are still running (test teardown)."""
-        for proc in self._started:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=TIMEOUT_S)
+        """Kill processes this helper started that still run, and close their pipes (teardown)."""
+        for running in self._started:
+            running.close()
 
     def write(self, name: str, text: str) -> Path:
         path = self.root / name

@@ -8,8 +8,11 @@ import json
 import os
 import signal
 import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from heron.agent import Agent
 from heron.audit import AuditStore
@@ -26,6 +29,9 @@ from heron.turn.cancel import CancelScope
 
 EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 130
 PROVIDER_PREFIXES = ("scripted:",)
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class UsageError(Exception):
@@ -135,10 +141,34 @@ def _has_tty() -> bool:
     return True
 
 
+class DaemonThreadExecutor(ThreadPoolExecutor):
+    """Runs each job (a sync tool, a terminal read) in its own daemon thread.
+
+    A thread cannot be interrupted, so a sync tool cancelled by Ctrl-C or a timeout keeps
+    running. Pool threads are joined when the event loop and the interpreter shut down, which
+    would keep `heron run` alive until such a tool returned; daemon threads are left behind.
+    """
+
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
+        future: Future[_T] = Future()
+
+        def work() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        threading.Thread(target=work, name="heron-worker", daemon=True).start()
+        return future
+
+
 async def run_prompt(agent: Agent, prompt: str, renderer: Any) -> int:
     """Run one turn; the first Ctrl-C cancels the step cleanly, a second one exits."""
     cancel = CancelScope()
     loop = asyncio.get_running_loop()
+    loop.set_default_executor(DaemonThreadExecutor())
 
     def on_sigint() -> None:
         if cancel.cancelled:

@@ -6,8 +6,9 @@ work; the dispatcher owns events, receipts, observer records, approval and histo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 RuntimeArg = Literal["approved", "channel"]
@@ -94,6 +95,10 @@ class ToolResult:
         return cls(success=False, output=output, error=error, data=data)
 
 
+def _no_progress(message: str) -> None:
+    """Progress sink used outside a running turn."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolContext:
     """Per-call facts a tool may read. Never carries approval power: that stays in the runtime."""
@@ -102,8 +107,13 @@ class ToolContext:
     turn_id: str
     channel: str | None = None
     agent: str | None = None
-    progress: Any = None
-    """Callable `progress(message: str) -> None` that streams a progress line for this call."""
+    progress: Callable[[str], None] = _no_progress
+    """Streams a progress line for this call (scrubbed before anyone sees it)."""
+    call_tool: Callable[[str, dict[str, Any]], Awaitable[ToolResult]] | None = None
+    """Calls another tool of this agent through the whole lifecycle (availability, validation,
+    approval, events, receipts). Used by code orchestration; `None` outside a running turn."""
+    workspace: Path | None = None
+    """The agent's workspace, when the agent has one."""
 
 
 @runtime_checkable

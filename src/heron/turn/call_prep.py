@@ -10,6 +10,7 @@ pending/terminal event pair at once.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,13 +18,15 @@ from heron.events import (
     ApprovalDecisionEvent,
     ApprovalRequestEvent,
     InterruptPhase,
+    ProgressEvent,
     ToolStatus,
 )
 from heron.receipts import canonical_json
-from heron.tools.definition import Tool, ToolArgumentsError
+from heron.tools.definition import Tool, ToolArgumentsError, ToolSpec
 from heron.turn.approval import ApprovalRequest
 from heron.turn.calls import CallOutcome, ExecutableCall, ParsedCall, emit_synthetic_pair, synthetic
 from heron.turn.context import REENTRANT_TOOLS, ResolvedAgentExecution, TurnState
+from heron.turn.extensions import CheckRequest, CheckVerdict
 from heron.turn.hooks import HookCall, run_before_hooks
 
 MAX_LISTED_TOOLS = 25
@@ -168,6 +171,13 @@ async def prepare_calls(
             continue
 
         requirement = exec_.approval.requirement(spec)
+        if exec_.checks:
+            verdict = await run_checks(exec_, state, call.call_id, spec, args)
+            if verdict is not None and verdict.decision == "refuse":
+                refuse(call, name, args, "denied", f"Refused before running: {verdict.reason}")
+                continue
+            if verdict is not None and verdict.decision == "escalate":
+                requirement = "prompt"
         if requirement == "prompt":
             batch.any_prompted = True
             if name in knobs.prompt_guard_tools:
@@ -238,6 +248,9 @@ async def prepare_calls(
                 injected=tuple(injected),
             )
         )
+    for stale in state.prechecks.values():
+        stale.cancel()  # checks of calls a hook rewrote or refused: nobody will read them
+    state.prechecks.clear()
     if batch.abort is not None:
         # Calls prepared before the guard fired do not run either.
         for ex in batch.executable:
@@ -247,6 +260,67 @@ async def prepare_calls(
             emit_synthetic_pair(state, ex.arguments, outcome, max_chars=knobs.max_tool_result_chars)
         batch.executable = []
     return batch
+
+
+def start_check(
+    exec_: ResolvedAgentExecution,
+    state: TurnState,
+    call_id: str,
+    spec: ToolSpec,
+    args: dict[str, Any],
+) -> None:
+    """Start the applicable call checks now (while the model may still be streaming)."""
+    for check in exec_.checks:
+        if check.applies_to(spec):
+            request = CheckRequest(call_id=call_id, tool=spec.name, arguments=args, spec=spec)
+            task = asyncio.get_running_loop().create_task(check.check(request))
+            state.prechecks[f"{call_id}\x00{check.name}\x00{call_signature(spec.name, args)}"] = (
+                task
+            )
+
+
+async def run_checks(
+    exec_: ResolvedAgentExecution,
+    state: TurnState,
+    call_id: str,
+    spec: ToolSpec,
+    args: dict[str, Any],
+) -> CheckVerdict | None:
+    """The combined verdict of every applicable check: a refusal wins, then an escalation.
+
+    A check that fails escalates: when a safety check cannot answer, a human decides.
+    """
+    checks = [c for c in exec_.checks if c.applies_to(spec)]
+    if not checks:
+        return None
+    signature = call_signature(spec.name, args)
+    state.sink(
+        ProgressEvent(
+            turn_id=state.turn_id,
+            id=call_id,
+            name=spec.name,
+            message="checking the call: " + ", ".join(c.name for c in checks),
+        )
+    )
+    tasks = []
+    for check in checks:
+        task = state.prechecks.pop(f"{call_id}\x00{check.name}\x00{signature}", None)
+        if task is None:
+            request = CheckRequest(call_id=call_id, tool=spec.name, arguments=args, spec=spec)
+            task = asyncio.get_running_loop().create_task(check.check(request))
+        tasks.append(task)
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    verdicts = [
+        r
+        if isinstance(r, CheckVerdict)
+        else CheckVerdict(decision="escalate", reason=f"{c.name} could not decide ({r!r})")
+        for c, r in zip(checks, results, strict=True)
+    ]
+    for decision in ("refuse", "escalate"):
+        for check, verdict in zip(checks, verdicts, strict=True):
+            if verdict.decision == decision:
+                return CheckVerdict(decision=decision, reason=f"{check.name}: {verdict.reason}")
+    return CheckVerdict(decision="allow")
 
 
 def _duplicate_text(name: str) -> str:

@@ -52,6 +52,9 @@ class CallOutcome:
     background_task: str | None = None
     executed: bool = False
     read_only: bool = False
+    cached: bool = False
+    visible: str | None = None
+    """What the model sees instead of `output` when the output was spilled to storage."""
 
 
 def result_event(state: TurnState, outcome: CallOutcome, shown: str) -> ToolResultEvent:
@@ -66,6 +69,7 @@ def result_event(state: TurnState, outcome: CallOutcome, shown: str) -> ToolResu
         receipt=outcome.receipt,
         phase=outcome.phase,
         background_task=outcome.background_task,
+        cached=outcome.cached,
     )
 
 

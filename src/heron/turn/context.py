@@ -14,6 +14,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from heron.events import EventSink, discard
@@ -24,6 +25,7 @@ from heron.receipts import ReceiptSigner
 from heron.tools.registry import ActivatedToolSet, ScopedRegistry
 from heron.turn.approval import ApprovalManager
 from heron.turn.cancel import CancelScope
+from heron.turn.extensions import CallCheck, OutputSpill, ResultCache
 from heron.turn.hooks import ToolHook
 
 ParallelMode = Literal["off", "read-only", "all"]
@@ -72,6 +74,10 @@ class ResolvedAgentExecution:
     hooks: tuple[ToolHook, ...] = ()
     receipts: ReceiptSigner | None = None
     activated: ActivatedToolSet | None = None
+    checks: tuple[CallCheck, ...] = ()
+    cache: ResultCache | None = None
+    spill: OutputSpill | None = None
+    workspace: Path | None = None
     agent: str | None = None
     parent_agent: str | None = None
 
@@ -121,3 +127,5 @@ class TurnState:
     """Called when a tool detached by an interrupt finishes (the bus makes it an event)."""
     background: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     """Tools still running after a `detach` interrupt, by task id."""
+    prechecks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
+    """Call checks started while the model was still streaming, by call id."""

@@ -19,8 +19,14 @@ from heron.receipts import canonical_json
 from heron.redact import scrub_text, scrub_value
 from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.bounds import bound_text
-from heron.turn.call_prep import PreparedBatch
-from heron.turn.calls import CallOutcome, ExecutableCall, emit_synthetic_pair, result_event
+from heron.turn.call_prep import PreparedBatch, TurnGuards, prepare_calls
+from heron.turn.calls import (
+    CallOutcome,
+    ExecutableCall,
+    ParsedCall,
+    emit_synthetic_pair,
+    result_event,
+)
 from heron.turn.cancel import wait_task
 from heron.turn.context import (
     BackgroundResult,
@@ -143,14 +149,40 @@ async def execute_one(
             )
         )
 
+    nested = 0
+
+    async def call_tool(name: str, arguments: dict[str, Any]) -> ToolResult:
+        nonlocal nested
+        nested += 1
+        return await run_nested_call(exec_, state, f"{call.call_id}.{nested}", name, arguments)
+
     ctx = ToolContext(
         call_id=call.call_id,
         turn_id=state.turn_id,
         channel=state.channel,
         agent=exec_.agent,
         progress=progress,
+        call_tool=call_tool,
+        workspace=exec_.workspace,
     )
     started = time.perf_counter()
+    cached = (
+        exec_.cache.get(spec, call.arguments)
+        if exec_.cache is not None and spec.annotations.read_only
+        else None
+    )
+    if cached is not None:
+        outcome = CallOutcome(
+            call_id=call.call_id,
+            name=call.name,
+            status="ok",
+            success=True,
+            output=cached,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            read_only=True,
+            cached=True,
+        )
+        return _finish(exec_, state, call, outcome, observed_args)
     task = asyncio.get_running_loop().create_task(call.tool.execute(call.validated, ctx))
     try:
         finished = await wait_task(task, state.cancel, knobs.tool_timeout_s)
@@ -176,6 +208,11 @@ async def execute_one(
         )
         if success and exec_.receipts is not None:
             outcome.receipt = exec_.receipts.sign(call.name, call.arguments, output)
+        if success and exec_.cache is not None:
+            if spec.annotations.read_only:
+                exec_.cache.put(spec, call.arguments, output)
+            else:
+                exec_.cache.invalidate(spec, call.arguments)
     elif finished == "cancelled" and state.cancel.mode == "detach":
         task_id = f"task-{call.call_id}"
         _detach(state, task, task_id, call)
@@ -199,22 +236,6 @@ async def execute_one(
             read_only=spec.annotations.read_only,
         )
 
-    exec_.observer.tool_call_end(
-        ToolCallRecord(
-            tool=call.name,
-            call_id=call.call_id,
-            arguments=observed_args,
-            turn_id=state.turn_id,
-            owner=spec.owner,
-            duration_ms=duration_ms,
-            success=outcome.success,
-            status=outcome.status,
-            result=scrub_text(outcome.output[:OBSERVER_MAX_CHARS]),
-            channel=state.channel,
-            agent=exec_.agent,
-            parent_agent=exec_.parent_agent,
-        )
-    )
     if exec_.hooks and outcome.executed:
         await run_after_hooks(
             exec_.hooks,
@@ -232,9 +253,65 @@ async def execute_one(
                 duration_ms=duration_ms,
             ),
         )
-    shown, _ = bound_text(outcome.output, knobs.max_tool_result_chars)
+    return _finish(exec_, state, call, outcome, observed_args)
+
+
+def _finish(
+    exec_: ResolvedAgentExecution,
+    state: TurnState,
+    call: ExecutableCall,
+    outcome: CallOutcome,
+    observed_args: str,
+) -> CallOutcome:
+    """Observer terminal record, spill of oversize output, terminal event."""
+    spec = call.tool.spec
+    exec_.observer.tool_call_end(
+        ToolCallRecord(
+            tool=call.name,
+            call_id=call.call_id,
+            arguments=observed_args,
+            turn_id=state.turn_id,
+            owner=spec.owner,
+            duration_ms=outcome.duration_ms,
+            success=outcome.success,
+            status=outcome.status,
+            result=scrub_text(outcome.output[:OBSERVER_MAX_CHARS]),
+            channel=state.channel,
+            agent=exec_.agent,
+            parent_agent=exec_.parent_agent,
+        )
+    )
+    if exec_.spill is not None and outcome.status in ("ok", "error"):
+        outcome.visible = exec_.spill.spill(call.name, call.call_id, outcome.output)
+    shown, _ = bound_text(outcome.visible or outcome.output, exec_.knobs.max_tool_result_chars)
     state.sink(result_event(state, outcome, shown))
     return outcome
+
+
+async def run_nested_call(
+    exec_: ResolvedAgentExecution,
+    state: TurnState,
+    call_id: str,
+    name: str,
+    arguments: dict[str, Any],
+) -> ToolResult:
+    """One tool call made by a tool (code orchestration), through the whole lifecycle.
+
+    It gets its own pending and terminal events, approval, observer records and receipt; it is
+    not added to the model's history — only what the calling tool returns is.
+    """
+    batch = await prepare_calls(
+        exec_,
+        state,
+        [ParsedCall(index=0, call_id=call_id, name=name, arguments=arguments)],
+        TurnGuards(),
+    )
+    await execute_batch(exec_, state, batch, parallel=False)
+    outcome = batch.slots[0]
+    assert outcome is not None  # execute_batch fills every slot
+    if outcome.success:
+        return ToolResult.ok(outcome.output)
+    return ToolResult.fail(outcome.output)
 
 
 async def _stop(task: asyncio.Task[Any], grace_s: float) -> None:

@@ -33,7 +33,7 @@ from heron.models.base import (
 from heron.receipts import RECEIPT_PROMPT_NOTE
 from heron.tools.definition import ToolSpec
 from heron.turn import text_protocol
-from heron.turn.call_prep import TurnGuards, prepare_calls
+from heron.turn.call_prep import TurnGuards, prepare_calls, start_check
 from heron.turn.calls import CallOutcome, ParsedCall
 from heron.turn.cancel import wait_task
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
@@ -205,6 +205,7 @@ class _Loop:
                     state.sink(ReasoningDeltaEvent(turn_id=state.turn_id, text=part.text))
                 elif isinstance(part, ModelToolCall):
                     response.calls.append(part)
+                    self._precheck(part)
                 else:
                     response.usage = part
 
@@ -297,6 +298,16 @@ class _Loop:
         return ParsedCall(index=index, call_id=call_id, name=call.name, arguments=value)
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _precheck(self, part: ModelToolCall) -> None:
+        """Start call checks while the model is still streaming, so safety costs no latency."""
+        if not self.exec.checks or part.id is None or part.arguments is None:
+            return
+        if part.id in self.call_ids:
+            return  # a reused id will be replaced; its checks run during preparation
+        tool = self.exec.registry.get(part.name)
+        if tool is not None:
+            start_check(self.exec, self.state, part.id, tool.spec, part.arguments)
 
     def _specs(self) -> tuple[ToolSpec, ...]:
         static = self.exec.registry.specs()

@@ -39,14 +39,15 @@ def collect_results(
         verdict = None
         if detector is not None and outcome.status == "ok":
             verdict = detector.record(outcome.name, call.arguments, outcome.output, success=True)
-        content, cut = bound_text(outcome.output, limit)
+        visible = outcome.visible or outcome.output
+        content, cut = bound_text(visible, limit)
         if cut:
             state.sink(
                 TruncatedEvent(
                     turn_id=state.turn_id,
                     id=outcome.call_id,
                     name=outcome.name,
-                    original_chars=len(outcome.output),
+                    original_chars=len(visible),
                     retained_chars=len(content),
                 )
             )

@@ -1,0 +1,119 @@
+"""Invocation and configuration mistakes exit 2 with a clear message; valid files need no flags."""
+
+from __future__ import annotations
+
+import pytest
+from cli_support import Heron, stable
+
+ECHO_TURNS = [
+    {"tool_calls": [{"id": "c1", "name": "echo", "arguments": {"text": "configured"}}]},
+    {"text": "Done from config.", "expect": {"last_message_contains": "configured"}},
+]
+
+
+@pytest.mark.parametrize(
+    ("script", "problem"),
+    [
+        ("turns: [\n", "while parsing"),
+        ("turns:\n  - tool_calls: [{nme: echo}]\n", "turns.0.tool_calls.0.name"),
+        ("protocol: smoke-signals\nturns: []\n", "protocol"),
+    ],
+    ids=["yaml-syntax", "unknown-field", "bad-protocol"],
+)
+def test_a_malformed_model_script_exits_2_naming_the_file(
+    heron: Heron, script: str, problem: str
+) -> None:
+    heron.write("broken.yaml", script)
+    done = heron.run("run", "hi", "--model", "scripted:broken.yaml", "--tools", heron.tools())
+
+    assert done.code == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("heron: cannot load model script broken.yaml:"), done.stderr
+    assert problem in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_missing_model_script_exits_2(heron: Heron) -> None:
+    done = heron.run("run", "hi", "--model", "scripted:nowhere.yaml")
+
+    assert done.code == 2
+    assert "cannot load model script nowhere.yaml" in done.stderr
+
+
+def test_an_unknown_model_prefix_exits_2_and_says_what_is_supported(heron: Heron) -> None:
+    done = heron.run("run", "hi", "--model", "openai:gpt-4o", "--tools", heron.tools())
+
+    assert done.code == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("heron: unknown model 'openai:gpt-4o'"), done.stderr
+    assert "scripted:FILE" in done.stderr
+
+
+def test_a_tools_file_that_does_not_exist_exits_2(heron: Heron) -> None:
+    done = heron.run(
+        "run", "hi", "--model", heron.script("s.yaml", ECHO_TURNS), "--tools", "missing.py"
+    )
+
+    assert done.code == 2
+    assert "cannot load tools" in done.stderr and "missing.py" in done.stderr
+
+
+def test_an_unknown_key_in_heron_toml_exits_2_naming_the_key_and_file(heron: Heron) -> None:
+    heron.write("heron.toml", '[agent]\nmodel = "scripted:s.yaml"\nmax_iteration = 3\n')
+    done = heron.run("run", "hi")
+
+    assert done.code == 2
+    assert done.stdout == ""
+    assert "configuration error" in done.stderr
+    assert "heron.toml" in done.stderr
+    assert "unknown key 'agent.max_iteration'" in done.stderr
+
+
+def test_heron_toml_in_the_working_directory_supplies_model_and_tools(heron: Heron) -> None:
+    heron.tools()
+    heron.script("script.yaml", ECHO_TURNS)
+    heron.write(
+        "heron.toml",
+        '[agent]\nmodel = "scripted:script.yaml"\n\n[tools]\nmodules = ["tools.py"]\n',
+    )
+
+    jsonl = heron.run("run", "echo it", "--events", "jsonl")
+    assert jsonl.code == 0, jsonl.stdout + jsonl.stderr
+    assert stable(jsonl.events())[-1] == {
+        "type": "final",
+        "text": "Done from config.",
+        "reason": "answer",
+    }
+
+    # The default renderer: one line per call and per result, then the answer text.
+    pretty = heron.run("run", "echo it")
+    assert pretty.code == 0, pretty.stdout + pretty.stderr
+    lines = pretty.stdout.splitlines()
+    assert lines[0] == "→ echo configured"
+    assert lines[1].startswith("✔ echo configured  ok · ")
+    assert lines[-1] == "Done from config."
+
+
+def test_user_config_is_read_from_xdg_config_home_and_the_project_file_overrides_it(
+    heron: Heron,
+) -> None:
+    heron.tools()
+    model = heron.script(
+        "script.yaml",
+        [
+            {"tool_calls": [{"id": "c1", "name": "make_file", "arguments": {"name": "made.txt"}}]},
+            {"text": "Finished."},
+        ],
+    )
+    (heron.config_home / "heron").mkdir(parents=True)
+    (heron.config_home / "heron" / "config.toml").write_text(
+        '[agent]\nautonomy = "full"\nmodel = "scripted:elsewhere.yaml"\n', encoding="utf-8"
+    )
+    heron.write("heron.toml", f'[agent]\nmodel = "{model}"\n\n[tools]\nmodules = ["tools.py"]\n')
+
+    done = heron.run("run", "make a file", "--events", "jsonl", "--non-interactive")
+
+    assert done.code == 0, done.stdout + done.stderr
+    results = [e for e in done.events() if e["type"] == "tool_result"]
+    assert [r["status"] for r in results] == ["ok"]
+    assert (heron.root / "made.txt").exists()
