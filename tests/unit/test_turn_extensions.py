@@ -84,7 +84,7 @@ async def test_check_refusal_returns_the_reason_and_never_runs(events: Events) -
     assert events.results()["c1"].status == "denied"
     assert got["c2"] == "stored a"
     assert sidecar.seen[0] == {"tool": "store", "arguments": {"key": "delete-all"}}
-    assert [p.message for p in events.of("progress")][0] == "checking the call: sidecar"
+    assert events.of("progress")[0].message == "checking the call: sidecar"
 
 
 async def test_escalation_and_check_failure_go_to_the_human_even_under_full_autonomy(
@@ -208,8 +208,9 @@ async def test_tools_can_call_tools_through_the_whole_lifecycle(events: Events) 
         second = await ctx.call_tool("lookup", {"key": "b"})
         denied = await ctx.call_tool("secret_op", {})
         bad = await ctx.call_tool("lookup", {"key": 5})
+        problem = (bad.error or "")[:30]
         return ToolResult.ok(
-            f"{first.output} | {second.output} | denied={not denied.success} | bad={(bad.error or "")[:30]}"
+            f"{first.output} | {second.output} | denied={not denied.success} | bad={problem}"
         )
 
     turns = [calls_turn(call("orchestrate")), {"text": "ok"}]
