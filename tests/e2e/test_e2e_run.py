@@ -260,3 +260,26 @@ def test_an_exhausted_script_fails_the_run_with_an_error_event(heron: Heron) -> 
     assert [e["type"] for e in events] == ["tool_call", "tool_result", "error"]
     message = events[-1]["message"]
     assert "scripted:short.json" in message and "exhausted" in message, message
+
+
+def test_a_credential_cut_by_the_result_limit_is_still_masked_in_events(heron: Heron) -> None:
+    secret = "ghp_" + "0123456789abcdefghijklmnopqrstuvwxyz"
+    model = heron.script(
+        "script.yaml",
+        [
+            {"tool_calls": [{"id": "c1", "name": "echo", "arguments": {"text": f"key {secret}"}}]},
+            {"text": "ok"},
+        ],
+    )
+    # 35 characters keep `key ` and 31 of the token's 40: the cut lands inside the credential.
+    done = heron.run(
+        "run", "echo", "--model", model, "--tools", heron.tools(), "--events", "jsonl",
+        "--max-tool-result-chars", "35",
+    )
+
+    assert done.code == 0, done.stdout + done.stderr
+    result = next(e for e in done.events() if e["type"] == "tool_result")
+    assert result["output"].startswith("key ghp_")
+    # Masking keeps four characters of a credential; no longer piece may reach any event.
+    leaked = [secret[i : i + 8] for i in range(len(secret) - 7) if secret[i : i + 8] in done.stdout]
+    assert leaked == [], result["output"]

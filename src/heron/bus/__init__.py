@@ -1,0 +1,1 @@
+"""The durable event bus and the event-driven agent loop."""

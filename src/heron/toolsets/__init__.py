@@ -1,0 +1,1 @@
+"""Built-in tool sets: perception, execution and the helpers they share."""
