@@ -343,3 +343,26 @@ async def test_reused_or_missing_call_ids_are_replaced_by_unique_ones(events: Ev
     ids = [c.id for m in result.history if isinstance(m, AssistantMessage) for c in m.tool_calls]
     assert len(ids) == len(set(ids)) == 4 and ids[0] == "dup"
     events.assert_one_pair_per_call()
+
+
+async def test_assistant_turn_is_recorded_before_its_tools_run_and_every_append_is_reported() -> (
+    None
+):
+    seen_by_tool: list[str] = []
+    appended: list[str] = []
+    state: TurnState
+
+    @tool(read_only=True)
+    def look() -> str:
+        """Looks at the history."""
+        last = state.history[-1]
+        assert isinstance(last, AssistantMessage)
+        seen_by_tool.append(last.tool_calls[0].id)
+        return "seen"
+
+    agent = Agent(model=ScriptedModel([calls_turn(call("look")), {"text": "ok"}]), tools=[look])
+    state = TurnState(history=[UserMessage(content="go")])
+    state.on_append = lambda messages: appended.extend(m.role for m in messages)
+    await agent.run_turn(state)
+    assert seen_by_tool == ["c_look"]
+    assert appended == ["assistant", "tool", "assistant"]

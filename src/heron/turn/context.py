@@ -123,6 +123,8 @@ class TurnState:
     receipts: list[tuple[str, str]] = field(default_factory=list)
     """(tool, receipt) for each receipted result of this turn."""
     on_safe_point: Callable[[SafePoint], Awaitable[None]] | None = None
+    on_append: Callable[[tuple[Message, ...]], None] | None = None
+    """Called with every group of messages the loop appends (persist them before showing)."""
     on_background_result: Callable[[BackgroundResult], None] | None = None
     """Called when a tool detached by an interrupt finishes (the bus makes it an event)."""
     background: dict[str, asyncio.Task[Any]] = field(default_factory=dict)

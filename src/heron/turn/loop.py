@@ -22,7 +22,7 @@ from heron.events import (
     ReasoningDeltaEvent,
     TextDeltaEvent,
 )
-from heron.messages import AssistantMessage, ToolCallPart, UserMessage
+from heron.messages import AssistantMessage, Message, ToolCallPart, UserMessage
 from heron.models.base import (
     ModelRequest,
     ModelToolCall,
@@ -143,7 +143,7 @@ class _Loop:
                     )
                 self._append_assistant(response.text, (), response.reasoning)
                 feedback = f"{text_protocol.PARSE_ERROR_FEEDBACK}\nWhat was wrong: {issue}"
-                state.history.append(UserMessage(content=feedback, source="runtime"))
+                self._append(UserMessage(content=feedback, source="runtime"))
                 continue
 
             if not calls:
@@ -161,13 +161,14 @@ class _Loop:
 
     async def _run_round(self, calls: list[ParsedCall], text: str, reasoning: str) -> None:
         exec_, state = self.exec, self.state
+        # Rule 1: the assistant's turn is recorded as soon as it was emitted, before any tool runs.
+        self._append_assistant(text, calls, reasoning)
         batch = await prepare_calls(exec_, state, calls, self.guards)
         parallel = should_run_parallel(exec_.knobs, batch, [c.name for c in calls])
         await execute_batch(exec_, state, batch, parallel=parallel)
         slots: list[CallOutcome] = [s for s in batch.slots if s is not None]
         collected = collect_results(exec_, state, calls, slots, self.detector)
-        self._append_assistant(text, calls, reasoning)
-        state.history.extend(collected.messages)
+        self._append(*collected.messages)
         if batch.abort is not None:
             raise _LoopStopped(self._fail(f"loop aborted: {batch.abort}", reason="aborted"))
         if state.cancel.cancelled:
@@ -234,7 +235,7 @@ class _Loop:
                 f"exceeded the maximum of {self.exec.knobs.max_iterations} tool iterations",
                 reason="iteration_cap",
             )
-        self.state.history.append(UserMessage(content=request_text, source="runtime"))
+        self._append(UserMessage(content=request_text, source="runtime"))
         response = await self._call_model((), self.exec.system_prompt)
         text = response.text.strip() or "I stopped before finishing and have no summary to give."
         if not self.exec.model.native_tools:
@@ -329,10 +330,15 @@ class _Loop:
         self._system_cache = (len(specs), system)
         return system
 
+    def _append(self, *messages: Message) -> None:
+        self.state.history.extend(messages)
+        if self.state.on_append is not None:
+            self.state.on_append(messages)
+
     def _append_assistant(
         self, text: str, calls: tuple[()] | list[ParsedCall], reasoning: str | None
     ) -> None:
-        self.state.history.append(
+        self._append(
             AssistantMessage(
                 text=text,
                 tool_calls=tuple(
@@ -345,7 +351,7 @@ class _Loop:
     def _drain_steering(self) -> None:
         steering = self.state.steering
         while steering:
-            self.state.history.append(UserMessage(content=steering.popleft()))
+            self._append(UserMessage(content=steering.popleft()))
 
     def _check_cancel(self) -> None:
         cancel = self.state.cancel
