@@ -119,7 +119,7 @@ class Running:
         return lines
 
     def next_event(self) -> Event:
-        line = self._stdout.get(timeout=TIMEOUT_S)
+        line = _get(self._stdout, f"no event within {TIMEOUT_S} s; events so far: {self.seen}")
         assert line is not None, f"heron ended early; events so far: {self.seen}"
         event = json.loads(line)
         assert isinstance(event, dict)
@@ -135,7 +135,7 @@ class Running:
 
     def wait_for_stderr(self, text: str) -> None:
         while True:
-            line = self._stderr.get(timeout=TIMEOUT_S)
+            line = _get(self._stderr, f"{text!r} not on stderr within {TIMEOUT_S} s")
             assert line is not None, f"heron ended before writing {text!r} to stderr"
             self._stderr_lines.append(line)
             if text in line:
@@ -167,8 +167,15 @@ class Running:
                 stream.close()
 
 
+def _get(lines: queue.Queue[str | None], failure: str) -> str | None:
+    try:
+        return lines.get(timeout=TIMEOUT_S)
+    except queue.Empty:
+        raise AssertionError(failure) from None
+
+
 def _drain(lines: queue.Queue[str | None]) -> Iterator[str]:
-    while (line := lines.get(timeout=TIMEOUT_S)) is not None:
+    while (line := _get(lines, "heron's output did not end")) is not None:
         yield line
 
 
@@ -216,6 +223,24 @@ class Heron:
         running = Running(proc)
         self._started.append(running)
         return running
+
+    def run_turn(self, model: str, *flags: str, prompt: str = "go") -> Finished:
+        """`heron run PROMPT --model MODEL --tools tools.py --events jsonl FLAGS...`"""
+        return self.run("run", prompt, *self._turn_args(model), *flags)
+
+    def start_turn(self, model: str, *flags: str, prompt: str = "go") -> Running:
+        """`run_turn`, left running in the background."""
+        return self.start("run", prompt, *self._turn_args(model), *flags)
+
+    def _turn_args(self, model: str) -> list[str]:
+        return ["--model", model, "--tools", self.tools(), "--events", "jsonl"]
+
+    def verify_receipt(
+        self, receipt: str, *, tool: str, arguments: dict[str, Any], output: str, state_dir: Path
+    ) -> Finished:
+        """`heron receipts verify RECEIPT --tool T --args JSON --output TEXT --state-dir DIR`"""
+        args = ["--tool", tool, "--args", json.dumps(arguments), "--output", output]
+        return self.run("receipts", "verify", receipt, *args, "--state-dir", str(state_dir))
 
     def stop_all(self) -> None:
         """Kill processes this helper started that still run, and close their pipes (teardown)."""

@@ -69,6 +69,18 @@ async def wait_forever() -> str:
 
 
 @tool(read_only=True)
+async def slow_to_stop() -> str:
+    """Wait forever; on cancellation announce it and keep waiting (a slow cleanup)."""
+    try:
+        await _never.wait()
+    except asyncio.CancelledError:
+        sys.stderr.write("slow_to_stop: cancel received\n")
+        sys.stderr.flush()
+        await _never.wait()
+    return "unreachable"
+
+
+@tool(read_only=True)
 def block_thread() -> str:
     """Block a worker thread for a minute; a thread cannot be cancelled."""
     sys.stderr.write("block_thread started\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import closing
+from typing import Any
 
 import pytest
 from cli_support import Heron, assert_one_result_per_call, stable
@@ -10,12 +11,15 @@ from cli_support import Heron, assert_one_result_per_call, stable
 from heron.audit import AuditStore
 from heron.state import open_db
 
-MAKE_FILE_TURNS = [
+MAKE_FILE_TURNS: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "c1", "name": "make_file", "arguments": {"name": "made.txt"}}]},
     {"text": "Finished.", "expect": {"last_role": "tool"}},
 ]
 
+DENIED = {"success": False, "status": "denied", "cached": False}
 
+
+# Without the flag heron looks for a terminal; the helper's processes have none (new session).
 @pytest.mark.parametrize(
     "flags",
     [["--non-interactive"], []],
@@ -24,87 +28,35 @@ MAKE_FILE_TURNS = [
 def test_an_approval_required_call_is_denied_by_policy_when_no_operator_can_answer(
     heron: Heron, flags: list[str]
 ) -> None:
-    model = heron.script("script.yaml", MAKE_FILE_TURNS)
-    done = heron.run(
-        "run",
-        "make a file",
-        "--model",
-        model,
-        "--tools",
-        heron.tools(),
-        "--events",
-        "jsonl",
-        *flags,
-    )
+    # With --receipts on: a denied call must not get one.
+    done = heron.run_turn(heron.script("script.yaml", MAKE_FILE_TURNS), "--receipts", *flags)
 
     assert done.code == 0, done.stdout + done.stderr
     events = stable(done.events())
     assert_one_result_per_call(events)
-    request_id = events[0]["request_id"]
+    asked = {"request_id": events[0]["request_id"], "call_id": "c1", "tool": "make_file"}
+    card = {"id": "c1", "name": "make_file"}
+    output = events[3]["output"]
     assert events == [
-        {
-            "type": "approval_request",
-            "request_id": request_id,
-            "call_id": "c1",
-            "tool": "make_file",
-            "summary": "name: made.txt",
-        },
-        {
-            "type": "approval_decision",
-            "request_id": request_id,
-            "call_id": "c1",
-            "tool": "make_file",
-            "decision": "unavailable",
-            "decided_by": "policy",
-        },
-        {
-            "type": "tool_call",
-            "id": "c1",
-            "name": "make_file",
-            "arguments": {"name": "made.txt"},
-            "injected": [],
-        },
-        {
-            "type": "tool_result",
-            "id": "c1",
-            "name": "make_file",
-            "success": False,
-            "status": "denied",
-            "output": events[3]["output"],
-            "cached": False,
-        },
+        {"type": "approval_request", **asked, "summary": "name: made.txt"},
+        {"type": "approval_decision", **asked, "decision": "unavailable", "decided_by": "policy"},
+        {"type": "tool_call", **card, "arguments": {"name": "made.txt"}, "injected": []},
+        {"type": "tool_result", **card, **DENIED, "output": output},
         {"type": "text_delta", "text": "Finished."},
         {"type": "final", "text": "Finished.", "reason": "answer"},
     ]
-    output = events[3]["output"]
     assert "no operator decision was available" in output
     assert "denied by the operator" not in output.lower()
     assert not (heron.root / "made.txt").exists()
 
     with closing(open_db(heron.state_dir)) as conn:
-        [record] = AuditStore(conn).list()
-    assert (record.tool, record.decision, record.decided_by) == (
-        "make_file",
-        "unavailable",
-        "policy",
-    )
+        decided = [(r.tool, r.decision, r.decided_by) for r in AuditStore(conn).list()]
+    assert decided == [("make_file", "unavailable", "policy")]
 
 
 def test_full_autonomy_runs_an_approval_required_tool_without_asking(heron: Heron) -> None:
     model = heron.script("script.yaml", MAKE_FILE_TURNS)
-    done = heron.run(
-        "run",
-        "make a file",
-        "--model",
-        model,
-        "--tools",
-        heron.tools(),
-        "--events",
-        "jsonl",
-        "--non-interactive",
-        "--autonomy",
-        "full",
-    )
+    done = heron.run_turn(model, "--non-interactive", "--autonomy", "full")
 
     assert done.code == 0, done.stdout + done.stderr
     events = stable(done.events())

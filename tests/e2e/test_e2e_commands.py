@@ -6,7 +6,15 @@ import json
 
 from cli_support import Heron, assert_one_result_per_call
 
-TOOL_NAMES = ["read_first", "read_second", "echo", "make_file", "wait_forever", "block_thread"]
+TOOL_NAMES = [
+    "read_first",
+    "read_second",
+    "echo",
+    "make_file",
+    "wait_forever",
+    "slow_to_stop",
+    "block_thread",
+]
 
 
 def test_tools_list_prints_one_line_per_tool_in_definition_order(heron: Heron) -> None:
@@ -98,3 +106,21 @@ def test_help_lists_the_commands(heron: Heron) -> None:
     assert done.code == 0
     for command in ("run", "tools", "receipts", "doctor", "demo"):
         assert command in done.stdout
+
+
+def test_receipts_verify_refuses_a_malformed_receipt_and_a_missing_output_file(
+    heron: Heron,
+) -> None:
+    malformed = heron.verify_receipt(
+        "heron-receipt-nothing", tool="echo", arguments={}, output="x", state_dir=heron.state_dir
+    )
+    assert malformed.code == 1
+    assert malformed.stdout == "invalid: not a well-formed heron receipt\n"
+
+    receipt = "heron-receipt-0123abcd-1700000000-" + "A" * 43
+    missing = heron.run(
+        "receipts", "verify", receipt, "--tool", "echo", "--args", "{}",
+        "--output-file", "missing.txt",
+    )  # fmt: skip
+    assert missing.code == 2
+    assert missing.stderr.startswith("heron: cannot read --output-file missing.txt"), missing.stderr

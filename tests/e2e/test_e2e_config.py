@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from cli_support import Heron, stable
 
-ECHO_TURNS = [
+ECHO_TURNS: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "c1", "name": "echo", "arguments": {"text": "configured"}}]},
     {"text": "Done from config.", "expect": {"last_message_contains": "configured"}},
 ]
@@ -24,7 +26,7 @@ def test_a_malformed_model_script_exits_2_naming_the_file(
     heron: Heron, script: str, problem: str
 ) -> None:
     heron.write("broken.yaml", script)
-    done = heron.run("run", "hi", "--model", "scripted:broken.yaml", "--tools", heron.tools())
+    done = heron.run_turn("scripted:broken.yaml")
 
     assert done.code == 2
     assert done.stdout == ""
@@ -41,7 +43,7 @@ def test_a_missing_model_script_exits_2(heron: Heron) -> None:
 
 
 def test_an_unknown_model_prefix_exits_2_and_says_what_is_supported(heron: Heron) -> None:
-    done = heron.run("run", "hi", "--model", "openai:gpt-4o", "--tools", heron.tools())
+    done = heron.run_turn("openai:gpt-4o")
 
     assert done.code == 2
     assert done.stdout == ""
@@ -79,11 +81,9 @@ def test_heron_toml_in_the_working_directory_supplies_model_and_tools(heron: Her
 
     jsonl = heron.run("run", "echo it", "--events", "jsonl")
     assert jsonl.code == 0, jsonl.stdout + jsonl.stderr
-    assert stable(jsonl.events())[-1] == {
-        "type": "final",
-        "text": "Done from config.",
-        "reason": "answer",
-    }
+    events = stable(jsonl.events())
+    assert [e["type"] for e in events] == ["tool_call", "tool_result", "text_delta", "final"]
+    assert (events[-1]["text"], events[-1]["reason"]) == ("Done from config.", "answer")
 
     # The default renderer: one line per call and per result, then the answer text.
     pretty = heron.run("run", "echo it")
@@ -105,10 +105,8 @@ def test_user_config_is_read_from_xdg_config_home_and_the_project_file_overrides
             {"text": "Finished."},
         ],
     )
-    (heron.config_home / "heron").mkdir(parents=True)
-    (heron.config_home / "heron" / "config.toml").write_text(
-        '[agent]\nautonomy = "full"\nmodel = "scripted:elsewhere.yaml"\n', encoding="utf-8"
-    )
+    user_config = heron.config_home / "heron" / "config.toml"
+    heron.write(str(user_config), '[agent]\nautonomy = "full"\nmodel = "scripted:elsewhere.yaml"\n')
     heron.write("heron.toml", f'[agent]\nmodel = "{model}"\n\n[tools]\nmodules = ["tools.py"]\n')
 
     done = heron.run("run", "make a file", "--events", "jsonl", "--non-interactive")
@@ -117,3 +115,16 @@ def test_user_config_is_read_from_xdg_config_home_and_the_project_file_overrides
     results = [e for e in done.events() if e["type"] == "tool_result"]
     assert [r["status"] for r in results] == ["ok"]
     assert (heron.root / "made.txt").exists()
+
+
+def test_a_tools_file_given_in_heron_toml_and_again_as_a_flag_exits_2_naming_the_tool(
+    heron: Heron,
+) -> None:
+    heron.write("heron.toml", '[tools]\nmodules = ["tools.py"]\n')
+    done = heron.run_turn(heron.script("s.yaml", ECHO_TURNS))
+
+    assert done.code == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("heron: cannot build the tool set:"), done.stderr
+    assert "'read_first' is registered twice" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,9 +1,16 @@
-"""Ctrl-C during `heron run`: running calls end as interrupted, the turn as cancelled, exit 130."""
+"""Ctrl-C during `heron run`: running calls end as interrupted, the turn as cancelled, exit 130.
+
+Every wait is on something the process reports (an event on stdout, a line a tool writes to
+stderr), bounded by the helper's timeout.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from cli_support import Heron, assert_one_result_per_call, stable
 
+PENDING = {"type": "tool_call", "owner": "user", "injected": []}
 INTERRUPTED = {
     "type": "tool_result",
     "success": False,
@@ -15,53 +22,29 @@ INTERRUPTED = {
 CANCELLED = {"type": "cancelled", "reason": "interrupted by the operator (Ctrl-C)"}
 
 
+def calls_script(heron: Heron, *calls: tuple[str, str, dict[str, Any]]) -> str:
+    """A script whose one tool round is (id, tool, arguments) calls; its answer is never reached."""
+    round_ = [{"id": i, "name": name, "arguments": args} for i, name, args in calls]
+    return heron.script("script.yaml", [{"tool_calls": round_}, {"text": "never reached"}])
+
+
 def test_ctrl_c_interrupts_a_running_tool_and_exits_130(heron: Heron) -> None:
-    model = heron.script(
-        "script.yaml",
-        [
-            {"tool_calls": [{"id": "w1", "name": "wait_forever", "arguments": {}}]},
-            {"text": "never reached"},
-        ],
-    )
-    running = heron.start(
-        "run", "wait", "--model", model, "--tools", heron.tools(), "--events", "jsonl"
-    )
+    running = heron.start_turn(calls_script(heron, ("w1", "wait_forever", {})))
     running.wait_for_event("tool_call", id="w1")
     running.interrupt()
     done = running.finish()
 
     assert done.code == 130, done.stderr
-    events = stable(done.events())
-    assert events == [
-        {
-            "type": "tool_call",
-            "id": "w1",
-            "name": "wait_forever",
-            "arguments": {},
-            "owner": "user",
-            "injected": [],
-        },
+    assert stable(done.events()) == [
+        {**PENDING, "id": "w1", "name": "wait_forever", "arguments": {}},
         {**INTERRUPTED, "id": "w1", "name": "wait_forever"},
         CANCELLED,
     ]
 
 
 def test_ctrl_c_keeps_the_real_result_of_a_finished_parallel_sibling(heron: Heron) -> None:
-    model = heron.script(
-        "script.yaml",
-        [
-            {
-                "tool_calls": [
-                    {"id": "e1", "name": "echo", "arguments": {"text": "quick"}},
-                    {"id": "w1", "name": "wait_forever", "arguments": {}},
-                ]
-            },
-            {"text": "never reached"},
-        ],
-    )
-    running = heron.start(
-        "run", "both", "--model", model, "--tools", heron.tools(), "--events", "jsonl"
-    )
+    model = calls_script(heron, ("e1", "echo", {"text": "quick"}), ("w1", "wait_forever", {}))
+    running = heron.start_turn(model)
     running.wait_for_event("tool_result", id="e1")
     running.interrupt()
     done = running.finish()
@@ -70,25 +53,16 @@ def test_ctrl_c_keeps_the_real_result_of_a_finished_parallel_sibling(heron: Hero
     events = stable(done.events())
     assert_one_result_per_call(events)
     results = {e["id"]: e for e in events if e["type"] == "tool_result"}
-    assert results["e1"]["status"] == "ok" and results["e1"]["output"] == "quick"
+    assert (results["e1"]["status"], results["e1"]["output"]) == ("ok", "quick")
     assert results["w1"] == {**INTERRUPTED, "id": "w1", "name": "wait_forever"}
     assert events[-1] == CANCELLED
 
 
 def test_ctrl_c_exits_at_once_although_a_sync_tool_still_blocks_its_thread(heron: Heron) -> None:
-    model = heron.script(
-        "script.yaml",
-        [
-            {"tool_calls": [{"id": "b1", "name": "block_thread", "arguments": {}}]},
-            {"text": "never reached"},
-        ],
-    )
-    running = heron.start(
-        "run", "block", "--model", model, "--tools", heron.tools(), "--events", "jsonl"
-    )
+    running = heron.start_turn(calls_script(heron, ("b1", "block_thread", {})))
     running.wait_for_stderr("block_thread started")
     running.interrupt()
-    # The thread blocks for a minute; heron must not wait for it after the turn is cancelled.
+    # The thread blocks for a minute; heron must not wait for it once the turn is cancelled.
     done = running.finish(timeout=10)
 
     assert done.code == 130, done.stderr
@@ -96,3 +70,16 @@ def test_ctrl_c_exits_at_once_although_a_sync_tool_still_blocks_its_thread(heron
         {**INTERRUPTED, "id": "b1", "name": "block_thread"},
         CANCELLED,
     ]
+
+
+def test_a_second_ctrl_c_exits_at_once_while_a_tool_is_slow_to_stop(heron: Heron) -> None:
+    running = heron.start_turn(calls_script(heron, ("s1", "slow_to_stop", {})))
+    running.wait_for_event("tool_call", id="s1")
+    running.interrupt()
+    running.wait_for_stderr("slow_to_stop: cancel received")
+    running.interrupt()
+    done = running.finish()
+
+    assert done.code == 130, done.stderr
+    # The hard exit comes before the cancel grace ends, so no terminal card is drawn.
+    assert [e["type"] for e in done.events()] == ["tool_call"]

@@ -119,17 +119,22 @@ def build_agent(
         audit=AuditStore(open_db(state_dir)),
     )
     receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
-    return Agent(
-        model=resolve_model(a.model),
-        tools=tools,
-        system_prompt=a.system_prompt,
-        autonomy=a.autonomy,
-        approval=approval,
-        knobs=config.knobs(),
-        receipts=receipts,
-        allowed_tools=a.allowed_tools,
-        excluded_tools=[*a.excluded_tools, *getattr(args, "exclude_tool", [])],
-    )
+    model = resolve_model(a.model)
+    try:
+        return Agent(
+            model=model,
+            tools=tools,
+            system_prompt=a.system_prompt,
+            autonomy=a.autonomy,
+            approval=approval,
+            knobs=config.knobs(),
+            receipts=receipts,
+            allowed_tools=a.allowed_tools,
+            excluded_tools=[*a.excluded_tools, *getattr(args, "exclude_tool", [])],
+        )
+    except ToolDefinitionError as exc:
+        # E.g. one tools file listed in heron.toml and again with --tools.
+        raise UsageError(f"cannot build the tool set: {exc}") from exc
 
 
 def _has_tty() -> bool:
@@ -242,6 +247,17 @@ def _spec_json(spec: Any) -> dict[str, Any]:
 
 def cmd_receipts(args: argparse.Namespace) -> int:
     state_dir = args.state_dir or default_state_dir()
+    # Invocation mistakes first (exit 2), whatever the receipt's fate.
+    try:
+        arguments = json.loads(args.args)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--args is not JSON: {exc}") from exc
+    if not isinstance(arguments, dict):
+        raise UsageError("--args must be a JSON object")
+    try:
+        output = args.output if args.output is not None else args.output_file.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read --output-file {args.output_file}: {exc}") from exc
     parsed = parse_receipt(args.receipt)
     if parsed is None:
         sys.stdout.write("invalid: not a well-formed heron receipt\n")
@@ -250,13 +266,6 @@ def cmd_receipts(args: argparse.Namespace) -> int:
     if key is None:
         sys.stdout.write(f"invalid: no receipt key {parsed[0]} in {state_dir}\n")
         return EXIT_ERROR
-    try:
-        arguments = json.loads(args.args)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--args is not JSON: {exc}") from exc
-    if not isinstance(arguments, dict):
-        raise UsageError("--args must be a JSON object")
-    output = args.output if args.output is not None else args.output_file.read_text("utf-8")
     if verify_receipt(args.receipt, key=key, tool=args.tool, arguments=arguments, output=output):
         sys.stdout.write(f"valid: {args.tool} produced this output at epoch {parsed[1]}\n")
         return EXIT_OK

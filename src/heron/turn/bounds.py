@@ -31,3 +31,18 @@ def bound_text(text: str, max_chars: int) -> tuple[str, bool]:
     tail = budget - head
     omitted = len(text) - head - tail
     return text[:head] + truncation_marker(omitted) + text[len(text) - tail :], True
+
+
+def render_bounded(text: str, max_chars: int) -> str:
+    """Scrubbed and bounded text for rendering surfaces (events, observer, progress).
+
+    Scrubbing comes first, so a cut can never leave a credential fragment too short to be
+    recognised. Huge outputs are pre-cut to generous head and tail windows before scrubbing,
+    so the cost stays proportional to what is shown.
+    """
+    from heron.redact import scrub_text
+
+    window = 4 * max_chars if max_chars > 0 else 0
+    if window and len(text) > 2 * window:
+        text = text[:window] + truncation_marker(len(text) - 2 * window) + text[-window:]
+    return bound_text(scrub_text(text), max_chars)[0]

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from heron.events import InterruptPhase, ToolCallEvent, ToolResultEvent, ToolStatus
-from heron.redact import scrub_text, scrub_value
+from heron.redact import scrub_value
 from heron.tools.definition import Tool
+from heron.turn.bounds import render_bounded
 from heron.turn.context import TurnState
 
 
@@ -57,14 +58,15 @@ class CallOutcome:
     """What the model sees instead of `output` when the output was spilled to storage."""
 
 
-def result_event(state: TurnState, outcome: CallOutcome, shown: str) -> ToolResultEvent:
+def result_event(state: TurnState, outcome: CallOutcome, max_chars: int) -> ToolResultEvent:
+    """The terminal card: the output as the model sees it, scrubbed, then bounded."""
     return ToolResultEvent(
         turn_id=state.turn_id,
         id=outcome.call_id,
         name=outcome.name,
         success=outcome.success,
         status=outcome.status,
-        output=scrub_text(shown),
+        output=render_bounded(outcome.visible or outcome.output, max_chars),
         duration_ms=round(outcome.duration_ms, 3),
         receipt=outcome.receipt,
         phase=outcome.phase,
@@ -85,8 +87,7 @@ def emit_synthetic_pair(
             arguments=scrub_value(arguments),
         )
     )
-    shown = outcome.output if max_chars <= 0 else outcome.output[:max_chars]
-    state.sink(result_event(state, outcome, shown))
+    state.sink(result_event(state, outcome, max_chars))
 
 
 def synthetic(call_id: str, name: str, status: ToolStatus, output: str) -> CallOutcome:

@@ -18,7 +18,7 @@ from heron.observer import ToolCallRecord, ToolCallStartRecord
 from heron.receipts import canonical_json
 from heron.redact import scrub_text, scrub_value
 from heron.tools.definition import ToolContext, ToolResult
-from heron.turn.bounds import bound_text
+from heron.turn.bounds import render_bounded
 from heron.turn.call_prep import PreparedBatch, TurnGuards, prepare_calls
 from heron.turn.calls import (
     CallOutcome,
@@ -275,7 +275,7 @@ def _finish(
             duration_ms=outcome.duration_ms,
             success=outcome.success,
             status=outcome.status,
-            result=scrub_text(outcome.output[:OBSERVER_MAX_CHARS]),
+            result=render_bounded(outcome.output, OBSERVER_MAX_CHARS),
             channel=state.channel,
             agent=exec_.agent,
             parent_agent=exec_.parent_agent,
@@ -283,8 +283,7 @@ def _finish(
     )
     if exec_.spill is not None and outcome.status in ("ok", "error"):
         outcome.visible = exec_.spill.spill(call.name, call.call_id, outcome.output)
-    shown, _ = bound_text(outcome.visible or outcome.output, exec_.knobs.max_tool_result_chars)
-    state.sink(result_event(state, outcome, shown))
+    state.sink(result_event(state, outcome, exec_.knobs.max_tool_result_chars))
     return outcome
 
 
