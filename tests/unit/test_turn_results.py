@@ -285,3 +285,28 @@ async def test_tool_call_events_scrub_credentials_but_the_tool_gets_them_raw(
     assert seen == ["hunter2-very-secret"]
     (card,) = events.of("tool_call")
     assert card.arguments == {"user": "ana", "password": "[REDACTED]"}
+
+
+async def test_progress_from_a_sync_tool_in_a_worker_thread_reaches_the_sink_on_the_loop(
+    events: Events,
+) -> None:
+    import threading
+
+    loop_thread = threading.get_ident()
+    sink_threads: list[int] = []
+
+    @tool(read_only=True)
+    def crunch(ctx: ToolContext) -> str:
+        """Runs in a worker thread."""
+        assert threading.get_ident() != loop_thread
+        ctx.progress("halfway")
+        return "done"
+
+    def sink(event: object) -> None:
+        sink_threads.append(threading.get_ident())
+        events(event)  # type: ignore[arg-type]
+
+    agent = Agent(model=ScriptedModel([calls_turn(call("crunch")), {"text": "ok"}]), tools=[crunch])
+    await agent.run("go", sink=sink)
+    assert [p.message for p in events.of("progress")] == ["halfway"]
+    assert set(sink_threads) == {loop_thread}

@@ -9,6 +9,7 @@ its terminal `tool_result` when it ends. Calls that never started get both at ca
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -142,12 +143,22 @@ async def execute_one(
         )
     )
 
-    def progress(message: str) -> None:
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+
+    def emit_progress(message: str) -> None:
         state.sink(
             ProgressEvent(
                 turn_id=state.turn_id, id=call.call_id, name=call.name, message=scrub_text(message)
             )
         )
+
+    def progress(message: str) -> None:
+        # Sync tools run in worker threads; sinks are only ever called on the loop's thread.
+        if threading.get_ident() == loop_thread:
+            emit_progress(message)
+        else:
+            loop.call_soon_threadsafe(emit_progress, message)
 
     nested = 0
 
@@ -183,7 +194,7 @@ async def execute_one(
             cached=True,
         )
         return _finish(exec_, state, call, outcome, observed_args)
-    task = asyncio.get_running_loop().create_task(call.tool.execute(call.validated, ctx))
+    task = loop.create_task(call.tool.execute(call.validated, ctx))
     try:
         finished = await wait_task(task, state.cancel, knobs.tool_timeout_s)
     except asyncio.CancelledError:
