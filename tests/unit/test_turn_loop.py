@@ -366,3 +366,22 @@ async def test_assistant_turn_is_recorded_before_its_tools_run_and_every_append_
     await agent.run_turn(state)
     assert seen_by_tool == ["c_look"]
     assert appended == ["assistant", "tool", "assistant"]
+
+
+async def test_native_calls_are_answered_even_when_no_tools_are_offered(events: Events) -> None:
+    result = await Agent(model=ScriptedModel([calls_turn(call("ghost")), {"text": "ok"}])).run(
+        "go", sink=events
+    )
+    assert events.results()["c_ghost"].status == "unknown"
+    assert result.ok
+    events.assert_one_pair_per_call()
+
+
+async def test_text_and_final_events_are_scrubbed_while_history_keeps_the_words(
+    events: Events,
+) -> None:
+    secret = "token=abcdefgh12345678"
+    result = await Agent(model=ScriptedModel([{"text": f"your {secret}"}])).run("go", sink=events)
+    assert secret in result.text
+    rendered = [e.text for e in events.of("text_delta")] + [e.text for e in events.of("final")]
+    assert all("abcdefgh12345678" not in text for text in rendered)

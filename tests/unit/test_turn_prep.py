@@ -189,6 +189,16 @@ def test_requirement_follows_autonomy_and_annotations() -> None:
     )
     auto = ApprovalManager(policy=ApprovalPolicy(auto_approve=["shell"]))
     assert auto.requirement(shell.spec) == "approved"
+    # always_ask wins even under full autonomy; a requires-approval annotation is honoured under
+    # read-only autonomy and is not bypassed by a "*" auto-approve.
+    strict_full = ApprovalManager(policy=ApprovalPolicy(autonomy="full", always_ask=["shell"]))
+    assert strict_full.requirement(shell.spec) == "prompt"
+    read_only = ApprovalManager(policy=ApprovalPolicy(autonomy="read-only"))
+    assert read_only.requirement(peek_secret.spec) == "prompt"
+    assert read_only.requirement(look.spec) == "not_required"
+    star = ApprovalManager(policy=ApprovalPolicy(auto_approve=["*"]))
+    assert star.requirement(peek_secret.spec) == "prompt"
+    assert star.requirement(shell.spec) == "approved"
 
 
 async def test_deny_with_edit_becomes_sanitised_synthetic_result(events: Events) -> None:
@@ -312,26 +322,28 @@ async def test_repeated_prompt_required_shell_in_one_response_is_asked_once(
     assert result.ok
 
 
-async def test_repeated_prompt_required_shell_in_a_later_round_aborts_before_reprompting(
+async def test_refused_shell_call_repeated_in_a_later_round_aborts_before_reprompting(
     events: Events,
 ) -> None:
     counter = Counter()
     agent = Agent(
         model=ScriptedModel(
             [
-                calls_turn(call("shell", "c1", command="ls")),
-                calls_turn(call("shell", "c2", command="ls"), call("shell", "c3", command="pwd")),
+                calls_turn(call("shell", "c1", command="rm -r build")),
+                calls_turn(
+                    call("shell", "c2", command="rm -r build"), call("shell", "c3", command="pwd")
+                ),
                 {"text": "never reached"},
             ]
         ),
         tools=[make_shell(counter)],
-        approver=auto_answer("yes"),
+        approver=auto_answer("no"),
     )
     result = await agent.run("go", sink=events)
     assert result.outcome.status == "error" and result.outcome.reason == "aborted"
-    assert "repeated approval-required call 'shell'" in (result.outcome.error or "")
+    assert "already refused approval" in (result.outcome.error or "")
     assert len(events.of("approval_request")) == 1
-    assert len(counter.calls) == 1
+    assert counter.calls == []
     by_id = events.results()
     assert by_id["c2"].status == "denied"
     assert (by_id["c3"].status, by_id["c3"].phase) == ("interrupted", "not_started")
@@ -342,6 +354,85 @@ async def test_repeated_prompt_required_shell_in_a_later_round_aborts_before_rep
         "c2",
         "c3",
     ]
+
+
+async def test_approved_shell_call_repeated_later_is_asked_again_not_aborted(
+    events: Events,
+) -> None:
+    counter = Counter()
+    agent = Agent(
+        model=ScriptedModel(
+            [
+                calls_turn(call("shell", "c1", command="make test")),
+                calls_turn(call("shell", "c2", command="make test")),
+                {"text": "tests pass now"},
+            ]
+        ),
+        tools=[make_shell(counter)],
+        approver=auto_answer("yes"),
+    )
+    result = await agent.run("go", sink=events)
+    assert result.ok
+    assert len(events.of("approval_request")) == 2
+    assert len(counter.calls) == 2
+
+
+async def test_duplicate_prompt_required_calls_are_dropped_before_anyone_is_asked(
+    events: Events,
+) -> None:
+    @tool(requires_approval=True)
+    def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: Where.
+        """
+        return f"deployed {target}"
+
+    agent = Agent(
+        model=ScriptedModel(
+            [
+                calls_turn(call("deploy", "c1", target="x"), call("deploy", "c2", target="x")),
+                {"text": "ok"},
+            ]
+        ),
+        tools=[deploy],
+        approver=auto_answer("yes"),
+    )
+    await agent.run("go", sink=events)
+    assert len(events.of("approval_request")) == 1
+    assert events.results()["c2"].status == "duplicate"
+
+
+async def test_cancel_while_waiting_for_approval_interrupts_without_running(
+    events: Events,
+) -> None:
+    from heron import CancelScope
+
+    counter = Counter()
+    scope = CancelScope()
+    asked = asyncio.Event()
+    channel = BackChannelApprover("web", on_request=lambda r: asked.set())
+    agent = Agent(
+        model=ScriptedModel(
+            [calls_turn(call("shell", "c1", command="ls"), call("shell", "c2", command="pwd"))]
+        ),
+        tools=[make_shell(counter)],
+        approver=channel,
+    )
+    task = asyncio.create_task(agent.run("go", sink=events, cancel=scope))
+    await asyncio.wait_for(asked.wait(), 5)
+    scope.cancel("operator pressed Ctrl-C")
+    result = await asyncio.wait_for(task, 5)
+    assert result.outcome.status == "cancelled"
+    assert counter.calls == [] and channel.pending == []
+    by_id = events.results()
+    assert [(by_id[c].status, by_id[c].phase) for c in ("c1", "c2")] == [
+        ("interrupted", "not_started"),
+        ("interrupted", "not_started"),
+    ]
+    assert "waited for approval" in by_id["c1"].output
+    events.assert_one_pair_per_call()
 
 
 async def test_identical_calls_in_one_response_run_once_with_canonical_arguments(

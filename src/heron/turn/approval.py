@@ -207,31 +207,41 @@ class ApprovalManager:
     """Automatic approvals by autonomy level or allow-list, counted per tool."""
 
     def requirement(self, spec: ToolSpec) -> Requirement:
+        """`always_ask` wins over everything, full autonomy included; then autonomy, the
+        allow-lists and the tool's own annotations."""
+        return self._requirement(spec)[0]
+
+    def _requirement(self, spec: ToolSpec) -> tuple[Requirement, str]:
         policy = self.policy
         name = spec.name
-        if policy.autonomy == "full":
-            return "approved"
-        if policy.autonomy == "read-only":
-            return "not_required"
         if "*" in policy.always_ask or name in policy.always_ask:
-            return "prompt"
+            return "prompt", "always_ask"
+        if policy.autonomy == "full":
+            return "approved", "autonomy:full"
+        explicitly_allowed = name in self.session_allowlist or name in policy.auto_approve
+        if spec.annotations.requires_approval and not explicitly_allowed:
+            return "prompt", "annotation"
+        if policy.autonomy == "read-only":
+            return "not_required", "autonomy:read-only"
         if "*" in policy.auto_approve or name in policy.auto_approve:
-            return "approved"
+            return "approved", "auto_approve"
         if name in self.session_allowlist:
-            return "approved"
-        ann = spec.annotations
-        if ann.read_only and not ann.requires_approval:
-            return "approved"
-        return "prompt"
+            return "approved", "session_allowlist"
+        if spec.annotations.read_only:
+            return "approved", "annotation:read_only"
+        return "prompt", "autonomy:supervised"
 
-    def count_auto(self, spec: ToolSpec, *, call_id: str, turn_id: str, summary: str) -> None:
+    def count_auto(
+        self, spec: ToolSpec, arguments: dict[str, Any], *, call_id: str, turn_id: str
+    ) -> None:
+        """Count an automatic approval; record it individually only when configured."""
         self.auto_approvals[spec.name] += 1
         if self.policy.record_auto_approvals:
             self._audit(
                 tool=spec.name,
-                summary=summary,
+                summary=summarize_args(arguments),
                 decision="auto",
-                decided_by=f"autonomy:{self.policy.autonomy}",
+                decided_by=self._requirement(spec)[1],
                 request_id=f"auto-{call_id}",
                 turn_id=turn_id,
             )

@@ -23,8 +23,9 @@ from heron.events import (
 )
 from heron.receipts import canonical_json
 from heron.tools.definition import Tool, ToolArgumentsError, ToolSpec
-from heron.turn.approval import ApprovalRequest
+from heron.turn.approval import ApprovalManager, ApprovalRequest, GateResult
 from heron.turn.calls import CallOutcome, ExecutableCall, ParsedCall, emit_synthetic_pair, synthetic
+from heron.turn.cancel import wait_task
 from heron.turn.context import REENTRANT_TOOLS, ResolvedAgentExecution, TurnState
 from heron.turn.extensions import CheckRequest, CheckVerdict
 from heron.turn.hooks import HookCall, run_before_hooks
@@ -36,7 +37,8 @@ MAX_LISTED_TOOLS = 25
 class TurnGuards:
     """Guard state that lives for the whole turn (across model responses)."""
 
-    prompted_signatures: set[str] = field(default_factory=set)
+    refused_signatures: set[str] = field(default_factory=set)
+    """Approval-required calls an operator or policy refused; an identical repeat aborts."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -90,6 +92,16 @@ async def prepare_calls(
         emit_synthetic_pair(state, args, outcome, max_chars=knobs.max_tool_result_chars)
 
     for call in calls:
+        if state.cancel.cancelled and batch.abort is None:
+            refuse(
+                call,
+                call.name,
+                call.arguments,
+                "interrupted",
+                "[interrupted: the turn was cancelled before this call started; it did not run]",
+                phase="not_started",
+            )
+            continue
         if batch.abort is not None:
             refuse(
                 call,
@@ -170,6 +182,15 @@ async def prepare_calls(
             )
             continue
 
+        sig = call_signature(name, args)
+        # Duplicates are dropped before anyone is asked: an operator never approves a call
+        # that would then be skipped.
+        if knobs.dedup and name not in knobs.dedup_exempt and name not in REENTRANT_TOOLS:
+            if sig in seen:
+                refuse(call, name, args, "duplicate", _duplicate_text(name))
+                continue
+            seen.add(sig)
+
         requirement = exec_.approval.requirement(spec)
         if exec_.checks:
             verdict = await run_checks(exec_, state, call.call_id, spec, args)
@@ -180,23 +201,25 @@ async def prepare_calls(
                 requirement = "prompt"
         if requirement == "prompt":
             batch.any_prompted = True
-            if name in knobs.prompt_guard_tools:
-                sig = call_signature(name, args)
+            guarded = name in knobs.prompt_guard_tools
+            if guarded:
                 if sig in prompted_this_round:
                     refuse(call, name, args, "duplicate", _duplicate_text(name))
                     continue
-                if sig in guards.prompted_signatures:
+                if sig in guards.refused_signatures:
                     batch.abort = (
-                        f"repeated approval-required call '{name}' with identical arguments; "
-                        "heron stops the loop instead of asking the operator again"
+                        f"'{name}' was already refused approval with identical arguments in this "
+                        "turn; heron stops the loop instead of asking the operator again"
                     )
                     refuse(call, name, args, "denied", f"Not run: {batch.abort}.")
                     continue
                 prompted_this_round.add(sig)
-                guards.prompted_signatures.add(sig)
-            gate = await exec_.approval.decide(
+            gate = await _decide(
+                exec_.approval,
                 spec,
                 args,
+                state=state,
+                grace_s=knobs.cancel_grace_s,
                 call_id=call.call_id,
                 turn_id=state.turn_id,
                 channel=state.channel,
@@ -212,29 +235,32 @@ async def prepare_calls(
                     )
                 ),
             )
+            if gate is None:
+                refuse(
+                    call,
+                    name,
+                    args,
+                    "interrupted",
+                    _approval_cancelled_text(name),
+                    phase="not_started",
+                )
+                continue
             if not gate.proceed:
+                if guarded and gate.status == "denied":
+                    guards.refused_signatures.add(sig)
                 refuse(call, name, args, gate.status or "denied", gate.output)
                 continue
             approved = gate.approved
         else:
             approved = requirement == "approved"
             if approved:
-                exec_.approval.count_auto(
-                    spec, call_id=call.call_id, turn_id=state.turn_id, summary=name
-                )
+                exec_.approval.count_auto(spec, args, call_id=call.call_id, turn_id=state.turn_id)
 
         if has_marker:
             args["approved"] = approved
             validated["approved"] = approved
             if approved:
                 injected.append("approved")
-
-        if knobs.dedup and name not in knobs.dedup_exempt and name not in REENTRANT_TOOLS:
-            sig = call_signature(name, args)
-            if sig in seen:
-                refuse(call, name, args, "duplicate", _duplicate_text(name))
-                continue
-            seen.add(sig)
 
         batch.executable.append(
             ExecutableCall(
@@ -321,6 +347,30 @@ async def run_checks(
             if verdict.decision == decision:
                 return CheckVerdict(decision=decision, reason=f"{check.name}: {verdict.reason}")
     return CheckVerdict(decision="allow")
+
+
+async def _decide(
+    manager: ApprovalManager,
+    spec: ToolSpec,
+    args: dict[str, Any],
+    *,
+    state: TurnState,
+    grace_s: float,
+    **kwargs: Any,
+) -> GateResult | None:
+    """The approval decision, or None when the turn was cancelled while waiting for it."""
+    task = asyncio.get_running_loop().create_task(manager.decide(spec, args, **kwargs))
+    if await wait_task(task, state.cancel) == "done":
+        return task.result()
+    task.cancel()
+    await asyncio.wait((task,), timeout=grace_s)
+    return None
+
+
+def _approval_cancelled_text(name: str) -> str:
+    return (
+        f"[interrupted: the turn was cancelled while '{name}' waited for approval; it did not run]"
+    )
 
 
 def _duplicate_text(name: str) -> str:

@@ -319,6 +319,8 @@ async def run_nested_call(
     await execute_batch(exec_, state, batch, parallel=False)
     outcome = batch.slots[0]
     assert outcome is not None  # execute_batch fills every slot
+    if outcome.receipt is not None:
+        state.receipts.append((outcome.name, outcome.receipt))
     if outcome.success:
         return ToolResult.ok(outcome.output)
     return ToolResult.fail(outcome.output)

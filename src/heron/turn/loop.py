@@ -31,6 +31,7 @@ from heron.models.base import (
     Usage,
 )
 from heron.receipts import RECEIPT_PROMPT_NOTE
+from heron.redact import scrub_text
 from heron.tools.definition import ToolSpec
 from heron.turn import text_protocol
 from heron.turn.call_prep import TurnGuards, prepare_calls, start_check
@@ -150,13 +151,13 @@ class _Loop:
                 if not visible.strip():
                     return self._fail("the model returned an empty response")
                 if not native:
-                    state.sink(TextDeltaEvent(turn_id=state.turn_id, text=visible))
+                    state.sink(TextDeltaEvent(turn_id=state.turn_id, text=scrub_text(visible)))
                 outcome = self._final(visible, "answer")
                 await self._safe_point("after_model")
                 return outcome
 
             if not native and visible:
-                state.sink(TextDeltaEvent(turn_id=state.turn_id, text=visible))
+                state.sink(TextDeltaEvent(turn_id=state.turn_id, text=scrub_text(visible)))
             await self._run_round(calls, visible, response.reasoning)
 
     async def _run_round(self, calls: list[ParsedCall], text: str, reasoning: str) -> None:
@@ -200,10 +201,14 @@ class _Loop:
                 if isinstance(part, TextDelta):
                     response.text += part.text
                     if live_text:
-                        state.sink(TextDeltaEvent(turn_id=state.turn_id, text=part.text))
+                        state.sink(
+                            TextDeltaEvent(turn_id=state.turn_id, text=scrub_text(part.text))
+                        )
                 elif isinstance(part, ReasoningDelta):
                     response.reasoning += part.text
-                    state.sink(ReasoningDeltaEvent(turn_id=state.turn_id, text=part.text))
+                    state.sink(
+                        ReasoningDeltaEvent(turn_id=state.turn_id, text=scrub_text(part.text))
+                    )
                 elif isinstance(part, ModelToolCall):
                     response.calls.append(part)
                     self._precheck(part)
@@ -240,7 +245,7 @@ class _Loop:
         text = response.text.strip() or "I stopped before finishing and have no summary to give."
         if not self.exec.model.native_tools:
             text = text_protocol.parse_text_tool_calls(text, ()).text or text
-            self.state.sink(TextDeltaEvent(turn_id=self.state.turn_id, text=text))
+            self.state.sink(TextDeltaEvent(turn_id=self.state.turn_id, text=scrub_text(text)))
         return self._final(text, reason)
 
     # -- parsing ----------------------------------------------------------------------------
@@ -251,12 +256,12 @@ class _Loop:
     def _parse(
         self, response: ModelResponse, specs: tuple[ToolSpec, ...]
     ) -> tuple[list[ParsedCall], str, str | None]:
-        if not specs:
-            return [], response.text, None
         if response.calls:
+            # Native calls are answered even when no tools are offered ("unknown tool"), so
+            # every call the model made gets its cards and its result.
             calls = [self._pin(i, c) for i, c in enumerate(response.calls)]
             return calls, response.text, None
-        if not self._text_protocol_on(specs):
+        if not specs or not self._text_protocol_on(specs):
             return [], response.text, None
         parsed = text_protocol.parse_text_tool_calls(response.text, [s.name for s in specs])
         calls = [
@@ -374,11 +379,13 @@ class _Loop:
 
     def _final(self, text: str, reason: str) -> TurnOutcome:
         self._append_assistant(text, (), None)
-        self.state.sink(FinalEvent(turn_id=self.state.turn_id, text=text, reason=reason))  # type: ignore[arg-type]
+        self.state.sink(
+            FinalEvent(turn_id=self.state.turn_id, text=scrub_text(text), reason=reason)  # type: ignore[arg-type]
+        )
         return TurnOutcome(status="final", text=text, reason=reason, iterations=self.iterations)
 
     def _fail(self, message: str, *, reason: str = "error") -> TurnOutcome:
-        self.state.sink(ErrorEvent(turn_id=self.state.turn_id, message=message))
+        self.state.sink(ErrorEvent(turn_id=self.state.turn_id, message=scrub_text(message)))
         return TurnOutcome(
             status="error", text="", reason=reason, iterations=self.iterations, error=message
         )
