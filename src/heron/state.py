@@ -32,7 +32,11 @@ def open_db(state_dir: Path) -> sqlite3.Connection:
     foreign keys. The caller owns the connection and closes it.
     """
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    conn = sqlite3.connect(state_dir / "heron.db")
+    path = state_dir / "heron.db"
+    if not path.exists():
+        # Audit records and histories are private: create the file owner-only, whatever the umask.
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    conn = sqlite3.connect(path)
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")

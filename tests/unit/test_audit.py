@@ -194,3 +194,18 @@ def test_state_dir_defaults_under_home(
         monkeypatch.setenv("XDG_STATE_HOME", xdg)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert default_state_dir() == tmp_path / ".local" / "state" / "heron"
+
+
+def test_the_state_database_is_created_owner_only(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from heron.state import open_db
+
+    previous = os.umask(0o022)
+    try:
+        open_db(tmp_path / "state").close()
+    finally:
+        os.umask(previous)
+    mode = stat.S_IMODE((tmp_path / "state" / "heron.db").stat().st_mode)
+    assert mode == 0o600

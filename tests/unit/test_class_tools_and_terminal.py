@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+import os
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from engine_support import Events, call, calls_turn
 
@@ -91,3 +97,24 @@ async def test_terminal_end_of_input_is_a_denial() -> None:
     approver = TerminalApprover(prompt_out=io.StringIO(), read_line=lambda: "")
     answer = await approver.ask(_request())
     assert answer is not None and answer.decision == "no"
+
+
+async def test_cancelled_terminal_prompt_leaves_no_reader_to_swallow_the_next_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    read_end, write_end = os.pipe()
+    fake_stdin = os.fdopen(read_end, "r")
+    monkeypatch.setattr(sys, "stdin", fake_stdin)
+    approver = TerminalApprover(prompt_out=io.StringIO(), tty_path=str(tmp_path / "no-tty"))
+    first = asyncio.create_task(approver.ask(_request()))
+    await asyncio.sleep(0)  # let the prompt register its reader
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    second = asyncio.create_task(approver.ask(_request()))
+    os.write(write_end, b"yes\n")
+    answer = await asyncio.wait_for(second, 5)
+    assert answer is not None and answer.decision == "yes"
+    os.close(write_end)
+    monkeypatch.undo()
+    fake_stdin.close()

@@ -246,7 +246,13 @@ def _spec_json(spec: Any) -> dict[str, Any]:
 
 
 def cmd_receipts(args: argparse.Namespace) -> int:
-    state_dir = args.state_dir or default_state_dir()
+    if args.state_dir is not None:
+        state_dir = args.state_dir
+    else:
+        try:
+            state_dir = _state_dir(load_config(config_file=args.config))
+        except ConfigError as exc:
+            raise UsageError(f"configuration error: {exc}") from exc
     # Invocation mistakes first (exit 2), whatever the receipt's fate.
     try:
         arguments = json.loads(args.args)

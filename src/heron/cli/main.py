@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     out = rv.add_mutually_exclusive_group(required=True)
     out.add_argument("--output", help="the raw tool output")
     out.add_argument("--output-file", type=Path, help="file holding the raw tool output")
-    rv.add_argument("--state-dir", type=Path)
+    rv.add_argument("--state-dir", type=Path, help="default: [state] dir of the configuration")
+    rv.add_argument("--config", type=Path, help="configuration file (default ./heron.toml)")
 
     doctor = sub.add_parser("doctor", help="check the installation and configuration")
     doctor.add_argument("--config", type=Path)

@@ -83,9 +83,11 @@ class TerminalApprover:
         prompt_out: TextIO | None = None,
         read_line: Callable[[], str] | None = None,
         before_prompt: Callable[[], None] | None = None,
+        tty_path: str = "/dev/tty",
     ) -> None:
         self._out = prompt_out or sys.stderr
-        self._read_line = read_line or _read_tty_line
+        self._tty_path = tty_path
+        self._read_line = read_line
         self._before_prompt = before_prompt
         self._lock = asyncio.Lock()
 
@@ -99,19 +101,41 @@ class TerminalApprover:
             )
             self._out.flush()
             try:
-                line = await asyncio.to_thread(self._read_line)
+                if self._read_line is not None:
+                    line = await asyncio.to_thread(self._read_line)
+                else:
+                    line = await _read_terminal_line(self._tty_path)
             except OSError:
                 return ApprovalAnswer(decision="no", decided_by="operator:cli", reason="tty error")
             return ApprovalAnswer(decision=parse_terminal_answer(line), decided_by="operator:cli")
 
 
-def _read_tty_line() -> str:
+async def _read_terminal_line(tty_path: str) -> str:
+    """One line from the controlling terminal (else stdin), read without a helper thread so a
+    cancelled prompt leaves no stale reader behind to swallow the operator's next answer."""
     try:
-        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+        fd = os.open(tty_path, os.O_RDONLY | os.O_NOCTTY)
+        owned = True
     except OSError:
-        return sys.stdin.readline()
-    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as tty:
-        return tty.readline()
+        fd, owned = sys.stdin.fileno(), False
+    loop = asyncio.get_running_loop()
+    chunks: list[bytes] = []
+    done: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        data = os.read(fd, 4096)
+        chunks.append(data)
+        if (not data or b"\n" in data) and not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        if owned:
+            os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 class BackChannelApprover:
