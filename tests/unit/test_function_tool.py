@@ -531,3 +531,27 @@ def test_the_function_stays_callable_as_fn_and_the_tool_itself_is_not_callable()
     assert count_words.fn("a", 1) == 0
     assert not callable(count_words)
     assert isinstance(count_words, Tool)
+
+
+async def test_unknown_keys_in_nested_models_are_refused_not_dropped() -> None:
+    from pydantic import BaseModel as _Base
+
+    from heron.tools.definition import ToolArgumentsError as _ArgsError
+
+    class Point(_Base):
+        x: int
+        y: int
+
+    @tool
+    def plot(point: Point) -> str:
+        """Plot a point.
+
+        Args:
+            point: Where.
+        """
+        return f"{point.x},{point.y}"
+
+    assert plot.spec.parameters["$defs"]["Point"]["additionalProperties"] is False
+    with pytest.raises(_ArgsError) as info:
+        plot.validate({"point": {"x": 1, "y": 2, "z": 3}})
+    assert any("z" in problem for problem in info.value.problems)

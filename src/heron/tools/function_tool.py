@@ -104,7 +104,8 @@ class FunctionTool:
         except (TypeError, ValueError) as exc:
             raise ToolArgumentsError(self._spec.name, [f"arguments are not JSON: {exc}"]) from None
         try:
-            instance = self._model.model_validate_json(text, strict=True)
+            # extra="forbid" reaches nested models too: an unknown key is refused, never dropped.
+            instance = self._model.model_validate_json(text, strict=True, extra="forbid")
         except ValidationError as exc:
             problems = pydantic_problems(exc.errors(), arguments)
             raise ToolArgumentsError(self._spec.name, problems) from None
@@ -388,6 +389,9 @@ def _clean(node: Any) -> Any:
             cleaned[key] = {name: _clean(schema) for name, schema in value.items()}
         else:
             cleaned[key] = _clean(value)
+    if cleaned.get("type") == "object" and "properties" in cleaned:
+        # Validation forbids unknown keys at every level; the schema says so too.
+        cleaned.setdefault("additionalProperties", False)
     return cleaned
 
 
