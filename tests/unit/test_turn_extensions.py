@@ -83,6 +83,8 @@ async def test_check_refusal_returns_the_reason_and_never_runs(events: Events) -
     assert got["c1"] == "Refused before running: sidecar: deleting keys is not allowed"
     assert events.results()["c1"].status == "denied"
     assert got["c2"] == "stored a"
+    (audited,) = agent.approval.audit.list()  # type: ignore[attr-defined]
+    assert (audited.decision, audited.decided_by) == ("policy_deny", "check:sidecar")
     assert sidecar.seen[0] == {"tool": "store", "arguments": {"key": "delete-all"}}
     assert events.of("progress")[0].message == "checking the call: sidecar"
 

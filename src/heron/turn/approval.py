@@ -270,6 +270,27 @@ class ApprovalManager:
                 turn_id=turn_id,
             )
 
+    def record_refusal(
+        self,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        *,
+        call_id: str,
+        turn_id: str,
+        decided_by: str,
+        reason: str,
+    ) -> None:
+        """Audit a refusal by policy (a call check), which no operator saw."""
+        self._audit(
+            tool=spec.name,
+            summary=summarize_args(arguments),
+            decision="policy_deny",
+            decided_by=decided_by,
+            request_id=f"check-{call_id}",
+            turn_id=turn_id,
+            reason=reason,
+        )
+
     async def decide(
         self,
         spec: ToolSpec,

@@ -195,6 +195,14 @@ async def prepare_calls(
         if exec_.checks:
             verdict = await run_checks(exec_, state, call.call_id, spec, args)
             if verdict is not None and verdict.decision == "refuse":
+                exec_.approval.record_refusal(
+                    spec,
+                    args,
+                    call_id=call.call_id,
+                    turn_id=state.turn_id,
+                    decided_by=f"check:{verdict.reason.split(':', 1)[0]}",
+                    reason=verdict.reason,
+                )
                 refuse(call, name, args, "denied", f"Refused before running: {verdict.reason}")
                 continue
             if verdict is not None and verdict.decision == "escalate":
