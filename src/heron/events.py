@@ -73,6 +73,8 @@ class ApprovalRequestEvent(BaseEvent):
     call_id: str
     tool: str
     summary: str
+    reason: str | None = None
+    """Why a human is asked although policy alone would not have asked (a check escalated)."""
 
 
 class ApprovalDecisionEvent(BaseEvent):

@@ -99,7 +99,10 @@ async def test_escalation_and_check_failure_go_to_the_human_even_under_full_auto
     agent = Agent(model=ScriptedModel(turns), tools=[store], autonomy="full", checks=[Sidecar()])
     result = await agent.run("go", sink=events)
     # No operator is attached, so both escalations end as policy denials.
-    assert [r.call_id for r in events.of("approval_request")] == ["c1", "c2"]
+    requests = events.of("approval_request")
+    assert [r.call_id for r in requests] == ["c1", "c2"]
+    assert requests[0].reason == "sidecar: touches production"
+    assert "could not decide" in requests[1].reason
     assert "no operator decision was available" in contents(result.history)["c1"]
 
 

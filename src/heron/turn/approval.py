@@ -38,6 +38,8 @@ class ApprovalRequest:
     """Redacted one-line summary of the arguments."""
     turn_id: str
     channel: str | None = None
+    reason: str | None = None
+    """Why a human is asked when policy alone would not have asked (a check escalated)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -95,8 +97,9 @@ class TerminalApprover:
         async with self._lock:
             if self._before_prompt is not None:
                 self._before_prompt()
+            why = f"  why you are asked: {request.reason}\n" if request.reason else ""
             self._out.write(
-                f"\n? heron wants to run {request.tool}\n  {request.summary}\n"
+                f"\n? heron wants to run {request.tool}\n  {request.summary}\n{why}"
                 f"  [y]es / [n]o / [a]lways for {request.tool}: "
             )
             self._out.flush()
@@ -299,6 +302,7 @@ class ApprovalManager:
         call_id: str,
         turn_id: str,
         channel: str | None,
+        reason: str | None = None,
         on_request: Callable[[ApprovalRequest], None],
         on_decision: Callable[[ApprovalRequest, str, str], None],
     ) -> GateResult:
@@ -310,6 +314,7 @@ class ApprovalManager:
             summary=summarize_args(arguments),
             turn_id=turn_id,
             channel=channel,
+            reason=reason,
         )
         on_request(request)
         try:

@@ -192,6 +192,7 @@ async def prepare_calls(
             seen.add(sig)
 
         requirement = exec_.approval.requirement(spec)
+        escalation: str | None = None
         if exec_.checks:
             verdict = await run_checks(exec_, state, call.call_id, spec, args)
             if verdict is not None and verdict.decision == "refuse":
@@ -207,6 +208,7 @@ async def prepare_calls(
                 continue
             if verdict is not None and verdict.decision == "escalate":
                 requirement = "prompt"
+                escalation = verdict.reason
         if requirement == "prompt":
             batch.any_prompted = True
             guarded = name in knobs.prompt_guard_tools
@@ -231,6 +233,7 @@ async def prepare_calls(
                 call_id=call.call_id,
                 turn_id=state.turn_id,
                 channel=state.channel,
+                reason=escalation,
                 on_request=lambda req: state.sink(_request_event(state, req)),
                 on_decision=lambda req, decision, by: state.sink(
                     ApprovalDecisionEvent(
@@ -399,4 +402,5 @@ def _request_event(state: TurnState, req: ApprovalRequest) -> ApprovalRequestEve
         call_id=req.call_id,
         tool=req.tool,
         summary=req.summary,
+        reason=req.reason,
     )
