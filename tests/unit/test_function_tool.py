@@ -534,11 +534,7 @@ def test_the_function_stays_callable_as_fn_and_the_tool_itself_is_not_callable()
 
 
 async def test_unknown_keys_in_nested_models_are_refused_not_dropped() -> None:
-    from pydantic import BaseModel as _Base
-
-    from heron.tools.definition import ToolArgumentsError as _ArgsError
-
-    class Point(_Base):
+    class Point(BaseModel):
         x: int
         y: int
 
@@ -552,6 +548,6 @@ async def test_unknown_keys_in_nested_models_are_refused_not_dropped() -> None:
         return f"{point.x},{point.y}"
 
     assert plot.spec.parameters["$defs"]["Point"]["additionalProperties"] is False
-    with pytest.raises(_ArgsError) as info:
+    with pytest.raises(ToolArgumentsError) as info:
         plot.validate({"point": {"x": 1, "y": 2, "z": 3}})
     assert any("z" in problem for problem in info.value.problems)
