@@ -30,7 +30,9 @@ class _Section(BaseModel):
 
 class AgentConfig(_Section):
     model: str = "scripted:demo"
-    """`scripted:FILE` now; real providers arrive with their own prefixes."""
+    """`openai:M`, `anthropic:M`, `ollama:M`, `openai-compatible:M` or `scripted:FILE`."""
+    base_url: str | None = None
+    """Endpoint for `ollama:` (default http://127.0.0.1:11434/v1) and `openai-compatible:`."""
     system_prompt: str = ""
     autonomy: Autonomy = "supervised"
     max_iterations: int = Field(default=10, ge=1, le=1000)

@@ -43,12 +43,20 @@ def test_a_missing_model_script_exits_2(heron: Heron) -> None:
 
 
 def test_an_unknown_model_prefix_exits_2_and_says_what_is_supported(heron: Heron) -> None:
-    done = heron.run_turn("openai:gpt-4o")
+    done = heron.run_turn("nope:gpt-4o")
 
     assert done.code == 2
     assert done.stdout == ""
-    assert done.stderr.startswith("heron: unknown model 'openai:gpt-4o'"), done.stderr
-    assert "scripted:FILE" in done.stderr
+    assert done.stderr.startswith("heron: unknown model provider 'nope'"), done.stderr
+    assert "openai, anthropic, ollama, openai-compatible, scripted" in done.stderr
+
+
+def test_a_provider_without_its_api_key_exits_2_naming_the_variable(heron: Heron) -> None:
+    heron.env.pop("OPENAI_API_KEY", None)
+    done = heron.run_turn("openai:gpt-4o")
+
+    assert done.code == 2
+    assert "set OPENAI_API_KEY" in done.stderr
 
 
 def test_a_tools_file_that_does_not_exist_exits_2(heron: Heron) -> None:

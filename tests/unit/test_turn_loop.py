@@ -385,3 +385,26 @@ async def test_text_and_final_events_are_scrubbed_while_history_keeps_the_words(
     assert secret in result.text
     rendered = [e.text for e in events.of("text_delta")] + [e.text for e in events.of("final")]
     assert all("abcdefgh12345678" not in text for text in rendered)
+
+
+async def test_a_stream_that_dies_after_visible_text_is_recorded_as_interrupted(
+    events: Events,
+) -> None:
+    from collections.abc import AsyncIterator
+
+    from heron.models.base import ModelPart, StreamInterrupted, TextDelta
+
+    class Dying:
+        name = "dying"
+        native_tools = True
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelPart]:
+            yield TextDelta(text="The answer is")
+            raise StreamInterrupted("connection reset", partial_text="The answer is")
+
+    result = await Agent(model=Dying()).run("go", sink=events)
+    assert result.outcome.status == "error"
+    last = result.history[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.text == "The answer is\n\n[stream interrupted]"
+    assert "connection reset" in events.of("error")[0].message

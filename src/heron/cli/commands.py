@@ -28,7 +28,6 @@ from heron.turn.approval import Approver, NoApprover, TerminalApprover
 from heron.turn.cancel import CancelScope
 
 EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 130
-PROVIDER_PREFIXES = ("scripted:",)
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -38,30 +37,22 @@ class UsageError(Exception):
     """A mistake in how heron was invoked or configured."""
 
 
-def resolve_model(spec: str) -> Model:
-    """`scripted:FILE` (JSON or YAML script). Real providers register further prefixes."""
-    from heron.models.scripted import ScriptedModel
+def resolve_model(spec: str, *, base_url: str | None = None) -> Model:
+    """`scripted:FILE`, `openai:M`, `anthropic:M`, `ollama:M`, `openai-compatible:M`."""
+    from heron.models.providers import resolve_model as resolve
 
-    if spec.startswith("scripted:"):
-        target = spec.removeprefix("scripted:")
-        if target == "demo":
-            from heron.demo.quickstart import demo_script_path
-
-            return ScriptedModel.from_file(demo_script_path())
-        try:
-            return ScriptedModel.from_file(target)
-        except ModelError as exc:
-            raise UsageError(str(exc)) from exc
-    raise UsageError(
-        f"unknown model {spec!r}: supported here are {', '.join(PROVIDER_PREFIXES)}FILE "
-        "(a scripted model; see docs/configuration.md)"
-    )
+    try:
+        return resolve(spec, base_url=base_url)
+    except ModelError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     agent: dict[str, Any] = {}
     if args.model:
         agent["model"] = args.model
+    if args.base_url:
+        agent["base_url"] = args.base_url
     if args.autonomy:
         agent["autonomy"] = args.autonomy
     if args.no_parallel:
@@ -119,7 +110,7 @@ def build_agent(
         audit=AuditStore(open_db(state_dir)),
     )
     receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
-    model = resolve_model(a.model)
+    model = resolve_model(a.model, base_url=a.base_url)
     try:
         return Agent(
             model=model,

@@ -12,7 +12,12 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
 
 def _add_agent_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="model, e.g. scripted:FILE.yaml (default from config)")
+    p.add_argument(
+        "--model",
+        help="openai:MODEL, anthropic:MODEL, ollama:MODEL, openai-compatible:MODEL or "
+        "scripted:FILE (default from config)",
+    )
+    p.add_argument("--base-url", help="endpoint for ollama: and openai-compatible: models")
     p.add_argument(
         "--tools",
         action="append",

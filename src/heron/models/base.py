@@ -78,3 +78,16 @@ class ModelError(RuntimeError):
 
 class InvalidHistoryError(ModelError):
     """The history breaks a rule real providers enforce; a real provider would reject it."""
+
+
+class StreamInterrupted(ModelError):
+    """The response stream failed after parts were already emitted.
+
+    `partial_text` is what was received, for the engine to record marked as interrupted.
+    Nothing is retried: the emitted parts were already shown.
+    """
+
+    def __init__(self, message: str, *, partial_text: str, partial_reasoning: str = "") -> None:
+        super().__init__(message)
+        self.partial_text = partial_text
+        self.partial_reasoning = partial_reasoning

@@ -27,6 +27,7 @@ from heron.models.base import (
     ModelRequest,
     ModelToolCall,
     ReasoningDelta,
+    StreamInterrupted,
     TextDelta,
     Usage,
 )
@@ -54,6 +55,7 @@ LOOP_BREAK_REQUEST = (
     "you did, what you found, and what remains to be done."
 )
 INTERRUPTED_SUFFIX = "\n\n[interrupted by user]"
+STREAM_INTERRUPTED_SUFFIX = "\n\n[stream interrupted]"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -230,6 +232,12 @@ class _Loop:
             self._check_cancel()
         try:
             task.result()
+        except StreamInterrupted as exc:
+            # Text the user already saw is kept, marked, so the history matches the screen. Tool
+            # calls received before the break are dropped: they could never get results.
+            if response.text and live_text:
+                self._append_assistant(response.text + STREAM_INTERRUPTED_SUFFIX, (), None)
+            raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
         except Exception as exc:
             raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
         return response

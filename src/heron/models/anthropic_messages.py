@@ -1,0 +1,364 @@
+"""Anthropic Messages adapter.
+
+Uses the official `anthropic` SDK, imported when an adapter is built. The SDK's own retries are
+off: `RetryingModel` owns that policy.
+
+The system prompt goes in the separate `system` field. Native mode sends `ToolSpec`s as tools
+(`input_schema` shares the spec's parameters dict) and renders history as `tool_use` blocks in
+assistant turns and `tool_result` blocks grouped in the next user turn; text-protocol mode
+sends no tools and renders calls and results as protocol text. Consecutive turns of one role
+are merged, as the API wants roles to alternate.
+
+Streaming: `text_delta` passes through, `thinking_delta` becomes `ReasoningDelta`, and each
+`tool_use` block is assembled from its `input_json_delta` fragments and emitted complete at
+its `content_block_stop`. Usage counts all input tokens (`input_tokens` plus cache reads and
+writes) as input and reports cache reads as cached.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from heron.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage
+from heron.models.base import (
+    ModelError,
+    ModelPart,
+    ModelRequest,
+    ReasoningDelta,
+    StreamInterrupted,
+    TextDelta,
+    Usage,
+)
+from heron.models.providers import Secret, tool_call_from_json
+from heron.models.retry import (
+    ErrorKind,
+    ProviderError,
+    error_message,
+    status_error,
+    transport_failure,
+)
+from heron.tools.definition import ToolSpec
+from heron.turn.text_protocol import render_assistant_tool_calls, render_tool_results
+
+if TYPE_CHECKING:
+    import anthropic
+
+_STREAM_ERROR_KINDS: Final[Mapping[str, ErrorKind]] = {
+    "rate_limit_error": "rate_limit",
+    "overloaded_error": "unavailable",
+    "api_error": "unavailable",
+    "timeout_error": "unavailable",
+}
+"""Error events inside a 200 stream, by `error.type`; others are not worth retrying."""
+
+
+class _PendingUse:
+    __slots__ = ("id", "initial", "name", "parts")
+
+    def __init__(self, call_id: str, name: str, initial: Any) -> None:
+        self.id = call_id
+        self.name = name
+        self.initial = initial
+        self.parts: list[str] = []
+
+
+class AnthropicMessagesModel:
+    """A Claude model behind the Messages API, streamed.
+
+    Args:
+        model: The model name (`claude-…`).
+        api_key: The key (a `Secret` keeps it out of reprs).
+        base_url: The API root; None for Anthropic itself (or `ANTHROPIC_BASE_URL`).
+        native_tools: Native tool use, or heron's text protocol.
+        max_tokens: Output token limit (the API requires one).
+        timeout_s: Connect timeout and the longest silence allowed while streaming.
+        prompt_cache: Mark the request for prompt caching, so each iteration of a turn reads
+            the unchanged prefix of the conversation from the cache.
+        request_options: Extra body fields sent with every request (`thinking`, …).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: Secret | str,
+        base_url: str | None = None,
+        native_tools: bool = True,
+        max_tokens: int = 8192,
+        timeout_s: float = 120.0,
+        prompt_cache: bool = True,
+        request_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        try:
+            import anthropic
+        except ImportError as exc:
+            raise ModelError(
+                "the Anthropic provider needs the `anthropic` package: "
+                "pip install 'heron[anthropic]'"
+            ) from exc
+        self.model = model
+        self._name = f"anthropic:{model}"
+        self._native = native_tools
+        self._secret = api_key if isinstance(api_key, Secret) else Secret(api_key)
+        self._max_tokens = max_tokens
+        self._timeout_s = timeout_s
+        self._prompt_cache = prompt_cache
+        self._options = dict(request_options) if request_options else {}
+        self._client: anthropic.AsyncAnthropic = anthropic.AsyncAnthropic(
+            api_key=self._secret.reveal(),
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=0,
+        )
+        self.base_url = str(self._client.base_url)
+        self._tools_for: Sequence[ToolSpec] | None = None
+        self._tools: list[dict[str, Any]] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def native_tools(self) -> bool:
+        return self._native
+
+    def __repr__(self) -> str:
+        protocol = "native" if self._native else "text"
+        return (
+            f"AnthropicMessagesModel({self._name!r}, base_url={self.base_url!r}, tools={protocol})"
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections."""
+        await self._client.close()
+
+    # -- request ----------------------------------------------------------------------------
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body sent for `request`, request options included."""
+        system, messages = render_messages(request.system, request.messages, native=self._native)
+        body: dict[str, Any] = {
+            **self._options,
+            "model": self.model,
+            "max_tokens": self._max_tokens,
+            "messages": messages,
+            "stream": True,
+        }
+        if system:
+            body["system"] = system
+        if self._native and request.tools:
+            body["tools"] = self._tool_specs(request.tools)
+        if self._prompt_cache:
+            body["cache_control"] = {"type": "ephemeral"}
+        return body
+
+    def _tool_specs(self, specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+        # The engine passes the same tuple while the tool set is unchanged.
+        if specs is not self._tools_for:
+            self._tools = [tool_param(spec) for spec in specs]
+            self._tools_for = specs
+        return self._tools
+
+    # -- response ---------------------------------------------------------------------------
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelPart]:
+        body = self.request_body(request)
+        try:
+            # As in the OpenAI adapter, the wire body goes in `extra_body` (sent as it is, and
+            # documented to win over parameters), so request options may carry any field.
+            response = await self._client.messages.create(
+                model=self.model,
+                max_tokens=self._max_tokens,
+                messages=(),
+                stream=True,
+                extra_body=body,
+            )
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        text: list[str] = []
+        reasoning: list[str] = []
+        pending: dict[int, _PendingUse] = {}
+        fresh = cache_read = cache_write = output_tokens = calls_emitted = 0
+        finished = False
+        try:
+            async for event in response:
+                if event.type == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        text.append(delta.text)
+                        yield TextDelta(text=delta.text)
+                    elif delta.type == "thinking_delta":
+                        reasoning.append(delta.thinking)
+                        yield ReasoningDelta(text=delta.thinking)
+                    elif delta.type == "input_json_delta":
+                        use = pending.get(event.index)
+                        if use is not None:
+                            use.parts.append(delta.partial_json)
+                elif event.type == "content_block_start":
+                    block = event.content_block
+                    if block.type == "tool_use":
+                        pending[event.index] = _PendingUse(block.id, block.name, block.input)
+                    elif block.type == "text" and block.text:
+                        text.append(block.text)
+                        yield TextDelta(text=block.text)
+                    elif block.type == "thinking" and block.thinking:
+                        reasoning.append(block.thinking)
+                        yield ReasoningDelta(text=block.thinking)
+                elif event.type == "content_block_stop":
+                    use = pending.pop(event.index, None)
+                    if use is not None:
+                        calls_emitted += 1
+                        yield _complete(use)
+                elif event.type == "message_start":
+                    start = event.message.usage
+                    fresh, output_tokens = start.input_tokens, start.output_tokens
+                    cache_read = start.cache_read_input_tokens or 0
+                    cache_write = start.cache_creation_input_tokens or 0
+                elif event.type == "message_delta":
+                    # Counts here are cumulative; input counts appear only when they changed.
+                    delta_usage = event.usage
+                    output_tokens = delta_usage.output_tokens
+                    fresh = delta_usage.input_tokens or fresh
+                    cache_read = delta_usage.cache_read_input_tokens or cache_read
+                    cache_write = delta_usage.cache_creation_input_tokens or cache_write
+                elif event.type == "message_stop":
+                    finished = True
+        except Exception as exc:
+            error = self._translate(exc)
+            if text or reasoning or calls_emitted:
+                raise StreamInterrupted(
+                    f"the response stream broke off: {error}",
+                    partial_text="".join(text),
+                    partial_reasoning="".join(reasoning),
+                ) from exc
+            raise error from exc
+        finally:
+            await response.close()
+        if not finished:
+            message = "the response stream ended before the model finished"
+            if text or reasoning or calls_emitted:
+                raise StreamInterrupted(
+                    message, partial_text="".join(text), partial_reasoning="".join(reasoning)
+                )
+            raise ProviderError(message, kind="connection")
+        yield Usage(
+            input_tokens=fresh + cache_read + cache_write,
+            output_tokens=output_tokens,
+            cached_tokens=cache_read,
+        )
+
+    def _translate(self, exc: Exception) -> ProviderError:
+        """The `ProviderError` for an SDK or transport failure; anything else is a bug and is
+        re-raised as it is."""
+        import anthropic
+
+        scrub = self._secret.scrub
+        if isinstance(exc, anthropic.APIStatusError):
+            message = scrub(error_message(exc.body, exc.message))
+            if exc.status_code >= 400:
+                return status_error(exc.status_code, message, exc.response.headers)
+            # An error event inside a 200 stream: the body names the error type.
+            error = exc.body.get("error") if isinstance(exc.body, dict) else None
+            error_type = error.get("type") if isinstance(error, dict) else None
+            return ProviderError(
+                f"the server reported an error: {message}",
+                kind=_STREAM_ERROR_KINDS.get(str(error_type), "request"),
+            )
+        if isinstance(exc, anthropic.APITimeoutError):
+            kind: str | None = "timeout"
+        elif isinstance(exc, anthropic.APIConnectionError):
+            kind = "connection"
+        else:
+            kind = transport_failure(exc)
+        if kind == "timeout":
+            return ProviderError(
+                f"no response from {self.base_url} within {self._timeout_s:g} s", kind="timeout"
+            )
+        if kind == "connection":
+            cause = exc.__cause__ or exc
+            return ProviderError(
+                scrub(f"connection to {self.base_url} failed: {cause}"), kind="connection"
+            )
+        if isinstance(exc, json.JSONDecodeError):
+            # The SDK decodes each event's JSON; a server that sends garbage lands here.
+            return ProviderError(f"unreadable stream event: {exc}", kind="protocol")
+        raise exc
+
+
+def _complete(use: _PendingUse) -> ModelPart:
+    if use.parts:
+        return tool_call_from_json(use.id, use.name, "".join(use.parts))
+    # No fragments: the start block already held the whole input.
+    arguments = use.initial if isinstance(use.initial, dict) else {}
+    return tool_call_from_json(use.id, use.name, json.dumps(arguments, ensure_ascii=False))
+
+
+def tool_param(spec: ToolSpec) -> dict[str, Any]:
+    """A `ToolSpec` as a Messages API tool; the parameters schema is shared, not copied."""
+    schema = spec.parameters if isinstance(spec.parameters, dict) else dict(spec.parameters)
+    return {"name": spec.name, "description": spec.description, "input_schema": schema}
+
+
+def render_messages(
+    system: str, messages: Sequence[Message], *, native: bool
+) -> tuple[str, list[dict[str, Any]]]:
+    """Neutral history as `(system, messages)` for the Messages API.
+
+    A leading `SystemMessage` joins `system`. Native: assistant turns carry `tool_use` blocks
+    and results are `tool_result` blocks at the start of the next user turn. Text protocol:
+    calls are `<tool_call>` blocks in the assistant text and each run of results becomes one
+    text block of `<tool_result>`s. Turns of the same role are merged into one.
+    """
+    system_parts = [system] if system else []
+    out: list[dict[str, Any]] = []
+    results: list[tuple[str, str, str, bool]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    def flush_results() -> None:
+        if results:
+            add("user", [{"type": "text", "text": render_tool_results(results)}])
+            results.clear()
+
+    for message in messages:
+        if isinstance(message, ToolResultMessage):
+            if not native:
+                results.append((message.name, message.call_id, message.content, message.is_error))
+                continue
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.call_id,
+                "content": message.content,
+            }
+            if message.is_error:
+                block["is_error"] = True
+            add("user", [block])
+            continue
+        flush_results()
+        if isinstance(message, SystemMessage):
+            system_parts.append(message.content)
+        elif isinstance(message, AssistantMessage):
+            add("assistant", _assistant_blocks(message, native=native))
+        else:
+            add("user", [{"type": "text", "text": message.content}])
+    flush_results()
+    return "\n\n".join(system_parts), out
+
+
+def _assistant_blocks(message: AssistantMessage, *, native: bool) -> list[dict[str, Any]]:
+    if not native and message.tool_calls:
+        calls = [(c.id, c.name, c.arguments) for c in message.tool_calls]
+        return [{"type": "text", "text": render_assistant_tool_calls(message.text, calls)}]
+    # The API rejects empty text blocks, and a turn with calls may have no text.
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text else []
+    blocks += [
+        {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+        for c in message.tool_calls
+    ]
+    return blocks
