@@ -10,8 +10,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-.PHONY: install demo test lint types unit bench
+SYSTEM_STAMP := $(VENV)/.system
+
+$(SYSTEM_STAMP): scripts/bootstrap-system.sh scripts/install-mcp-test-servers.sh $(STAMP)
+	bash scripts/bootstrap-system.sh
+	touch $(SYSTEM_STAMP)
+
+.PHONY: install system demo test lint types unit bench
 install: $(STAMP)
+
+system: $(SYSTEM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/heron demo
@@ -23,11 +31,10 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) $(SYSTEM_STAMP)
 	$(BIN)/pytest -n auto -q
 
 test: lint types unit
 
-bench: $(STAMP)
-	$(BIN)/python bench/loop_overhead.py
-	$(BIN)/python bench/fanout.py
+bench: $(STAMP) $(SYSTEM_STAMP)
+	for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

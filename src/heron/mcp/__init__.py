@@ -1,0 +1,100 @@
+"""heron as an MCP client: configuration, server connections, the tool catalogue with deferred
+loading through `tool_search`, per-turn filter groups, and trust (pins, scans, capabilities).
+
+Typical assembly::
+
+    manager = McpClientManager(config.mcp, trust=TrustStore(state_dir))
+    tools, problems = await manager.tools()
+    catalogue = McpCatalogue(tools, policy=McpAccessPolicy(excluded_tools=...))
+    mcp = config.mcp
+    if choose_exposure(len(catalogue), mcp.exposure, mcp.deferred_threshold) == "direct":
+        agent_tools = catalogue.tools()
+    else:
+        search = ToolSearchTool(catalogue, activated)   # plus catalogue.prompt_section()
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from heron.mcp.catalogue import (
+        CatalogueEntry,
+        McpAccessPolicy,
+        McpCatalogue,
+        choose_exposure,
+        loaded_status_line,
+    )
+    from heron.mcp.client import (
+        McpClientManager,
+        McpTool,
+        ServerRefused,
+        ServerStatus,
+        ServerUnavailable,
+    )
+    from heron.mcp.config import McpConfig, McpServerConfig, ToolFilterGroup, import_mcp_json
+    from heron.mcp.filter_groups import TurnToolFilter, compute_turn_filter
+    from heron.mcp.tool_search import TOOL_SEARCH, ToolSearchTool, resolve_unactivated
+    from heron.mcp.trust import TrustStore, lethal_trifecta, scan_definitions
+
+# The MCP SDK takes most of a second to import: load each module on first use.
+_EXPORTS: dict[str, str] = {
+    "TOOL_SEARCH": "heron.mcp.tool_search",
+    "CatalogueEntry": "heron.mcp.catalogue",
+    "McpAccessPolicy": "heron.mcp.catalogue",
+    "McpCatalogue": "heron.mcp.catalogue",
+    "McpClientManager": "heron.mcp.client",
+    "McpConfig": "heron.mcp.config",
+    "McpServerConfig": "heron.mcp.config",
+    "McpTool": "heron.mcp.client",
+    "ServerRefused": "heron.mcp.client",
+    "ServerStatus": "heron.mcp.client",
+    "ServerUnavailable": "heron.mcp.client",
+    "ToolFilterGroup": "heron.mcp.config",
+    "ToolSearchTool": "heron.mcp.tool_search",
+    "TrustStore": "heron.mcp.trust",
+    "TurnToolFilter": "heron.mcp.filter_groups",
+    "choose_exposure": "heron.mcp.catalogue",
+    "compute_turn_filter": "heron.mcp.filter_groups",
+    "import_mcp_json": "heron.mcp.config",
+    "lethal_trifecta": "heron.mcp.trust",
+    "loaded_status_line": "heron.mcp.catalogue",
+    "resolve_unactivated": "heron.mcp.tool_search",
+    "scan_definitions": "heron.mcp.trust",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'heron.mcp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "TOOL_SEARCH",
+    "CatalogueEntry",
+    "McpAccessPolicy",
+    "McpCatalogue",
+    "McpClientManager",
+    "McpConfig",
+    "McpServerConfig",
+    "McpTool",
+    "ServerRefused",
+    "ServerStatus",
+    "ServerUnavailable",
+    "ToolFilterGroup",
+    "ToolSearchTool",
+    "TrustStore",
+    "TurnToolFilter",
+    "choose_exposure",
+    "compute_turn_filter",
+    "import_mcp_json",
+    "lethal_trifecta",
+    "loaded_status_line",
+    "resolve_unactivated",
+    "scan_definitions",
+]
