@@ -7,7 +7,7 @@ immutable `ResolvedAgentExecution` and per-message `TurnState`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +17,13 @@ from heron.models.base import Model
 from heron.observer import NullObserver, Observer
 from heron.receipts import ReceiptScope
 from heron.tools.definition import Tool
-from heron.tools.registry import ActivatedToolSet, Autonomy, ScopedRegistry, ToolRegistry
+from heron.tools.registry import (
+    ActivatedToolSet,
+    Autonomy,
+    ScopedRegistry,
+    ToolRegistry,
+    normalize_name,
+)
 from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApprover
 from heron.turn.cancel import CancelScope
 from heron.turn.context import (
@@ -26,7 +32,7 @@ from heron.turn.context import (
     RuntimeKnobs,
     TurnState,
 )
-from heron.turn.extensions import CallCheck, OutputSpill, ResultCache
+from heron.turn.extensions import CallCheck, OutputSpill, ResultCache, ToolCatalogue
 from heron.turn.hooks import ToolHook, sort_hooks
 from heron.turn.loop import TurnOutcome, run_tool_call_loop
 
@@ -45,6 +51,10 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.outcome.status == "final"
+
+
+def _none(_prompt: str) -> Collection[str]:
+    return ()
 
 
 class Agent:
@@ -69,6 +79,8 @@ class Agent:
         checks: Sequence[CallCheck] = (),
         cache: ResultCache | None = None,
         spill: OutputSpill | None = None,
+        catalogue: ToolCatalogue | None = None,
+        turn_exclusions: Callable[[str], Collection[str]] | None = None,
         workspace: Path | None = None,
         name: str | None = None,
     ) -> None:
@@ -89,6 +101,9 @@ class Agent:
         self.checks = tuple(checks)
         self.cache = cache
         self.spill = spill
+        self.catalogue = catalogue
+        self.turn_exclusions = turn_exclusions
+        """Maps the user's message to the tool names hidden for that turn (filter groups)."""
         self.workspace = workspace
         self.name = name
 
@@ -115,6 +130,7 @@ class Agent:
             checks=self.checks,
             cache=self.cache,
             spill=self.spill,
+            catalogue=self.catalogue,
             workspace=self.workspace,
             agent=self.name,
             parent_agent=parent_agent,
@@ -142,6 +158,7 @@ class Agent:
             cancel=cancel or CancelScope(),
             channel=channel,
             budget=budget,
+            excluded=frozenset(normalize_name(n) for n in (self.turn_exclusions or _none)(prompt)),
         )
         outcome = await self.run_turn(state, allowed_tools=allowed_tools)
         return RunResult(

@@ -23,6 +23,7 @@ from heron.events import (
 )
 from heron.receipts import canonical_json
 from heron.tools.definition import Tool, ToolArgumentsError, ToolSpec
+from heron.tools.registry import normalize_name
 from heron.turn.approval import ApprovalManager, ApprovalRequest, GateResult
 from heron.turn.calls import CallOutcome, ExecutableCall, ParsedCall, emit_synthetic_pair, synthetic
 from heron.turn.cancel import wait_task
@@ -46,6 +47,8 @@ class PreparedBatch:
     slots: list[CallOutcome | None]
     executable: list[ExecutableCall]
     any_prompted: bool = False
+    activated_from_catalogue: list[str] = field(default_factory=list)
+    """Tools resolved by exact name from the catalogue without `tool_search` (recorded)."""
     abort: str | None = None
     """Set when a guard stops the loop after this round."""
 
@@ -60,11 +63,37 @@ def _unknown_tool_text(name: str, exec_: ResolvedAgentExecution) -> str:
     return f"Unknown tool: '{name}'. Tools you can call: {listed or '(none)'}."
 
 
-def _resolve(exec_: ResolvedAgentExecution, name: str) -> Tool | None:
+def _resolve(
+    exec_: ResolvedAgentExecution,
+    state: TurnState,
+    call_id: str,
+    name: str,
+    batch: PreparedBatch,
+) -> Tool | None:
     tool = exec_.registry.get(name)
     if tool is None and exec_.activated is not None:
         tool = exec_.activated.get(name)
+    if tool is None and exec_.catalogue is not None:
+        tool = exec_.catalogue.resolve(name)
+        if tool is not None:
+            # Like a tool_search batch: activation must not race the calls that use it.
+            batch.activated_from_catalogue.append(tool.spec.name)
+            state.sink(
+                ProgressEvent(
+                    turn_id=state.turn_id,
+                    id=call_id,
+                    name=tool.spec.name,
+                    message=f"loaded '{tool.spec.name}' from the catalogue without tool_search",
+                )
+            )
     return tool
+
+
+def is_excluded(exec_: ResolvedAgentExecution, state: TurnState, name: str) -> bool:
+    """Agent-level `excluded_tools` plus this turn's filter-group exclusions."""
+    if exec_.registry.is_excluded(name):
+        return True
+    return bool(state.excluded) and normalize_name(name) in state.excluded
 
 
 async def prepare_calls(
@@ -145,16 +174,15 @@ async def prepare_calls(
             )
             continue
 
-        registry = exec_.registry
-        if registry.is_excluded(name):
+        if is_excluded(exec_, state, name):
             refuse(call, name, args, "excluded", f"Not available in this turn: '{name}'.")
             continue
-        tool = _resolve(exec_, name)
+        tool = _resolve(exec_, state, call.call_id, name, batch)
         if tool is None:
             refuse(call, name, args, "unknown", _unknown_tool_text(name, exec_))
             continue
         spec = tool.spec
-        if registry.is_excluded(spec.name):
+        if is_excluded(exec_, state, spec.name):
             refuse(call, name, args, "excluded", f"Not available in this turn: '{name}'.")
             continue
         name = spec.name

@@ -25,7 +25,7 @@ from heron.receipts import ReceiptSigner
 from heron.tools.registry import ActivatedToolSet, ScopedRegistry
 from heron.turn.approval import ApprovalManager
 from heron.turn.cancel import CancelScope
-from heron.turn.extensions import CallCheck, OutputSpill, ResultCache
+from heron.turn.extensions import CallCheck, OutputSpill, ResultCache, ToolCatalogue
 from heron.turn.hooks import ToolHook
 
 ParallelMode = Literal["off", "read-only", "all"]
@@ -77,6 +77,7 @@ class ResolvedAgentExecution:
     checks: tuple[CallCheck, ...] = ()
     cache: ResultCache | None = None
     spill: OutputSpill | None = None
+    catalogue: ToolCatalogue | None = None
     workspace: Path | None = None
     agent: str | None = None
     parent_agent: str | None = None
@@ -120,6 +121,9 @@ class TurnState:
     budget: IterationBudget | None = None
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     channel: str | None = None
+    excluded: frozenset[str] = frozenset()
+    """Names hidden for this turn only (filter groups), on top of the agent's exclusions;
+    compared trimmed and case-folded like `excluded_tools`."""
     receipts: list[tuple[str, str]] = field(default_factory=list)
     """(tool, receipt) for each receipted result of this turn."""
     on_safe_point: Callable[[SafePoint], Awaitable[None]] | None = None

@@ -44,6 +44,8 @@ OBSERVER_MAX_CHARS = 1000
 def should_run_parallel(knobs: RuntimeKnobs, batch: PreparedBatch, names: Sequence[str]) -> bool:
     if knobs.parallel == "off" or len(batch.executable) <= 1 or batch.any_prompted:
         return False
+    if batch.activated_from_catalogue:
+        return False
     if TOOL_SEARCH in names:
         return False
     if knobs.parallel == "read-only":

@@ -6,6 +6,9 @@
 - `ResultCache` (execution): cached results for read-only tools, invalidated by writes.
 - `OutputSpill` (result recording): large outputs stored whole elsewhere; the model sees a
   preview with a marker naming where the rest is.
+- `ToolCatalogue` (preparation): tools that exist but are not loaded (deferred MCP). A call to
+  an exact catalogue name the model never activated is resolved here instead of failing as
+  unknown — the "never unreachable" rule — when policy allows it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from heron.tools.definition import ToolSpec
+from heron.tools.definition import Tool, ToolSpec
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,4 +59,15 @@ class ResultCache(Protocol):
 class OutputSpill(Protocol):
     def spill(self, tool: str, call_id: str, output: str) -> str | None:
         """Store an oversize output; return the model-visible preview, or None to keep it."""
+        ...
+
+
+class ToolCatalogue(Protocol):
+    def names(self) -> list[str]:
+        """Every name the catalogue could resolve (for text-protocol parsing)."""
+        ...
+
+    def resolve(self, name: str) -> Tool | None:
+        """The tool for an exact catalogue name, activated for the session, or None when it
+        does not exist or policy denies it."""
         ...

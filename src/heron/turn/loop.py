@@ -35,7 +35,7 @@ from heron.receipts import RECEIPT_PROMPT_NOTE
 from heron.redact import scrub_text
 from heron.tools.definition import ToolSpec
 from heron.turn import text_protocol
-from heron.turn.call_prep import TurnGuards, prepare_calls, start_check
+from heron.turn.call_prep import TurnGuards, is_excluded, prepare_calls, start_check
 from heron.turn.calls import CallOutcome, ParsedCall
 from heron.turn.cancel import wait_task
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
@@ -154,7 +154,7 @@ class _Loop:
                     return self._fail("the model returned an empty response")
                 if not native:
                     state.sink(TextDeltaEvent(turn_id=state.turn_id, text=scrub_text(visible)))
-                outcome = self._final(visible, "answer")
+                outcome = self._final(visible, "answer", reasoning=response.reasoning)
                 await self._safe_point("after_model")
                 return outcome
 
@@ -271,7 +271,10 @@ class _Loop:
             return calls, response.text, None
         if not specs or not self._text_protocol_on(specs):
             return [], response.text, None
-        parsed = text_protocol.parse_text_tool_calls(response.text, [s.name for s in specs])
+        known = [s.name for s in specs]
+        if self.exec.catalogue is not None:
+            known += self.exec.catalogue.names()
+        parsed = text_protocol.parse_text_tool_calls(response.text, known)
         calls = [
             ParsedCall(index=i, call_id=self._unique(c.call_id), name=c.name, arguments=c.arguments)
             for i, c in enumerate(parsed.calls)
@@ -326,10 +329,11 @@ class _Loop:
     def _specs(self) -> tuple[ToolSpec, ...]:
         static = self.exec.registry.specs()
         activated = self.exec.activated
-        if activated is None or not len(activated):
-            return static
-        excluded = self.exec.registry
-        return static + tuple(s for s in activated.specs() if not excluded.is_excluded(s.name))
+        if activated is not None and len(activated):
+            static = static + activated.specs()
+        if not self.state.excluded and activated is None:
+            return static  # the registry already removed the agent's exclusions
+        return tuple(s for s in static if not is_excluded(self.exec, self.state, s.name))
 
     def _system(self, specs: tuple[ToolSpec, ...]) -> str:
         if self._system_cache is not None and self._system_cache[0] == len(specs):
@@ -385,8 +389,8 @@ class _Loop:
         if self.state.on_safe_point is not None:
             await self.state.on_safe_point(point)
 
-    def _final(self, text: str, reason: str) -> TurnOutcome:
-        self._append_assistant(text, (), None)
+    def _final(self, text: str, reason: str, *, reasoning: str | None = None) -> TurnOutcome:
+        self._append_assistant(text, (), reasoning)
         self.state.sink(
             FinalEvent(turn_id=self.state.turn_id, text=scrub_text(text), reason=reason)  # type: ignore[arg-type]
         )
