@@ -397,11 +397,6 @@ async def test_the_thinking_of_a_tool_call_step_is_recorded_with_it(bus: SqliteB
     assert isinstance(step, AssistantMessage) and step.reasoning == "check first"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: _Loop._final appends the final answer with reasoning=None, dropping the "
-    "thinking the model streamed for it (rule 1 records thinking with the message)",
-)
 async def test_the_thinking_of_a_final_answer_is_recorded_with_it(bus: SqliteBusStore) -> None:
     eda = agent_on(bus, ScriptedModel([{"text": "42", "reasoning": "six times seven"}]))
     await publish(eda, user("the answer?"))
