@@ -1,0 +1,203 @@
+"""`BwrapSandbox`: bubblewrap namespaces around a limited process (level `bwrap`).
+
+Inside the sandbox a command sees:
+
+- `/usr` (and `/bin`, `/sbin`, `/lib*` as on the host) **read-only**, and a minimal `/etc`
+  (accounts, name service, TLS roots, time zone, dynamic linker, Debian alternatives); the
+  rest of the root is read-only and empty;
+- the agent workspace, writable, at the same path as on the host (so paths in output match);
+- a private, empty `/tmp`, its own `/proc` and a minimal `/dev`;
+- its own PID namespace (it cannot see or signal heron or other commands; when the command
+  exits every process it started dies with the namespace), its own IPC and UTS namespaces;
+- no network (its own network namespace with only loopback) unless `network=True`;
+- no capabilities (`--cap-drop ALL`), a new session (no terminal injection), and
+  `--die-with-parent` so the sandbox cannot outlive heron.
+
+The environment is exactly the one passed to `run`, plus `PWD` (bubblewrap sets it when it
+changes directory). Resource limits and timeouts are those of `ProcessSandbox`, applied to the
+bubblewrap process and inherited by everything inside (under the unprivileged-user fallback
+for the process count, bubblewrap itself runs as that user and needs unprivileged user
+namespaces). The Python installation heron runs on is bound read-only as well
+(`expose_python`), so `run_python` works inside the sandbox.
+
+A missing `bwrap` binary is a `SandboxUnavailable` error at construction, never a silent
+fallback to a weaker level. A virtualenv is not a sandbox (see `heron.sandbox.base`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from heron.sandbox.base import ResourceLimits, RunResult, SandboxUnavailable
+from heron.sandbox.process import PidsLimit, ProcessSandbox
+
+__all__ = ["BwrapSandbox"]
+
+_SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC = (
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "host.conf",
+    "localtime",
+    "timezone",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",  # Debian's /usr/bin/awk etc. are links through here
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki",
+    "mime.types",
+)
+_NETWORK_ETC = ("resolv.conf", "gai.conf", "services", "protocols")
+
+
+class BwrapSandbox:
+    """Runs commands inside bubblewrap (level `bwrap`). See the module docstring.
+
+    `workspace` is the only writable tree. `extra_ro_binds` adds host paths read-only at the
+    same location (tool chains outside `/usr`, for example).
+    """
+
+    def __init__(
+        self,
+        *,
+        workspace: Path,
+        limits: ResourceLimits | None = None,
+        network: bool = False,
+        bwrap: str | None = None,
+        extra_ro_binds: Sequence[Path] = (),
+        expose_python: bool = True,
+        cgroup_root: Path = Path("/sys/fs/cgroup"),
+        fallback_user: str = "nobody",
+    ) -> None:
+        found = bwrap or shutil.which("bwrap")
+        if found is None or not Path(found).is_file():
+            raise SandboxUnavailable(
+                "bubblewrap (`bwrap`) is not installed, so the `bwrap` sandbox level cannot run; "
+                "install it (Debian/Ubuntu: `apt-get install bubblewrap`) or choose the "
+                "`process` level explicitly"
+            )
+        self.bwrap = found
+        self.workspace = workspace.resolve()
+        self._network = network
+        self._inner = ProcessSandbox(
+            limits=limits, cgroup_root=cgroup_root, fallback_user=fallback_user
+        )
+        binds = [Path(p) for p in extra_ro_binds]
+        if expose_python:
+            binds += _python_roots()
+        self._ro_binds = _dedupe(binds)
+
+    @property
+    def level(self) -> Literal["bwrap"]:
+        return "bwrap"
+
+    @property
+    def network(self) -> bool:
+        return self._network
+
+    @property
+    def limits(self) -> ResourceLimits:
+        return self._inner.limits
+
+    @property
+    def pids_limit(self) -> PidsLimit:
+        return self._inner.pids_limit
+
+    def metadata(self) -> dict[str, str]:
+        return {
+            **self._inner.metadata(),
+            "sandbox": "bwrap",
+            "network": "on" if self._network else "off",
+        }
+
+    def bwrap_args(self, cwd: Path) -> list[str]:
+        """The bubblewrap command line (without the command) for a run in `cwd`."""
+        args = [
+            self.bwrap,
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+        ]
+        if not self._network:
+            args.append("--unshare-net")
+        args += ["--ro-bind", "/usr", "/usr"]
+        for name in _SYSTEM_DIRS:
+            path = Path(name)
+            if path.is_symlink():
+                args += ["--symlink", str(path.readlink()), name]
+            elif path.is_dir():
+                args += ["--ro-bind", name, name]
+        etc = _ETC + (_NETWORK_ETC if self._network else ())
+        for name in etc:
+            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # Parents are mounted before children, so a read-only path inside the workspace stays
+        # read-only and the workspace inside a read-only path stays writable.
+        mounts = [(p, False) for p in self._ro_binds if p != self.workspace]
+        mounts.append((self.workspace, True))
+        for path, writable in sorted(mounts, key=lambda m: len(m[0].parts)):
+            args += ["--bind" if writable else "--ro-bind-try", str(path), str(path)]
+        # The root itself is a tmpfs bubblewrap builds; make it read-only once it is populated.
+        args += ["--remount-ro", "/", "--chdir", str(cwd)]
+        return args
+
+    def _checked_cwd(self, cwd: Path) -> Path:
+        where = cwd.resolve()
+        if not where.is_relative_to(self.workspace):
+            raise ValueError(f"cwd {cwd} is outside the sandbox workspace {self.workspace}")
+        return where
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout_s: float,
+        stdin: bytes | None = None,
+        pass_fds: Sequence[int] = (),
+    ) -> RunResult:
+        """Run `argv` inside the sandbox; see `Sandbox.run`. `cwd` must be in the workspace."""
+        if not argv:
+            raise ValueError("argv is empty")
+        where = self._checked_cwd(cwd)
+        result = await self._inner.run(
+            [*self.bwrap_args(where), "--", *argv],
+            cwd=where,
+            env=env,
+            timeout_s=timeout_s,
+            stdin=stdin,
+            pass_fds=pass_fds,
+        )
+        return dataclasses.replace(result, level="bwrap", metadata=self.metadata())
+
+
+def _python_roots() -> list[Path]:
+    """The directories heron's own interpreter needs (venv, base installation, executable)."""
+    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent}
+    return [p for p in roots if not p.resolve().is_relative_to("/usr")]
+
+
+def _dedupe(paths: Sequence[Path]) -> list[Path]:
+    """Drop duplicates and paths inside another bound path; parents first."""
+    unique = sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    for path in unique:
+        if not any(path.is_relative_to(parent) for parent in kept):
+            kept.append(path)
+    return kept

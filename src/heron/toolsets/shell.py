@@ -1,0 +1,463 @@
+"""The `shell` tool: a bash command in the workspace, checked by the command policy and run in
+the agent's sandbox, with its history kept in SQLite.
+
+Layers, in order: the arguments are validated (no empty command, no NUL bytes, a timeout in
+range; nothing is "fixed"); the command is parsed and classified (`CommandPolicy`); low risk
+runs, medium risk runs only when the runtime approved the call (`approved`, which the model
+cannot set), high risk is refused unless the deployment allows it; the command runs in the
+sandbox with limits and a timeout; long output is cut to its head and tail with the full text
+saved under the workspace's `.heron/outputs/`.
+
+Fidelity: the command runs exactly as written (`bash -c <command>`). heron appends no flags.
+What it does set — the environment below — is stated in the tool description and echoed in
+every result's `data`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import re
+import shutil
+import signal
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from heron.sandbox.base import RunResult, Sandbox
+from heron.state import open_db
+from heron.tools.definition import Tool, ToolContext, ToolResult
+from heron.tools.function_tool import tool
+from heron.toolsets.command_policy import CommandPolicy, CommandVerdict
+
+__all__ = [
+    "AGENT_ENV",
+    "OUTPUT_DIR",
+    "ShellHistory",
+    "ShellHistoryEntry",
+    "agent_environment",
+    "render_run",
+    "shell_tool",
+]
+
+AGENT_ENV: Mapping[str, str] = {
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+    "SYSTEMD_PAGER": "cat",
+    "NO_COLOR": "1",
+    "TERM": "dumb",
+    "CI": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "PIP_NO_INPUT": "1",
+    "PYTHONUNBUFFERED": "1",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+}
+"""Variables that keep command-line tools non-interactive and their output plain."""
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+OUTPUT_DIR = Path(".heron") / "outputs"
+"""Where full outputs are saved, relative to the workspace."""
+HOME_DIR = Path(".heron") / "home"
+"""`$HOME` for commands, relative to the workspace (so dotfiles stay out of the real home)."""
+
+MAX_LINES = 200
+MAX_CHARS = 10_000
+HEAD_LINES = 50
+TAIL_LINES = 50
+
+HistoryOutcome = Literal["ran", "refused", "needs_approval"]
+
+
+def agent_environment(workspace: Path, passthrough: Sequence[str] = ()) -> dict[str, str]:
+    """The complete environment a command gets: `AGENT_ENV`, `PATH`, `HOME` and the named
+    variables copied from heron's own environment (nothing else leaks in)."""
+    env = {"PATH": SYSTEM_PATH, "HOME": str(workspace / HOME_DIR), **AGENT_ENV}
+    for name in passthrough:
+        value = os.environ.get(name)
+        if value is not None:
+            env[name] = value
+    return env
+
+
+# --- history ------------------------------------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS shell_history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    agent TEXT,
+    command TEXT NOT NULL,
+    cwd TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    risk TEXT NOT NULL,
+    exit_code INTEGER,
+    duration_s REAL,
+    timed_out INTEGER NOT NULL DEFAULT 0
+)
+"""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ShellHistoryEntry:
+    """One command the shell tool was asked to run, and what became of it."""
+
+    id: int
+    at: dt.datetime
+    agent: str | None
+    command: str
+    cwd: str
+    outcome: HistoryOutcome
+    risk: str
+    exit_code: int | None
+    duration_s: float | None
+    timed_out: bool
+
+
+class ShellHistory:
+    """Shell command history in heron's SQLite database (table `shell_history`)."""
+
+    def __init__(self, conn: sqlite3.Connection, *, owns_connection: bool = False) -> None:
+        self._conn = conn
+        self._owns = owns_connection
+        with conn:
+            conn.execute(_SCHEMA)
+
+    @classmethod
+    def open(cls, state_dir: Path) -> ShellHistory:
+        """History in `<state_dir>/heron.db`; `close()` closes the connection."""
+        return cls(open_db(state_dir), owns_connection=True)
+
+    def close(self) -> None:
+        if self._owns:
+            self._conn.close()
+
+    def record(
+        self,
+        *,
+        command: str,
+        cwd: Path,
+        outcome: HistoryOutcome,
+        risk: str,
+        agent: str | None = None,
+        exit_code: int | None = None,
+        duration_s: float | None = None,
+        timed_out: bool = False,
+    ) -> None:
+        at = dt.datetime.now(dt.UTC).isoformat()
+        with self._conn:
+            self._conn.execute(
+                "INSERT INTO shell_history (at, agent, command, cwd, outcome, risk, exit_code, "
+                "duration_s, timed_out) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (at, agent, command, str(cwd), outcome, risk, exit_code, duration_s, timed_out),
+            )
+
+    def recent(self, limit: int = 20, *, agent: str | None = None) -> list[ShellHistoryEntry]:
+        """The newest entries first."""
+        query = (
+            "SELECT id, at, agent, command, cwd, outcome, risk, exit_code, duration_s, timed_out "
+            "FROM shell_history"
+        )
+        params: tuple[Any, ...] = ()
+        if agent is not None:
+            query += " WHERE agent = ?"
+            params = (agent,)
+        rows = self._conn.execute(query + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        return [
+            ShellHistoryEntry(
+                id=row[0],
+                at=dt.datetime.fromisoformat(row[1]),
+                agent=row[2],
+                command=row[3],
+                cwd=row[4],
+                outcome=row[5],
+                risk=row[6],
+                exit_code=row[7],
+                duration_s=row[8],
+                timed_out=bool(row[9]),
+            )
+            for row in rows
+        ]
+
+
+# --- output rendering ---------------------------------------------------------------------
+
+
+def _clip(text: str) -> tuple[str, str, int, int] | None:
+    """Head, tail, omitted lines and omitted characters, or None when `text` is short enough."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) <= MAX_LINES and len(text) <= MAX_CHARS:
+        return None
+    if len(lines) > HEAD_LINES + TAIL_LINES:
+        head, tail = "".join(lines[:HEAD_LINES]), "".join(lines[-TAIL_LINES:])
+    else:  # few but very long lines
+        head, tail = text[: MAX_CHARS // 2], text[-(MAX_CHARS // 2) :]
+    head, tail = head[: MAX_CHARS // 2], tail[-(MAX_CHARS // 2) :]
+    middle = text[len(head) : len(text) - len(tail)]
+    return head, tail, middle.count("\n"), len(middle)
+
+
+def _decode(raw: bytes, truncated: bool) -> str | None:
+    """UTF-8 text, or None for binary output (NUL bytes or invalid UTF-8)."""
+    if b"\x00" in raw:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if truncated and exc.start >= len(raw) - 3:  # the capture limit split a character
+            return raw[: exc.start].decode("utf-8")
+        return None
+
+
+def _present(
+    name: str, raw: bytes, total: int, save: Callable[[str, bytes], Path]
+) -> tuple[str, dict[str, Any]]:
+    """The text shown for one stream and facts about it for `data`."""
+    info: dict[str, Any] = {"bytes": total}
+    truncated = total > len(raw)
+    notes: list[str] = []
+    if truncated:
+        info["capture_truncated"] = True
+        notes.append(
+            f"[capture limit reached: the command wrote {total:,} bytes to {name}; "
+            f"the first {len(raw):,} were kept]"
+        )
+    text = _decode(raw, truncated)
+    if text is None:
+        path = save(f"{name}.bin", raw)
+        info["binary"] = True
+        info["saved_to"] = str(path)
+        shown = f"[binary output: {total:,} bytes, not shown; saved to {path} in the workspace]"
+        return "\n".join([shown, *notes]), info
+    clipped = _clip(text)
+    if clipped is None:
+        if truncated:
+            path = save(f"{name}.txt", raw)
+            info["saved_to"] = str(path)
+        return "\n".join([text.rstrip("\n"), *notes]) if notes else text, info
+    head, tail, lines, chars = clipped
+    path = save(f"{name}.txt", raw)
+    info["saved_to"] = str(path)
+    info["omitted_lines"] = lines
+    marker = (
+        f"[… {lines:,} lines ({chars:,} characters) omitted, full output saved to {path} in "
+        "the workspace; read that file for the rest …]"
+    )
+    body = head if head.endswith("\n") else head + "\n"
+    return "\n".join([body + marker, tail.rstrip("\n"), *notes]), info
+
+
+def _status(result: RunResult, timeout_s: float) -> str:
+    took = f"{result.duration_s:.2f} s"
+    if result.timed_out:
+        return (
+            f"timed out after {timeout_s:g} s; the command and every process it started were "
+            "stopped (SIGTERM, then SIGKILL)"
+        )
+    if result.killed_by_signal is not None:
+        try:
+            name = signal.Signals(result.killed_by_signal).name
+        except ValueError:
+            name = f"signal {result.killed_by_signal}"
+        why = " (CPU time limit)" if name == "SIGXCPU" else ""
+        return f"killed by {name}{why} after {took}"
+    return f"exit code {result.exit_code} in {took}"
+
+
+def render_run(
+    result: RunResult, *, workspace: Path, label: str, timeout_s: float
+) -> tuple[str, str, dict[str, Any]]:
+    """Status line, model-facing body and `data` for a finished run.
+
+    Each stream above 200 lines or 10,000 characters is cut to its first 50 and last 50 lines
+    with a marker naming the file (under `.heron/outputs/`) that holds the full output.
+    """
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", label)[:80]
+
+    def save(suffix: str, raw: bytes) -> Path:
+        relative = OUTPUT_DIR / f"{stamp}-{safe}.{suffix}"
+        target = workspace / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(raw)
+        return relative
+
+    status = _status(result, timeout_s)
+    out, out_info = _present("stdout", result.stdout, result.stdout_bytes, save)
+    err, err_info = _present("stderr", result.stderr, result.stderr_bytes, save)
+    sections = [status]
+    if out:
+        sections.append(f"--- stdout ---\n{out.rstrip(chr(10))}")
+    if err:
+        sections.append(f"--- stderr ---\n{err.rstrip(chr(10))}")
+    if not out and not err:
+        sections.append("(no output)")
+    data = {
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "killed_by_signal": result.killed_by_signal,
+        "duration_s": round(result.duration_s, 4),
+        "stdout": out_info,
+        "stderr": err_info,
+        "sandbox": dict(result.metadata),
+    }
+    return status, "\n".join(sections[1:]), data
+
+
+# --- the tool -----------------------------------------------------------------------------
+
+
+def _describe(
+    sandbox: Sandbox, policy: CommandPolicy, workspace: Path, default_s: float, max_s: float
+) -> str:
+    env = " ".join(f"{k}={v}" for k, v in AGENT_ENV.items())
+    limits = sandbox.limits
+    memory = limits.address_space_bytes
+    limit_text = (
+        f" Limits per command: CPU {limits.cpu_seconds or 'unlimited'} s, "
+        f"memory {f'{memory // 2**20} MiB' if memory else 'unlimited'}, "
+        f"{limits.max_processes or 'unlimited'} processes."
+    )
+    high = (
+        "needs approval (this deployment allows high-risk commands)"
+        if policy.allow_high_risk
+        else "is refused"
+    )
+    network = "with network access" if sandbox.network else "without network access"
+    return f"""Run a bash command in the workspace ({workspace}) and get its exit code, stdout \
+and stderr.
+
+Use it for builds, tests, git, searching and inspecting files and other command-line work. \
+Each call is a fresh `bash -c <command>` started in the workspace: `cd`, variables and \
+background jobs do not carry over, processes still running when the command exits are killed, \
+and stdin is empty (nothing can be answered interactively). The command runs exactly as \
+written — heron adds no flags — with this environment: {env} PATH={SYSTEM_PATH} \
+HOME=<workspace>/{HOME_DIR}.
+
+Safety: the command is parsed and classified before it runs. Low risk (inspection, writes \
+inside the workspace) runs. Medium risk (deleting or changing permissions inside the \
+workspace, network clients, interpreters, unknown programs, targets computed at run time) runs \
+only after approval. High risk (sudo, any write or delete outside the workspace, `rm -rf /`, \
+`dd` to a device, `mkfs`, `curl … | sh`, fork bombs, shutdown, unparseable input) {high}. \
+Sandbox: {sandbox.level}, {network}.{limit_text}
+
+Output: a status line (exit code and duration), then stdout and stderr. A non-zero exit is a \
+failed call with the output kept. A stream above {MAX_LINES} lines or {MAX_CHARS:,} characters \
+shows its first {HEAD_LINES} and last {TAIL_LINES} lines and a marker naming a file under \
+{OUTPUT_DIR}/ with the full output; binary output is saved there and not shown. Default \
+timeout {default_s:g} s, at most {max_s:g} s."""
+
+
+def shell_tool(
+    *,
+    sandbox: Sandbox,
+    policy: CommandPolicy,
+    workspace: Path,
+    history: ShellHistory,
+    default_timeout_s: float = 60,
+    max_timeout_s: float = 600,
+    env_passthrough: Sequence[str] = (),
+) -> Tool:
+    """Build the `shell` tool for one agent. `env_passthrough` names variables copied from
+    heron's environment into every command (values are never echoed, only names)."""
+    if not 0 < default_timeout_s <= max_timeout_s:
+        raise ValueError("need 0 < default_timeout_s <= max_timeout_s")
+    workspace = workspace.resolve()
+    bash = shutil.which("bash") or "/bin/bash"
+    description = _describe(sandbox, policy, workspace, default_timeout_s, max_timeout_s)
+
+    @tool(
+        name="shell",
+        description=description,
+        destructive=True,
+        open_world=sandbox.network,
+        owner="builtin",
+        runtime_args=["approved"],
+        examples=[
+            {"command": "git status --short"},
+            {"command": "pytest -q tests/unit 2>&1 | tail -n 30", "timeout_s": 300},
+            {"command": "grep -rn 'def main' src | head -n 20"},
+        ],
+    )
+    async def shell(
+        command: str, ctx: ToolContext, timeout_s: float | None = None, approved: bool = False
+    ) -> ToolResult:
+        """Run a bash command.
+
+        Args:
+            command: The bash command line, run as written, e.g. `ls -la src` or
+                `make test 2>&1 | tail -n 40`.
+            timeout_s: Seconds before the command is stopped, greater than 0 and at most the
+                maximum stated above; the default applies when omitted.
+            approved: Set by the runtime only.
+        """
+        if not command.strip():
+            return ToolResult.fail("`command` is empty; nothing was run")
+        if "\x00" in command:
+            return ToolResult.fail("`command` contains a NUL byte; nothing was run")
+        timeout = default_timeout_s if timeout_s is None else timeout_s
+        if not 0 < timeout <= max_timeout_s:
+            return ToolResult.fail(
+                f"timeout_s must be greater than 0 and at most {max_timeout_s:g}; nothing was run"
+            )
+        verdict = policy.classify(command, cwd=workspace)
+        decision = policy.decide(verdict, approved=approved)
+        if decision != "run":
+            outcome: HistoryOutcome = "refused" if decision == "refuse" else "needs_approval"
+            history.record(
+                command=command, cwd=workspace, outcome=outcome, risk=verdict.risk, agent=ctx.agent
+            )
+            return _not_run(verdict, decision)
+        env = agent_environment(workspace, env_passthrough)
+        _ensure_dir(Path(env["HOME"]))
+        ctx.progress(f"running: {command if len(command) <= 80 else command[:79] + '…'}")
+        result = await sandbox.run([bash, "-c", command], cwd=workspace, env=env, timeout_s=timeout)
+        history.record(
+            command=command,
+            cwd=workspace,
+            outcome="ran",
+            risk=verdict.risk,
+            agent=ctx.agent,
+            exit_code=result.exit_code,
+            duration_s=result.duration_s,
+            timed_out=result.timed_out,
+        )
+        status, body, data = await asyncio.to_thread(
+            render_run, result, workspace=workspace, label=f"shell-{ctx.call_id}", timeout_s=timeout
+        )
+        data["command"] = command
+        data["environment"] = {
+            **{k: v for k, v in env.items() if k not in env_passthrough},
+            "passed_through": [name for name in env_passthrough if name in env],
+        }
+        data["policy"] = verdict.to_data()
+        if result.ok:
+            return ToolResult.ok(f"{status}\n{body}", data=data)
+        return ToolResult.fail(status, output=body, data=data)
+
+    return shell
+
+
+def _ensure_dir(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def _not_run(verdict: CommandVerdict, decision: str) -> ToolResult:
+    data = {"policy": verdict.to_data(), "ran": False}
+    if decision == "refuse":
+        return ToolResult.fail(
+            "refused by the command policy (high risk); nothing was run.\n"
+            + verdict.explain()
+            + "\nChoose a different approach that stays inside the workspace.",
+            data=data,
+        )
+    return ToolResult.fail(
+        "this command is medium risk and needs approval, which this call did not have; "
+        "nothing was run.\n" + verdict.explain(),
+        data=data,
+    )
