@@ -1,0 +1,1 @@
+"""Connectors: documents, OCR, public data, spreadsheets, calendars, GitHub, webhooks."""
