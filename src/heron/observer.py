@@ -42,22 +42,28 @@ class ToolCallStartRecord:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCallRecord:
-    """The terminal record; repeats the correlation fields for span-oriented back ends."""
+class ToolCallRecord(ToolCallStartRecord):
+    """The terminal record: the start record's correlation fields again (span-oriented back ends
+    need them on both ends) plus the outcome."""
 
-    tool: str
-    call_id: str
-    arguments: str
-    turn_id: str
-    owner: str
     duration_ms: float
     success: bool
     status: str
     result: str
     """Scrubbed and bounded output, or the failure reason."""
-    channel: str | None = None
-    agent: str | None = None
-    parent_agent: str | None = None
+
+    @classmethod
+    def ending(
+        cls,
+        start: ToolCallStartRecord,
+        *,
+        duration_ms: float,
+        success: bool,
+        status: str,
+        result: str,
+    ) -> ToolCallRecord:
+        fields = {f: getattr(start, f) for f in ToolCallStartRecord.__dataclass_fields__}
+        return cls(**fields, duration_ms=duration_ms, success=success, status=status, result=result)
 
 
 class Observer(Protocol):

@@ -131,19 +131,17 @@ async def execute_one(
             injected=call.injected,
         )
     )
-    observed_args = canonical_json(scrub_value(call.arguments))[:OBSERVER_MAX_CHARS]
-    exec_.observer.tool_call_start(
-        ToolCallStartRecord(
-            tool=call.name,
-            call_id=call.call_id,
-            arguments=observed_args,
-            turn_id=state.turn_id,
-            owner=spec.owner,
-            channel=state.channel,
-            agent=exec_.agent,
-            parent_agent=exec_.parent_agent,
-        )
+    started_record = ToolCallStartRecord(
+        tool=call.name,
+        call_id=call.call_id,
+        arguments=canonical_json(scrub_value(call.arguments))[:OBSERVER_MAX_CHARS],
+        turn_id=state.turn_id,
+        owner=spec.owner,
+        channel=state.channel,
+        agent=exec_.agent,
+        parent_agent=exec_.parent_agent,
     )
+    exec_.observer.tool_call_start(started_record)
 
     loop = asyncio.get_running_loop()
     loop_thread = threading.get_ident()
@@ -195,7 +193,7 @@ async def execute_one(
             read_only=True,
             cached=True,
         )
-        return _finish(exec_, state, call, outcome, observed_args)
+        return _finish(exec_, state, call, outcome, started_record)
     task = loop.create_task(call.tool.execute(call.validated, ctx))
     try:
         finished = await wait_task(task, state.cancel, knobs.tool_timeout_s)
@@ -266,7 +264,7 @@ async def execute_one(
                 duration_ms=duration_ms,
             ),
         )
-    return _finish(exec_, state, call, outcome, observed_args)
+    return _finish(exec_, state, call, outcome, started_record)
 
 
 def _finish(
@@ -274,24 +272,16 @@ def _finish(
     state: TurnState,
     call: ExecutableCall,
     outcome: CallOutcome,
-    observed_args: str,
+    started_record: ToolCallStartRecord,
 ) -> CallOutcome:
     """Observer terminal record, spill of oversize output, terminal event."""
-    spec = call.tool.spec
     exec_.observer.tool_call_end(
-        ToolCallRecord(
-            tool=call.name,
-            call_id=call.call_id,
-            arguments=observed_args,
-            turn_id=state.turn_id,
-            owner=spec.owner,
+        ToolCallRecord.ending(
+            started_record,
             duration_ms=outcome.duration_ms,
             success=outcome.success,
             status=outcome.status,
             result=render_bounded(outcome.output, OBSERVER_MAX_CHARS),
-            channel=state.channel,
-            agent=exec_.agent,
-            parent_agent=exec_.parent_agent,
         )
     )
     if exec_.spill is not None and outcome.status in ("ok", "error"):
