@@ -131,6 +131,7 @@ class Agent:
             cache=self.cache,
             spill=self.spill,
             catalogue=self.catalogue,
+            allowed=None if allowed_tools is None else frozenset(allowed_tools),
             workspace=self.workspace,
             agent=self.name,
             parent_agent=parent_agent,

@@ -621,3 +621,20 @@ def test_read_only_autonomy_exposes_only_read_only_tools() -> None:
     shell = make_shell(Counter())
     agent = Agent(model=ScriptedModel([]), tools=[echo, shell], autonomy="read-only")
     assert agent.registry.names() == ["echo"]
+
+
+async def test_per_run_narrowing_also_hides_activated_tools(events: Events) -> None:
+    from heron import ActivatedToolSet
+
+    @tool(name="srv__lookup", read_only=True)
+    def lookup() -> str:
+        """Activated earlier in the session."""
+        return "found"
+
+    activated = ActivatedToolSet()
+    activated.activate(lookup)
+    model = ScriptedModel([calls_turn(call("srv__lookup")), {"text": "ok"}])
+    agent = Agent(model=model, tools=[echo], activated=activated)
+    await agent.run("go", sink=events, allowed_tools=["echo"])
+    assert [s.name for s in model.requests[0].tools] == ["echo"]
+    assert events.results()["c_srv__lookup"].status == "excluded"

@@ -93,6 +93,8 @@ def is_excluded(exec_: ResolvedAgentExecution, state: TurnState, name: str) -> b
     """Agent-level `excluded_tools` plus this turn's filter-group exclusions."""
     if exec_.registry.is_excluded(name):
         return True
+    if exec_.allowed is not None and name not in exec_.allowed:
+        return True
     return bool(state.excluded) and normalize_name(name) in state.excluded
 
 

@@ -78,6 +78,9 @@ class ResolvedAgentExecution:
     cache: ResultCache | None = None
     spill: OutputSpill | None = None
     catalogue: ToolCatalogue | None = None
+    allowed: frozenset[str] | None = None
+    """Per-run narrowing: when set, only these names may be called or shown — activated and
+    catalogue tools included, not just the static registry."""
     workspace: Path | None = None
     agent: str | None = None
     parent_agent: str | None = None
