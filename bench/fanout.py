@@ -48,8 +48,10 @@ async def once() -> float:
 def main() -> None:
     walls = [asyncio.run(once()) for _ in range(5)]
     wall = statistics.median(walls)
-    print(f"{CALLS} parallel calls of a {TOOL_S * 1000:.0f} ms tool: batch wall time "
-          f"{wall * 1000:.1f} ms = {wall / TOOL_S:.2f}× the ideal (target ≤ 1.2×)")
+    print(
+        f"{CALLS} parallel calls of a {TOOL_S * 1000:.0f} ms tool: batch wall time "
+        f"{wall * 1000:.1f} ms = {wall / TOOL_S:.2f}× the ideal (target ≤ 1.2×)"
+    )
 
 
 if __name__ == "__main__":

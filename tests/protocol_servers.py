@@ -5,7 +5,9 @@ bodies, SSE streams (chunked transfer encoding), `Retry-After`, and connections 
 middle of a stream. A server plays queued `Reply`s in order and records every request.
 
 Builders produce the event sequences each provider sends: `openai_stream(...)` and
-`anthropic_stream(...)`.
+`anthropic_stream(...)`. The last section holds what the adapter tests of both providers share:
+a tool spec and a real tool, a request builder, a retry policy that records its waits instead of
+waiting, and helpers that pick parts out of a stream.
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from heron import tool
+from heron.messages import Message, UserMessage
+from heron.models.base import ModelPart, ModelRequest, ModelToolCall, TextDelta
+from heron.models.retry import RetryingModel, RetryPolicy
+from heron.tools.definition import ToolSpec
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -378,3 +386,70 @@ def anthropic_error(
 ) -> Reply:
     body = {"type": "error", "error": {"type": kind, "message": message}}
     return Reply(status=status, json=body, headers=headers or {})
+
+
+# -- shared by the adapter tests -----------------------------------------------------------
+
+WEATHER = ToolSpec(
+    name="weather",
+    description="Current weather for a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)
+
+
+class Sleeps:
+    """Records the waits a retry policy asks for, without waiting."""
+
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+def retrying(model: Any, sleeps: Sleeps, **policy: Any) -> RetryingModel:
+    """`model` under a retry policy without jitter whose waits `sleeps` records."""
+    return RetryingModel(model, RetryPolicy(sleep=sleeps, random=lambda: 0.0, **policy))
+
+
+def ask(
+    messages: list[Message] | None = None,
+    tools: tuple[ToolSpec, ...] = (WEATHER,),
+    system: str = "You are terse.",
+) -> ModelRequest:
+    return ModelRequest(
+        system=system,
+        messages=messages or [UserMessage(content="Weather in Paris?")],
+        tools=tools,
+    )
+
+
+async def collect(model: Any, request: ModelRequest | None = None) -> list[ModelPart]:
+    return [part async for part in model.stream(request or ask())]
+
+
+def calls_in(parts: list[ModelPart]) -> list[ModelToolCall]:
+    return [p for p in parts if isinstance(p, ModelToolCall)]
+
+
+def text_in(parts: list[ModelPart]) -> str:
+    return "".join(p.text for p in parts if isinstance(p, TextDelta))
+
+
+calls_made: list[str] = []
+"""The cities `weather` was called for; tests clear it first."""
+
+
+@tool(read_only=True)
+def weather(city: str) -> str:
+    """Current weather for a city.
+
+    Args:
+        city: City name.
+    """
+    calls_made.append(city)
+    return f"{city}: 21 C and sunny"

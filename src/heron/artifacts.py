@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from heron.state import open_db
+from heron.state_transactions import connect, write_transaction
 
 __all__ = [
     "ArtifactError",
@@ -155,7 +155,7 @@ class ArtifactStore:
         self.purge_interval_s = purge_interval_s
         self._clock = clock
         self._last_purge = -math.inf
-        with self._connect() as db:  # creates the state directory (mode 0700) first
+        with connect(self.state_dir) as db:  # creates the state directory (mode 0700) first
             db.executescript(_SCHEMA)
         self.root.mkdir(mode=0o700, exist_ok=True)
 
@@ -181,7 +181,7 @@ class ArtifactStore:
         # Write outside the database lock (100 MB takes a while); only the rename happens inside.
         staged = None if blob.exists() else self._stage(data)
         try:
-            with self._write() as db:
+            with write_transaction(self.state_dir) as db:
                 if not blob.exists():
                     os.replace(staged or self._stage(data), blob)
                     staged = None
@@ -200,7 +200,7 @@ class ArtifactStore:
     def purge_expired(self) -> int:
         """Remove expired artifacts and unreferenced files; returns how many were removed."""
         self._last_purge = self._clock()
-        with self._write() as db:
+        with write_transaction(self.state_dir) as db:
             rows = db.execute(
                 "SELECT id, sha256 FROM artifacts WHERE expires <= ?", (self._last_purge,)
             ).fetchall()
@@ -270,26 +270,6 @@ class ArtifactStore:
                 base += len(lines)
         return GrepReport(info=info, hits=hits, total=total)
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = open_db(self.state_dir)
-        db.isolation_level = None  # transactions are explicit (`_write`)
-        try:
-            yield db
-        finally:
-            db.close()
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
     def _stage(self, data: bytes) -> Path:
         fd, name = tempfile.mkstemp(dir=self.root, prefix=".incoming-")  # mode 0600
         with os.fdopen(fd, "wb") as file:
@@ -301,7 +281,7 @@ class ArtifactStore:
             raise ArtifactError(
                 "invalid_id", f"{artifact_id!r} is not an artifact id (they look like art_3f2a…)"
             )
-        with self._connect() as db:
+        with connect(self.state_dir) as db:
             row = db.execute(
                 f"SELECT {_COLUMNS}, line_index FROM artifacts WHERE id = ?", (artifact_id,)
             ).fetchone()
@@ -313,7 +293,7 @@ class ArtifactStore:
             )
         info = ArtifactInfo(**dict(zip(_FIELDS, row[:-1], strict=True)))
         if info.expires <= self._clock():
-            with self._write() as db:
+            with write_transaction(self.state_dir) as db:
                 db.execute("DELETE FROM artifacts WHERE id = ?", (info.id,))
                 self._drop_unreferenced(db, {info.sha256})
             raise ArtifactError(

@@ -7,12 +7,11 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from engine_support import Events
 
-from heron import Agent, tool
+from heron import Agent
 from heron.messages import (
     AssistantMessage,
     Message,
@@ -24,50 +23,37 @@ from heron.messages import (
 from heron.models.anthropic_messages import AnthropicMessagesModel
 from heron.models.base import (
     ModelPart,
-    ModelRequest,
     ModelToolCall,
     ReasoningDelta,
     StreamInterrupted,
     TextDelta,
     Usage,
 )
-from heron.models.retry import ProviderError, RetryingModel, RetryPolicy
-from heron.tools.definition import ToolSpec
+from heron.models.retry import ProviderError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from protocol_servers import (
     SSE,
+    WEATHER,
     ProtocolServer,
     Reply,
+    Sleeps,
     Text,
     Thinking,
     ToolUse,
     anthropic_error,
     anthropic_stream,
+    ask,
+    calls_in,
+    calls_made,
+    collect,
+    retrying,
     serve,
+    text_in,
+    weather,
 )
 
 KEY = "gateway-key-0123456789abcdef"
-
-WEATHER = ToolSpec(
-    name="weather",
-    description="Current weather for a city.",
-    parameters={
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-)
-
-
-class Sleeps:
-    """Records the waits a retry policy asks for, without waiting."""
-
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
 
 
 @pytest.fixture
@@ -86,34 +72,6 @@ async def model(server: ProtocolServer) -> AsyncIterator[AnthropicMessagesModel]
 @pytest.fixture
 def sleeps() -> Sleeps:
     return Sleeps()
-
-
-def retrying(model: AnthropicMessagesModel, sleeps: Sleeps) -> RetryingModel:
-    return RetryingModel(model, RetryPolicy(sleep=sleeps, random=lambda: 0.0))
-
-
-def ask(
-    messages: list[Message] | None = None,
-    tools: tuple[ToolSpec, ...] = (WEATHER,),
-    system: str = "You are terse.",
-) -> ModelRequest:
-    return ModelRequest(
-        system=system,
-        messages=messages or [UserMessage(content="Weather in Paris?")],
-        tools=tools,
-    )
-
-
-async def collect(model: Any, request: ModelRequest | None = None) -> list[ModelPart]:
-    return [part async for part in model.stream(request or ask())]
-
-
-def calls_in(parts: list[ModelPart]) -> list[ModelToolCall]:
-    return [p for p in parts if isinstance(p, ModelToolCall)]
-
-
-def text_in(parts: list[ModelPart]) -> str:
-    return "".join(p.text for p in parts if isinstance(p, TextDelta))
 
 
 # -- streaming ------------------------------------------------------------------------------
@@ -441,19 +399,6 @@ async def test_the_api_key_never_appears_in_errors_reprs_or_logs(
 
 
 # -- through the engine ---------------------------------------------------------------------
-
-calls_made: list[str] = []
-
-
-@tool(read_only=True)
-def weather(city: str) -> str:
-    """Current weather for a city.
-
-    Args:
-        city: City name.
-    """
-    calls_made.append(city)
-    return f"{city}: 21 C and sunny"
 
 
 async def test_an_agent_runs_a_real_tool_through_the_provider_and_finishes(

@@ -30,7 +30,6 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Self
-from urllib.parse import urlsplit
 
 from playwright.async_api import (
     Browser,
@@ -45,6 +44,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 from pydantic import Field
 
+from heron.connectors.browser_proxy import FilteringProxy
 from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
 from heron.toolsets.url_policy import UrlPolicy, UrlRefused
@@ -60,9 +60,6 @@ _LAUNCH_ARGS = (
     "--proxy-bypass-list=<-loopback>",  # Chromium sends loopback traffic direct unless told
 )
 _LAUNCH_TIMEOUT_S = 60.0  # generous: a loaded CI machine can take many seconds
-_HOP_HEADERS = frozenset(
-    {b"connection", b"proxy-connection", b"keep-alive", b"proxy-authorization"}
-)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,105 +86,6 @@ class _NoPage(Exception):
     """A tool that needs a page was called before any navigation."""
 
 
-class _FilteringProxy:
-    """An HTTP proxy for Chromium that lets a connection through only when the policy allows it."""
-
-    def __init__(self, policy: UrlPolicy, blocked: list[str], timeout_s: float) -> None:
-        self._policy = policy
-        self._blocked = blocked
-        self._timeout_s = timeout_s
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
-
-    async def start(self) -> str:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._server = None
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        try:
-            await self._serve(reader, writer)
-        except (ConnectionError, OSError, ValueError, EOFError, asyncio.LimitOverrunError):
-            pass  # the browser hung up or sent garbage; nothing to report
-        except asyncio.CancelledError:
-            # Only `close` cancels these tasks; asyncio's server logs a cancelled handler as an
-            # error, so the handler ends normally instead.
-            pass
-        finally:
-            self._tasks.discard(task)
-            writer.close()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        line, _, headers = head.partition(b"\r\n")
-        method, target, _version = line.decode("latin-1").split(" ", 2)
-        tunnel = method.upper() == "CONNECT"
-        url = f"https://{target}/" if tunnel else target
-        try:
-            checked = await self._policy.resolve(url)
-            upstream = await asyncio.wait_for(
-                asyncio.open_connection(checked.address, checked.port), self._timeout_s
-            )
-        except UrlRefused as exc:
-            if await _resolves(url):
-                self._blocked.append(f"{url} (connection stopped by the proxy: {exc})")
-            await _answer(writer, 403, f"blocked by heron's URL policy: {exc}")
-            return
-        except (OSError, TimeoutError) as exc:
-            await _answer(writer, 502, f"cannot connect to {target}: {exc}")
-            return
-        if tunnel:
-            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        else:
-            parts = urlsplit(target)
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            kept = [h for h in headers.split(b"\r\n") if h and _name(h) not in _HOP_HEADERS]
-            # One request per upstream connection: a kept-alive connection could otherwise
-            # carry the next request to a host that was never checked.
-            request = [f"{method} {path} HTTP/1.1".encode("latin-1"), *kept, b"Connection: close"]
-            upstream[1].write(b"\r\n".join(request) + b"\r\n\r\n")
-        await asyncio.gather(_copy(reader, upstream[1]), _copy(upstream[0], writer))
-
-
-def _name(header: bytes) -> bytes:
-    return header.split(b":", 1)[0].strip().lower()
-
-
-async def _resolves(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    try:
-        await asyncio.get_running_loop().getaddrinfo(host, None)
-    except (OSError, UnicodeError):
-        return False
-    return True
-
-
-async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
-    body = text.encode()
-    reason = {403: "Forbidden", 502: "Bad Gateway"}[status]
-    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-    writer.write(f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
-    await writer.drain()
-
-
-async def _copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(ConnectionError, OSError):
-        while data := await source.read(65536):
-            sink.write(data)
-            await sink.drain()
-    sink.close()  # ends the other direction too: its reader sees the end of the stream
-
-
 class BrowserSession:
     """One Chromium with one browsing context, started lazily; see the module docstring."""
 
@@ -197,7 +95,7 @@ class BrowserSession:
         self.blocked: list[str] = []
         """Every request refused so far, as `url (reason)`, oldest first."""
         self._lock = asyncio.Lock()
-        self._proxy = _FilteringProxy(policy, self.blocked, limits.navigation_timeout_s)
+        self._proxy = FilteringProxy(policy, self.blocked, limits.navigation_timeout_s)
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
         self._context: BrowserContext | None = None

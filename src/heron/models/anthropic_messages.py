@@ -22,23 +22,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from heron.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage
-from heron.models.base import (
-    ModelError,
-    ModelPart,
-    ModelRequest,
-    ReasoningDelta,
-    StreamInterrupted,
-    TextDelta,
-    Usage,
-)
+from heron.models.base import ModelPart, ModelRequest, Usage
 from heron.models.providers import Secret, tool_call_from_json
-from heron.models.retry import (
-    ErrorKind,
-    ProviderError,
-    error_message,
-    status_error,
-    transport_failure,
-)
+from heron.models.retry import ErrorKind, ProviderError, error_message, status_error
+from heron.models.sdk_adapter import SdkAdapter, StreamProgress, import_sdk
 from heron.tools.definition import ToolSpec
 from heron.turn.text_protocol import render_assistant_tool_calls, render_tool_results
 
@@ -64,7 +51,7 @@ class _PendingUse:
         self.parts: list[str] = []
 
 
-class AnthropicMessagesModel:
+class AnthropicMessagesModel(SdkAdapter):
     """A Claude model behind the Messages API, streamed.
 
     Args:
@@ -79,6 +66,8 @@ class AnthropicMessagesModel:
         request_options: Extra body fields sent with every request (`thinking`, …).
     """
 
+    _client: anthropic.AsyncAnthropic
+
     def __init__(
         self,
         model: str,
@@ -91,48 +80,20 @@ class AnthropicMessagesModel:
         prompt_cache: bool = True,
         request_options: Mapping[str, Any] | None = None,
     ) -> None:
-        try:
-            import anthropic
-        except ImportError as exc:
-            raise ModelError(
-                "the Anthropic provider needs the `anthropic` package: "
-                "pip install 'heron[anthropic]'"
-            ) from exc
-        self.model = model
-        self._name = f"anthropic:{model}"
-        self._native = native_tools
-        self._secret = api_key if isinstance(api_key, Secret) else Secret(api_key)
-        self._max_tokens = max_tokens
-        self._timeout_s = timeout_s
-        self._prompt_cache = prompt_cache
-        self._options = dict(request_options) if request_options else {}
-        self._client: anthropic.AsyncAnthropic = anthropic.AsyncAnthropic(
-            api_key=self._secret.reveal(),
+        sdk = import_sdk("anthropic", "the Anthropic provider needs")
+        super().__init__(
+            sdk.AsyncAnthropic,
+            tool_param,
+            model,
+            provider="anthropic",
+            api_key=api_key,
             base_url=base_url,
-            timeout=timeout_s,
-            max_retries=0,
+            native_tools=native_tools,
+            timeout_s=timeout_s,
+            request_options=request_options,
         )
-        self.base_url = str(self._client.base_url)
-        self._tools_for: Sequence[ToolSpec] | None = None
-        self._tools: list[dict[str, Any]] = []
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def native_tools(self) -> bool:
-        return self._native
-
-    def __repr__(self) -> str:
-        protocol = "native" if self._native else "text"
-        return (
-            f"AnthropicMessagesModel({self._name!r}, base_url={self.base_url!r}, tools={protocol})"
-        )
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        await self._client.close()
+        self._max_tokens = max_tokens
+        self._prompt_cache = prompt_cache
 
     # -- request ----------------------------------------------------------------------------
 
@@ -154,13 +115,6 @@ class AnthropicMessagesModel:
             body["cache_control"] = {"type": "ephemeral"}
         return body
 
-    def _tool_specs(self, specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-        # The engine passes the same tuple while the tool set is unchanged.
-        if specs is not self._tools_for:
-            self._tools = [tool_param(spec) for spec in specs]
-            self._tools_for = specs
-        return self._tools
-
     # -- response ---------------------------------------------------------------------------
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelPart]:
@@ -177,21 +131,18 @@ class AnthropicMessagesModel:
             )
         except Exception as exc:
             raise self._translate(exc) from exc
-        text: list[str] = []
-        reasoning: list[str] = []
+        progress = StreamProgress()
         pending: dict[int, _PendingUse] = {}
-        fresh = cache_read = cache_write = output_tokens = calls_emitted = 0
+        fresh = cache_read = cache_write = output_tokens = 0
         finished = False
         try:
             async for event in response:
                 if event.type == "content_block_delta":
                     delta = event.delta
                     if delta.type == "text_delta":
-                        text.append(delta.text)
-                        yield TextDelta(text=delta.text)
+                        yield progress.text_delta(delta.text)
                     elif delta.type == "thinking_delta":
-                        reasoning.append(delta.thinking)
-                        yield ReasoningDelta(text=delta.thinking)
+                        yield progress.reasoning_delta(delta.thinking)
                     elif delta.type == "input_json_delta":
                         use = pending.get(event.index)
                         if use is not None:
@@ -201,15 +152,13 @@ class AnthropicMessagesModel:
                     if block.type == "tool_use":
                         pending[event.index] = _PendingUse(block.id, block.name, block.input)
                     elif block.type == "text" and block.text:
-                        text.append(block.text)
-                        yield TextDelta(text=block.text)
+                        yield progress.text_delta(block.text)
                     elif block.type == "thinking" and block.thinking:
-                        reasoning.append(block.thinking)
-                        yield ReasoningDelta(text=block.thinking)
+                        yield progress.reasoning_delta(block.thinking)
                 elif event.type == "content_block_stop":
                     use = pending.pop(event.index, None)
                     if use is not None:
-                        calls_emitted += 1
+                        progress.calls += 1
                         yield _complete(use)
                 elif event.type == "message_start":
                     start = event.message.usage
@@ -226,23 +175,11 @@ class AnthropicMessagesModel:
                 elif event.type == "message_stop":
                     finished = True
         except Exception as exc:
-            error = self._translate(exc)
-            if text or reasoning or calls_emitted:
-                raise StreamInterrupted(
-                    f"the response stream broke off: {error}",
-                    partial_text="".join(text),
-                    partial_reasoning="".join(reasoning),
-                ) from exc
-            raise error from exc
+            raise progress.broken(self._translate(exc)) from exc
         finally:
             await response.close()
         if not finished:
-            message = "the response stream ended before the model finished"
-            if text or reasoning or calls_emitted:
-                raise StreamInterrupted(
-                    message, partial_text="".join(text), partial_reasoning="".join(reasoning)
-                )
-            raise ProviderError(message, kind="connection")
+            raise progress.unfinished()
         yield Usage(
             input_tokens=fresh + cache_read + cache_write,
             output_tokens=output_tokens,
@@ -254,9 +191,8 @@ class AnthropicMessagesModel:
         re-raised as it is."""
         import anthropic
 
-        scrub = self._secret.scrub
         if isinstance(exc, anthropic.APIStatusError):
-            message = scrub(error_message(exc.body, exc.message))
+            message = self._secret.scrub(error_message(exc.body, exc.message))
             if exc.status_code >= 400:
                 return status_error(exc.status_code, message, exc.response.headers)
             # An error event inside a 200 stream: the body names the error type.
@@ -266,24 +202,11 @@ class AnthropicMessagesModel:
                 f"the server reported an error: {message}",
                 kind=_STREAM_ERROR_KINDS.get(str(error_type), "request"),
             )
-        if isinstance(exc, anthropic.APITimeoutError):
-            kind: str | None = "timeout"
-        elif isinstance(exc, anthropic.APIConnectionError):
-            kind = "connection"
-        else:
-            kind = transport_failure(exc)
-        if kind == "timeout":
-            return ProviderError(
-                f"no response from {self.base_url} within {self._timeout_s:g} s", kind="timeout"
-            )
-        if kind == "connection":
-            cause = exc.__cause__ or exc
-            return ProviderError(
-                scrub(f"connection to {self.base_url} failed: {cause}"), kind="connection"
-            )
-        if isinstance(exc, json.JSONDecodeError):
-            # The SDK decodes each event's JSON; a server that sends garbage lands here.
-            return ProviderError(f"unreadable stream event: {exc}", kind="protocol")
+        transport = self._transport_error(
+            exc, timeout=anthropic.APITimeoutError, connection=anthropic.APIConnectionError
+        )
+        if transport is not None:
+            return transport
         raise exc
 
 

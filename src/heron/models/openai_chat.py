@@ -21,22 +21,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from heron.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage
-from heron.models.base import (
-    ModelError,
-    ModelPart,
-    ModelRequest,
-    ReasoningDelta,
-    StreamInterrupted,
-    TextDelta,
-    Usage,
-)
+from heron.models.base import ModelPart, ModelRequest, Usage
 from heron.models.providers import Secret, tool_call_from_json
-from heron.models.retry import (
-    ProviderError,
-    error_message,
-    status_error,
-    transport_failure,
-)
+from heron.models.retry import ProviderError, error_message, status_error
+from heron.models.sdk_adapter import SdkAdapter, StreamProgress, import_sdk
 from heron.tools.definition import ToolSpec
 from heron.turn.text_protocol import render_assistant_tool_calls, render_tool_results
 
@@ -56,7 +44,7 @@ class _PendingCall:
         self.parts: list[str] = []
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SdkAdapter):
     """A model behind the Chat Completions API, streamed.
 
     Args:
@@ -70,6 +58,8 @@ class OpenAIChatModel:
         request_options: Extra body fields sent with every request.
     """
 
+    _client: openai.AsyncOpenAI
+
     def __init__(
         self,
         model: str,
@@ -82,45 +72,19 @@ class OpenAIChatModel:
         stream_usage: bool = True,
         request_options: Mapping[str, Any] | None = None,
     ) -> None:
-        try:
-            import openai
-        except ImportError as exc:
-            raise ModelError(
-                "the OpenAI-compatible providers need the `openai` package: "
-                "pip install 'heron[openai]'"
-            ) from exc
-        self.model = model
-        self._name = f"{provider}:{model}"
-        self._native = native_tools
-        self._secret = api_key if isinstance(api_key, Secret) else Secret(api_key)
-        self._timeout_s = timeout_s
-        self._stream_usage = stream_usage
-        self._options = dict(request_options) if request_options else {}
-        self._client: openai.AsyncOpenAI = openai.AsyncOpenAI(
-            api_key=self._secret.reveal(),
+        sdk = import_sdk("openai", "the OpenAI-compatible providers need")
+        super().__init__(
+            sdk.AsyncOpenAI,
+            function_tool,
+            model,
+            provider=provider,
+            api_key=api_key,
             base_url=base_url,
-            timeout=timeout_s,
-            max_retries=0,
+            native_tools=native_tools,
+            timeout_s=timeout_s,
+            request_options=request_options,
         )
-        self.base_url = str(self._client.base_url)
-        self._tools_for: Sequence[ToolSpec] | None = None
-        self._tools: list[dict[str, Any]] = []
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def native_tools(self) -> bool:
-        return self._native
-
-    def __repr__(self) -> str:
-        protocol = "native" if self._native else "text"
-        return f"OpenAIChatModel({self._name!r}, base_url={self.base_url!r}, tools={protocol})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        await self._client.close()
+        self._stream_usage = stream_usage
 
     # -- request ----------------------------------------------------------------------------
 
@@ -138,13 +102,6 @@ class OpenAIChatModel:
             body["tools"] = self._tool_specs(request.tools)
         return body
 
-    def _tool_specs(self, specs: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-        # The engine passes the same tuple while the tool set is unchanged.
-        if specs is not self._tools_for:
-            self._tools = [function_tool(spec) for spec in specs]
-            self._tools_for = specs
-        return self._tools
-
     # -- response ---------------------------------------------------------------------------
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelPart]:
@@ -159,8 +116,7 @@ class OpenAIChatModel:
             )
         except Exception as exc:
             raise self._translate(exc) from exc
-        text: list[str] = []
-        reasoning: list[str] = []
+        progress = StreamProgress()
         calls: list[_PendingCall] = []
         by_index: dict[int, _PendingCall] = {}
         usage: Usage | None = None
@@ -178,13 +134,11 @@ class OpenAIChatModel:
                         for field in REASONING_FIELDS:
                             thought = extra.get(field)
                             if isinstance(thought, str) and thought:
-                                reasoning.append(thought)
-                                yield ReasoningDelta(text=thought)
+                                yield progress.reasoning_delta(thought)
                                 break
                     content = delta.content or delta.refusal
                     if content:
-                        text.append(content)
-                        yield TextDelta(text=content)
+                        yield progress.text_delta(content)
                     if delta.tool_calls:
                         _collect(delta.tool_calls, calls, by_index)
                     if choice.finish_reason is not None:
@@ -198,22 +152,11 @@ class OpenAIChatModel:
             if finished:
                 # The answer is complete; only the trailing usage chunk was lost.
                 return
-            if text or reasoning:
-                raise StreamInterrupted(
-                    f"the response stream broke off: {error}",
-                    partial_text="".join(text),
-                    partial_reasoning="".join(reasoning),
-                ) from exc
-            raise error from exc
+            raise progress.broken(error) from exc
         finally:
             await response.close()
         if not finished:
-            message = "the response stream ended before the model finished"
-            if text or reasoning:
-                raise StreamInterrupted(
-                    message, partial_text="".join(text), partial_reasoning="".join(reasoning)
-                )
-            raise ProviderError(message, kind="connection")
+            raise progress.unfinished()
         if usage is not None:
             yield usage
 
@@ -222,31 +165,18 @@ class OpenAIChatModel:
         re-raised as it is."""
         import openai
 
-        scrub = self._secret.scrub
         if isinstance(exc, openai.APIStatusError):
-            message = scrub(error_message(exc.body, exc.message))
+            message = self._secret.scrub(error_message(exc.body, exc.message))
             return status_error(exc.status_code, message, exc.response.headers)
-        if isinstance(exc, openai.APITimeoutError):
-            kind: str | None = "timeout"
-        elif isinstance(exc, openai.APIConnectionError):
-            kind = "connection"
-        else:
-            kind = transport_failure(exc)
-        if kind == "timeout":
-            return ProviderError(
-                f"no response from {self.base_url} within {self._timeout_s:g} s", kind="timeout"
-            )
-        if kind == "connection":
-            cause = exc.__cause__ or exc
-            return ProviderError(
-                scrub(f"connection to {self.base_url} failed: {cause}"), kind="connection"
-            )
+        transport = self._transport_error(
+            exc, timeout=openai.APITimeoutError, connection=openai.APIConnectionError
+        )
+        if transport is not None:
+            return transport
         if isinstance(exc, openai.APIError):
             # An error event inside a 200 stream: the server failed while answering.
-            message = scrub(error_message(exc.body, exc.message))
+            message = self._secret.scrub(error_message(exc.body, exc.message))
             return ProviderError(f"the server reported an error: {message}", kind="unavailable")
-        if isinstance(exc, json.JSONDecodeError):
-            return ProviderError(f"unreadable stream event: {exc}", kind="protocol")
         raise exc
 
 

@@ -12,31 +12,23 @@ and the findings come back in the same result.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import functools
-import hashlib
 import os
 import re
 import shutil
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
+from heron.toolsets.file_results import P, Refused, guarded, plural
+from heron.toolsets.file_search import find_by_name, grep_tree, list_directory
 from heron.toolsets.lint import Linters
-from heron.toolsets.workspace import (
-    MAX_SCAN_ENTRIES,
-    TextFile,
-    TreeWalk,
-    Workspace,
-    WorkspaceError,
-    atomic_write,
-    entry_type,
-)
+from heron.toolsets.workspace import TextFile, Workspace, atomic_write, entry_type
 
 __all__ = ["MAX_CONTENT_BYTES", "file_tools"]
 
@@ -61,63 +53,22 @@ _TYPOGRAPHIC = str.maketrans(
     | {"\u2007": " ", "\u2013": "-", "\u2014": "-", "\u2212": "-"}
 )
 
-P = ParamSpec("P")
 Offset = Annotated[int, Field(ge=1)]
 Limit = Annotated[int, Field(ge=1, le=MAX_READ_LIMIT)]
-
-
-class _Refused(Exception):
-    """A clear, structured refusal inside a tool; becomes a failed `ToolResult`."""
-
-    def __init__(self, reason: str, message: str, **data: Any) -> None:
-        super().__init__(message)
-        self.data = {"error": reason, "message": message, **data}
-
-
-def _guarded(ws: Workspace, fn: Callable[P, ToolResult]) -> Callable[P, ToolResult]:
-    """Turn refusals and OS errors into failed results the model can act on."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> ToolResult:
-        try:
-            return fn(*args, **kwargs)
-        except WorkspaceError as exc:
-            return ToolResult.fail(str(exc), data=exc.to_data())
-        except _Refused as exc:
-            return ToolResult.fail(str(exc), data=exc.data)
-        except OSError as exc:
-            where = _display(ws, exc.filename)
-            message = f"{exc.strerror or exc}{f': {where}' if where else ''}"
-            return ToolResult.fail(message, data={"error": "os_error", "message": message})
-
-    return wrapper
-
-
-def _display(ws: Workspace, filename: object) -> str:
-    if not isinstance(filename, str | Path):
-        return ""
-    try:
-        return ws.relative(Path(filename))
-    except WorkspaceError:
-        return "(a path outside the workspace)"
-
-
-def _plural(count: int, one: str, many: str = "") -> str:
-    return f"{count:,} {one if count == 1 else many or one + 's'}"
 
 
 def _check_size(name: str, value: str) -> bytes:
     """The UTF-8 bytes of a text argument; refuses oversize text and lone surrogates."""
     if len(value) > MAX_CONTENT_BYTES:
-        raise _Refused("too_large", f"{name} is {len(value):,} characters; the limit is 5 MB")
+        raise Refused("too_large", f"{name} is {len(value):,} characters; the limit is 5 MB")
     try:
         data = value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise _Refused(
+        raise Refused(
             "invalid_text", f"{name} holds an unpaired surrogate at {exc.start}; not valid text"
         ) from None
     if len(data) > MAX_CONTENT_BYTES:
-        raise _Refused("too_large", f"{name} is {len(data):,} bytes; the limit is 5 MB")
+        raise Refused("too_large", f"{name} is {len(data):,} bytes; the limit is 5 MB")
     return data
 
 
@@ -129,7 +80,7 @@ def _read(ws: Workspace, path: str, offset: int, limit: int) -> ToolResult:
     if total == 0:
         return ToolResult.ok(f"{file.rel}: empty file (0 lines, 0 bytes)", data=meta)
     if offset > total:
-        raise _Refused(
+        raise Refused(
             "offset_past_end", f"offset {offset} is past the end: {file.rel} has {total} lines"
         )
     shown: list[str] = []
@@ -179,143 +130,6 @@ def _read_notes(file: TextFile, shown: str, cut: int, at_end: bool) -> list[str]
     return [f"[{note}]" for note in notes]
 
 
-def _list_dir(ws: Workspace, path: str) -> ToolResult:
-    target = ws.resolve(path, must_exist=True)
-    rel = ws.relative(target)
-    if not target.is_dir():
-        raise _Refused("not_a_directory", f"{rel} is a file, not a directory; use read_file")
-    names = sorted(os.listdir(target))
-    entries: list[dict[str, Any]] = []
-    for name in names[:MAX_LIST_ENTRIES]:
-        child = target / name
-        kind = entry_type(child)
-        size = child.lstat().st_size if kind == "file" else None
-        entries.append({"name": name, "type": kind, "size": size})
-    total = len(names)
-    head = f"{rel}: {_plural(total, 'entry', 'entries')}"
-    if total > len(entries):
-        head += f", the first {len(entries)} (by name) shown; narrow down with find_files"
-    lines = [head, *map(_entry_row, entries)]
-    data = {"path": rel, "total": total, "entries": entries, "truncated": total > len(entries)}
-    return ToolResult.ok("\n".join(lines), data=data)
-
-
-def _entry_row(entry: dict[str, Any]) -> str:
-    if entry["type"] == "dir":
-        return f"{entry['name']}/"
-    if entry["type"] == "file":
-        return f"{entry['name']}  ({entry['size']:,} bytes)"
-    return f"{entry['name']}  ({entry['type']})"
-
-
-def _find(ws: Workspace, pattern: str, path: str) -> ToolResult:
-    if not pattern or "/" in pattern or len(pattern) > 256:
-        raise _Refused(
-            "invalid_pattern",
-            f"pattern {pattern!r} refused: give a file-name glob of 1-256 characters without "
-            "'/', e.g. '*.py'; pass the directory to search as path",
-        )
-    start = ws.resolve(path, must_exist=True)
-    walk = ws.walk(start)
-    found = [p for p in walk.files + walk.links if fnmatch.fnmatchcase(p.name, pattern)]
-    found.sort()
-    matches = [
-        {"path": ws.relative(p), "type": entry_type(p), "size": p.lstat().st_size}
-        for p in found[:MAX_FIND_RESULTS]
-    ]
-    rel = ws.relative(start)
-    head = f"{_plural(len(found), 'file')} named {pattern!r} under {rel}"
-    if len(found) > len(matches):
-        head += f"; the first {len(matches)} shown, pass a narrower path or pattern for the rest"
-    rows = [f"{m['path']}  ({m['size']:,} bytes)" for m in matches]
-    data = {"total": len(found), "matches": matches, "truncated": len(found) > len(matches)}
-    return ToolResult.ok("\n".join([head, *_walk_notes(walk), *rows]), data=data)
-
-
-def _walk_notes(walk: TreeWalk) -> list[str]:
-    notes: list[str] = []
-    if walk.skipped_dirs:
-        shown = ", ".join(walk.skipped_dirs[:10])
-        more = f" and {len(walk.skipped_dirs) - 10} more" if len(walk.skipped_dirs) > 10 else ""
-        notes.append(f"[not searched: {shown}{more}; pass one as path to search inside it]")
-    if walk.scan_limit_hit:
-        notes.append(f"[stopped after {MAX_SCAN_ENTRIES:,} entries; pass a narrower path]")
-    return notes
-
-
-def _grep(ws: Workspace, pattern: str, path: str, cursor: str | None) -> ToolResult:
-    if len(pattern) > 1000:
-        raise _Refused("invalid_pattern", "pattern is longer than 1,000 characters")
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise _Refused(
-            "invalid_regex",
-            f"invalid regular expression {pattern!r}: {exc.msg} at position {exc.pos}",
-        ) from None
-    query = hashlib.sha256(f"{pattern}\0{path}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    start_at = _parse_cursor(cursor, query)
-    root = ws.resolve(path, must_exist=True)
-    walk = ws.walk(root)
-    matches: list[dict[str, Any]] = []
-    skipped = {"binary_file": 0, "not_utf8": 0, "too_large": 0, "unreadable": 0}
-    for file in walk.files:
-        try:
-            loaded = ws.read_text(file, purpose="grep_files")
-        except WorkspaceError as exc:
-            skipped[exc.reason if exc.reason in skipped else "unreadable"] += 1
-            continue
-        for number, line in enumerate(loaded.lines, start=1):
-            line = line.removesuffix("\r")
-            if regex.search(line):
-                matches.append({"path": loaded.rel, "line": number, "text": line})
-        if len(matches) >= MAX_GREP_MATCHES:
-            break
-    capped = len(matches) >= MAX_GREP_MATCHES
-    page = matches[start_at : start_at + GREP_PAGE_SIZE]
-    end = start_at + len(page)
-    next_cursor = f"{end}.{query}" if end < len(matches) else None
-    total = _plural(len(matches), "match", "matches")
-    head = f"{'at least ' if capped else ''}{total} for /{pattern}/ under {ws.relative(root)}"
-    if page:
-        head += f"; showing {start_at + 1}–{end}"
-    if next_cursor:
-        head += f"; pass cursor={next_cursor!r} for the next page"
-    notes = _walk_notes(walk)
-    skipped_text = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in skipped.items() if n)
-    if skipped_text or walk.links:
-        links = f"{len(walk.links)} symbolic links" if walk.links else ""
-        notes.append(f"[files not searched: {', '.join(filter(None, [skipped_text, links]))}]")
-    rows = []
-    for match in page:
-        shown = match["text"]
-        if len(shown) > MAX_GREP_TEXT_CHARS:
-            shown = shown[:MAX_GREP_TEXT_CHARS] + " [… cut]"
-            match["text"] = shown
-        rows.append(f"{match['path']}:{match['line']}: {shown}")
-    data = {
-        "total": len(matches),
-        "total_is_lower_bound": capped,
-        "matches": page,
-        "next_cursor": next_cursor,
-        "skipped": skipped | {"symlinks": len(walk.links)},
-    }
-    return ToolResult.ok("\n".join([head, *notes, *rows]), data=data)
-
-
-def _parse_cursor(cursor: str | None, query: str) -> int:
-    if cursor is None:
-        return 0
-    offset, _, tag = cursor.partition(".")
-    if not offset.isdigit() or tag != query:
-        raise _Refused(
-            "invalid_cursor",
-            f"cursor {cursor!r} does not belong to this pattern and path; pass the cursor from "
-            "the previous grep_files result of the same search, or none to start over",
-        )
-    return int(offset)
-
-
 def _lint_lines(linters: Linters, target: Path, content: str, data: dict[str, Any]) -> list[str]:
     report = linters.check(target, content)
     data["lint"] = report.to_data() if report is not None else None
@@ -332,11 +146,11 @@ def _write(ws: Workspace, linters: Linters, path: str, content: str) -> ToolResu
     target = ws.resolve(path)
     rel = ws.relative(target)
     if target == ws.root or target.is_dir():
-        raise _Refused("is_directory", f"{rel} is a directory; give a file path")
+        raise Refused("is_directory", f"{rel} is a directory; give a file path")
     missing = ws.missing_parents(target, path)
     existed = target.exists()
     if existed and not target.is_file():
-        raise _Refused("not_regular_file", f"{rel} is not a regular file")
+        raise Refused("not_regular_file", f"{rel} is not a regular file")
     old_size = target.stat().st_size if existed else 0
     _with_parents(missing, lambda: atomic_write(target, data_bytes))
     created_dirs = [ws.relative(folder) for folder in missing]
@@ -354,9 +168,9 @@ def _edit(ws: Workspace, linters: Linters, path: str, old: str, new: str) -> Too
     _check_size("old_string", old)
     _check_size("new_string", new)
     if not old:
-        raise _Refused("empty_old_string", "old_string is empty; use write_file for a whole file")
+        raise Refused("empty_old_string", "old_string is empty; use write_file for a whole file")
     if old == new:
-        raise _Refused("no_change", "old_string and new_string are identical; nothing to do")
+        raise Refused("no_change", "old_string and new_string are identical; nothing to do")
     target = ws.resolve(path, must_exist=True)
     file = ws.read_text(target, purpose="edit_file")
     count, starts = 0, list[int]()  # overlapping matches count: "aa" is twice in "aaa"
@@ -367,13 +181,13 @@ def _edit(ws: Workspace, linters: Linters, path: str, old: str, new: str) -> Too
             starts.append(found)
         found = file.text.find(old, found + 1)
     if count == 0:
-        raise _Refused(
+        raise Refused(
             "no_match", f"old_string was not found in {file.rel}; {_miss_hint(file, old)}"
         )
     if count > 1:
         at = [file.text.count("\n", 0, s) + 1 for s in starts]
         where = ", ".join(map(str, at)) + (" …" if count > len(at) else "")
-        raise _Refused(
+        raise Refused(
             "ambiguous_match",
             f"old_string matches {count} times in {file.rel} (lines {where}); include "
             "more surrounding text so that it matches exactly once",
@@ -411,20 +225,20 @@ def _move_or_copy(ws: Workspace, src: str, dst: str, *, copy: bool) -> ToolResul
     target = ws.resolve(dst, follow_symlinks=False)
     verb = "copy" if copy else "move"
     if source == ws.root:
-        raise _Refused("workspace_root", f"cannot {verb} the workspace root itself")
+        raise Refused("workspace_root", f"cannot {verb} the workspace root itself")
     if os.path.lexists(target):
-        raise _Refused(
+        raise Refused(
             "destination_exists",
             f"{ws.relative(target)} already exists; {verb}_path never overwrites, so delete it "
             "first or choose another destination",
         )
     is_dir = source.is_dir() and not source.is_symlink()
     if is_dir and target.is_relative_to(source):
-        raise _Refused("into_itself", f"cannot {verb} {src!r} into itself ({dst!r})")
+        raise Refused("into_itself", f"cannot {verb} {src!r} into itself ({dst!r})")
     if copy:
         size = _tree_size(source) if is_dir else source.stat().st_size
         if size > MAX_COPY_BYTES:
-            raise _Refused("too_large", f"{src!r} holds {size:,} bytes; copy_path stops at 200 MB")
+            raise Refused("too_large", f"{src!r} holds {size:,} bytes; copy_path stops at 200 MB")
     kind = "directory" if is_dir else "symbolic link" if source.is_symlink() else "file"
     missing = ws.missing_parents(target, dst)
     if not copy:
@@ -471,13 +285,13 @@ def _delete(ws: Workspace, path: str) -> ToolResult:
     target = ws.resolve(path, must_exist=True, follow_symlinks=False)
     rel = ws.relative(target)
     if target == ws.root:
-        raise _Refused("workspace_root", "cannot delete the workspace root itself")
+        raise Refused("workspace_root", "cannot delete the workspace root itself")
     kind = entry_type(target)
     if kind == "dir":
         count = sum(len(files) for _, _, files in os.walk(target))
         size = _tree_size(target)
         shutil.rmtree(target)
-        text = f"deleted directory {rel} ({_plural(count, 'file')}, {size:,} bytes)"
+        text = f"deleted directory {rel} ({plural(count, 'file')}, {size:,} bytes)"
     else:
         size = target.lstat().st_size
         target.unlink()
@@ -493,7 +307,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
     checks = linters if linters is not None else Linters()
 
     def guard(fn: Callable[P, ToolResult]) -> Callable[P, ToolResult]:
-        return _guarded(ws, fn)
+        return guarded(ws, fn)
 
     @tool(
         read_only=True,
@@ -545,7 +359,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
             `<path>: <n> entries`, then one line per entry: `name/` for a directory,
             `name  (<size> bytes)` for a file, `name  (symlink)` or `(other)`.
         """
-        return _list_dir(ws, path)
+        return list_directory(ws, path, max_entries=MAX_LIST_ENTRIES)
 
     @tool(
         read_only=True,
@@ -571,7 +385,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         Returns:
             `<n> files named '<pattern>' under <path>`, then `path  (<size> bytes)` per file.
         """
-        return _find(ws, pattern, path)
+        return find_by_name(ws, pattern, path, max_results=MAX_FIND_RESULTS)
 
     @tool(
         read_only=True,
@@ -603,7 +417,15 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
             A header with the total and the next cursor, then `path:line: text` per match
             (text cut at 300 characters).
         """
-        return _grep(ws, pattern, path, cursor)
+        return grep_tree(
+            ws,
+            pattern,
+            path,
+            cursor,
+            page_size=GREP_PAGE_SIZE,
+            max_matches=MAX_GREP_MATCHES,
+            max_text_chars=MAX_GREP_TEXT_CHARS,
+        )
 
     @tool(
         destructive=True,

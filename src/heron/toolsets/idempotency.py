@@ -30,8 +30,7 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +38,7 @@ from typing import Any, Literal
 from pydantic_core import to_jsonable_python
 
 from heron.receipts import canonical_json
-from heron.state import open_db
+from heron.state_transactions import connect, write_transaction
 from heron.tools.definition import ToolResult
 
 __all__ = [
@@ -117,7 +116,7 @@ class IdempotencyStore:
         self.state_dir = state_dir
         self.ttl_s = ttl_s
         self.clock = clock
-        with self._connect() as db:
+        with connect(self.state_dir) as db:
             db.executescript(_SCHEMA)
 
     async def run_once(
@@ -150,7 +149,7 @@ class IdempotencyStore:
     def lookup(self, tool: str, key: str, arguments: Mapping[str, Any]) -> ToolResult | None:
         """The answer a keyed retry would get (stored result, unknown, conflict), or None when
         the key is free. Does not claim the key."""
-        with self._connect() as db:
+        with connect(self.state_dir) as db:
             row = self._row(db, tool, key)
         if row is None:
             return None
@@ -158,7 +157,7 @@ class IdempotencyStore:
 
     def use_token(self, nonce: str, tool: str, expires: float) -> bool:
         """Mark a confirmation token used; False when it already was."""
-        with self._write() as db:
+        with write_transaction(self.state_dir) as db:
             try:
                 db.execute(
                     "INSERT INTO confirmation_tokens_used VALUES (?, ?, ?)", (nonce, tool, expires)
@@ -170,7 +169,7 @@ class IdempotencyStore:
     def purge_expired(self) -> int:
         """Forget expired keys and used tokens past their expiry; returns how many rows went."""
         now = self.clock()
-        with self._write() as db:
+        with write_transaction(self.state_dir) as db:
             gone = db.execute("DELETE FROM idempotency_keys WHERE expires <= ?", (now,)).rowcount
             gone += db.execute(
                 "DELETE FROM confirmation_tokens_used WHERE expires <= ?", (now,)
@@ -179,7 +178,7 @@ class IdempotencyStore:
 
     def _claim(self, tool: str, key: str, arguments: Mapping[str, Any]) -> _Claim:
         digest, now = _digest(arguments), self.clock()
-        with self._write() as db:
+        with write_transaction(self.state_dir) as db:
             row = self._row(db, tool, key)
             if row is not None:
                 return _claim_of(row, digest)
@@ -192,14 +191,14 @@ class IdempotencyStore:
     def _complete(self, tool: str, key: str, result: ToolResult) -> None:
         stored = {"success": result.success, "output": result.output, "error": result.error}
         stored["data"] = to_jsonable_python(result.data, fallback=repr)
-        with self._write() as db:
+        with write_transaction(self.state_dir) as db:
             db.execute(
                 "UPDATE idempotency_keys SET state = 'done', result = ? WHERE tool = ? AND key = ?",
                 (json.dumps(stored, ensure_ascii=False), tool, key),
             )
 
     def _release(self, tool: str, key: str) -> None:
-        with self._write() as db:
+        with write_transaction(self.state_dir) as db:
             db.execute("DELETE FROM idempotency_keys WHERE tool = ? AND key = ?", (tool, key))
 
     def _row(self, db: sqlite3.Connection, tool: str, key: str) -> tuple[Any, ...] | None:
@@ -209,26 +208,6 @@ class IdempotencyStore:
             (tool, key, self.clock()),
         ).fetchone()
         return row
-
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = open_db(self.state_dir)
-        db.isolation_level = None  # transactions are explicit (`_write`)
-        try:
-            yield db
-        finally:
-            db.close()
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
 
 
 def _digest(arguments: Mapping[str, Any]) -> str:
