@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from heron.state_transactions import connect, write_transaction
+from heron.state import connect, write_transaction
 
 __all__ = [
     "ArtifactError",

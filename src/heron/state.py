@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -45,3 +47,28 @@ def open_db(state_dir: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+@contextmanager
+def connect(state_dir: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to `<state_dir>/heron.db` in autocommit mode, closed on exit."""
+    db = open_db(state_dir)
+    db.isolation_level = None  # transactions are explicit (`write_transaction`)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+@contextmanager
+def write_transaction(state_dir: Path) -> Iterator[sqlite3.Connection]:
+    """A connection inside `BEGIN IMMEDIATE`: committed when the block ends, rolled back when
+    it raises."""
+    with connect(state_dir) as db:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic_core import to_jsonable_python
 
 from heron.receipts import canonical_json
-from heron.state_transactions import connect, write_transaction
+from heron.state import connect, write_transaction
 from heron.tools.definition import ToolResult
 
 __all__ = [
