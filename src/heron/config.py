@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
+from heron.toolsets.builtin import BuiltinConfig
 from heron.turn.context import LoopDetectionKnobs, ParallelMode, RuntimeKnobs
 
 PROJECT_FILE = "heron.toml"
@@ -65,6 +67,8 @@ class LoopDetectionConfig(_Section):
 class ToolsConfig(_Section):
     modules: list[str] = Field(default_factory=list)
     """Python files (or importable modules) whose `@heron.tool` functions are loaded."""
+    builtin: BuiltinConfig = Field(default_factory=BuiltinConfig)
+    """`[tools.builtin]`: heron's own tool sets (see docs/tools.md)."""
 
 
 class StateConfig(_Section):
@@ -77,6 +81,8 @@ class HeronConfig(_Section):
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    """`[mcp]`, `[mcp.servers.NAME]`, `[[mcp.tool_filter_groups]]` (see docs/mcp.md)."""
 
     def knobs(self) -> RuntimeKnobs:
         a, ld = self.agent, self.loop_detection

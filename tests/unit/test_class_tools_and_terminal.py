@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from engine_support import Events, call, calls_turn
 
 from heron import Agent, ApprovalRequest, ScriptedModel, TerminalApprover, ToolContext, ToolResult

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from heron.agent import Agent
 from heron.audit import AuditStore
@@ -23,9 +23,14 @@ from heron.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_
 from heron.state import default_state_dir, open_db
 from heron.tools.definition import Tool
 from heron.tools.loader import load_tools
-from heron.tools.registry import ToolDefinitionError
+from heron.tools.registry import ActivatedToolSet, ToolDefinitionError, ToolRegistry
 from heron.turn.approval import Approver, NoApprover, TerminalApprover
 from heron.turn.cancel import CancelScope
+
+if TYPE_CHECKING:
+    from heron.mcp.assembly import McpAssembly
+    from heron.sessions.cli import CliSession
+    from heron.toolsets.builtin import Builtin
 
 EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 130
 
@@ -68,6 +73,15 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {"agent": agent} if agent else {}
     if args.state_dir:
         overrides["state"] = {"dir": str(args.state_dir)}
+    builtin: dict[str, Any] = {}
+    if getattr(args, "builtin", None):
+        builtin["sets"] = list(dict.fromkeys(args.builtin))
+    if getattr(args, "workspace", None):
+        builtin["workspace"] = str(Path(args.workspace).resolve())
+    if getattr(args, "sandbox", None):
+        builtin["sandbox"] = args.sandbox
+    if builtin:
+        overrides["tools"] = {"builtin": builtin}
     return overrides
 
 
@@ -91,9 +105,59 @@ def _tools(args: argparse.Namespace, config: HeronConfig) -> list[Tool]:
         raise UsageError(f"cannot load tools: {type(exc).__name__}: {exc}") from exc
 
 
+def _excluded_tools(args: argparse.Namespace, config: HeronConfig) -> list[str]:
+    return [*config.agent.excluded_tools, *getattr(args, "exclude_tool", [])]
+
+
+async def open_builtin(config: HeronConfig) -> Builtin | None:
+    """The built-in tool sets of `[tools.builtin]` (None when no set is named); the caller
+    `aclose()`s them."""
+    if not config.tools.builtin.sets:
+        return None
+    from heron.toolsets.builtin import BuiltinError, build_builtin
+
+    try:
+        return await build_builtin(config.tools.builtin, state_dir=_state_dir(config))
+    except BuiltinError as exc:
+        raise UsageError(f"built-in tools: {exc}") from exc
+
+
+async def open_mcp(
+    args: argparse.Namespace, config: HeronConfig, tools: list[Tool]
+) -> McpAssembly | None:
+    """Connect the `[mcp.servers]` of the configuration (None when there are none) and tell
+    the operator, on stderr, about servers left out and shadowed names."""
+    if not config.mcp.enabled_servers():
+        return None
+    from heron.mcp.assembly import assemble_mcp
+
+    a = config.agent
+    assembly = await assemble_mcp(
+        config.mcp,
+        state_dir=_state_dir(config),
+        autonomy=a.autonomy,
+        allowed_tools=a.allowed_tools,
+        excluded_tools=_excluded_tools(args, config),
+        builtin_names=[t.spec.name for t in tools],
+        activated=ActivatedToolSet(),
+    )
+    for problem in assembly.problems:
+        sys.stderr.write(f"heron: mcp: {problem}\n")
+    return assembly
+
+
 def build_agent(
-    args: argparse.Namespace, config: HeronConfig, *, approver: Approver, tools: list[Tool]
+    args: argparse.Namespace,
+    config: HeronConfig,
+    *,
+    approver: Approver,
+    tools: list[Tool],
+    mcp: McpAssembly | None = None,
+    builtin: Builtin | None = None,
 ) -> Agent:
+    """The configured agent; `mcp` (from `open_mcp`) adds its MCP tools, catalogue section,
+    activated set, never-unreachable resolver and per-turn filter groups; `builtin` (from
+    `open_builtin`) adds heron's tool sets as bundles, with their spill, cache and workspace."""
     from heron.turn.approval import ApprovalManager, ApprovalPolicy
 
     state_dir = _state_dir(config)
@@ -112,16 +176,35 @@ def build_agent(
     receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
     model = resolve_model(a.model, base_url=a.base_url)
     try:
+        registry = ToolRegistry(tools)
+        if builtin is not None:
+            for bundle, bundled in builtin.tools.items():
+                registry.add_all(bundled, bundle=bundle)
+        system_prompt, allowed = a.system_prompt, a.allowed_tools
+        if mcp is not None:
+            mcp.register(registry)
+            system_prompt = mcp.system_prompt(
+                system_prompt,
+                native_tools=model.native_tools,
+                strict_tool_parsing=a.strict_tool_parsing,
+            )
+            allowed = mcp.admit(allowed)
         return Agent(
             model=model,
-            tools=tools,
-            system_prompt=a.system_prompt,
+            tools=registry,
+            system_prompt=system_prompt,
             autonomy=a.autonomy,
             approval=approval,
             knobs=config.knobs(),
             receipts=receipts,
-            allowed_tools=a.allowed_tools,
-            excluded_tools=[*a.excluded_tools, *getattr(args, "exclude_tool", [])],
+            allowed_tools=allowed,
+            excluded_tools=_excluded_tools(args, config),
+            activated=mcp.activated if mcp is not None else None,
+            catalogue=mcp.catalogue if mcp is not None else None,
+            turn_exclusions=mcp.turn_exclusions if mcp is not None else None,
+            spill=builtin.spill if builtin is not None else None,
+            cache=builtin.cache if builtin is not None else None,
+            workspace=builtin.workspace if builtin is not None else None,
         )
     except ToolDefinitionError as exc:
         # E.g. one tools file listed in heron.toml and again with --tools.
@@ -160,8 +243,11 @@ class DaemonThreadExecutor(ThreadPoolExecutor):
         return future
 
 
-async def run_prompt(agent: Agent, prompt: str, renderer: Any) -> int:
-    """Run one turn; the first Ctrl-C cancels the step cleanly, a second one exits."""
+async def run_prompt(
+    agent: Agent, prompt: str, renderer: Any, *, session: CliSession | None = None
+) -> int:
+    """Run one turn (stored and audited in `session` when given); the first Ctrl-C cancels
+    the step cleanly, a second one exits."""
     cancel = CancelScope()
     loop = asyncio.get_running_loop()
     loop.set_default_executor(DaemonThreadExecutor())
@@ -169,18 +255,25 @@ async def run_prompt(agent: Agent, prompt: str, renderer: Any) -> int:
     def on_sigint() -> None:
         if cancel.cancelled:
             renderer.close()
+            if session is not None:
+                session.abandon()
             os._exit(EXIT_CANCELLED)
         cancel.cancel("interrupted by the operator (Ctrl-C)")
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
-        result = await agent.run(prompt, sink=renderer, cancel=cancel, channel="cli")
+        if session is None:
+            outcome = (await agent.run(prompt, sink=renderer, cancel=cancel, channel="cli")).outcome
+        else:
+            outcome = await session.run_turn(
+                agent, prompt, sink=renderer, cancel=cancel, channel="cli"
+            )
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         renderer.close()
-    if result.outcome.status == "final":
+    if outcome.status == "final":
         return EXIT_OK
-    return EXIT_CANCELLED if result.outcome.status == "cancelled" else EXIT_ERROR
+    return EXIT_CANCELLED if outcome.status == "cancelled" else EXIT_ERROR
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -189,13 +282,65 @@ def cmd_run(args: argparse.Namespace) -> int:
     approver: Approver = NoApprover()
     if not args.non_interactive and _has_tty():
         approver = TerminalApprover(before_prompt=renderer.pause)
-    agent = build_agent(args, config, approver=approver, tools=_tools(args, config))
-    return asyncio.run(run_prompt(agent, args.prompt, renderer))
+    tools = _tools(args, config)
+    from heron.cli.session_commands import (
+        announce_session,
+        open_session,
+        session_errors,
+        session_failed,
+    )
+
+    async def run() -> int:
+        session = open_session(_state_dir(config), args.session)
+        try:
+            builtin = await open_builtin(config)
+            try:
+                known = [*tools, *(builtin.all_tools() if builtin is not None else [])]
+                mcp = await open_mcp(args, config, known)
+                try:
+                    agent = build_agent(
+                        args, config, approver=approver, tools=tools, mcp=mcp, builtin=builtin
+                    )
+                    session.attach(agent)
+                    return await run_prompt(agent, args.prompt, renderer, session=session)
+                finally:
+                    if mcp is not None:
+                        await mcp.aclose()
+            finally:
+                if builtin is not None:
+                    await builtin.aclose()
+        finally:
+            session.close()
+            announce_session(session, always=args.events == "pretty")
+
+    try:
+        return asyncio.run(run())
+    except session_errors() as exc:
+        return session_failed(exc)
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
     config = _config(args)
-    agent = build_agent(args, config, approver=NoApprover(), tools=_tools(args, config))
+    tools = _tools(args, config)
+
+    async def assemble() -> Agent:
+        # Listing needs no running server afterwards (pinned servers are not even started).
+        builtin = await open_builtin(config)
+        try:
+            known = [*tools, *(builtin.all_tools() if builtin is not None else [])]
+            mcp = await open_mcp(args, config, known)
+            try:
+                return build_agent(
+                    args, config, approver=NoApprover(), tools=tools, mcp=mcp, builtin=builtin
+                )
+            finally:
+                if mcp is not None:
+                    await mcp.aclose()
+        finally:
+            if builtin is not None:
+                await builtin.aclose()
+
+    agent = asyncio.run(assemble())
     specs = agent.registry.specs()
     if args.tools_command == "show":
         spec = next((s for s in specs if s.name == args.name), None)

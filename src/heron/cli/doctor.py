@@ -43,6 +43,11 @@ def run_doctor(*, config_file: Path | None, state_dir: Path | None) -> int:
         report(writable, "state directory", f"{root} ({'writable' if writable else 'read-only'})")
     except OSError as exc:
         report(False, "state directory", f"{root}: {exc}")
+    if config is not None and config.mcp.enabled_servers():
+        from heron.cli.mcp_commands import doctor_checks
+
+        for ok, what, detail in doctor_checks(config, root):
+            report(ok, what, detail, required=False)
     bwrap = shutil.which("bwrap")
     report(
         bwrap is not None,

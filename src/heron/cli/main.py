@@ -47,6 +47,22 @@ def _add_agent_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_builtin_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--builtin",
+        action="append",
+        default=[],
+        choices=["perception", "execution", "connectors", "events"],
+        metavar="SET",
+        help="give the agent heron's SET tools: perception, execution, connectors, events "
+        "(repeatable; replaces tools.builtin.sets)",
+    )
+    p.add_argument("--workspace", type=Path, help="root of the built-in tools (default: cwd)")
+    p.add_argument(
+        "--sandbox", choices=["process", "bwrap"], help="where shell, run_python and jobs run"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="heron",
@@ -67,16 +83,25 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="never prompt; approval-required calls are denied by policy",
     )
+    run.add_argument(
+        "--session",
+        metavar="NAME",
+        help="store the conversation in session NAME, resuming it if it exists "
+        "(default: a new session)",
+    )
     _add_agent_flags(run)
+    _add_builtin_flags(run)
 
     tools = sub.add_parser("tools", help="list or show the tools an agent gets")
     tools_sub = tools.add_subparsers(dest="tools_command", required=True, metavar="ACTION")
     tl = tools_sub.add_parser("list", help="list tools")
     tl.add_argument("--json", action="store_true")
     _add_agent_flags(tl)
+    _add_builtin_flags(tl)
     ts = tools_sub.add_parser("show", help="show one tool's full spec")
     ts.add_argument("name")
     _add_agent_flags(ts)
+    _add_builtin_flags(ts)
 
     receipts = sub.add_parser("receipts", help="verify tool receipts")
     rsub = receipts.add_subparsers(dest="receipts_command", required=True, metavar="ACTION")
@@ -97,12 +122,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the quick-start demo (scripted model, real tools)")
     demo.add_argument("--events", choices=["pretty", "jsonl"], default="pretty")
     demo.add_argument("--workspace", type=Path, help="where the demo writes (default: a temp dir)")
+
+    from heron.cli.mcp_commands import add_mcp_parser
+
+    add_mcp_parser(sub)
+
+    from heron.cli.serve_commands import add_parsers as add_serve_parsers
+
+    add_serve_parsers(sub, agent_flags=_add_agent_flags)
+
+    from heron.cli import audit_commands, session_commands
+
+    session_commands.add_parsers(sub, agent_flags=_add_agent_flags)
+    audit_commands.add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from heron.cli import commands
+    from heron.cli import commands, mcp_commands
 
     handlers: dict[str, Any] = {
         "run": commands.cmd_run,
@@ -110,7 +148,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "receipts": commands.cmd_receipts,
         "doctor": commands.cmd_doctor,
         "demo": commands.cmd_demo,
+        "mcp": mcp_commands.cmd_mcp,
     }
+    from heron.cli import serve_commands
+
+    handlers.update(serve_commands.handlers())
+    from heron.cli import audit_commands, session_commands
+
+    handlers.update(session_commands.handlers())
+    handlers.update(audit_commands.handlers())
     try:
         code: int = handlers[args.command](args)
     except commands.UsageError as exc:

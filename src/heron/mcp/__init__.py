@@ -1,16 +1,9 @@
 """heron as an MCP client: configuration, server connections, the tool catalogue with deferred
 loading through `tool_search`, per-turn filter groups, and trust (pins, scans, capabilities).
 
-Typical assembly::
-
-    manager = McpClientManager(config.mcp, trust=TrustStore(state_dir))
-    tools, problems = await manager.tools()
-    catalogue = McpCatalogue(tools, policy=McpAccessPolicy(excluded_tools=...))
-    mcp = config.mcp
-    if choose_exposure(len(catalogue), mcp.exposure, mcp.deferred_threshold) == "direct":
-        agent_tools = catalogue.tools()
-    else:
-        search = ToolSearchTool(catalogue, activated)   # plus catalogue.prompt_section()
+`assemble_mcp` (in `heron.mcp.assembly`) puts these together for one agent — servers, policy,
+exposure, catalogue section, activated set, never-unreachable resolver, per-turn filter groups —
+and is what `heron run` uses; docs/mcp.md describes the whole.
 """
 
 from __future__ import annotations
@@ -19,6 +12,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from heron.mcp.assembly import (
+        McpAssembly,
+        McpGrant,
+        McpToolCatalogue,
+        assemble_mcp,
+        assemble_tools,
+    )
     from heron.mcp.catalogue import (
         CatalogueEntry,
         McpAccessPolicy,
@@ -43,6 +43,11 @@ _EXPORTS: dict[str, str] = {
     "TOOL_SEARCH": "heron.mcp.tool_search",
     "CatalogueEntry": "heron.mcp.catalogue",
     "McpAccessPolicy": "heron.mcp.catalogue",
+    "McpAssembly": "heron.mcp.assembly",
+    "McpGrant": "heron.mcp.assembly",
+    "McpToolCatalogue": "heron.mcp.assembly",
+    "assemble_mcp": "heron.mcp.assembly",
+    "assemble_tools": "heron.mcp.assembly",
     "McpCatalogue": "heron.mcp.catalogue",
     "McpClientManager": "heron.mcp.client",
     "McpConfig": "heron.mcp.config",
@@ -78,11 +83,14 @@ __all__ = [
     "TOOL_SEARCH",
     "CatalogueEntry",
     "McpAccessPolicy",
+    "McpAssembly",
     "McpCatalogue",
     "McpClientManager",
     "McpConfig",
+    "McpGrant",
     "McpServerConfig",
     "McpTool",
+    "McpToolCatalogue",
     "ServerRefused",
     "ServerStatus",
     "ServerUnavailable",
@@ -90,6 +98,8 @@ __all__ = [
     "ToolSearchTool",
     "TrustStore",
     "TurnToolFilter",
+    "assemble_mcp",
+    "assemble_tools",
     "choose_exposure",
     "compute_turn_filter",
     "import_mcp_json",

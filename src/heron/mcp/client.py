@@ -678,6 +678,11 @@ class McpClientManager:
             )
             conn.broken = True
 
+    async def start(self, server: str) -> None:
+        """Start `server` now unless it runs, with the same checks as a start on first use
+        (credentials, back-off, trust pin). Raises `ServerUnavailable` / `ServerRefused`."""
+        await self._connection(server)
+
     async def stop(self, server: str) -> None:
         """Stop a server now; the next use starts it again."""
         slot = self._slot(server)

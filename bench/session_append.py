@@ -1,0 +1,90 @@
+"""Session persistence cost: append latency per turn, disk size per 1,000 turns, resume time.
+
+One turn is what a tool-using turn writes through `ResumedSession`, one transaction per group
+the engine appends: the prompt (120 chars), the assistant message with one tool call (80 chars
+of text, small arguments), the tool result (1,000 chars) and the final answer (400 chars).
+The clock runs around the four writes only. Real SQLite file in a temporary state directory,
+WAL, `synchronous=NORMAL` (heron's settings). Disk size is the database after a WAL
+checkpoint, divided by the turns written.
+
+    python bench/session_append.py [--turns 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from heron.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
+from heron.sessions.repair import ResumedSession
+from heron.sessions.store import SessionStore
+
+SESSION = "bench"
+
+
+def turn_messages(
+    i: int,
+) -> tuple[UserMessage, AssistantMessage, ToolResultMessage, AssistantMessage]:
+    call = ToolCallPart(id=f"c{i}", name="read_file", arguments={"path": f"src/module_{i}.py"})
+    return (
+        UserMessage(content=f"turn {i}: " + "please look at the module and explain it. " * 3),
+        AssistantMessage(
+            text="Let me read the file first, then I will explain what it does.", tool_calls=(call,)
+        ),
+        ToolResultMessage(call_id=call.id, name=call.name, content="x = 1\n" * 166),
+        AssistantMessage(text="The module defines one constant. " * 12),
+    )
+
+
+def run(turns: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp)
+        store = SessionStore.open(state)
+        writer = ResumedSession.open(store, SESSION)
+        timings: list[float] = []
+        payload = 0
+        for i in range(turns):
+            messages = turn_messages(i)
+            payload += sum(len(m.model_dump_json()) for m in messages)
+            started = time.perf_counter()
+            for message in messages:  # one transaction per engine append, as in a real turn
+                writer.add(message)
+            timings.append((time.perf_counter() - started) * 1e6)
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = sum(p.stat().st_size for p in state.glob("heron.db*"))
+        store.close()
+
+        reopened = SessionStore.open(state)
+        started = time.perf_counter()
+        resumed = ResumedSession.open(reopened, SESSION)
+        resume_ms = (time.perf_counter() - started) * 1000
+        assert len(resumed.history) == 4 * turns
+        reopened.close()
+
+    ordered = sorted(timings[turns // 10 :])  # the first tenth warms caches and the file
+    p50 = statistics.median(ordered)
+    p99 = ordered[int(len(ordered) * 0.99) - 1]
+    print(f"turns written                 {turns} (4 entries each, 4 transactions)")
+    print(
+        f"append latency per turn       p50 {p50:7.0f} µs   p99 {p99:7.0f} µs   "
+        f"max {ordered[-1]:7.0f} µs"
+    )
+    print(f"per entry (p50)               {p50 / 4:7.0f} µs")
+    print(
+        f"disk per 1,000 turns          {size / turns * 1000 / 1e6:7.2f} MB "
+        f"(message JSON alone: {payload / turns * 1000 / 1e6:.2f} MB)"
+    )
+    print(f"resume (load + repair check)  {resume_ms:7.1f} ms for {turns} turns")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=2000)
+    run(parser.parse_args().turns)
+
+
+if __name__ == "__main__":
+    main()

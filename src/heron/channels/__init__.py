@@ -1,0 +1,1 @@
+"""Inbound channels: webhooks and mail turned into events on the bus."""

@@ -1,0 +1,93 @@
+"""`heron audit`: query the execution audit trail (`heron.audit_trail`).
+
+Registered by `heron.cli.main`; only argparse is imported at load time so `heron --help` stays
+fast. One line per executed tool call, oldest first; `--json` prints one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from heron.audit_trail import Execution
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `audit` to the `heron` parser."""
+    audit = sub.add_parser(
+        "audit",
+        help="executed tool calls: who, in what context, why, what happened",
+        description="List executed tool calls from the execution audit trail, oldest first.",
+    )
+    audit.add_argument("--tool", help="only calls of this tool")
+    audit.add_argument("--session", help="only calls made in this session")
+    audit.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only calls started since WHEN: a span back from now (15m, 2h, 3d, 1w) or an "
+        "ISO date/time (2024-05-01, 2024-05-01T14:30, …Z for UTC)",
+    )
+    audit.add_argument("--limit", type=int, default=50, metavar="N", help="the last N calls")
+    audit.add_argument("--json", action="store_true", help="one JSON object per line")
+    audit.add_argument("--state-dir", type=Path, help="default: [state] dir of the configuration")
+    audit.add_argument("--config", type=Path, help="configuration file (default ./heron.toml)")
+
+
+def handlers() -> dict[str, Handler]:
+    return {"audit": cmd_audit}
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    import json
+
+    from heron.audit_trail import parse_since, query_executions
+    from heron.cli.commands import UsageError
+    from heron.cli.session_commands import store_state_dir
+    from heron.state import open_db
+
+    if args.limit < 0:
+        raise UsageError("--limit must not be negative")
+    try:
+        since = parse_since(args.since) if args.since is not None else None
+    except ValueError as exc:
+        raise UsageError(f"--since: {exc}") from exc
+    conn = open_db(store_state_dir(args))
+    try:
+        rows = query_executions(
+            conn, tool=args.tool, session=args.session, since=since, limit=args.limit
+        )
+    finally:
+        conn.close()
+    for row in rows:
+        line = json.dumps(row.to_json(), ensure_ascii=False) if args.json else format_row(row)
+        sys.stdout.write(line + "\n")
+    return 0
+
+
+def format_row(row: Execution) -> str:
+    """Two lines for people: what ran and how it ended, then who and why."""
+    started = row.to_json()["started"]
+    took = f"{row.duration_ms:.0f} ms" if row.duration_ms is not None else "-"
+    who = " ".join(
+        part
+        for part in (
+            f"agent={row.agent}" if row.agent else "",
+            f"channel={row.channel}" if row.channel else "",
+            f"operator={row.operator}" if row.operator else "",
+            f"approved_by={row.approved_by}" if row.approved_by else "",
+        )
+        if part
+    )
+    why = " ".join((row.why or "(no text before the call)").split())
+    if len(why) > 120:
+        why = why[:119] + "…"
+    return (
+        f"{started}  {row.tool:20} {row.status:12} {took:>8}  session={row.session or '-'} "
+        f"turn={row.turn_id} call={row.call_id}\n    {who or '-'}  why: {why}"
+    )

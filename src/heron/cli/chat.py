@@ -1,0 +1,402 @@
+"""`heron chat`: an interactive conversation in the terminal, stored as a session.
+
+The prompt is prompt_toolkit's; while a step runs the prompt is gone and the turn renders like
+`heron run` (streamed text, live tool cards from `heron.cli.render`). An approval question is
+a prompt of its own, asked only while no input prompt is open, so the two never compete for
+the keyboard.
+
+Keys:
+- Enter sends the message. Esc then Enter (or Alt-Enter) starts a new line; so does Enter on a
+  line that ends in a backslash (the backslash is dropped).
+- Up and Down walk the input history, kept in `<state dir>/chat_history` (owner-only).
+- Ctrl-C while a step runs cancels it: running tools end as interrupted and the history stays
+  valid. A second Ctrl-C during the same step exits at once, after closing the open tool calls
+  in the stored history. At the prompt, Ctrl-C clears the line; twice in a row it leaves, as
+  do Ctrl-D and `/quit`.
+
+Commands: `/help`, `/tools`, `/session`, `/model [PROVIDER:MODEL]`, `/cost`, `/quit`.
+
+Every message is written to the session before it is shown; `heron chat --session NAME`
+resumes a session (repairing a turn the last process left mid-call). Executed tool calls go
+to the execution audit trail with channel `chat`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from rich.console import Console
+
+from heron.agent import Agent
+from heron.cli.commands import (
+    EXIT_CANCELLED,
+    EXIT_OK,
+    DaemonThreadExecutor,
+    UsageError,
+    _annotations,
+    _config,
+    _state_dir,
+    _tools,
+    build_agent,
+    open_mcp,
+    resolve_model,
+)
+from heron.cli.render import PrettyRenderer
+from heron.cli.session_commands import (
+    announce_session,
+    open_session,
+    session_errors,
+    session_failed,
+    summarize_message,
+)
+from heron.models.base import Model, ModelPart, ModelRequest, Usage
+from heron.sessions.cli import CliSession
+from heron.turn.approval import ApprovalAnswer, ApprovalRequest, parse_terminal_answer
+from heron.turn.cancel import CancelScope
+
+PROMPT = "you> "
+HISTORY_FILE = "chat_history"
+HELP = """\
+  /tools            the tools this agent can call
+  /session          the session this chat is stored in
+  /model [P:MODEL]  show the model, or switch to another one
+  /cost             tokens used per model call so far
+  /quit             leave (also Ctrl-D, or Ctrl-C twice at the prompt)
+  Enter sends; Esc Enter, or a line ending in \\, starts a new line.
+  Ctrl-C cancels the running step; a second Ctrl-C exits."""
+
+
+@dataclass(kw_only=True, slots=True)
+class ModelCall:
+    """One provider request and the usage it reported (None when it reported none)."""
+
+    model: str
+    turn_id: str
+    iteration: int
+    usage: Usage | None = None
+
+
+class MeteredModel:
+    """Wraps a model and keeps, per request, the token usage its stream reported.
+
+    The loop reads `Usage` parts but keeps them to itself, so `/cost` counts at the model.
+    """
+
+    def __init__(self, inner: Model, calls: list[ModelCall] | None = None) -> None:
+        self.inner = inner
+        self.calls: list[ModelCall] = [] if calls is None else calls
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def native_tools(self) -> bool:
+        return self.inner.native_tools
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelPart]:
+        call = ModelCall(
+            model=self.inner.name, turn_id=request.turn_id, iteration=request.iteration
+        )
+        # Recorded before the first part: a cancelled stream still counts as a request.
+        self.calls.append(call)
+        async for part in self.inner.stream(request):
+            if isinstance(part, Usage):
+                call.usage = _add(call.usage, part)
+            yield part
+
+
+def _add(total: Usage | None, part: Usage) -> Usage:
+    if total is None:
+        return part
+    return Usage(
+        input_tokens=total.input_tokens + part.input_tokens,
+        output_tokens=total.output_tokens + part.output_tokens,
+        cached_tokens=total.cached_tokens + part.cached_tokens,
+    )
+
+
+def cost_report(calls: list[ModelCall]) -> str:
+    """The `/cost` text: one line per model call, then totals."""
+    if not calls:
+        return "no model calls yet"
+    reported = [c for c in calls if c.usage is not None]
+    lines = [f"{len(calls)} model call(s); usage reported for {len(reported)}"]
+    if not reported:
+        lines.append("  this model reports no token usage (scripted models never do)")
+        return "\n".join(lines)
+    lines.append(
+        f"  {'#':>3}  {'turn':12}  {'iter':>4}  {'input':>8}  {'output':>8}  {'cached':>8}"
+    )
+    for number, call in enumerate(calls, start=1):
+        u = call.usage
+        if u is None:
+            lines.append(f"  {number:>3}  {call.turn_id:12}  {call.iteration:>4}  (not reported)")
+            continue
+        lines.append(
+            f"  {number:>3}  {call.turn_id:12}  {call.iteration:>4}  {u.input_tokens:>8}  "
+            f"{u.output_tokens:>8}  {u.cached_tokens:>8}"
+        )
+    total_in = sum(c.usage.input_tokens for c in reported if c.usage)
+    total_out = sum(c.usage.output_tokens for c in reported if c.usage)
+    total_cached = sum(c.usage.cached_tokens for c in reported if c.usage)
+    lines.append(f"  total: input {total_in}, output {total_out}, cached {total_cached}")
+    return "\n".join(lines)
+
+
+class ChatApprover:
+    """Asks yes / no / always with a prompt of its own while a step runs.
+
+    Ctrl-C at the question answers no and cancels the step (the key reaches prompt_toolkit,
+    not the signal handler, while the question is open).
+    """
+
+    def __init__(self, *, before_prompt: Callable[[], None]) -> None:
+        self._before_prompt = before_prompt
+        self._session: PromptSession[str] = PromptSession(history=InMemoryHistory())
+        self._lock = asyncio.Lock()
+        self.cancel: CancelScope | None = None
+        """The running step's scope, set by the chat before each step."""
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None:
+        async with self._lock:
+            self._before_prompt()
+            why = f"  why you are asked: {request.reason}\n" if request.reason else ""
+            sys.stdout.write(f"\n? heron wants to run {request.tool}\n  {request.summary}\n{why}")
+            sys.stdout.flush()
+            try:
+                # The step's own SIGINT handler must survive the question: prompt_toolkit
+                # would remove it on the way out.
+                line = await self._session.prompt_async(
+                    f"  allow {request.tool}? [y]es / [n]o / [a]lways: ", handle_sigint=False
+                )
+            except KeyboardInterrupt:
+                if self.cancel is not None:
+                    self.cancel.cancel("interrupted by the operator (Ctrl-C)")
+                return ApprovalAnswer(
+                    decision="no", decided_by="operator:chat", reason="interrupted (Ctrl-C)"
+                )
+            except EOFError:
+                line = ""
+            return ApprovalAnswer(decision=parse_terminal_answer(line), decided_by="operator:chat")
+
+
+def _input_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("enter")
+    def _enter(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        document = buffer.document
+        if document.is_cursor_at_the_end and document.text.endswith("\\"):
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+def _history(state_dir: Path) -> FileHistory:
+    path = state_dir / HISTORY_FILE
+    if not path.exists():
+        # What people type may include secrets: owner-only, whatever the umask.
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    return FileHistory(str(path))
+
+
+class ChatRepl:
+    """The read-eval-print loop over one agent and one session."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        session: CliSession,
+        renderer: PrettyRenderer,
+        approver: ChatApprover,
+        meter: MeteredModel,
+        state_dir: Path,
+        base_url: str | None,
+    ) -> None:
+        self.agent = agent
+        self.session = session
+        self.renderer = renderer
+        self.approver = approver
+        self.meter = meter
+        self.base_url = base_url
+        self.prompt: PromptSession[str] = PromptSession(
+            multiline=True,
+            key_bindings=_input_bindings(),
+            history=_history(state_dir),
+            prompt_continuation="...  ",
+        )
+
+    async def run(self) -> int:
+        self._banner()
+        interrupted = False
+        while True:
+            try:
+                text = await self.prompt.prompt_async(PROMPT)
+            except KeyboardInterrupt:
+                if interrupted:
+                    return EXIT_OK
+                interrupted = True
+                self._say("(Ctrl-C again, Ctrl-D or /quit to leave)")
+                continue
+            except EOFError:
+                return EXIT_OK
+            interrupted = False
+            if not text.strip():
+                continue
+            if text.strip().startswith("/"):
+                if self._command(text.strip()):
+                    return EXIT_OK
+                continue
+            await self._step(text)
+
+    async def _step(self, text: str) -> None:
+        cancel = CancelScope()
+        self.approver.cancel = cancel
+        loop = asyncio.get_running_loop()
+
+        def on_sigint() -> None:
+            if cancel.cancelled:
+                self.renderer.close()
+                self.session.abandon()
+                announce_session(self.session, always=True)
+                os._exit(EXIT_CANCELLED)
+            cancel.cancel("interrupted by the operator (Ctrl-C)")
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        try:
+            outcome = await self.session.run_turn(
+                self.agent, text, sink=self.renderer, cancel=cancel, channel="chat"
+            )
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            self.renderer.close()
+            self.approver.cancel = None
+        if outcome.status == "error" and outcome.error:
+            self._say(f"(the step failed: {outcome.error})")
+
+    def _command(self, line: str) -> bool:
+        """Run a `/` command; True to leave the chat."""
+        name, _, rest = line.partition(" ")
+        rest = rest.strip()
+        if name in ("/quit", "/exit"):
+            return True
+        if name == "/help":
+            self._say(HELP)
+        elif name == "/tools":
+            self._tools()
+        elif name == "/session":
+            self._session_info()
+        elif name == "/model":
+            self._model(rest)
+        elif name == "/cost":
+            self._say(cost_report(self.meter.calls))
+        else:
+            self._say(f"unknown command {name}; /help lists the commands")
+        return False
+
+    def _tools(self) -> None:
+        specs = self.agent.registry.specs()
+        if not specs:
+            self._say("this agent has no tools")
+            return
+        for spec in specs:
+            flags = ",".join(k for k, v in _annotations(spec).items() if v)
+            first = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
+            self._say(f"  {spec.name:24} {flags:28} {first}")
+
+    def _session_info(self) -> None:
+        s = self.session
+        self._say(
+            f"session {s.name}: {len(s.history)} messages stored (head entry {s.writer.head}); "
+            f"resume with `heron chat --session {s.name}`"
+        )
+
+    def _model(self, spec: str) -> None:
+        if not spec:
+            self._say(f"model: {self.agent.model.name}")
+            return
+        try:
+            model = resolve_model(spec, base_url=self.base_url)
+        except UsageError as exc:
+            self._say(f"cannot switch: {exc}")
+            return
+        self.meter = MeteredModel(model, self.meter.calls)
+        self.agent.model = self.meter
+        self._say(f"model: {model.name}")
+
+    def _banner(self) -> None:
+        s = self.session
+        state = "new" if s.created else f"resumed, {len(s.history)} messages"
+        self._say(f"heron chat · session {s.name} ({state}) · model {self.agent.model.name}")
+        if s.history and not s.created:
+            self._say(f"  last: {summarize_message(s.history[-1], width=90)}")
+        self._say("  /help for commands · Esc Enter for a new line · Ctrl-D to leave")
+
+    def _say(self, text: str) -> None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool) -> int:
+    """`heron chat` and `heron sessions resume`: the chat on session `session`."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            "heron chat needs a terminal; in scripts use `heron run --session NAME PROMPT`"
+        )
+    config = _config(args)
+    tools = _tools(args, config)
+    state_dir = _state_dir(config)
+
+    async def chat() -> int:
+        asyncio.get_running_loop().set_default_executor(DaemonThreadExecutor())
+        held = open_session(state_dir, session, must_exist=must_exist)
+        try:
+            renderer = PrettyRenderer(Console(highlight=False))
+            approver = ChatApprover(before_prompt=renderer.pause)
+            mcp = await open_mcp(args, config, tools)
+            try:
+                agent = build_agent(args, config, approver=approver, tools=tools, mcp=mcp)
+                meter = MeteredModel(agent.model)
+                agent.model = meter
+                held.attach(agent)
+                repl = ChatRepl(
+                    agent=agent,
+                    session=held,
+                    renderer=renderer,
+                    approver=approver,
+                    meter=meter,
+                    state_dir=state_dir,
+                    base_url=config.agent.base_url,
+                )
+                return await repl.run()
+            finally:
+                if mcp is not None:
+                    await mcp.aclose()
+        finally:
+            held.close()
+            announce_session(held, always=True)
+
+    try:
+        return asyncio.run(chat())
+    except session_errors() as exc:
+        return session_failed(exc)

@@ -1,0 +1,683 @@
+"""`heron mcp …`: operator commands over the MCP client manager and the trust store.
+
+- `list`      configured servers, how they are launched, their pin and credentials (starts nothing)
+- `tools`     the tools of each server (pinned servers answer from their pin)
+- `call`      call one tool by its namespaced name with JSON arguments
+- `import`    convert an `mcpServers` JSON file into `[mcp.servers.*]` TOML (`--write` appends it)
+- `status`    start every server and report its state
+- `inspect`   what approving a server would pin: identity, tools, findings, diff to the pin
+- `approve`   pin a server as it is now (shows what changed and the diff first)
+- `revoke`    forget a server's pin
+- `scan`      scan every server's definitions for injected instructions and shadowing
+- `trifecta`  capability labels of the configured agent's tools; flags the lethal trifecta
+- `serve`     serve heron's built-in tool sets to other MCP clients (stdio or Streamable HTTP)
+
+Exit codes: 0 when all is well, 1 when something needs the operator (a server unavailable, a
+failed call, a high-severity finding, a lethal trifecta), 2 for invocation mistakes.
+Only `argparse` is imported at module level: `heron --help` must stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from heron.config import HeronConfig
+    from heron.mcp.client import McpClientManager
+    from heron.mcp.config import CapabilityLabel, McpServerConfig
+    from heron.mcp.trust import Finding, PinCheck, ServerIdentity, ServerPin, ToolDefinition
+    from heron.tools.definition import Tool
+
+EXIT_OK, EXIT_ATTENTION = 0, 1
+
+
+def add_mcp_parser(sub: Any) -> None:
+    """Add `heron mcp` and its actions to the top-level sub-parsers."""
+    mcp = sub.add_parser("mcp", help="MCP servers: list, call, approve, scan, …")
+    actions = mcp.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
+
+    def action(name: str, help_text: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
+        p.add_argument("--config", type=Path, help="configuration file (default ./heron.toml)")
+        p.add_argument("--state-dir", type=Path, help="state directory (holds the pins)")
+        return p
+
+    action("list", "configured servers, their pins and credentials (starts nothing)")
+    tools = action("tools", "tools of every (or the named) server")
+    tools.add_argument("servers", nargs="*", metavar="SERVER")
+    tools.add_argument("--json", action="store_true")
+    call = action("call", "call one MCP tool: heron mcp call SERVER__TOOL '{\"arg\": 1}'")
+    call.add_argument("name", metavar="SERVER__TOOL")
+    call.add_argument("arguments", nargs="?", default="{}", metavar="JSON")
+    call.add_argument("--json", action="store_true", help="print success, output and data")
+    imp = action("import", "convert an mcpServers JSON file (Claude Desktop, Cursor, …)")
+    imp.add_argument("file", type=Path)
+    imp.add_argument(
+        "--write", action="store_true", help="append the servers to the configuration file"
+    )
+    action("status", "start every server and report its state")
+    for name, text in (
+        ("inspect", "what approving SERVER would pin (tools, findings, diff); pins nothing"),
+        ("approve", "pin SERVER as it is now, after showing what changed"),
+        ("revoke", "forget SERVER's pin; it needs approval again"),
+    ):
+        action(name, text).add_argument("server", metavar="SERVER")
+    action("scan", "scan every server's tool definitions (injection, shadowing)")
+    trifecta = action("trifecta", "capability labels of the agent's tools; the lethal trifecta")
+    trifecta.add_argument(
+        "--tools", action="append", default=[], metavar="FILE.py", help="also these tools"
+    )
+    serve = action("serve", "serve heron's built-in tool sets as an MCP server")
+    serve.add_argument(
+        "sets",
+        nargs="+",
+        choices=["perception", "execution", "connectors", "events"],
+        metavar="SET",
+        help="perception, execution, connectors and/or events",
+    )
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=0, help="HTTP port (default: a free one)")
+    serve.add_argument("--workspace", type=Path, help="root of the tools (default: cwd)")
+    serve.add_argument("--sandbox", choices=["process", "bwrap"])
+    serve.add_argument(
+        "--autonomy",
+        choices=["read-only", "supervised", "full"],
+        help="calls needing approval under it are refused; `full` runs every call",
+    )
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Dispatch `heron mcp ACTION`."""
+    import asyncio
+
+    config = _config(args)
+    plain = {"list": _list, "import": _import, "revoke": _revoke}
+    if args.mcp_command in plain:
+        return plain[args.mcp_command](args, config)
+    running = {
+        "tools": _tools,
+        "call": _call,
+        "status": _status,
+        "inspect": _inspect,
+        "approve": _approve,
+        "scan": _scan,
+        "trifecta": _trifecta,
+        "serve": _serve,
+    }
+    result: int = asyncio.run(running[args.mcp_command](args, config))
+    return result
+
+
+# -- shared -----------------------------------------------------------------------------------
+
+
+def _config(args: argparse.Namespace) -> HeronConfig:
+    from heron.cli.commands import UsageError
+    from heron.config import ConfigError, load_config
+
+    overrides = {"state": {"dir": str(args.state_dir)}} if args.state_dir else None
+    try:
+        return load_config(config_file=args.config, overrides=overrides)
+    except ConfigError as exc:
+        raise UsageError(f"configuration error: {exc}") from exc
+
+
+def _state_dir(config: HeronConfig) -> Path:
+    from heron.state import default_state_dir
+
+    return Path(config.state.dir).expanduser() if config.state.dir else default_state_dir()
+
+
+def _out(text: str = "") -> None:
+    import sys
+
+    sys.stdout.write(text + "\n")
+
+
+def _err(text: str) -> None:
+    import sys
+
+    sys.stderr.write(f"heron: {text}\n")
+
+
+def _manager(
+    config: HeronConfig, servers: Sequence[str] = (), builtin_names: Sequence[str] = ()
+) -> McpClientManager:
+    """A manager over the enabled servers (or only `servers`, which must be configured)."""
+    from heron.cli.commands import UsageError
+    from heron.mcp.client import McpClientManager
+    from heron.mcp.trust import TrustStore
+
+    cfg = config.mcp
+    enabled = cfg.enabled_servers()
+    if servers:
+        missing = [s for s in servers if s not in enabled]
+        if missing:
+            known = ", ".join(enabled) or "none"
+            raise UsageError(
+                f"no enabled MCP server named {', '.join(map(repr, missing))} "
+                f"(configured and enabled: {known})"
+            )
+        cfg = cfg.model_copy(update={"servers": {s: enabled[s] for s in servers}})
+    return McpClientManager(
+        cfg, trust=TrustStore(_state_dir(config)), builtin_names=tuple(builtin_names)
+    )
+
+
+def _when(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _summary(text: str) -> str:
+    from heron.mcp.catalogue import summary_line
+
+    return summary_line(text)
+
+
+def _finding_line(f: Finding) -> str:
+    excerpt = f" — {f.excerpt!r}" if f.excerpt else ""
+    return f"[{f.severity}] {f.server}__{f.tool}: {f.message}{excerpt}"
+
+
+# -- list, tools, call -----------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace, config: HeronConfig) -> int:
+    from datetime import UTC, datetime
+
+    from heron.mcp.trust import TrustStore, launch_identity
+
+    servers = config.mcp.servers
+    if not servers:
+        _out("no MCP servers are configured ([mcp.servers.NAME] in heron.toml)")
+        return EXIT_OK
+    if not config.mcp.enabled:
+        _out("MCP is disabled ([mcp] enabled = false); servers as configured:")
+    trust = TrustStore(_state_dir(config))
+    now = datetime.now(UTC)
+    for name, server in sorted(servers.items()):
+        pin = trust.get(name)
+        if not server.enabled:
+            state = "disabled"
+        elif pin is None:
+            state = "not approved yet"
+        else:
+            state = f"approved {_when(pin.approved_at)}, {len(pin.definitions)} tools"
+        _out(f"{name}  {launch_identity(server).launch}  [{state}]")
+        problems = server.credential_problems(now)
+        for cred_name, cred in sorted(server.credentials.items()):
+            target = f"env {cred.env}" if cred.env is not None else f"header {cred.header}"
+            expires = f", expires {cred.expires.isoformat()}" if cred.expires else ""
+            scope = f", scope: {cred.scope}" if cred.scope else ""
+            _out(f"  credential {cred_name}: ${cred.from_env} -> {target}{expires}{scope}")
+        for problem in problems:
+            _out(f"  problem: {problem}")
+    return EXIT_OK
+
+
+def _hint_flags(hints: Mapping[str, Any]) -> str:
+    names = {
+        "readOnlyHint": "read-only",
+        "destructiveHint": "destructive",
+        "idempotentHint": "idempotent",
+        "openWorldHint": "open-world",
+    }
+    return ",".join(label for key, label in names.items() if hints.get(key) is True)
+
+
+async def _tools(args: argparse.Namespace, config: HeronConfig) -> int:
+    from heron.cli.render import print_json
+
+    async with _manager(config, args.servers) as manager:
+        tools, problems = await manager.tools()
+    for server, reason in problems.items():
+        _err(f"mcp: MCP server {server!r} is unavailable: {reason}")
+    if args.json:
+        print_json(
+            [
+                {
+                    "name": t.spec.name,
+                    "server": t.server,
+                    "description": t.spec.description,
+                    "parameters": t.spec.parameters,
+                    "hints": dict(t.hints),
+                    "trusted": t.trusted,
+                }
+                for t in tools
+            ]
+        )
+    else:
+        for t in tools:
+            flags = _hint_flags(t.hints)
+            _out(f"{t.spec.name}  [{flags}]  {_summary(t.spec.description)}")
+    return EXIT_ATTENTION if problems else EXIT_OK
+
+
+async def _call(args: argparse.Namespace, config: HeronConfig) -> int:
+    import json
+    import sys
+
+    from heron.cli.commands import UsageError
+    from heron.cli.render import print_json
+    from heron.mcp.client import McpTool, ServerUnavailable
+    from heron.redact import scrub_text
+    from heron.tools.definition import ToolArgumentsError, ToolContext
+
+    server, sep, tool_name = args.name.partition("__")
+    if not sep or not server or not tool_name:
+        raise UsageError(f"name the tool as SERVER__TOOL, got {args.name!r}")
+    try:
+        arguments = json.loads(args.arguments)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"the arguments are not JSON: {exc}") from exc
+    if not isinstance(arguments, dict):
+        raise UsageError("the arguments must be a JSON object")
+
+    def progress(line: str) -> None:
+        sys.stderr.write(f"progress: {scrub_text(line)}\n")
+
+    async with _manager(config, [server]) as manager:
+        try:
+            definitions = await manager.definitions(server)
+        except ServerUnavailable as exc:
+            _err(str(exc))
+            return EXIT_ATTENTION
+        definition = next((d for d in definitions if d.name == tool_name), None)
+        cfg = manager.config(server)
+        if definition is None or not cfg.tool_enabled(tool_name):
+            names = ", ".join(d.prefixed for d in definitions if cfg.tool_enabled(d.name))
+            raise UsageError(f"server {server!r} has no tool {tool_name!r}; its tools: {names}")
+        tool = McpTool(manager, definition, trusted=cfg.trusted)
+        try:
+            validated = tool.validate(arguments)
+        except ToolArgumentsError as exc:
+            raise UsageError(f"invalid arguments: {'; '.join(exc.problems)}") from exc
+        ctx = ToolContext(call_id="cli", turn_id="cli", channel="cli", progress=progress)
+        result = await tool.execute(validated, ctx)
+    if args.json:
+        print_json(
+            {
+                "success": result.success,
+                "output": result.output,
+                "error": result.error,
+                "data": result.data,
+            }
+        )
+    elif result.success:
+        _out(result.output)
+    else:
+        _err(f"{args.name} failed: {result.error}")
+    return EXIT_OK if result.success else EXIT_ATTENTION
+
+
+# -- import ---------------------------------------------------------------------------------
+
+
+def _toml_value(value: Any) -> str:
+    import json
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        # A JSON string is a valid TOML basic string (same escapes).
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = ", ".join(f"{_toml_value(str(k))} = {_toml_value(v)}" for k, v in value.items())
+        return "{ " + items + " }" if items else "{}"
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def servers_toml(servers: Mapping[str, McpServerConfig]) -> str:
+    """`[mcp.servers.NAME]` tables for `servers` (only fields that differ from the defaults)."""
+    blocks = []
+    for name, server in servers.items():
+        fields = server.model_dump(exclude_defaults=True)
+        lines = [f"[mcp.servers.{name}]"]
+        lines += [f"{key} = {_toml_value(value)}" for key, value in fields.items()]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+def _import(args: argparse.Namespace, config: HeronConfig) -> int:
+    import tomllib
+
+    from heron.cli.commands import UsageError
+    from heron.config import PROJECT_FILE, ConfigError, load_config
+    from heron.mcp.config import McpConfigError, import_mcp_json
+
+    try:
+        servers = import_mcp_json(args.file)
+    except McpConfigError as exc:
+        raise UsageError(str(exc)) from exc
+    text = servers_toml(servers)
+    if not args.write:
+        _out(text.rstrip("\n"))
+        return EXIT_OK
+    target: Path = args.config or Path.cwd() / PROJECT_FILE
+    existing = ""
+    if target.is_file():
+        existing = target.read_text(encoding="utf-8")
+        current = tomllib.loads(existing).get("mcp", {}).get("servers", {})
+        clash = sorted(set(current) & set(servers))
+        if clash:
+            raise UsageError(
+                f"{target} already configures {', '.join(map(repr, clash))}; "
+                "rename or remove them first"
+            )
+    separator = "" if not existing else ("\n" if existing.endswith("\n") else "\n\n")
+    target.write_text(existing + separator + text, encoding="utf-8")
+    try:
+        load_config(config_file=target)
+    except ConfigError as exc:
+        # Never leave a broken configuration behind.
+        target.write_text(existing, encoding="utf-8")
+        raise UsageError(f"the imported servers do not fit {target}: {exc}") from exc
+    _out(f"added {len(servers)} MCP server(s) to {target}: {', '.join(servers)}")
+    _out("each is approved (pinned) the first time it starts; see `heron mcp inspect NAME`")
+    return EXIT_OK
+
+
+# -- status, inspect, approve, revoke, scan ----------------------------------------------------
+
+
+async def _status(args: argparse.Namespace, config: HeronConfig) -> int:
+    import contextlib
+
+    from heron.mcp.client import ServerUnavailable
+
+    async with _manager(config) as manager:
+        for server in manager.servers:
+            with contextlib.suppress(ServerUnavailable):  # shown in its status below
+                await manager.start(server)
+        rows = manager.status()
+    if not rows:
+        _out("no enabled MCP servers are configured")
+    for row in rows:
+        parts = [row.name, row.state, row.transport]
+        if row.server_version:
+            parts.append(row.server_version)
+        if row.tools is not None:
+            parts.append(f"{row.tools} tools")
+        _out("  ".join(parts))
+        if row.last_error:
+            _out(f"  error: {row.last_error}")
+    return EXIT_OK if all(r.state == "running" for r in rows) else EXIT_ATTENTION
+
+
+def _show_inspection(
+    server: str,
+    identity: ServerIdentity,
+    definitions: Sequence[ToolDefinition],
+    findings: Sequence[Finding],
+    check: PinCheck,
+    pin: ServerPin | None,
+) -> None:
+    _out(f"server: {server}")
+    _out(f"launch: {identity.launch}")
+    if identity.package_version:
+        _out(f"package: {identity.package_version}")
+    if identity.server_version:
+        _out(f"reports: {identity.server_version}")
+    if check.status == "unpinned":
+        _out("pin: none (never approved)")
+    elif check.status == "match":
+        assert pin is not None
+        _out(f"pin: matches the pin approved {_when(pin.approved_at)}")
+    else:
+        assert pin is not None
+        _out(f"pin: CHANGED since it was approved {_when(pin.approved_at)}:")
+        for change in check.changes:
+            _out(f"  - {change}")
+    _out(f"tools ({len(definitions)}):")
+    for d in sorted(definitions, key=lambda d: d.name):
+        _out(f"  {d.prefixed} - {_summary(d.description)}")
+    if findings:
+        _out(f"findings ({len(findings)}):")
+        for f in findings:
+            _out(f"  {_finding_line(f)}")
+    else:
+        _out("findings: none")
+    if check.diff:
+        _out("diff (pinned -> live):")
+        _out(check.diff)
+
+
+async def _inspect(args: argparse.Namespace, config: HeronConfig) -> int:
+    from heron.mcp.client import ServerUnavailable
+    from heron.mcp.trust import TrustStore
+
+    async with _manager(config, [args.server]) as manager:
+        try:
+            identity, definitions, findings, check = await manager.inspect(args.server)
+        except ServerUnavailable as exc:
+            _err(str(exc))
+            return EXIT_ATTENTION
+    pin = TrustStore(_state_dir(config)).get(args.server)
+    _show_inspection(args.server, identity, definitions, findings, check, pin)
+    return EXIT_OK
+
+
+async def _approve(args: argparse.Namespace, config: HeronConfig) -> int:
+    from heron.mcp.client import ServerUnavailable
+    from heron.mcp.trust import TrustStore
+
+    trust = TrustStore(_state_dir(config))
+    async with _manager(config, [args.server]) as manager:
+        try:
+            identity, definitions, findings, check = await manager.inspect(args.server)
+        except ServerUnavailable as exc:
+            _err(str(exc))
+            return EXIT_ATTENTION
+    _show_inspection(args.server, identity, definitions, findings, check, trust.get(args.server))
+    if check.status == "match":
+        _out(f"{args.server} is already approved as it is; nothing changed")
+        return EXIT_OK
+    # Pin exactly what was shown above, not a second listing that could differ.
+    pin = trust.approve(args.server, identity, definitions)
+    _out(f"approved {args.server}: {len(pin.definitions)} tools pinned (sha256 {pin.digest[:16]})")
+    return EXIT_OK
+
+
+def _revoke(args: argparse.Namespace, config: HeronConfig) -> int:
+    from heron.mcp.trust import TrustStore
+
+    if TrustStore(_state_dir(config)).revoke(args.server):
+        _out(f"revoked the pin of {args.server}; it needs approval again")
+        return EXIT_OK
+    _err(f"{args.server!r} has no pin")
+    return EXIT_ATTENTION
+
+
+def _builtin_tools(config: HeronConfig, extra: Sequence[str] = ()) -> list[Tool]:
+    from heron.cli.commands import UsageError
+    from heron.tools.loader import load_tools
+    from heron.tools.registry import ToolDefinitionError
+
+    try:
+        return load_tools([*config.tools.modules, *extra])
+    except (ToolDefinitionError, TypeError, ImportError, SyntaxError) as exc:
+        raise UsageError(f"cannot load tools: {type(exc).__name__}: {exc}") from exc
+
+
+async def _scan(args: argparse.Namespace, config: HeronConfig) -> int:
+    from heron.mcp.client import ServerUnavailable
+    from heron.mcp.trust import scan_definitions
+
+    builtin = [t.spec.name for t in _builtin_tools(config)]
+    definitions: list[ToolDefinition] = []
+    unscanned: dict[str, str] = {}
+    changed: list[str] = []
+    async with _manager(config, builtin_names=builtin) as manager:
+        for server in manager.servers:
+            # What each server says now, refused or not: listing runs none of its tools.
+            try:
+                _identity, listed, _findings, check = await manager.inspect(server)
+            except ServerUnavailable as exc:
+                unscanned[server] = exc.reason
+                continue
+            definitions.extend(listed)
+            if check.status == "changed":
+                changed.append(server)
+    for server, reason in unscanned.items():
+        _err(f"mcp: MCP server {server!r} was not scanned: {reason}")
+    for server in changed:
+        _err(f"mcp: MCP server {server!r} changed since it was approved; see `heron mcp inspect`")
+    findings = scan_definitions(definitions, builtin_names=builtin)
+    if not findings:
+        _out("no findings")
+    for f in findings:
+        _out(_finding_line(f))
+    high = any(f.severity == "high" for f in findings)
+    return EXIT_ATTENTION if high or unscanned else EXIT_OK
+
+
+# -- the lethal trifecta ------------------------------------------------------------------------
+
+
+async def agent_capabilities(
+    config: HeronConfig, builtin: Sequence[Tool], state_dir: Path
+) -> tuple[dict[str, frozenset[CapabilityLabel]], list[str]]:
+    """Capability labels of every tool the configured agent may reach — its built-ins after
+    scoping, and every policy-allowed MCP tool (deferred ones included: they are one
+    `tool_search` away) — and the problems met while listing MCP servers."""
+    from heron.mcp.assembly import assemble_mcp
+    from heron.mcp.tool_search import TOOL_SEARCH
+    from heron.mcp.trust import ToolDefinition, capability_labels, spec_capability_labels
+    from heron.tools.registry import ActivatedToolSet, ToolRegistry
+
+    a = config.agent
+    scoped = ToolRegistry(builtin).scope(
+        autonomy=a.autonomy, allowed_tools=a.allowed_tools, excluded_tools=a.excluded_tools
+    )
+    labels = {spec.name: spec_capability_labels(spec) for spec in scoped.specs()}
+    if not config.mcp.enabled_servers():
+        return labels, []
+    assembly = await assemble_mcp(
+        config.mcp,
+        state_dir=state_dir,
+        autonomy=a.autonomy,
+        allowed_tools=a.allowed_tools,
+        excluded_tools=a.excluded_tools,
+        builtin_names=[t.spec.name for t in builtin],
+        activated=ActivatedToolSet(),
+    )
+    try:
+        for entry in assembly.tool_catalogue.entries:
+            definition = getattr(entry.tool, "definition", None)
+            if isinstance(definition, ToolDefinition):
+                declared = config.mcp.servers[entry.server].capabilities
+                labels[entry.name] = capability_labels(definition, declared=declared)
+            else:
+                labels[entry.name] = spec_capability_labels(entry.tool.spec)
+        for tool in assembly.tools:
+            name = tool.spec.name
+            # tool_search only loads schemas; MCP tools were labelled above.
+            if name != TOOL_SEARCH and name not in labels:
+                labels[name] = spec_capability_labels(tool.spec)
+    finally:
+        await assembly.aclose()
+    return labels, list(assembly.problems)
+
+
+async def _trifecta(args: argparse.Namespace, config: HeronConfig) -> int:
+    from heron.mcp.trust import lethal_trifecta
+
+    builtin = _builtin_tools(config, args.tools)
+    labels, problems = await agent_capabilities(config, builtin, _state_dir(config))
+    for problem in problems:
+        _err(f"mcp: {problem}")
+    for name, tool_labels in sorted(labels.items()):
+        _out(f"{name}: {', '.join(sorted(tool_labels)) or '-'}")
+    report = lethal_trifecta(labels)
+    _out(report.describe())
+    return EXIT_ATTENTION if report.present else EXIT_OK
+
+
+def doctor_checks(config: HeronConfig, state_dir: Path) -> list[tuple[bool, str, str]]:
+    """`heron doctor` lines for MCP: servers that cannot be listed and the lethal trifecta of
+    the configured agent, as (ok, what, detail). Empty when no MCP server is configured."""
+    import asyncio
+
+    from heron.cli.commands import UsageError
+    from heron.mcp.trust import lethal_trifecta
+
+    servers = config.mcp.enabled_servers()
+    if not servers:
+        return []
+    try:
+        builtin = _builtin_tools(config)
+    except UsageError as exc:
+        return [(False, "tools", str(exc))]
+    labels, problems = asyncio.run(agent_capabilities(config, builtin, state_dir))
+    lines = [(False, "mcp", problem) for problem in problems]
+    if not problems:
+        lines.append((True, "mcp", f"{len(servers)} server(s) listed"))
+    report = lethal_trifecta(labels)
+    lines.append((not report.present, "lethal trifecta", report.describe()))
+    return lines
+
+
+# -- serve ------------------------------------------------------------------------------------
+
+
+async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
+    from heron.audit import AuditStore
+    from heron.cli.commands import open_builtin
+    from heron.mcp.server import ToolServer
+    from heron.observer import LoggingObserver
+    from heron.receipts import ReceiptKeyStore, ReceiptScope
+    from heron.state import open_db
+    from heron.toolsets.builtin import BuiltinConfig
+    from heron.turn.approval import ApprovalManager, ApprovalPolicy
+
+    fields = config.tools.builtin.model_dump()
+    fields["sets"] = list(dict.fromkeys(args.sets))
+    if args.workspace is not None:
+        fields["workspace"] = str(args.workspace.resolve())
+    if args.sandbox is not None:
+        fields["sandbox"] = args.sandbox
+    builtin_cfg = BuiltinConfig.model_validate(fields)
+    config = config.model_copy(
+        update={"tools": config.tools.model_copy(update={"builtin": builtin_cfg})}
+    )
+    state_dir = _state_dir(config)
+    builtin = await open_builtin(config)
+    assert builtin is not None  # at least one set is named
+    db = open_db(state_dir)
+    try:
+        approval = ApprovalManager(
+            policy=ApprovalPolicy(
+                autonomy=args.autonomy or config.agent.autonomy,
+                auto_approve=config.approval.auto_approve,
+                always_ask=config.approval.always_ask,
+            ),
+            audit=AuditStore(db),
+        )
+        receipts = None
+        if config.agent.receipts:
+            receipts = ReceiptScope("runtime", store=ReceiptKeyStore(state_dir)).signer()
+        server = ToolServer(
+            builtin.all_tools(),
+            name="heron-" + "-".join(builtin_cfg.sets),
+            approval=approval,
+            observer=LoggingObserver(),
+            receipts=receipts,
+            spill=builtin.spill,
+            workspace=builtin.workspace,
+            timeout_s=config.agent.tool_timeout_s,
+        )
+        await server.serve(args.transport, host=args.host, port=args.port)
+    finally:
+        await builtin.aclose()
+        db.close()
+    return EXIT_OK

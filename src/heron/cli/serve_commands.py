@@ -1,0 +1,284 @@
+"""`heron serve`, `heron events tail`, `heron jobs list`, `heron timers list`.
+
+Registered by `heron.cli.main`; this module imports only argparse at load time so `heron
+--help` stays fast. Output is for machines first: `serve` writes one JSON object per line
+(its own `serve_started` / `serve_stopped` records and, with `--events jsonl`, every turn
+event); the listing commands print a table or, with `--json`, JSON lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from heron.agent import Agent
+    from heron.tools.definition import Tool
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def add_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    *,
+    agent_flags: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """Add the commands to the `heron` parser; `agent_flags` adds `--model` and friends."""
+    serve = sub.add_parser("serve", help="run the always-on, event-driven agent")
+    serve.add_argument("--session", default="default", help="the bus session this agent owns")
+    serve.add_argument("--events", choices=["jsonl", "none"], default="jsonl")
+    serve.add_argument("--workspace", type=Path, help="where background jobs run (enables them)")
+    serve.add_argument("--sandbox", choices=["process", "bwrap"], default="process")
+    serve.add_argument("--poll-interval", type=float, default=1.0, metavar="SECONDS")
+    serve.add_argument("--webhook-port", type=int, metavar="PORT", help="0 picks a free port")
+    serve.add_argument("--webhook-host", default="127.0.0.1")
+    serve.add_argument("--webhook-secret-env", default="HERON_WEBHOOK_SECRET", metavar="VAR")
+    serve.add_argument(
+        "--contact",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a known sender: mail address, GitHub login, IM id (repeatable)",
+    )
+    serve.add_argument("--maildir", type=Path, help="the mailbox to watch and triage")
+    serve.add_argument("--smtp-port", type=int, metavar="PORT", help="receive mail over SMTP")
+    serve.add_argument("--smtp-host", default="127.0.0.1")
+    serve.add_argument("--mail-domain", action="append", default=[], metavar="DOMAIN")
+    serve.add_argument("--mail-from", default="heron@localhost", metavar="ADDRESS")
+    serve.add_argument("--calendar", action="append", default=[], type=Path, metavar="FILE.ics")
+    serve.add_argument("--notify-webhook", metavar="URL")
+    serve.add_argument("--notify-secret-env", metavar="VAR")
+    serve.add_argument("--shutdown-grace", type=float, default=10.0, metavar="SECONDS")
+    serve.add_argument(
+        "--subscribe",
+        action="append",
+        default=[],
+        choices=["any", "mail", "webhook", "im"],
+        help="let every inbound event of this channel wake the agent (repeatable)",
+    )
+    serve.add_argument("--heartbeat", type=float, metavar="SECONDS", help="heartbeat interval")
+    agent_flags(serve)
+
+    events = sub.add_parser("events", help="inspect the event bus")
+    esub = events.add_subparsers(dest="events_command", required=True, metavar="ACTION")
+    tail = esub.add_parser("tail", help="print bus events from the state database")
+    tail.add_argument("--session", help="only this session (default: all)")
+    tail.add_argument("--limit", type=int, default=20, metavar="N", help="the last N events")
+    tail.add_argument("--pending", action="store_true", help="only events not yet consumed")
+    tail.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    _listing_flags(tail)
+
+    for name, what in (("jobs", "background jobs"), ("timers", "timers")):
+        parser = sub.add_parser(name, help=f"inspect {what}")
+        psub = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
+        listing = psub.add_parser("list", help=f"list {what}")
+        listing.add_argument("--session", default="default")
+        _listing_flags(listing)
+
+
+def _listing_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("--state-dir", type=Path)
+    parser.add_argument("--config", type=Path, help="configuration file (default ./heron.toml)")
+
+
+def handlers() -> dict[str, Handler]:
+    return {"serve": cmd_serve, "events": cmd_events, "jobs": cmd_jobs, "timers": cmd_timers}
+
+
+# -- serve ----------------------------------------------------------------------------------
+
+
+def _emit(record: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from heron.cli import commands
+    from heron.cli.render import JsonLinesRenderer
+    from heron.events import EventSink, discard
+    from heron.serve import HeronServer, ServeConfig, ServeError
+    from heron.triggers import HeartbeatConfig, TriggerConfig
+    from heron.turn.approval import NoApprover
+
+    config = commands._config(args)
+    user_tools = commands._tools(args, config)
+    workspace = args.workspace.resolve() if args.workspace else None
+    if workspace is not None and not workspace.is_dir():
+        raise commands.UsageError(f"--workspace {args.workspace} is not a directory")
+    serve_config = ServeConfig(
+        state_dir=commands._state_dir(config),
+        session=args.session,
+        poll_interval_s=args.poll_interval,
+        webhook_port=args.webhook_port,
+        webhook_host=args.webhook_host,
+        webhook_secret_env=args.webhook_secret_env,
+        contacts=frozenset(args.contact),
+        maildir=args.maildir,
+        smtp_port=args.smtp_port,
+        smtp_host=args.smtp_host,
+        mail_domains=frozenset(args.mail_domain),
+        mail_from=args.mail_from,
+        calendars=tuple(args.calendar),
+        notify_webhook=args.notify_webhook,
+        notify_secret_env=args.notify_secret_env,
+        workspace=workspace,
+        sandbox=args.sandbox,
+        shutdown_grace_s=args.shutdown_grace,
+        subscribe=tuple(args.subscribe),
+        triggers=TriggerConfig(heartbeat=HeartbeatConfig(every_s=args.heartbeat))
+        if args.heartbeat
+        else None,
+    )
+    sink: EventSink = JsonLinesRenderer() if args.events == "jsonl" else discard
+
+    def make_agent(tools: list[Tool]) -> Agent:
+        # A daemon has no terminal: approval-required calls are denied by policy.
+        return commands.build_agent(
+            args, config, approver=NoApprover(), tools=[*user_tools, *tools]
+        )
+
+    async def run() -> int:
+        asyncio.get_running_loop().set_default_executor(commands.DaemonThreadExecutor())
+        server = HeronServer(serve_config, make_agent, sink=sink, announce=_emit)
+        try:
+            await server.start()
+        except ServeError as exc:
+            raise commands.UsageError(str(exc)) from exc
+        server.install_signal_handlers()
+        await server.serve()
+        return commands.EXIT_OK
+
+    return asyncio.run(run())
+
+
+# -- listings -------------------------------------------------------------------------------
+
+
+def _open(args: argparse.Namespace) -> sqlite3.Connection:
+    from heron.cli import commands
+    from heron.state import open_db
+
+    if args.state_dir is not None:
+        return open_db(args.state_dir)
+    from heron.config import ConfigError, load_config
+
+    try:
+        config = load_config(config_file=args.config)
+    except ConfigError as exc:
+        raise commands.UsageError(f"configuration error: {exc}") from exc
+    return open_db(commands._state_dir(config))
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return row.fetchone() is not None
+
+
+def _event_rows(
+    conn: sqlite3.Connection, args: argparse.Namespace, after: int | None
+) -> list[tuple[int, str, float | None]]:
+    where, params = ["1 = 1"], []
+    if args.session:
+        where.append("session = ?")
+        params.append(args.session)
+    if args.pending:
+        where.append("consumed_at IS NULL")
+    if after is not None:
+        where.append("seq > ?")
+        params.append(after)
+        order, limit = "ASC", -1
+    else:
+        order, limit = "DESC", args.limit
+    rows = conn.execute(
+        f"SELECT seq, body, consumed_at FROM bus_events WHERE {' AND '.join(where)}"
+        f" ORDER BY seq {order} LIMIT ?",
+        [*params, limit],
+    ).fetchall()
+    return sorted(rows)
+
+
+def _print_event(seq: int, body: str, consumed_at: float | None, as_json: bool) -> None:
+    event = json.loads(body)
+    if as_json:
+        _emit({"seq": seq, "consumed": consumed_at is not None, "event": event})
+        return
+    text = " ".join(str(event.get("content", {}).get("text", "")).split())
+    state = "consumed" if consumed_at is not None else "pending"
+    sys.stdout.write(
+        f"{seq:>6} {event['timestamp']} {event['session']:<12} {event['kind']:<22} "
+        f"{event['source']}/{event['channel']:<12} {state:<8} {text[:70]}\n"
+    )
+    sys.stdout.flush()
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    conn = _open(args)
+    try:
+        last: int | None = None
+        while True:
+            rows = _event_rows(conn, args, last) if _has_table(conn, "bus_events") else []
+            for seq, body, consumed_at in rows:
+                _print_event(seq, body, consumed_at, args.json)
+                last = seq
+            if not args.follow:
+                return 0
+            last = last or 0
+            time.sleep(0.5)  # a CLI follower of another process's database: polling is the way
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        conn.close()
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from heron.jobs.store import JobStore
+    from heron.jobs.tools import job_summary
+
+    conn = _open(args)
+    try:
+        jobs = JobStore(conn).list(args.session, limit=1000)
+        for job in reversed(jobs):
+            if args.json:
+                _emit(job_summary(job))
+            else:
+                code = "" if job.exit_code is None else f"exit {job.exit_code}"
+                sys.stdout.write(f"{job.id}  {job.state:<14} {code:<8} {job.command[:70]}\n")
+    finally:
+        conn.close()
+    return 0
+
+
+def cmd_timers(args: argparse.Namespace) -> int:
+    from heron.bus.model import BusEvent
+    from heron.triggers.timers import TimerScheduler
+    from heron.triggers.tools import timer_view
+
+    async def read_only(event: BusEvent) -> bool:
+        raise RuntimeError("`heron timers list` never fires timers")
+
+    conn = _open(args)
+    try:
+        scheduler = TimerScheduler(conn, publish=read_only, session=args.session)
+        for timer in scheduler.timers(active_only=False):
+            if args.json:
+                _emit(timer_view(timer))
+            else:
+                view = timer_view(timer)
+                sys.stdout.write(
+                    f"{timer.id}  {timer.state:<9} {view['next_fire'] or '-':<25} "
+                    f"{timer.describe()}: {timer.message[:60]}\n"
+                )
+    finally:
+        conn.close()
+    return 0

@@ -1,0 +1,354 @@
+"""One agent's MCP tools, assembled once per session from `[mcp]` configuration.
+
+`assemble_mcp` connects the configured servers (lazily: pinned servers are listed from their
+pins and start on first call), applies the agent's access policy and decides the exposure:
+
+- **direct** (fewer policy-allowed MCP tools than `deferred_threshold`, or `exposure =
+  "direct"`): every allowed MCP tool is registered as a normal tool, in the bundle
+  `mcp:<server>`. Filter groups hide tools per turn through `turn_exclusions`.
+- **deferred** (from the threshold on, or `exposure = "deferred"`): only `tool_search` is
+  registered; the model sees a compact catalogue in the system prompt and loads schemas into the
+  session's `ActivatedToolSet`. Tools of `always` filter groups are activated up front. A call
+  to an exact catalogue name that was never loaded still runs (the never-unreachable rule),
+  through `catalogue`.
+
+The catalogue section is rendered once, here. It never changes afterwards — tools loaded later
+are not taken out of it — so the system prompt stays byte-identical for the whole session and
+provider prompt caches keep working; loaded schemas are appended after the static tools, in
+activation order, and stay there.
+
+Typical use (the CLI does exactly this)::
+
+    activated = ActivatedToolSet()
+    mcp = await assemble_mcp(config.mcp, state_dir=..., autonomy=..., allowed_tools=...,
+                             excluded_tools=..., builtin_names=..., activated=activated)
+    registry = ToolRegistry(builtin_tools)
+    mcp.register(registry)
+    agent = Agent(model=model, tools=registry,
+                  system_prompt=mcp.system_prompt(base, native_tools=..., strict_tool_parsing=...),
+                  allowed_tools=mcp.admit(allowed_tools), excluded_tools=...,
+                  activated=mcp.activated, catalogue=mcp.catalogue,
+                  turn_exclusions=mcp.turn_exclusions)
+    try: ...
+    finally: await mcp.aclose()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from heron.mcp.catalogue import Exposure, McpAccessPolicy, McpCatalogue, choose_exposure
+from heron.mcp.config import McpConfig, name_matches
+from heron.mcp.filter_groups import compute_turn_filter
+from heron.mcp.tool_search import (
+    TOOL_SEARCH,
+    SearchParams,
+    ToolSearchTool,
+    resolve_unactivated,
+)
+from heron.mcp.trust import ToolDefinition, detect_shadowing
+from heron.tools.definition import Tool
+from heron.tools.registry import ActivatedToolSet, Autonomy, ToolRegistry, normalize_name
+
+if TYPE_CHECKING:
+    from heron.mcp.client import McpClientManager
+
+__all__ = [
+    "CAPABILITY_BUNDLE",
+    "McpAssembly",
+    "McpGrant",
+    "McpToolCatalogue",
+    "assemble_mcp",
+    "assemble_tools",
+]
+
+CAPABILITY_BUNDLE = "mcp"
+"""Registry bundle of `tool_search` and the resource/prompt tools (`mcp_resources`, …)."""
+
+
+class McpToolCatalogue:
+    """The engine's `ToolCatalogue` over a deferred MCP catalogue.
+
+    `resolve` hands out a tool the model calls by its exact catalogue name without loading it
+    first, and activates it into `activated` (the session's set, so its schema is sent from the
+    next request on). Names `policy` denies — including a per-run narrowing — resolve to None,
+    so the engine reports them as unknown.
+    """
+
+    __slots__ = ("_activated", "_catalogue", "_policy")
+
+    def __init__(
+        self, catalogue: McpCatalogue, activated: ActivatedToolSet, policy: McpAccessPolicy
+    ) -> None:
+        self._catalogue = catalogue
+        self._activated = activated
+        self._policy = policy
+
+    def names(self) -> list[str]:
+        """Every name `resolve` could hand out (the text protocol parses calls to them)."""
+        return [e.name for e in self._catalogue.entries if self._policy.allows(e.tool.spec)]
+
+    def resolve(self, name: str) -> Tool | None:
+        """The tool with exactly this catalogue name, activated; None when absent or denied."""
+        return resolve_unactivated(name, self._catalogue, self._activated, policy=self._policy)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class McpGrant:
+    """What a sub-agent (or a narrowed run) receives of its parent's MCP tools."""
+
+    activated: ActivatedToolSet
+    """A set of its own, holding the parent's activated tools that the grant allows."""
+    catalogue: McpToolCatalogue | None
+    """Exact-name resolution within the grant (deferred exposure only)."""
+    tools: tuple[Tool, ...] = ()
+    """`tool_search` over the granted part of the catalogue (deferred exposure only)."""
+    prompt_section: str = ""
+    """The granted catalogue for the sub-agent's system prompt (with its `tool_search`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class McpAssembly:
+    """The MCP part of one agent, ready to hand to `Agent`."""
+
+    exposure: Exposure
+    bundles: Mapping[str, tuple[Tool, ...]]
+    """Tools to register, by registry bundle (`mcp:<server>` for MCP tools, `mcp` for
+    `tool_search` and the resource/prompt tools)."""
+    prompt_section: str
+    """The deferred catalogue for the system prompt, rendered once; empty in direct exposure,
+    when `tool_search` is excluded and when nothing is left to load."""
+    activated: ActivatedToolSet
+    catalogue: McpToolCatalogue | None
+    """The never-unreachable resolver (deferred exposure only)."""
+    turn_exclusions: Callable[[str], Collection[str]] | None
+    """User message → MCP tool names hidden for that turn (direct exposure with filter
+    groups only; in deferred exposure dynamic groups have no effect, see `filter_groups`)."""
+    problems: tuple[str, ...]
+    """What the operator should see: servers that could not be listed, shadowed names."""
+    policy: McpAccessPolicy
+    tool_catalogue: McpCatalogue
+    """Every policy-allowed MCP tool, whatever the exposure."""
+    search_registered: bool = False
+    """Whether `tool_search` is among the tools (deferred exposure with something to load)."""
+    search_params: SearchParams | None = None
+    """`tool_search` ranking (`[mcp] search_min_score`), shared with sub-agents' searches."""
+    manager: McpClientManager | None = None
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """Every tool to register, bundle after bundle."""
+        return tuple(t for tools in self.bundles.values() for t in tools)
+
+    def register(self, registry: ToolRegistry) -> None:
+        """Add the assembled tools to `registry`, each in its bundle."""
+        for bundle, tools in self.bundles.items():
+            registry.add_all(tools, bundle=bundle)
+
+    def admit(self, allowed_tools: Collection[str] | None) -> list[str] | None:
+        """The agent's allow-list with the assembled tools added.
+
+        Policy already decided which MCP tools exist (an allow-list written for built-ins does
+        not hide MCP servers the configuration enabled), so the registry must not drop them
+        again. `None` stays `None`.
+        """
+        if allowed_tools is None:
+            return None
+        return list(dict.fromkeys([*allowed_tools, *(t.spec.name for t in self.tools)]))
+
+    def system_prompt(self, base: str, *, native_tools: bool, strict_tool_parsing: bool) -> str:
+        """`base` followed by the catalogue section.
+
+        A model without native tool calling under strict parsing gets no tools at all, so it
+        gets no catalogue either.
+        """
+        if not self.prompt_section or (strict_tool_parsing and not native_tools):
+            return base
+        return f"{base}\n\n{self.prompt_section}" if base else self.prompt_section
+
+    def grant(self, allowed_tools: Collection[str] | None = None) -> McpGrant:
+        """What a sub-agent may use: the parent's activated tools that `allowed_tools` (names
+        or globs; `None` for everything the parent may use) allows, and — in deferred exposure —
+        its own `tool_search` and exact-name resolution limited to the same grant. The
+        sub-agent's activations stay in its own set."""
+        policy = self.policy if allowed_tools is None else self.policy.narrow(allowed_tools)
+        activated = ActivatedToolSet()
+        for name in self.activated.names():
+            tool = self.activated.get(name)
+            if tool is not None and policy.allows(tool.spec):
+                activated.activate(tool)
+        if self.exposure == "direct":
+            return McpGrant(activated=activated, catalogue=None)
+        granted = McpCatalogue(self.tool_catalogue.tools(), policy=policy)
+        section = granted.prompt_section(exclude=activated.names())
+        if not (self.search_registered and section):
+            return McpGrant(
+                activated=activated, catalogue=McpToolCatalogue(granted, activated, policy)
+            )
+        return McpGrant(
+            activated=activated,
+            catalogue=McpToolCatalogue(granted, activated, policy),
+            tools=(ToolSearchTool(granted, activated, params=self.search_params),),
+            prompt_section=section,
+        )
+
+    async def aclose(self) -> None:
+        """Stop every server this assembly started."""
+        if self.manager is not None:
+            await self.manager.aclose()
+
+
+def _excluded(name: str, excluded_tools: Collection[str]) -> bool:
+    key = normalize_name(name)
+    return any(name_matches(normalize_name(p), key) for p in excluded_tools)
+
+
+def _shadowing_problems(tools: Sequence[Tool], builtin_names: Collection[str]) -> list[str]:
+    # Pins cover what one server says; a clash depends on the combination (other servers,
+    # built-ins), which can change without any server changing, so it is reported every time.
+    definitions: list[ToolDefinition] = []
+    for tool in tools:
+        definition = getattr(tool, "definition", None)
+        if isinstance(definition, ToolDefinition):
+            definitions.append(definition)
+    findings = detect_shadowing(definitions, builtin_names=builtin_names)
+    return [f"MCP tool {f.server}__{f.tool}: {f.message}" for f in findings]
+
+
+def assemble_tools(
+    cfg: McpConfig,
+    tools: Sequence[Tool],
+    *,
+    autonomy: Autonomy,
+    allowed_tools: Collection[str] | None,
+    excluded_tools: Collection[str],
+    activated: ActivatedToolSet,
+    builtin_names: Collection[str] = (),
+    capability_tools: Sequence[Tool] = (),
+    unavailable: Mapping[str, str] | None = None,
+    manager: McpClientManager | None = None,
+) -> McpAssembly:
+    """The assembly over MCP tools already listed (`assemble_mcp` lists them from servers).
+
+    `tools` are the MCP tools (namespaced `<server>__<tool>`, owned by `mcp:<server>`);
+    `capability_tools` are always registered directly when policy allows them (the
+    `mcp_resources` / `mcp_prompts` tools); `unavailable` maps servers that could not be
+    listed to the reason.
+    """
+    policy = McpAccessPolicy(
+        allowed_tools=allowed_tools,
+        excluded_tools=excluded_tools,
+        read_only=autonomy == "read-only",
+    )
+    catalogue = McpCatalogue(tools, policy=policy)
+    capabilities = tuple(t for t in capability_tools if policy.allows(t.spec))
+    exposure = choose_exposure(len(catalogue), cfg.exposure, cfg.deferred_threshold)
+    problems = [f"MCP server {s!r} is unavailable: {r}" for s, r in (unavailable or {}).items()]
+    problems += _shadowing_problems(catalogue.tools(), builtin_names)
+    groups = cfg.tool_filter_groups
+    bundles: dict[str, tuple[Tool, ...]] = {}
+
+    if exposure == "direct":
+        by_server: dict[str, list[Tool]] = {}
+        for entry in catalogue.entries:
+            by_server.setdefault(f"mcp:{entry.server}", []).append(entry.tool)
+        bundles = {b: tuple(ts) for b, ts in by_server.items()}
+        if capabilities:
+            bundles[CAPABILITY_BUNDLE] = capabilities
+        turn_exclusions: Callable[[str], Collection[str]] | None = None
+        if groups:
+            mcp_names = [*catalogue.names(), *(t.spec.name for t in capabilities)]
+
+            def turn_exclusions(message: str) -> Collection[str]:
+                return compute_turn_filter(
+                    groups, mcp_names, message, allowed=policy.allows_name, exposure="direct"
+                ).excluded
+
+        return McpAssembly(
+            exposure=exposure,
+            bundles=bundles,
+            prompt_section="",
+            activated=activated,
+            catalogue=None,
+            turn_exclusions=turn_exclusions,
+            problems=tuple(problems),
+            policy=policy,
+            tool_catalogue=catalogue,
+            manager=manager,
+        )
+
+    preactivate = compute_turn_filter(
+        groups, catalogue.names(), "", allowed=policy.allows_name, exposure="deferred"
+    ).preactivate
+    for name in preactivate:
+        tool = catalogue.get(name)
+        if tool is not None:
+            activated.activate(tool)
+    # Computed once: the static prefix of the prompt never changes afterwards.
+    section = catalogue.prompt_section(exclude=preactivate)
+    search_registered = bool(section) and not _excluded(TOOL_SEARCH, excluded_tools)
+    search_params = SearchParams(min_score=cfg.search_min_score)
+    surface: list[Tool] = []
+    if search_registered:
+        surface.append(ToolSearchTool(catalogue, activated, params=search_params))
+    surface.extend(capabilities)
+    if surface:
+        bundles[CAPABILITY_BUNDLE] = tuple(surface)
+    return McpAssembly(
+        exposure=exposure,
+        bundles=bundles,
+        # The registry and the prompt move together: no search tool, no catalogue to search.
+        prompt_section=section if search_registered else "",
+        activated=activated,
+        catalogue=McpToolCatalogue(catalogue, activated, policy),
+        turn_exclusions=None,
+        problems=tuple(problems),
+        policy=policy,
+        tool_catalogue=catalogue,
+        manager=manager,
+        search_registered=search_registered,
+        search_params=search_params,
+    )
+
+
+async def assemble_mcp(
+    cfg: McpConfig,
+    *,
+    state_dir: Path,
+    autonomy: Autonomy,
+    allowed_tools: Collection[str] | None,
+    excluded_tools: Collection[str],
+    builtin_names: Collection[str],
+    activated: ActivatedToolSet,
+) -> McpAssembly:
+    """Connect the configured servers and assemble their tools for one agent.
+
+    Servers are pinned in the trust store under `state_dir` and checked at every start.
+    A server that cannot be listed (not approved, changed since approval, failing to start,
+    missing credentials) is left out and named in `problems`; the others still work. Call
+    `aclose()` at the end of the session.
+    """
+    from heron.mcp.client import McpClientManager, resource_tools
+    from heron.mcp.trust import TrustStore
+
+    manager = McpClientManager(cfg, trust=TrustStore(state_dir), builtin_names=tuple(builtin_names))
+    try:
+        tools, unavailable = await manager.tools()
+        return assemble_tools(
+            cfg,
+            tools,
+            autonomy=autonomy,
+            allowed_tools=allowed_tools,
+            excluded_tools=excluded_tools,
+            activated=activated,
+            builtin_names=builtin_names,
+            capability_tools=resource_tools(manager),
+            unavailable=unavailable,
+            manager=manager,
+        )
+    except BaseException:
+        await manager.aclose()
+        raise

@@ -1,0 +1,288 @@
+"""heron's built-in tool sets, assembled from configuration.
+
+Four sets, each a bundle of the agent's tool registry:
+
+- `perception`: look without changing anything — workspace files, the web, the knowledge base,
+  stored artifacts and office documents.
+- `execution`: change things — file writes, downloads, `shell`, `run_python`, `send_mail` (only
+  with a `[tools.builtin.mail]` section).
+- `connectors`: public data sources, spreadsheets and the browser.
+- `events`: detached background jobs (`start_job`, `job_status`, …). Timers, shell monitors and
+  subscriptions only make sense with `heron serve`'s event loop, which gives them to its agent.
+
+`build_builtin` also returns what the agent needs next to these tools: an `ArtifactSpill`
+(oversize results become artifacts that `read_artifact` pages through) and a
+`WorkspaceResultCache` for read-only results. Factories are imported inside `build_builtin`, so
+reading the configuration stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from heron.tools.definition import Tool
+
+if TYPE_CHECKING:
+    from heron.artifacts import ArtifactSpill
+    from heron.sandbox.base import Sandbox
+    from heron.toolsets.cache import WorkspaceResultCache
+
+BuiltinSet = Literal["perception", "execution", "connectors", "events"]
+SETS: tuple[BuiltinSet, ...] = ("perception", "execution", "connectors", "events")
+
+
+class BuiltinError(ValueError):
+    """The built-in tool sets cannot be built as configured; nothing is left open."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class WebSection(_Section):
+    """`[tools.builtin.web]`: where `fetch_url`, `download_file` and the connectors may go."""
+
+    allow_hosts: list[str] = Field(default_factory=list)
+    """Private hosts, addresses or networks opened although they are private."""
+    allow_private: bool = False
+    """Open every private and loopback address (cloud metadata services stay closed)."""
+
+
+class SearchSection(_Section):
+    """`[tools.builtin.search]`: the `web_search` back end."""
+
+    searxng_url: str | None = None
+    """A SearXNG instance with the JSON format enabled; without it `web_search` says so."""
+
+
+class KnowledgeSection(_Section):
+    """`[tools.builtin.knowledge]`: the folder `knowledge_search` indexes."""
+
+    folder: str | None = None
+    """Without a folder there is no `knowledge_search` tool."""
+
+
+class MailSection(_Section):
+    """`[tools.builtin.mail]`: SMTP for `send_mail`; credentials come from the environment."""
+
+    host: str
+    port: int = 587
+    from_addr: str
+    username_env: str | None = None
+    password_env: str | None = None
+    starttls: bool = True
+    timeout_s: float = Field(default=30.0, gt=0)
+
+
+class BuiltinConfig(_Section):
+    """`[tools.builtin]`: which built-in tool sets an agent gets and how they are confined."""
+
+    sets: list[BuiltinSet] = Field(default_factory=list)
+    """Empty (the default): no built-in tools."""
+    workspace: str | None = None
+    """The root every file tool, command and download is confined to; default: the current
+    directory."""
+    sandbox: Literal["process", "bwrap"] = "process"
+    """Where `shell`, `run_python` and jobs run: a limited process, or bubblewrap namespaces."""
+    network: bool = True
+    """False: no web tools, and commands run without network (needs `sandbox = "bwrap"`)."""
+    web: WebSection = Field(default_factory=WebSection)
+    search: SearchSection = Field(default_factory=SearchSection)
+    knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
+    mail: MailSection | None = None
+
+    def workspace_path(self) -> Path:
+        """The workspace root, resolved (the current directory when unset)."""
+        return Path(self.workspace).expanduser().resolve() if self.workspace else Path.cwd()
+
+
+Closer = Callable[[], Awaitable[None]]
+
+
+@dataclass(kw_only=True)
+class Builtin:
+    """Built tool sets: `tools` by set name, plus the agent's spill and cache. `aclose()` stops
+    what the sets started (the browser, the job watcher, open databases)."""
+
+    workspace: Path
+    tools: dict[BuiltinSet, list[Tool]]
+    spill: ArtifactSpill
+    cache: WorkspaceResultCache
+    _closers: list[Closer] = field(default_factory=list)
+
+    def all_tools(self) -> list[Tool]:
+        """Every tool of every built set, in set order."""
+        return [t for tools in self.tools.values() for t in tools]
+
+    async def aclose(self) -> None:
+        """Close in reverse order of opening; safe to call twice."""
+        closers, self._closers = self._closers, []
+        for close in reversed(closers):
+            await close()
+
+
+async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
+    """Build the sets `cfg.sets` names. Raises `BuiltinError` for an impossible configuration
+    (no such workspace, `network = false` with the `process` sandbox, a bad mail section)."""
+    from heron.artifacts import ArtifactSpill, ArtifactStore
+    from heron.sandbox import SandboxUnavailable, make_sandbox
+    from heron.toolsets.cache import WorkspaceResultCache
+    from heron.toolsets.workspace import Workspace, WorkspaceError
+
+    root = cfg.workspace_path()
+    try:
+        ws = Workspace(root)
+    except WorkspaceError as exc:
+        raise BuiltinError(f"workspace: {exc}") from exc
+    sandbox: Sandbox | None = None
+    if {"execution", "events"} & set(cfg.sets):
+        try:
+            sandbox = make_sandbox(cfg.sandbox, workspace=ws.root, network=cfg.network)
+        except SandboxUnavailable as exc:
+            raise BuiltinError(f"sandbox: {exc}") from exc
+    store = ArtifactStore(state_dir)
+    built = Builtin(
+        workspace=ws.root,
+        tools={},
+        spill=ArtifactSpill(store),
+        cache=WorkspaceResultCache(),
+    )
+    try:
+        for name in dict.fromkeys(cfg.sets):
+            if name == "perception":
+                built.tools[name] = _perception(cfg, ws, store, state_dir)
+            elif name == "execution":
+                assert sandbox is not None
+                built.tools[name] = _execution(cfg, ws, sandbox, state_dir, built)
+            elif name == "connectors":
+                built.tools[name] = _connectors(cfg, ws, built)
+            else:
+                assert sandbox is not None
+                built.tools[name] = await _events(ws, sandbox, state_dir, built)
+    except BaseException:
+        await built.aclose()
+        raise
+    return built
+
+
+def _policy(cfg: BuiltinConfig) -> Any:
+    from heron.toolsets.url_policy import UrlPolicy
+
+    return UrlPolicy(allow_hosts=tuple(cfg.web.allow_hosts), allow_private=cfg.web.allow_private)
+
+
+def _perception(cfg: BuiltinConfig, ws: Any, store: Any, state_dir: Path) -> list[Tool]:
+    from heron.connectors.documents import document_tools
+    from heron.toolsets.artifacts import artifact_tools
+    from heron.toolsets.files import file_tools
+    from heron.toolsets.knowledge import KnowledgeBase
+    from heron.toolsets.search import SearxngBackend, knowledge_tools, search_tools
+    from heron.toolsets.web import WebLimits, web_tools
+
+    tools = [t for t in file_tools(ws) if t.spec.annotations.read_only]
+    if cfg.network:
+        web = web_tools(policy=_policy(cfg), workspace_root=ws.root, limits=WebLimits())
+        tools += [t for t in web if t.spec.name == "fetch_url"]
+        url = cfg.search.searxng_url
+        tools += search_tools(backend=SearxngBackend(url) if url else None)
+    if cfg.knowledge.folder:
+        folder = Path(cfg.knowledge.folder).expanduser()
+        if not folder.is_absolute():
+            folder = ws.root / folder
+        if not folder.is_dir():
+            raise BuiltinError(f"knowledge.folder: {folder} is no directory")
+        tools += knowledge_tools(KnowledgeBase(folder, state_dir))
+    return [*tools, *artifact_tools(store), *document_tools(ws)]
+
+
+def _execution(
+    cfg: BuiltinConfig, ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin
+) -> list[Tool]:
+    from heron.toolsets.command_policy import CommandPolicy
+    from heron.toolsets.files import file_tools
+    from heron.toolsets.python_exec import run_python_tool
+    from heron.toolsets.shell import ShellHistory, shell_tool
+    from heron.toolsets.web import WebLimits, web_tools
+
+    tools = [t for t in file_tools(ws) if not t.spec.annotations.read_only]
+    if cfg.network:
+        web = web_tools(policy=_policy(cfg), workspace_root=ws.root, limits=WebLimits())
+        tools += [t for t in web if t.spec.name == "download_file"]
+    history = ShellHistory.open(state_dir)
+
+    async def close_history() -> None:
+        history.close()
+
+    built._closers.append(close_history)
+    policy = CommandPolicy(workspace=ws.root)
+    tools.append(shell_tool(sandbox=sandbox, policy=policy, workspace=ws.root, history=history))
+    # run_python scripts call the agent's other tools; name the ones known so far.
+    names = [t.spec.name for t in (*built.all_tools(), *tools)]
+    tools.append(run_python_tool(sandbox=sandbox, workspace=ws.root, tool_names=names))
+    if cfg.mail is not None:
+        tools += _mail(cfg.mail, state_dir)
+    return tools
+
+
+def _mail(section: MailSection, state_dir: Path) -> list[Tool]:
+    from heron.toolsets.idempotency import Confirmations, IdempotencyStore
+    from heron.toolsets.mail import MailConfig, mail_tools
+
+    try:
+        config = MailConfig(**section.model_dump())
+    except ValueError as exc:
+        raise BuiltinError(f"mail: {exc}") from exc
+    return mail_tools(config, Confirmations(IdempotencyStore(state_dir)))
+
+
+def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin) -> list[Tool]:
+    from heron.connectors.spreadsheets import spreadsheet_tools
+
+    tools = spreadsheet_tools(ws.root)
+    if cfg.network:
+        from heron.connectors.browser import browser_tools
+        from heron.connectors.public_data import public_data_tools
+
+        policy = _policy(cfg)
+        browser = browser_tools(policy=policy, workspace=ws)
+        built._closers.append(browser.close)
+        tools = [*public_data_tools(policy=policy, workspace_root=ws.root), *tools, *browser]
+    return tools
+
+
+async def _events(ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin) -> list[Tool]:
+    from heron.bus.model import BusEvent
+    from heron.jobs.manager import JobManager
+    from heron.jobs.tools import job_tools
+    from heron.state import open_db
+    from heron.toolsets.command_policy import CommandPolicy
+
+    async def unheard(_event: BusEvent) -> bool:
+        # Without `heron serve` nobody consumes a job's end event; `job_status` reports it.
+        return True
+
+    conn = open_db(state_dir)
+    manager = JobManager(
+        conn,
+        state_dir=state_dir,
+        workspace=ws.root,
+        sandbox=sandbox,
+        policy=CommandPolicy(workspace=ws.root),
+        publish=unheard,
+        # Its own session: `heron serve` re-attaches and reports only the jobs it started.
+        session="builtin",
+    )
+
+    async def close() -> None:
+        await manager.aclose()
+        conn.close()
+
+    built._closers.append(close)
+    await manager.start()
+    return job_tools(manager)
+

@@ -1,0 +1,184 @@
+"""`heron mcp serve` seen through the official SDK's own client, and `heron run --builtin`."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import mcp_types as types
+from cli_support import HERON, TIMEOUT_S, Heron, assert_one_result_per_call
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+
+def _env(root: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "HERON_STATE_DIR": str(root / "state"),
+        "XDG_CONFIG_HOME": str(root / "xdg-config"),
+    }
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+@contextmanager
+def _http_server(root: Path, *flags: str) -> Iterator[str]:
+    """`heron mcp serve ... --transport http --port 0`; yields the URL it announces."""
+    proc = subprocess.Popen(
+        [*HERON, "mcp", "serve", *flags, "--transport", "http", "--port", "0"],
+        cwd=root,
+        env=_env(root),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        line = lines.get(timeout=TIMEOUT_S)
+        assert line is not None and "MCP server at " in line, line
+        yield line.split("MCP server at ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(TIMEOUT_S)
+        reader.join(TIMEOUT_S)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+async def test_stdio_perception_server_lists_annotated_tools_and_reads_and_greps(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("alpha\nneedle here\nomega\n", encoding="utf-8")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "heron.cli.main", "mcp", "serve", "perception", "--workspace", str(ws)],
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        listed = {t.name: t for t in (await session.list_tools()).tools}
+        read_file = await session.call_tool("read_file", {"path": "notes.txt"})
+        grep = await session.call_tool("grep_files", {"pattern": "needle"})
+
+    assert {"read_file", "list_dir", "grep_files", "read_artifact"} <= set(listed)
+    assert not {"write_file", "shell"} & set(listed)
+    hints = listed["read_file"].annotations
+    assert hints is not None
+    assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (
+        True,
+        False,
+        True,
+    )
+    assert listed["fetch_url"].annotations is not None
+    assert listed["fetch_url"].annotations.open_world_hint is True
+    assert "path" in listed["read_file"].input_schema["properties"]
+    assert not read_file.is_error and "needle here" in _text(read_file)
+    assert not grep.is_error and "notes.txt" in _text(grep) and "needle" in _text(grep)
+
+
+async def test_http_execution_server_writes_then_reads_and_failures_are_errors(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    flags = ("perception", "execution", "--workspace", str(ws), "--autonomy", "full")
+    with _http_server(tmp_path, *flags) as url:
+        async with streamable_http_client(url) as (read, write), ClientSession(
+            read, write
+        ) as session:
+            await session.initialize()
+            listed = {t.name: t for t in (await session.list_tools()).tools}
+            wrote = await session.call_tool("write_file", {"path": "out.txt", "content": "hi\n"})
+            back = await session.call_tool("read_file", {"path": "out.txt"})
+            missing = await session.call_tool("read_file", {"path": "nope.txt"})
+            invalid = await session.call_tool("write_file", {"path": "x.txt", "bogus": 1})
+
+    delete = listed["delete_path"].annotations
+    assert delete is not None and delete.destructive_hint is True and not delete.read_only_hint
+    assert not wrote.is_error, _text(wrote)
+    assert (ws / "out.txt").read_text(encoding="utf-8") == "hi\n"
+    assert not back.is_error and "hi" in _text(back)
+    assert missing.is_error and "nope.txt" in _text(missing)
+    assert invalid.is_error and "invalid arguments" in _text(invalid)
+    assert not (ws / "x.txt").exists()
+
+
+async def test_supervised_server_refuses_calls_that_need_approval(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with _http_server(tmp_path, "execution", "--workspace", str(ws)) as url:
+        async with streamable_http_client(url) as (read, write), ClientSession(
+            read, write
+        ) as session:
+            await session.initialize()
+            refused = await session.call_tool("write_file", {"path": "a.txt", "content": "x"})
+
+    assert refused.is_error
+    assert "needs approval" in _text(refused) and "denied it by policy" in _text(refused)
+    assert not (ws / "a.txt").exists()
+
+
+def test_run_with_builtin_sets_reads_and_edits_a_file(heron: Heron) -> None:
+    ws = heron.root / "project"
+    ws.mkdir()
+    (ws / "app.txt").write_text("colour = red\n", encoding="utf-8")
+    turns = [
+        {"tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "app.txt"}}]},
+        {
+            "expect": {"last_message_contains": "colour = red"},
+            "tool_calls": [
+                {
+                    "id": "e1",
+                    "name": "edit_file",
+                    "arguments": {"path": "app.txt", "old_string": "red", "new_string": "blue"},
+                }
+            ],
+        },
+        {"text": "Changed the colour."},
+    ]
+    done = heron.run(
+        "run",
+        "make it blue",
+        "--model",
+        heron.script("script.yaml", turns),
+        "--events",
+        "jsonl",
+        "--builtin",
+        "perception",
+        "--builtin",
+        "execution",
+        "--workspace",
+        str(ws),
+        "--autonomy",
+        "full",
+    )
+
+    assert done.code == 0, done.stderr
+    events = done.events()
+    assert_one_result_per_call(events)
+    results = {e["id"]: e for e in events if e["type"] == "tool_result"}
+    assert results["r1"]["success"] and results["e1"]["success"], results
+    assert (ws / "app.txt").read_text(encoding="utf-8") == "colour = blue\n"
+    assert events[-1] == {**events[-1], "type": "final", "text": "Changed the colour."}

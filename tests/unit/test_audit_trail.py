@@ -1,0 +1,258 @@
+"""The execution audit trail: who ran which tool call, in what context, why, and how it ended."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from heron import Agent, RecordingObserver, ScriptedModel, ToolContext, tool
+from heron.audit_trail import ExecutionAuditTrail, parse_since, query_executions
+from heron.observer import ToolCallRecord, ToolCallStartRecord
+from heron.sessions.cli import CliSession
+from heron.state import open_db
+from heron.turn.approval import ApprovalAnswer, ApprovalRequest
+from heron.turn.cancel import CancelScope
+
+
+@tool(read_only=True)
+def look(place: str) -> str:
+    """Look at a place.
+
+    Args:
+        place: Where to look.
+    """
+    return f"a tree at {place}"
+
+
+@tool(requires_approval=True)
+def cut(what: str) -> str:
+    """Cut something down.
+
+    Args:
+        what: What to cut.
+    """
+    return f"cut {what}"
+
+
+@tool(requires_approval=True)
+def burn(what: str) -> str:
+    """Burn something.
+
+    Args:
+        what: What to burn.
+    """
+    return f"burnt {what}"
+
+
+@tool(read_only=True)
+async def survey(ctx: ToolContext) -> str:
+    """Look at two places through the engine."""
+    assert ctx.call_tool is not None
+    north = await ctx.call_tool("look", {"place": "north"})
+    return f"survey: {north.output}"
+
+
+class Operator:
+    """Says yes to `cut`, no to everything else."""
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer:
+        decision = "yes" if request.tool == "cut" else "no"
+        return ApprovalAnswer(decision=decision, decided_by="operator:test")
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    db = open_db(tmp_path)
+    yield db
+    db.close()
+
+
+def turn(*calls: dict[str, Any], text: str = "") -> dict[str, Any]:
+    return {"text": text, "tool_calls": list(calls)}
+
+
+async def run_in_session(tmp_path: Path, agent: Agent, prompt: str = "go") -> None:
+    session = CliSession.open(tmp_path, "s1", operator="alice")
+    session.attach(agent)
+    try:
+        outcome = await session.run_turn(
+            agent, prompt, sink=lambda _: None, cancel=CancelScope(), channel="cli"
+        )
+        assert outcome.status == "final", outcome.error
+    finally:
+        session.close()
+
+
+async def test_an_executed_call_is_recorded_with_who_context_why_and_outcome(
+    tmp_path: Path, conn: sqlite3.Connection
+) -> None:
+    model = ScriptedModel(
+        [
+            turn({"id": "k1", "name": "look", "arguments": {"place": "garden"}}, text="Checking."),
+            {"text": "There is a tree."},
+        ]
+    )
+    await run_in_session(tmp_path, Agent(model=model, tools=[look], name="gardener"))
+
+    [row] = query_executions(conn)
+    assert (row.tool, row.call_id, row.session, row.channel) == ("look", "k1", "s1", "cli")
+    assert (row.agent, row.operator, row.approved_by, row.owner) == (
+        "gardener",
+        "alice",
+        None,
+        "user",
+    )
+    assert row.why == "Checking."
+    assert row.arguments == '{"place":"garden"}'
+    assert (row.status, row.success, row.result) == ("ok", True, "a tree at garden")
+    assert row.duration_ms is not None and row.duration_ms >= 0
+    assert row.ended is not None and row.ended >= row.started
+    assert len(row.turn_id) == 12
+
+
+async def test_approved_calls_name_the_approver_and_denied_calls_are_not_recorded(
+    tmp_path: Path, conn: sqlite3.Connection
+) -> None:
+    model = ScriptedModel(
+        [
+            turn(
+                {"id": "c1", "name": "cut", "arguments": {"what": "hedge"}},
+                {"id": "b1", "name": "burn", "arguments": {"what": "hedge"}},
+                text="Cutting, then burning.",
+            ),
+            {"text": "Cut; burning was refused."},
+        ]
+    )
+    agent = Agent(model=model, tools=[cut, burn], approver=Operator(), name="gardener")
+    await run_in_session(tmp_path, agent)
+
+    rows = query_executions(conn)
+    assert [(r.tool, r.status, r.approved_by, r.why) for r in rows] == [
+        ("cut", "ok", "operator:test", "Cutting, then burning.")
+    ]
+
+
+async def test_a_call_made_by_a_tool_inherits_the_reason_of_the_call_that_made_it(
+    tmp_path: Path, conn: sqlite3.Connection
+) -> None:
+    model = ScriptedModel(
+        [turn({"id": "s1", "name": "survey"}, text="Surveying."), {"text": "Done."}]
+    )
+    await run_in_session(tmp_path, Agent(model=model, tools=[survey, look], autonomy="full"))
+
+    rows = query_executions(conn)
+    assert [(r.tool, r.call_id, r.why) for r in rows] == [
+        ("survey", "s1", "Surveying."),
+        ("look", "s1.1", "Surveying."),
+    ]
+    assert rows[0].agent == "default"  # an unnamed agent
+
+
+async def test_credentials_in_the_reason_are_masked(
+    tmp_path: Path, conn: sqlite3.Connection
+) -> None:
+    secret = "sk-" + "a1b2c3d4e5f6g7h8i9j0k1l2"
+    model = ScriptedModel(
+        [
+            turn({"id": "k1", "name": "look", "arguments": {"place": "x"}}, text=f"Using {secret}"),
+            {"text": "ok"},
+        ]
+    )
+    await run_in_session(tmp_path, Agent(model=model, tools=[look]))
+
+    [row] = query_executions(conn)
+    assert row.why is not None and row.why.startswith("Using sk-")
+    assert secret not in row.why
+
+
+async def test_a_call_whose_process_died_stays_running_until_resume_marks_it_lost(
+    tmp_path: Path, conn: sqlite3.Connection
+) -> None:
+    started = asyncio.Event()
+
+    @tool(read_only=True)
+    async def hang() -> str:
+        """Wait until cancelled."""
+        started.set()
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    session = CliSession.open(tmp_path, "s1")
+    agent = Agent(model=ScriptedModel([turn({"id": "h1", "name": "hang"})]), tools=[hang])
+    session.attach(agent)
+    task = asyncio.create_task(
+        session.run_turn(agent, "go", sink=lambda _: None, cancel=CancelScope(), channel="cli")
+    )
+    await asyncio.wait_for(started.wait(), timeout=5)
+    task.cancel()  # the process dies mid-call
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    session.close()
+    assert [(r.call_id, r.status, r.ended) for r in query_executions(conn)] == [
+        ("h1", "running", None)
+    ]
+
+    CliSession.open(tmp_path, "s1").close()
+
+    assert [(r.call_id, r.status, r.success) for r in query_executions(conn)] == [
+        ("h1", "lost", False)
+    ]
+
+
+def test_the_trail_forwards_every_record_to_the_previous_observer(
+    conn: sqlite3.Connection,
+) -> None:
+    previous = RecordingObserver()
+    trail = ExecutionAuditTrail(conn, session="s", forward=previous)
+    start = ToolCallStartRecord(tool="t", call_id="c", arguments="{}", turn_id="u", owner="o")
+    end = ToolCallRecord.ending(start, duration_ms=1.0, success=False, status="error", result="x")
+    trail.tool_call_start(start)
+    trail.tool_call_end(end)
+    assert previous.records == [start, end]
+    [row] = query_executions(conn)
+    assert (row.status, row.success, row.why) == ("error", False, None)
+
+
+def test_queries_filter_by_tool_session_and_start_time_and_keep_the_latest(
+    conn: sqlite3.Connection,
+) -> None:
+    clock = iter([100.0, 101.0, 200.0, 201.0, 300.0, 301.0, 400.0, 401.0])
+    for number, (session, name) in enumerate(
+        [("a", "look"), ("a", "cut"), ("b", "look"), ("a", "look")]
+    ):
+        trail = ExecutionAuditTrail(conn, session=session, clock=lambda: next(clock))
+        start = ToolCallStartRecord(
+            tool=name, call_id=f"c{number}", arguments="{}", turn_id="u", owner="o"
+        )
+        trail.tool_call_start(start)
+        trail.tool_call_end(
+            ToolCallRecord.ending(start, duration_ms=1, success=True, status="ok", result="")
+        )
+
+    def calls(**filters: Any) -> list[tuple[str | None, str, float]]:
+        return [(r.session, r.tool, r.started) for r in query_executions(conn, **filters)]
+
+    assert calls(tool="look") == [("a", "look", 100.0), ("b", "look", 300.0), ("a", "look", 400.0)]
+    assert calls(session="a", tool="look") == [("a", "look", 100.0), ("a", "look", 400.0)]
+    assert calls(since=250.0) == [("b", "look", 300.0), ("a", "look", 400.0)]
+    assert calls(limit=1) == [("a", "look", 400.0)]
+    with pytest.raises(ValueError, match="limit must not be negative"):
+        query_executions(conn, limit=-1)
+
+
+def test_since_reads_spans_back_from_now_and_iso_times() -> None:
+    now = 1_000_000.0
+    assert parse_since("90s", now=now) == now - 90
+    assert parse_since("15m", now=now) == now - 900
+    assert parse_since("2h", now=now) == now - 7200
+    assert parse_since("1.5d", now=now) == now - 129_600
+    assert parse_since("1w", now=now) == now - 604_800
+    assert parse_since("2024-05-01T14:30:00Z") == 1_714_573_800.0
+    assert parse_since("2024-05-01T16:30:00+02:00") == 1_714_573_800.0
+    with pytest.raises(ValueError, match="use a span back from now"):
+        parse_since("last tuesday")

@@ -1,0 +1,187 @@
+"""Inbound mail over real SMTP (aiosmtpd on 127.0.0.1) and from a Maildir, onto the bus."""
+
+from __future__ import annotations
+
+import asyncio
+import smtplib
+from collections.abc import AsyncIterator, Iterator
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+
+from heron.bus.clock import FakeClock
+from heron.bus.sqlite_store import SqliteBusStore
+from heron.channels.mail_inbound import MaildirSource, MailIngressConfig, SmtpIngress
+from heron.state import open_db
+from heron.toolsets.maildir import Maildir
+from heron.triggers.subscriptions import SubscriptionFilter, SubscriptionStore
+
+BOUND = 5.0
+
+
+@pytest.fixture
+def bus(tmp_path: Path) -> Iterator[SqliteBusStore]:
+    store = SqliteBusStore.open(tmp_path / "state")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Maildir:
+    return Maildir(tmp_path / "Maildir")
+
+
+@pytest.fixture
+def source(box: Maildir, bus: SqliteBusStore) -> MaildirSource:
+    config = MailIngressConfig(session="main", contacts=frozenset({"Ana@Example.com"}))
+    return MaildirSource(box, bus.publish_many, config)
+
+
+@pytest.fixture
+async def smtp(source: MaildirSource) -> AsyncIterator[SmtpIngress]:
+    ingress = SmtpIngress(source, domains=frozenset({"home.test"}))
+    await ingress.start()
+    yield ingress
+    await ingress.aclose()
+
+
+def message(
+    subject: str = "Hello", sender: str = "ana@example.com", message_id: str | None = "<a1@x>"
+) -> bytes:
+    msg = EmailMessage()
+    msg["From"] = sender
+    msg["To"] = "me@home.test"
+    msg["Subject"] = subject
+    if message_id:
+        msg["Message-ID"] = message_id
+    msg.set_content(f"Body of {subject}.")
+    return msg.as_bytes()
+
+
+async def send(port: int, raw: bytes, to: str = "me@home.test") -> None:
+    def work() -> None:
+        with smtplib.SMTP("127.0.0.1", port, local_hostname="client.test", timeout=BOUND) as s:
+            s.sendmail("ana@example.com", [to], raw)
+
+    await asyncio.to_thread(work)
+
+
+def files(box: Maildir, sub: str) -> list[str]:
+    return sorted(p.name for p in (box.root / sub).iterdir())
+
+
+async def test_mail_sent_over_smtp_is_stored_and_on_the_bus_before_the_sender_hears_250(
+    smtp: SmtpIngress, box: Maildir, bus: SqliteBusStore
+) -> None:
+    await send(smtp.port, message("Meeting on Friday"))
+    [event] = await bus.pending("main")  # no waiting: 250 came after the publish
+    assert (event.kind, event.channel, event.source) == ("mail.received", "mail", "contact")
+    assert event.idempotency_key == "mail:<a1@x>"
+    data = event.content.data
+    assert data["subject"] == "Meeting on Friday" and data["from"] == "ana@example.com"
+    assert files(box, "new") == [] and files(box, "cur") == [f"{data['id']}:2,"]
+    assert "Body of Meeting on Friday." in event.content.text
+    assert event.context.reply_to == "<a1@x>"
+    stored = (box.root / "cur" / f"{data['id']}:2,").read_bytes()
+    assert stored.startswith(b"Return-Path: <ana@example.com>\r\nReceived: from client.test")
+
+
+async def test_the_same_message_id_delivered_twice_is_published_once(
+    smtp: SmtpIngress, source: MaildirSource, bus: SqliteBusStore
+) -> None:
+    await send(smtp.port, message())
+    await send(smtp.port, message())
+    assert len(await bus.pending("main")) == 1
+    assert (source.published, source.duplicates) == (1, 1)
+
+
+async def test_a_sender_not_in_contacts_is_a_stranger(
+    smtp: SmtpIngress, bus: SqliteBusStore
+) -> None:
+    await send(smtp.port, message(sender="Eve <eve@evil.test>", message_id="<e1@x>"))
+    [event] = await bus.pending("main")
+    assert event.source == "stranger" and event.third_party
+
+
+async def test_recipients_outside_the_local_domains_are_refused(
+    smtp: SmtpIngress, box: Maildir, bus: SqliteBusStore
+) -> None:
+    with pytest.raises(smtplib.SMTPRecipientsRefused):
+        await send(smtp.port, message(), to="someone@elsewhere.test")
+    assert files(box, "new") == files(box, "cur") == []
+    assert await bus.pending("main") == []
+
+
+async def test_mail_dropped_into_the_maildir_by_another_program_is_taken_in_by_a_scan(
+    source: MaildirSource, box: Maildir, bus: SqliteBusStore
+) -> None:
+    key = box.deliver(message("From fetchmail", message_id="<f1@x>"))
+    assert files(box, "new") == [key]
+    [event] = await source.scan()
+    assert event.content.data["id"] == key and files(box, "cur") == [f"{key}:2,"]
+    assert await source.scan() == []
+    assert len(await bus.pending("main")) == 1
+
+
+async def test_a_crash_between_publish_and_move_does_not_publish_twice(
+    source: MaildirSource, box: Maildir, bus: SqliteBusStore
+) -> None:
+    key = box.deliver(message(message_id="<c1@x>"))
+    # The first process published, then died before moving the file to cur/.
+    [ref] = box.new_messages()
+    assert await bus.publish(source.event_for(ref))
+    assert await source.scan() == []
+    assert files(box, "new") == [] and files(box, "cur") == [f"{key}:2,"]
+    assert len(await bus.pending("main")) == 1
+
+
+async def test_a_mail_without_a_message_id_is_keyed_by_its_content(
+    source: MaildirSource, box: Maildir, bus: SqliteBusStore
+) -> None:
+    box.deliver(message(message_id=None))
+    [event] = await source.scan()
+    assert event.idempotency_key is not None
+    assert event.idempotency_key.startswith("mail:sha256:")
+
+
+async def test_the_periodic_scan_follows_the_clock(box: Maildir, bus: SqliteBusStore) -> None:
+    clock = FakeClock()
+    source = MaildirSource(
+        box, bus.publish_many, MailIngressConfig(session="main", scan_interval_s=5), clock=clock
+    )
+    published = asyncio.Event()
+    bus.watch(lambda _: published.set())
+    task = asyncio.create_task(source.run())
+    try:
+        while clock.sleepers == 0:  # noqa: ASYNC110 - the first scan has run, the loop sleeps
+            await asyncio.sleep(0)
+        box.deliver(message(message_id="<p1@x>"))
+        assert await bus.pending("main") == []
+        clock.advance(5)
+        await asyncio.wait_for(published.wait(), BOUND)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert [e.idempotency_key for e in await bus.pending("main")] == ["mail:<p1@x>"]
+
+
+async def test_mail_no_subscription_wants_waits_in_the_maildir_without_an_event(
+    box: Maildir, bus: SqliteBusStore, tmp_path: Path
+) -> None:
+    conn = open_db(tmp_path / "state")
+    try:
+        subscriptions = SubscriptionStore(conn, session="main")
+        subscriptions.add("mail", SubscriptionFilter(sender="*@example.com"), now=0.0)
+        source = MaildirSource(
+            box, bus.publish_many, MailIngressConfig(session="main"), wake=subscriptions.should_wake
+        )
+        box.deliver(message("Win a prize", sender="eve@evil.test", message_id="<q1@x>"))
+        box.deliver(message("Lunch", sender="ana@example.com", message_id="<q2@x>"))
+        published = await source.scan()
+    finally:
+        conn.close()
+    assert [e.idempotency_key for e in published] == ["mail:<q2@x>"]
+    assert [e.idempotency_key for e in await bus.pending("main")] == ["mail:<q2@x>"]
+    assert files(box, "new") == [] and len(files(box, "cur")) == 2
+    assert source.quiet == 1
