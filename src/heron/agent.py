@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from heron.events import EventSink, discard
 from heron.messages import Message, SystemMessage, UserMessage
@@ -35,6 +36,13 @@ from heron.turn.context import (
 from heron.turn.extensions import CallCheck, OutputSpill, ResultCache, ToolCatalogue
 from heron.turn.hooks import ToolHook, sort_hooks
 from heron.turn.loop import TurnOutcome, run_tool_call_loop
+
+if TYPE_CHECKING:  # optional parts, imported by whoever builds them
+    from heron.budgets import RunBudget
+    from heron.context_budget import HistoryTrimmer
+    from heron.telemetry.alerts import AlertManager
+    from heron.telemetry.metrics import MetricsRegistry
+    from heron.telemetry.otel import OtelTracer
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -81,6 +89,10 @@ class Agent:
         spill: OutputSpill | None = None,
         catalogue: ToolCatalogue | None = None,
         turn_exclusions: Callable[[str], Collection[str]] | None = None,
+        trimmer: HistoryTrimmer | None = None,
+        tracer: OtelTracer | None = None,
+        metrics: MetricsRegistry | None = None,
+        alerts: AlertManager | None = None,
         workspace: Path | None = None,
         name: str | None = None,
     ) -> None:
@@ -104,6 +116,10 @@ class Agent:
         self.catalogue = catalogue
         self.turn_exclusions = turn_exclusions
         """Maps the user's message to the tool names hidden for that turn (filter groups)."""
+        self.trimmer = trimmer
+        self.tracer = tracer
+        self.metrics = metrics
+        self.alerts = alerts
         self.workspace = workspace
         self.name = name
 
@@ -132,6 +148,10 @@ class Agent:
             spill=self.spill,
             catalogue=self.catalogue,
             allowed=None if allowed_tools is None else frozenset(allowed_tools),
+            trimmer=self.trimmer,
+            tracer=self.tracer,
+            metrics=self.metrics,
+            alerts=self.alerts,
             workspace=self.workspace,
             agent=self.name,
             parent_agent=parent_agent,
@@ -147,6 +167,7 @@ class Agent:
         channel: str | None = None,
         allowed_tools: Collection[str] | None = None,
         budget: IterationBudget | None = None,
+        run_budget: RunBudget | None = None,
     ) -> RunResult:
         """Append `prompt` to `history` (a new list if none) and run the turn to its end."""
         messages: list[Message] = history if history is not None else []
@@ -159,6 +180,7 @@ class Agent:
             cancel=cancel or CancelScope(),
             channel=channel,
             budget=budget,
+            run_budget=run_budget,
             excluded=frozenset(normalize_name(n) for n in (self.turn_exclusions or _none)(prompt)),
         )
         outcome = await self.run_turn(state, allowed_tools=allowed_tools)

@@ -99,7 +99,9 @@ class ReasoningDeltaEvent(BaseEvent):
 class FinalEvent(BaseEvent):
     type: Literal["final"] = "final"
     text: str
-    reason: Literal["answer", "iteration_cap", "loop_break", "malformed_protocol"] = "answer"
+    reason: Literal[
+        "answer", "iteration_cap", "budget_exhausted", "loop_break", "malformed_protocol"
+    ] = "answer"
 
 
 class TruncatedEvent(BaseEvent):
@@ -108,6 +110,19 @@ class TruncatedEvent(BaseEvent):
     name: str
     original_chars: int
     retained_chars: int
+
+
+class HistoryTrimmedEvent(BaseEvent):
+    """The history sent to the model was trimmed to fit the context budget (the stored
+    conversation is untouched)."""
+
+    type: Literal["history_trimmed"] = "history_trimmed"
+    dropped_messages: int
+    dropped_tokens: int
+    kept_messages: int
+    kept_tokens: int
+    budget_tokens: int
+    over_budget: bool
 
 
 class LoopDetectedEvent(BaseEvent):
@@ -138,6 +153,7 @@ TurnEvent = Annotated[
     | ReasoningDeltaEvent
     | FinalEvent
     | TruncatedEvent
+    | HistoryTrimmedEvent
     | LoopDetectedEvent
     | CancelledEvent
     | ErrorEvent,

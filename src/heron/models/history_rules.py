@@ -17,9 +17,10 @@ class HistoryChecker:
     """Validates a growing history: every tool call answered by exactly one result, results
     directly after their call, no result without a call, unique call ids, no empty turns."""
 
-    __slots__ = ("_checked", "_open_ids", "_seen_ids")
+    __slots__ = ("_checked", "_list_id", "_open_ids", "_seen_ids")
 
     def __init__(self) -> None:
+        self._list_id = 0
         self._checked = 0
         self._open_ids: set[str] = set()
         self._seen_ids: set[str] = set()
@@ -30,9 +31,10 @@ class HistoryChecker:
         self._seen_ids.clear()
 
     def check(self, messages: Sequence[Message]) -> None:
-        if len(messages) < self._checked:
-            # The history was trimmed or replaced: start again from the top.
+        if len(messages) < self._checked or id(messages) != self._list_id:
+            # The history was trimmed or replaced (a trimmed view is a new list): start again.
             self._reset()
+            self._list_id = id(messages)
         for index in range(self._checked, len(messages)):
             self._check_one(index, messages[index])
         self._checked = len(messages)

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from heron.events import EventSink, discard
 from heron.messages import Message
@@ -27,6 +27,13 @@ from heron.turn.approval import ApprovalManager
 from heron.turn.cancel import CancelScope
 from heron.turn.extensions import CallCheck, OutputSpill, ResultCache, ToolCatalogue
 from heron.turn.hooks import ToolHook
+
+if TYPE_CHECKING:  # imported lazily where used: telemetry and token counting are optional
+    from heron.budgets import RunBudget
+    from heron.context_budget import HistoryTrimmer
+    from heron.telemetry.alerts import AlertManager
+    from heron.telemetry.metrics import MetricsRegistry
+    from heron.telemetry.otel import OtelTracer
 
 ParallelMode = Literal["off", "read-only", "all"]
 SafePoint = Literal["after_model", "after_tools"]
@@ -59,6 +66,8 @@ class RuntimeKnobs:
     strict_tool_parsing: bool = False
     cap_behavior: Literal["summary", "error"] = "summary"
     loop_detection: LoopDetectionKnobs = field(default_factory=LoopDetectionKnobs)
+    reply_reserve_tokens: int = 4096
+    """Context kept free for the model's reply when the history is trimmed."""
     cancel_grace_s: float = 2.0
     """How long a cancelled tool may take to unwind before heron stops waiting for it."""
 
@@ -78,6 +87,11 @@ class ResolvedAgentExecution:
     cache: ResultCache | None = None
     spill: OutputSpill | None = None
     catalogue: ToolCatalogue | None = None
+    trimmer: HistoryTrimmer | None = None
+    """Sends a trimmed view of the history when it outgrows the context budget."""
+    tracer: OtelTracer | None = None
+    metrics: MetricsRegistry | None = None
+    alerts: AlertManager | None = None
     allowed: frozenset[str] | None = None
     """Per-run narrowing: when set, only these names may be called or shown — activated and
     catalogue tools included, not just the static registry."""
@@ -122,6 +136,8 @@ class TurnState:
     steering: deque[str] = field(default_factory=deque)
     """User messages that arrived while the turn ran; appended at the next safe point."""
     budget: IterationBudget | None = None
+    run_budget: RunBudget | None = None
+    """Model calls, tool calls, tokens, cost and wall time; children draw from their parent."""
     turn_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     channel: str | None = None
     excluded: frozenset[str] = frozenset()

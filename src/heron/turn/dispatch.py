@@ -313,6 +313,8 @@ async def run_nested_call(
     assert outcome is not None  # execute_batch fills every slot
     if outcome.receipt is not None:
         state.receipts.append((outcome.name, outcome.receipt))
+    if outcome.executed and state.run_budget is not None:
+        state.run_budget.record_tool_call()
     if outcome.success:
         return ToolResult.ok(outcome.output)
     return ToolResult.fail(outcome.output)

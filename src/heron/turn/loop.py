@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,6 +22,7 @@ from heron.events import (
     CancelledEvent,
     ErrorEvent,
     FinalEvent,
+    HistoryTrimmedEvent,
     ReasoningDeltaEvent,
     TextDeltaEvent,
 )
@@ -84,7 +88,12 @@ class _LoopStopped(Exception):
 
 async def run_tool_call_loop(exec_: ResolvedAgentExecution, state: TurnState) -> TurnOutcome:
     """Run one turn to its end. Never raises for run outcomes; they are in the result."""
-    return await _Loop(exec_, state).run()
+    if exec_.tracer is None:
+        return await _Loop(exec_, state).run()
+    with exec_.tracer.run(agent=exec_.agent or "heron", turn_id=state.turn_id) as span:
+        outcome = await _Loop(exec_, state).run()
+        span.finish(status=outcome.status, reason=outcome.reason, iterations=outcome.iterations)
+        return outcome
 
 
 class _Loop:
@@ -105,6 +114,8 @@ class _Loop:
             else None
         )
         self._system_cache: tuple[int, str] | None = None
+        self._last_trim_tokens = 0
+        self._reported_drop = 0
         # Call ids must be unique across the conversation: providers reject a reused id, and a
         # text-protocol model may copy one it saw in history. Scanned once per turn.
         self.call_ids: set[str] = {
@@ -132,6 +143,10 @@ class _Loop:
             elif remaining <= 0:
                 return await self._summarise(CAP_REQUEST, "iteration_cap")
             remaining -= 1
+            if state.run_budget is not None and (hit := state.run_budget.check()) is not None:
+                if exec_.alerts is not None:
+                    exec_.alerts.budget_exhausted(hit)
+                return await self._summarise(hit.summary_request(), "budget_exhausted", hit.reason)
 
             specs = self._specs()
             native = exec_.model.native_tools
@@ -170,6 +185,10 @@ class _Loop:
         parallel = should_run_parallel(exec_.knobs, batch, [c.name for c in calls])
         await execute_batch(exec_, state, batch, parallel=parallel)
         slots: list[CallOutcome] = [s for s in batch.slots if s is not None]
+        if state.run_budget is not None:
+            for slot in slots:
+                if slot.executed:
+                    state.run_budget.record_tool_call()
         collected = collect_results(exec_, state, calls, slots, self.detector)
         self._append(*collected.messages)
         if batch.abort is not None:
@@ -186,16 +205,77 @@ class _Loop:
     async def _call_model(
         self, specs: tuple[ToolSpec, ...] | tuple[()], system: str
     ) -> ModelResponse:
-        exec_, state = self.exec, self.state
+        """One model call with its accounting: trimming, budget, metrics and tracing."""
+        exec_ = self.exec
         self.iterations += 1
         request = ModelRequest(
             system=system,
-            messages=state.history,
+            messages=self._trimmed(system, specs),
             tools=specs,
-            turn_id=state.turn_id,
+            turn_id=self.state.turn_id,
             iteration=self.iterations,
         )
         response = ModelResponse()
+        started = time.perf_counter()
+        outcome: Literal["success", "failure", "interrupted"] = "failure"
+        tracing = (
+            exec_.tracer.model_call(exec_.model.name, iteration=self.iterations)
+            if exec_.tracer is not None
+            else nullcontext(None)
+        )
+        with tracing as span:
+            try:
+                await self._stream(request, response)
+                outcome = "success"
+            except _LoopStopped as stop:
+                outcome = "interrupted" if stop.outcome.status == "cancelled" else "failure"
+                raise
+            finally:
+                self._account(response, outcome, time.perf_counter() - started, span)
+        return response
+
+    def _trimmed(self, system: str, specs: tuple[ToolSpec, ...] | tuple[()]) -> Sequence[Message]:
+        """The history to send: the whole history, or a trimmed view of it (never shortened
+        in place, so the stored conversation stays complete)."""
+        trimmer = self.exec.trimmer
+        if trimmer is None:
+            return self.state.history
+        result = trimmer.trim(
+            self.state.history,
+            system=system,
+            tools=specs,
+            reserve_tokens=self.exec.knobs.reply_reserve_tokens,
+        )
+        self._last_trim_tokens = result.counted_tokens
+        if result.report is None:
+            return self.state.history
+        if result.report.dropped_messages != self._reported_drop:
+            self._reported_drop = result.report.dropped_messages
+            payload = {k: v for k, v in result.report.payload().items() if k != "type"}
+            self.state.sink(HistoryTrimmedEvent(turn_id=self.state.turn_id, **payload))  # type: ignore[arg-type]
+        return result.messages
+
+    def _account(self, response: ModelResponse, outcome: str, duration_s: float, span: Any) -> None:
+        exec_, usage = self.exec, response.usage
+        if span is not None:
+            span.record_usage(usage)
+        if self.state.run_budget is not None:
+            self.state.run_budget.record_model_call(exec_.model.name, usage)
+        if exec_.metrics is not None:
+            exec_.metrics.record_model(
+                exec_.model.name,
+                outcome=outcome,  # type: ignore[arg-type]
+                duration_s=duration_s,
+                input_tokens=usage.input_tokens if usage else 0,
+                output_tokens=usage.output_tokens if usage else 0,
+            )
+        # A calibrated counter learns from what the provider says the request really cost.
+        observe = getattr(getattr(exec_.trimmer, "counter", None), "observe", None)
+        if usage and outcome == "success" and observe is not None:
+            observe(self._last_trim_tokens, usage.input_tokens)
+
+    async def _stream(self, request: ModelRequest, response: ModelResponse) -> None:
+        exec_, state = self.exec, self.state
         live_text = exec_.model.native_tools
 
         async def consume() -> None:
@@ -240,13 +320,17 @@ class _Loop:
             raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
         except Exception as exc:
             raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
-        return response
 
-    async def _summarise(self, request_text: str, reason: str) -> TurnOutcome:
-        if self.exec.knobs.cap_behavior == "error" and reason == "iteration_cap":
+    async def _summarise(
+        self, request_text: str, reason: str, why: str | None = None
+    ) -> TurnOutcome:
+        if self.exec.knobs.cap_behavior == "error" and reason in (
+            "iteration_cap",
+            "budget_exhausted",
+        ):
             return self._fail(
-                f"exceeded the maximum of {self.exec.knobs.max_iterations} tool iterations",
-                reason="iteration_cap",
+                why or f"exceeded the maximum of {self.exec.knobs.max_iterations} tool iterations",
+                reason=reason,
             )
         self._append(UserMessage(content=request_text, source="runtime"))
         response = await self._call_model((), self.exec.system_prompt)
