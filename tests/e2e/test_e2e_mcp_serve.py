@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 from cli_support import HERON, TIMEOUT_S, Heron, assert_one_result_per_call
@@ -105,9 +106,10 @@ async def test_http_execution_server_writes_then_reads_and_failures_are_errors(
     ws.mkdir()
     flags = ("perception", "execution", "--workspace", str(ws), "--autonomy", "full")
     with _http_server(tmp_path, *flags) as url:
-        async with streamable_http_client(url) as (read, write), ClientSession(
-            read, write
-        ) as session:
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             listed = {t.name: t for t in (await session.list_tools()).tools}
             wrote = await session.call_tool("write_file", {"path": "out.txt", "content": "hi\n"})
@@ -129,9 +131,10 @@ async def test_supervised_server_refuses_calls_that_need_approval(tmp_path: Path
     ws = tmp_path / "ws"
     ws.mkdir()
     with _http_server(tmp_path, "execution", "--workspace", str(ws)) as url:
-        async with streamable_http_client(url) as (read, write), ClientSession(
-            read, write
-        ) as session:
+        async with (
+            streamable_http_client(url) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             refused = await session.call_tool("write_file", {"path": "a.txt", "content": "x"})
 
@@ -144,7 +147,7 @@ def test_run_with_builtin_sets_reads_and_edits_a_file(heron: Heron) -> None:
     ws = heron.root / "project"
     ws.mkdir()
     (ws / "app.txt").write_text("colour = red\n", encoding="utf-8")
-    turns = [
+    turns: list[dict[str, Any]] = [
         {"tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "app.txt"}}]},
         {
             "expect": {"last_message_contains": "colour = red"},

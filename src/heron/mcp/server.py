@@ -188,6 +188,7 @@ class ToolServer:
             channel="mcp",
         )
         self.observer.tool_call_start(start)
+
         async def call_tool(name: str, args: dict[str, Any]) -> ToolResult:
             # Tools calling tools (run_python) go through this same lifecycle.
             return (await self.call(name, args))[0]

@@ -285,4 +285,3 @@ async def _events(ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin) ->
     built._closers.append(close)
     await manager.start()
     return job_tools(manager)
-

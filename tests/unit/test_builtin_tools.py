@@ -1,0 +1,192 @@
+"""Built-in tool sets from configuration, and the MCP tool server's lifecycle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from heron.audit import MemoryAuditStore
+from heron.config import HeronConfig
+from heron.mcp.server import ToolServer, mcp_annotations
+from heron.tools.definition import ToolResult
+from heron.toolsets.builtin import Builtin, BuiltinConfig, BuiltinError, build_builtin
+from heron.turn.approval import ApprovalManager, ApprovalPolicy
+
+PERCEPTION = {
+    "read_file",
+    "list_dir",
+    "find_files",
+    "grep_files",
+    "fetch_url",
+    "web_search",
+    "read_artifact",
+    "grep_artifact",
+    "read_document",
+}
+EXECUTION = {
+    "write_file",
+    "edit_file",
+    "move_path",
+    "copy_path",
+    "delete_path",
+    "download_file",
+    "shell",
+    "run_python",
+}
+
+
+async def _build(tmp_path: Path, **fields: object) -> Builtin:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    cfg = BuiltinConfig.model_validate({"workspace": str(ws), **fields})
+    return await build_builtin(cfg, state_dir=tmp_path / "state")
+
+
+def _names(built: Builtin, name: str) -> set[str]:
+    return {t.spec.name for t in built.tools[name]}  # type: ignore[index]
+
+
+def test_the_default_configuration_names_no_builtin_set() -> None:
+    assert HeronConfig().tools.builtin.sets == []
+
+
+async def test_perception_and_execution_bundles_hold_exactly_their_tools(tmp_path: Path) -> None:
+    built = await _build(tmp_path, sets=["execution", "perception"])
+    try:
+        assert list(built.tools) == ["execution", "perception"]
+        assert _names(built, "perception") == PERCEPTION
+        assert _names(built, "execution") == EXECUTION
+        assert all(t.spec.annotations.read_only for t in built.tools["perception"])
+        assert not any(t.spec.annotations.read_only for t in built.tools["execution"])
+        assert built.workspace == (tmp_path / "ws").resolve()
+    finally:
+        await built.aclose()
+
+
+async def test_send_mail_joins_execution_only_with_a_mail_section(tmp_path: Path) -> None:
+    mail = {"host": "127.0.0.1", "port": 2525, "from_addr": "agent@example.org"}
+    built = await _build(tmp_path, sets=["execution"], mail=mail)
+    try:
+        assert _names(built, "execution") == EXECUTION | {"send_mail"}
+    finally:
+        await built.aclose()
+
+
+async def test_without_network_the_web_tools_are_left_out_and_process_sandbox_is_refused(
+    tmp_path: Path,
+) -> None:
+    built = await _build(tmp_path, sets=["perception", "connectors"], network=False)
+    try:
+        assert _names(built, "perception") == PERCEPTION - {"fetch_url", "web_search"}
+        assert _names(built, "connectors") == {"read_spreadsheet", "write_spreadsheet"}
+    finally:
+        await built.aclose()
+    with pytest.raises(BuiltinError, match="sandbox"):
+        await _build(tmp_path, sets=["execution"], network=False)
+
+
+async def test_a_knowledge_folder_adds_knowledge_search_and_a_missing_one_is_an_error(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "ws" / "kb").mkdir(parents=True)
+    built = await _build(tmp_path, sets=["perception"], knowledge={"folder": "kb"})
+    try:
+        assert "knowledge_search" in _names(built, "perception")
+    finally:
+        await built.aclose()
+    with pytest.raises(BuiltinError, match=r"knowledge\.folder"):
+        await _build(tmp_path, sets=["perception"], knowledge={"folder": "absent"})
+
+
+async def test_connectors_and_events_bundles(tmp_path: Path) -> None:
+    built = await _build(tmp_path, sets=["connectors", "events"])
+    try:
+        assert {"weather_forecast", "read_spreadsheet", "browser_navigate"} <= _names(
+            built, "connectors"
+        )
+        assert _names(built, "events") == {
+            "start_job",
+            "job_status",
+            "job_output",
+            "cancel_job",
+            "list_jobs",
+        }
+    finally:
+        await built.aclose()
+
+
+def test_unknown_builtin_keys_and_sets_are_rejected() -> None:
+    with pytest.raises(ValueError, match="extra"):
+        BuiltinConfig.model_validate({"sets": ["perception"], "colour": "red"})
+    with pytest.raises(ValueError, match="sets"):
+        BuiltinConfig.model_validate({"sets": ["everything"]})
+
+
+async def test_mcp_hints_follow_heron_annotations(tmp_path: Path) -> None:
+    built = await _build(tmp_path, sets=["perception", "execution"])
+    try:
+        specs = {t.spec.name: t.spec for t in built.all_tools()}
+    finally:
+        await built.aclose()
+    read = mcp_annotations(specs["read_file"])
+    assert (read.read_only_hint, read.destructive_hint, read.idempotent_hint) == (True, False, True)
+    delete = mcp_annotations(specs["delete_path"])
+    assert (delete.read_only_hint, delete.destructive_hint) == (False, True)
+    assert mcp_annotations(specs["fetch_url"]).open_world_hint is True
+    assert mcp_annotations(specs["edit_file"]).destructive_hint is False
+
+
+def _server(built: Builtin, autonomy: str, audit: MemoryAuditStore | None = None) -> ToolServer:
+    approval = ApprovalManager(
+        policy=ApprovalPolicy(autonomy=autonomy),  # type: ignore[arg-type]
+        audit=audit or MemoryAuditStore(),
+    )
+    return ToolServer(built.all_tools(), approval=approval, workspace=built.workspace)
+
+
+async def test_server_refuses_unapprovable_calls_and_runs_them_under_full_autonomy(
+    tmp_path: Path,
+) -> None:
+    built = await _build(tmp_path, sets=["perception", "execution"])
+    target = built.workspace / "made.txt"
+    audit = MemoryAuditStore()
+    try:
+        refused, _ = await _server(built, "supervised", audit).call(
+            "write_file", {"path": "made.txt", "content": "x"}
+        )
+        assert not refused.success and "denied it by policy" in (refused.error or "")
+        assert not target.exists()
+        assert [e.decision for e in audit.list()] == ["policy_deny"]
+
+        full = _server(built, "full")
+        wrote, _ = await full.call("write_file", {"path": "made.txt", "content": "x"})
+        shell, _ = await full.call("shell", {"command": "cat made.txt"})
+        assert wrote.success and target.read_text(encoding="utf-8") == "x"
+        assert shell.success and "x" in shell.output
+    finally:
+        await built.aclose()
+
+
+async def test_server_validates_strictly_and_scopes_read_only_autonomy(tmp_path: Path) -> None:
+    built = await _build(tmp_path, sets=["perception", "execution"])
+    try:
+        read_only = _server(built, "read-only")
+        assert set(read_only.tools) == PERCEPTION
+        bad, _ = await read_only.call("read_file", {"path": "a", "colour": "red"})
+        absent, _ = await read_only.call("write_file", {"path": "a", "content": ""})
+        assert not bad.success and "invalid arguments" in (bad.error or "")
+        assert not absent.success and "no tool named 'write_file'" in (absent.error or "")
+    finally:
+        await built.aclose()
+
+
+def test_results_become_text_structured_content_and_is_error() -> None:
+    ok = ToolServer.to_mcp(ToolResult.ok("done", data={"n": 1}), receipt="r")
+    failed = ToolServer.to_mcp(ToolResult.fail("broken", output="partial"))
+    listed = ToolServer.to_mcp(ToolResult.ok("", data=[1, 2]))
+
+    assert ok.content[0].text == "done" and ok.structured_content == {"n": 1}  # type: ignore[union-attr]
+    assert not ok.is_error and ok.meta == {"heron/receipt": "r"}
+    assert failed.is_error and failed.content[0].text == "broken\npartial"  # type: ignore[union-attr]
+    assert listed.structured_content is None and listed.content[0].text == "(no output)"  # type: ignore[union-attr]
