@@ -38,7 +38,7 @@ from heron.turn.hooks import ToolHook, sort_hooks
 from heron.turn.loop import TurnOutcome, run_tool_call_loop
 
 if TYPE_CHECKING:  # optional parts, imported by whoever builds them
-    from heron.budgets import RunBudget
+    from heron.budgets import BudgetLimits, PriceTable, RunBudget
     from heron.context_budget import HistoryTrimmer
     from heron.telemetry.alerts import AlertManager
     from heron.telemetry.metrics import MetricsRegistry
@@ -93,6 +93,8 @@ class Agent:
         tracer: OtelTracer | None = None,
         metrics: MetricsRegistry | None = None,
         alerts: AlertManager | None = None,
+        budget_limits: BudgetLimits | None = None,
+        prices: PriceTable | None = None,
         workspace: Path | None = None,
         name: str | None = None,
     ) -> None:
@@ -120,6 +122,9 @@ class Agent:
         self.tracer = tracer
         self.metrics = metrics
         self.alerts = alerts
+        self.budget_limits = budget_limits
+        """Limits for each turn's `RunBudget` (when the caller passes none)."""
+        self.prices = prices
         self.workspace = workspace
         self.name = name
 
@@ -192,4 +197,10 @@ class Agent:
         self, state: TurnState, *, allowed_tools: Collection[str] | None = None
     ) -> TurnOutcome:
         """Run one turn on caller-owned state (event loops, sub-agents sharing a budget)."""
+        if state.run_budget is None and self.budget_limits is not None:
+            from heron.budgets import RunBudget
+
+            state.run_budget = RunBudget(
+                self.budget_limits, prices=self.prices, label=self.name or "run"
+            )
         return await run_tool_call_loop(self.resolve(allowed_tools=allowed_tools), state)

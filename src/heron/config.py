@@ -40,7 +40,12 @@ class AgentConfig(_Section):
     max_iterations: int = Field(default=10, ge=1, le=1000)
     parallel: ParallelMode = "read-only"
     receipts: bool = False
-    max_tool_result_chars: int = Field(default=50_000, ge=0)
+    max_tool_result_chars: int | None = Field(default=None, ge=0)
+    """Longest tool result in the model's history; unset: `result_fraction` of the context
+    window when it is known, else 50,000 characters."""
+    context_window_tokens: int | None = Field(default=None, gt=0)
+    """The model's context window; when set, the history sent is trimmed to fit it."""
+    result_fraction: float = Field(default=0.25, gt=0, le=1)
     tool_timeout_s: float | None = Field(default=None, gt=0)
     strict_tool_parsing: bool = False
     cap_behavior: Literal["summary", "error"] = "summary"
@@ -64,6 +69,27 @@ class LoopDetectionConfig(_Section):
     ignore_tools: list[str] = Field(default_factory=list)
 
 
+class BudgetsConfig(_Section):
+    """Run budgets; a hit ends the run with a graceful summary (unset = unlimited)."""
+
+    model_calls: int | None = Field(default=None, ge=1)
+    tool_calls: int | None = Field(default=None, ge=0)
+    total_tokens: int | None = Field(default=None, ge=1)
+    cost_usd: float | None = Field(default=None, gt=0)
+    wall_time_s: float | None = Field(default=None, gt=0)
+    prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """`{"openai:gpt-4o": {"input_per_mtok": 2.5, "output_per_mtok": 10}}` (US dollars)."""
+
+
+class TelemetryConfig(_Section):
+    otel: Literal["off", "console", "otlp-http", "otlp-grpc"] = "off"
+    tool_io: Literal["off", "redacted", "full"] = "off"
+    alerts_console: bool = True
+    """Repeated failures, timeouts and budget hits are reported on standard error."""
+    alerts_webhook_url: str | None = None
+    alerts_webhook_secret_env: str | None = None
+
+
 class ToolsConfig(_Section):
     modules: list[str] = Field(default_factory=list)
     """Python files (or importable modules) whose `@heron.tool` functions are loaded."""
@@ -81,8 +107,24 @@ class HeronConfig(_Section):
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     """`[mcp]`, `[mcp.servers.NAME]`, `[[mcp.tool_filter_groups]]` (see docs/mcp.md)."""
+
+    def result_limit(self) -> int:
+        """The tool-result bound: explicit, else a fraction of a known context window."""
+        a = self.agent
+        if a.max_tool_result_chars is not None:
+            return a.max_tool_result_chars
+        if a.context_window_tokens is None:
+            return 50_000
+        from heron.context_budget import default_result_limit
+        from heron.tokens import counter_for_model
+
+        return default_result_limit(
+            a.context_window_tokens, counter_for_model(a.model), fraction=a.result_fraction
+        )
 
     def knobs(self) -> RuntimeKnobs:
         a, ld = self.agent, self.loop_detection
@@ -91,7 +133,7 @@ class HeronConfig(_Section):
             parallel=a.parallel,
             dedup=a.dedup,
             dedup_exempt=frozenset(a.dedup_exempt),
-            max_tool_result_chars=a.max_tool_result_chars,
+            max_tool_result_chars=self.result_limit(),
             tool_timeout_s=a.tool_timeout_s,
             strict_tool_parsing=a.strict_tool_parsing,
             cap_behavior=a.cap_behavior,

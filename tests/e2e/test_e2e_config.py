@@ -136,3 +136,41 @@ def test_a_tools_file_given_in_heron_toml_and_again_as_a_flag_exits_2_naming_the
     assert done.stderr.startswith("heron: cannot build the tool set:"), done.stderr
     assert "'read_first' is registered twice" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_budget_in_heron_toml_ends_the_run_with_a_graceful_summary(heron: Heron) -> None:
+    heron.tools()
+    # One tool call uses the budget up; the next model call is the summary request, offered no
+    # tools (the scripted turn would fail its expectation otherwise).
+    heron.script(
+        "script.yaml",
+        [
+            {"tool_calls": [{"id": "e0", "name": "echo", "arguments": {"text": "x0"}}]},
+            {"text": "Summary: one echo done.", "expect": {"tools_exclude": ["echo"]}},
+        ],
+    )
+    heron.write(
+        "heron.toml",
+        '[agent]\nmodel = "scripted:script.yaml"\n\n[tools]\nmodules = ["tools.py"]\n\n'
+        "[budgets]\ntool_calls = 1\n",
+    )
+    done = heron.run("run", "echo twice", "--events", "jsonl")
+    assert done.code == 0, done.stdout + done.stderr
+    events = done.events()
+    assert [e["status"] for e in events if e["type"] == "tool_result"] == ["ok"]
+    final = events[-1]
+    assert (final["type"], final["reason"], final["text"]) == (
+        "final",
+        "budget_exhausted",
+        "Summary: one echo done.",
+    )
+
+
+def test_the_result_bound_follows_the_context_window_when_unset(heron: Heron) -> None:
+    from heron.config import load_config
+
+    heron.write("heron.toml", '[agent]\nmodel = "openai:gpt-4o"\ncontext_window_tokens = 8000\n')
+    config = load_config(project_dir=heron.root, include_user=False)
+    assert 4_000 < config.result_limit() < 8_000  # a quarter of the window, in characters
+    heron.write("heron.toml", "[agent]\nmax_tool_result_chars = 123\n")
+    assert load_config(project_dir=heron.root, include_user=False).result_limit() == 123

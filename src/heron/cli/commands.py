@@ -189,9 +189,13 @@ def build_agent(
                 strict_tool_parsing=a.strict_tool_parsing,
             )
             allowed = mcp.admit(allowed)
+        observer, telemetry = _telemetry(config)
         return Agent(
             model=model,
             tools=registry,
+            observer=observer,
+            **telemetry,
+            **_budgets(config, model.name),
             system_prompt=system_prompt,
             autonomy=a.autonomy,
             approval=approval,
@@ -209,6 +213,67 @@ def build_agent(
     except ToolDefinitionError as exc:
         # E.g. one tools file listed in heron.toml and again with --tools.
         raise UsageError(f"cannot build the tool set: {exc}") from exc
+
+
+def _budgets(config: HeronConfig, model: str) -> dict[str, Any]:
+    """Run budgets and the context-window trimmer from `[budgets]` and `[agent]`."""
+    b = config.budgets
+    extra: dict[str, Any] = {}
+    if config.agent.context_window_tokens is not None:
+        from heron.context_budget import HistoryTrimmer
+        from heron.tokens import CalibratedCounter, counter_for_model
+
+        extra["trimmer"] = HistoryTrimmer(
+            CalibratedCounter(counter_for_model(model)),
+            budget_tokens=config.agent.context_window_tokens,
+        )
+    limits = (b.model_calls, b.tool_calls, b.total_tokens, b.cost_usd, b.wall_time_s)
+    if all(v is None for v in limits):
+        return extra
+    from heron.budgets import BudgetLimits, ModelPrice, PriceTable
+
+    extra["budget_limits"] = BudgetLimits(
+        model_calls=b.model_calls,
+        tool_calls=b.tool_calls,
+        total_tokens=b.total_tokens,
+        cost_usd=b.cost_usd,
+        wall_time_s=b.wall_time_s,
+    )
+    try:
+        extra["prices"] = PriceTable({k: ModelPrice(**v) for k, v in b.prices.items()})
+    except TypeError as exc:
+        raise UsageError(f"configuration error: [budgets.prices]: {exc}") from exc
+    return extra
+
+
+def _telemetry(config: HeronConfig) -> tuple[Any, dict[str, Any]]:
+    """The observer (audit-free: metrics, alerts, OTel) and the agent's telemetry parts."""
+    from heron.telemetry import FanOutObserver
+    from heron.telemetry.alerts import AlertManager, ConsoleChannel, WebhookChannel
+    from heron.telemetry.metrics import MetricsObserver, MetricsRegistry
+
+    t = config.telemetry
+    metrics = MetricsRegistry()
+    channels: list[Any] = [ConsoleChannel()] if t.alerts_console else []
+    if t.alerts_webhook_url:
+        channels.append(
+            WebhookChannel(t.alerts_webhook_url, secret_env=t.alerts_webhook_secret_env)
+        )
+    alerts = AlertManager(channels) if channels else None
+    observers: list[Any] = [MetricsObserver(metrics)]
+    parts: dict[str, Any] = {"metrics": metrics, "alerts": alerts}
+    if alerts is not None:
+        observers.append(alerts)
+    if t.otel != "off":
+        from heron.telemetry.otel import OtelConfig, TelemetryUnavailable, configure
+
+        try:
+            tracer = configure(OtelConfig(exporter=t.otel, tool_io=t.tool_io))
+        except TelemetryUnavailable as exc:
+            raise UsageError(str(exc)) from exc
+        observers.append(tracer)
+        parts["tracer"] = tracer
+    return FanOutObserver(*observers), parts
 
 
 def _has_tty() -> bool:
