@@ -197,7 +197,19 @@ def _perception(cfg: BuiltinConfig, ws: Any, store: Any, state_dir: Path) -> lis
         if not folder.is_dir():
             raise BuiltinError(f"knowledge.folder: {folder} is no directory")
         tools += knowledge_tools(KnowledgeBase(folder, state_dir))
-    return [*tools, *artifact_tools(store), *document_tools(ws)]
+    return [*tools, *artifact_tools(store), *document_tools(ws, ocr=_ocr())]
+
+
+def _ocr() -> Any:
+    """Debian's tesseract when installed: scanned PDF pages and images are read, not skipped
+    (read_document says so when OCR is missing)."""
+    import shutil
+
+    if shutil.which("tesseract") is None:
+        return None
+    from heron.connectors.ocr import Tesseract
+
+    return Tesseract()
 
 
 def _execution(
@@ -244,6 +256,11 @@ def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin) -> list[Tool]:
     from heron.connectors.spreadsheets import spreadsheet_tools
 
     tools = spreadsheet_tools(ws.root)
+    ocr = _ocr()
+    if ocr is not None:
+        from heron.connectors.ocr import ocr_tools
+
+        tools += ocr_tools(ws, ocr)
     if cfg.network:
         from heron.connectors.browser import browser_tools
         from heron.connectors.public_data import public_data_tools
