@@ -79,6 +79,17 @@ class MailSection(_Section):
     timeout_s: float = Field(default=30.0, gt=0)
 
 
+class PagesSection(_Section):
+    """`[tools.builtin.pages]`: the Notion pages `pages_search` / `page_read` may read; the
+    token comes from the environment variable `token_env`."""
+
+    base_url: str = "https://api.notion.com/v1"
+    token_env: str = "NOTION_TOKEN"
+    notion_version: str = "2022-06-28"
+    allowed_pages: list[str] = Field(default_factory=list)
+    allowed_parents: list[str] = Field(default_factory=list)
+
+
 class BuiltinConfig(_Section):
     """`[tools.builtin]`: which built-in tool sets an agent gets and how they are confined."""
 
@@ -95,6 +106,7 @@ class BuiltinConfig(_Section):
     search: SearchSection = Field(default_factory=SearchSection)
     knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
     mail: MailSection | None = None
+    pages: PagesSection | None = None
 
     def workspace_path(self) -> Path:
         """The workspace root, resolved (the current directory when unset)."""
@@ -269,7 +281,21 @@ def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin) -> list[Tool]:
         browser = browser_tools(policy=policy, workspace=ws)
         built._closers.append(browser.close)
         tools = [*public_data_tools(policy=policy, workspace_root=ws.root), *tools, *browser]
+        if cfg.pages is not None:
+            tools += _pages(cfg.pages, policy)
     return tools
+
+
+def _pages(section: PagesSection, policy: Any) -> list[Tool]:
+    from heron.connectors.pages import PagesConfig, pages_tools
+
+    fields = section.model_dump()
+    fields |= {k: tuple(fields[k]) for k in ("allowed_pages", "allowed_parents")}
+    try:
+        config = PagesConfig(**fields)
+    except ValueError as exc:
+        raise BuiltinError(f"pages: {exc}") from exc
+    return pages_tools(config, policy=policy)
 
 
 async def _events(ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin) -> list[Tool]:
