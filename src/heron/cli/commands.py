@@ -487,6 +487,69 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from heron.demo.events import run_events_demo
     from heron.demo.quickstart import run_demo
 
-    return run_demo(events=args.events, workspace=args.workspace)
+    if args.which == "multimodal":
+        return _demo_multimodal(args.file, args.question, events=args.events)
+    if args.which == "events":
+        return run_events_demo(events=args.events, scale=args.time_scale)
+    code = run_demo(events=args.events, workspace=args.workspace)
+    if args.which == "quickstart" or args.events == "jsonl" or code != EXIT_OK:
+        return code
+    sys.stdout.write("\n")
+    return run_events_demo(events=args.events, scale=args.time_scale)
+
+
+SAMPLE_QUESTION = "How much did revenue grow this quarter?"
+SAMPLE_LINES = (
+    "Quarterly report, third quarter",
+    "Revenue grew 12% over the second quarter, to 4.2 million.",
+    "Costs stayed flat; the team grew by two engineers.",
+)
+
+
+def _demo_multimodal(file: Path | None, question: str | None, *, events: str) -> int:
+    """`heron demo multimodal`: the given file, or a sample PDF (a PNG without reportlab)."""
+    import tempfile
+
+    from heron.demo.multimodal import run_multimodal_demo
+
+    if file is not None:
+        return run_multimodal_demo(file, question or SAMPLE_QUESTION, events=events)
+    with tempfile.TemporaryDirectory(prefix="heron-demo-sample-") as scratch:
+        sample = _write_sample(Path(scratch))
+        if sample is None:
+            sys.stderr.write(
+                "heron: the sample file needs reportlab (PDF) or Pillow (PNG), which come with "
+                "the dev extras: pip install -e '.[dev]' (or run `make demo`), or pass --file\n"
+            )
+            return EXIT_ERROR
+        sys.stderr.write(f"sample file: {sample.name} ({len(SAMPLE_LINES)} lines of text)\n")
+        return run_multimodal_demo(sample, question or SAMPLE_QUESTION, events=events)
+
+
+def _write_sample(directory: Path) -> Path | None:
+    try:
+        from reportlab.lib.pagesizes import A5  # type: ignore[import-untyped]
+        from reportlab.pdfgen.canvas import Canvas  # type: ignore[import-untyped]
+    except ImportError:
+        pass
+    else:
+        target = directory / "report.pdf"
+        canvas = Canvas(str(target), pagesize=A5)
+        for row, line in enumerate(SAMPLE_LINES):
+            canvas.drawString(40, 540 - 24 * row, line)
+        canvas.save()
+        return target
+    try:
+        from PIL import Image, ImageDraw
+    except ImportError:
+        return None
+    target = directory / "report.png"
+    image = Image.new("RGB", (900, 60 + 40 * len(SAMPLE_LINES)), "white")
+    draw = ImageDraw.Draw(image)
+    for row, line in enumerate(SAMPLE_LINES):
+        draw.text((30, 30 + 40 * row), line, fill="black", font_size=24)
+    image.save(target)
+    return target

@@ -119,9 +119,34 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--config", type=Path)
     doctor.add_argument("--state-dir", type=Path)
 
-    demo = sub.add_parser("demo", help="the quick-start demo (scripted model, real tools)")
+    demo = sub.add_parser(
+        "demo",
+        help="the demos: quick start, then the event-driven agent (scripted models, real tools)",
+        description="Without a name: the quick start, then the events demo (with --events jsonl, "
+        "the quick start alone, so each JSON stream is one demo's).",
+    )
+    demo.add_argument(
+        "which",
+        nargs="?",
+        choices=["quickstart", "events", "multimodal"],
+        help="run one demo: quickstart (tools, approval, receipts), events (background job on "
+        "the event bus) or multimodal (one file through the three multimodal paths)",
+    )
     demo.add_argument("--events", choices=["pretty", "jsonl"], default="pretty")
-    demo.add_argument("--workspace", type=Path, help="where the demo writes (default: a temp dir)")
+    demo.add_argument(
+        "--workspace", type=Path, help="quickstart: where the demo writes (default: a temp dir)"
+    )
+    demo.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="events: seconds per step of the background build (default 1; 3 steps)",
+    )
+    demo.add_argument(
+        "--file", type=Path, help="multimodal: the file to ask about (default: a sample PDF)"
+    )
+    demo.add_argument("--question", help="multimodal: the question to ask about the file")
 
     from heron.cli.mcp_commands import add_mcp_parser
 
