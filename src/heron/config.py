@@ -20,6 +20,7 @@ from heron.toolsets.builtin import BuiltinConfig
 from heron.turn.context import LoopDetectionKnobs, ParallelMode, RuntimeKnobs
 
 PROJECT_FILE = "heron.toml"
+MIN_DERIVED_RESULT_CHARS = 24_000
 
 
 class ConfigError(ValueError):
@@ -122,9 +123,12 @@ class HeronConfig(_Section):
         from heron.context_budget import default_result_limit
         from heron.tokens import counter_for_model
 
-        return default_result_limit(
+        derived = default_result_limit(
             a.context_window_tokens, counter_for_model(a.model), fraction=a.result_fraction
         )
+        # Stay above the artifact spill's preview (head + tail + marker, at most ~2 × 10,000
+        # characters) so the bound never cuts the marker that says where the rest is.
+        return max(derived, MIN_DERIVED_RESULT_CHARS)
 
     def knobs(self) -> RuntimeKnobs:
         a, ld = self.agent, self.loop_detection
