@@ -169,8 +169,11 @@ def test_a_budget_in_heron_toml_ends_the_run_with_a_graceful_summary(heron: Hero
 def test_the_result_bound_follows_the_context_window_when_unset(heron: Heron) -> None:
     from heron.config import load_config
 
-    heron.write("heron.toml", '[agent]\nmodel = "openai:gpt-4o"\ncontext_window_tokens = 8000\n')
+    heron.write("heron.toml", '[agent]\nmodel = "openai:gpt-4o"\ncontext_window_tokens = 400000\n')
     config = load_config(project_dir=heron.root, include_user=False)
-    assert 4_000 < config.result_limit() < 8_000  # a quarter of the window, in characters
+    assert 200_000 < config.result_limit() < 400_000  # a quarter of the window, in characters
+    heron.write("heron.toml", '[agent]\nmodel = "openai:gpt-4o"\ncontext_window_tokens = 8000\n')
+    small = load_config(project_dir=heron.root, include_user=False)
+    assert small.result_limit() == 24_000  # never below the spill preview and its marker
     heron.write("heron.toml", "[agent]\nmax_tool_result_chars = 123\n")
     assert load_config(project_dir=heron.root, include_user=False).result_limit() == 123
