@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from heron.events import EventSink, discard
-from heron.messages import Message, SystemMessage, UserMessage
+from heron.messages import MediaPart, Message, SystemMessage, UserMessage
 from heron.models.base import Model
 from heron.observer import NullObserver, Observer
 from heron.receipts import ReceiptScope
@@ -173,12 +173,18 @@ class Agent:
         allowed_tools: Collection[str] | None = None,
         budget: IterationBudget | None = None,
         run_budget: RunBudget | None = None,
+        media: Sequence[MediaPart | Path] = (),
     ) -> RunResult:
-        """Append `prompt` to `history` (a new list if none) and run the turn to its end."""
+        """Append `prompt` to `history` (a new list if none) and run the turn to its end.
+
+        `media`: images and PDFs attached to the prompt (paths become `MediaPart.from_file`);
+        the model adapter sends them, or a labelled placeholder when the model has no vision.
+        """
         messages: list[Message] = history if history is not None else []
         if messages and isinstance(messages[0], SystemMessage):
             raise ValueError("pass the system prompt as Agent(system_prompt=...), not in history")
-        messages.append(UserMessage(content=prompt))
+        parts = tuple(m if isinstance(m, MediaPart) else MediaPart.from_file(m) for m in media)
+        messages.append(UserMessage(content=prompt, media=parts))
         state = TurnState(
             history=messages,
             sink=sink,

@@ -2,7 +2,9 @@
 
 One process owns one session of the durable event bus and everything that feeds it:
 
-- the `EventDrivenAgent` (safe points, the three strategies, exactly-once consumption);
+- the `EventDrivenAgent` (safe points, the three strategies, exactly-once consumption), over
+  the agent `make_agent` builds run as a `HookedAgent`: the lifecycle hooks (`hooks`) run
+  before and after every turn;
 - the triggers (`heron.triggers.TriggerRuntime`): detached background jobs, shell monitors,
   timers, the heartbeat, system events and the subscriptions that gate inbound traffic;
 - ingress: the webhook listener (`/github`, `/im`, `/webhook`, all signed with one secret) and
@@ -50,7 +52,7 @@ from heron.tools.definition import Tool
 from heron.toolsets.command_policy import CommandPolicy
 from heron.toolsets.maildir import Maildir, maildir_tools
 from heron.toolsets.notify import NotificationStore, NotifyConfig, notify_tools
-from heron.triggers import TriggerConfig, TriggerRuntime
+from heron.triggers import HookedAgent, LifecycleHooks, TriggerConfig, TriggerRuntime
 from heron.triggers.subscriptions import SubscriptionFilter, SubscriptionSource
 
 Announce = Callable[[dict[str, Any]], None]
@@ -110,9 +112,13 @@ class HeronServer:
         sink: EventSink = discard,
         announce: Announce | None = None,
         clock: Clock | None = None,
+        hooks: LifecycleHooks | None = None,
     ) -> None:
-        """`make_agent` receives the server's tools and returns the agent to run with them."""
+        """`make_agent` receives the server's tools and returns the agent to run with them;
+        the server runs it as a `HookedAgent`, so `hooks` (also the trigger runtime's start
+        and stop hooks) run before and after every turn."""
         self.config = config
+        self.hooks = hooks or LifecycleHooks()
         self._make_agent = make_agent
         self.sink = sink
         self.announce = announce or (lambda _record: None)
@@ -167,11 +173,12 @@ class HeronServer:
             session=cfg.session,
             clock=self.clock,
             config=cfg.triggers,
+            hooks=self.hooks,
         )
         self._standing_subscriptions(triggers)
         if cfg.maildir is not None:
             self.maildir = Maildir(cfg.maildir)
-        agent = self._make_agent([*self._tools(), *triggers.tools])
+        agent = HookedAgent.around(self._make_agent([*self._tools(), *triggers.tools]), self.hooks)
         self.agent = EventDrivenAgent(
             agent,
             bus,

@@ -112,6 +112,13 @@ async def test_connectors_and_events_bundles(tmp_path: Path) -> None:
             "job_output",
             "cancel_job",
             "list_jobs",
+            "set_timer",
+            "cancel_timer",
+            "list_timers",
+            "monitor_shell",
+            "subscribe",
+            "unsubscribe",
+            "list_subscriptions",
         }
     finally:
         await built.aclose()

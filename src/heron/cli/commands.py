@@ -181,6 +181,8 @@ def build_agent(
             for bundle, bundled in builtin.tools.items():
                 registry.add_all(bundled, bundle=bundle)
         system_prompt, allowed = a.system_prompt, a.allowed_tools
+        if builtin is not None and (section := builtin.catalogue_section()):
+            system_prompt = f"{system_prompt}\n\n{section}" if system_prompt else section
         if mcp is not None:
             mcp.register(registry)
             system_prompt = mcp.system_prompt(

@@ -2,10 +2,11 @@
 
 1. **native** — the file itself goes to a vision-capable model as an `ImageInput` (or a
    `PdfInput`) through the `VisionModel` protocol. Best fidelity (layout, charts, colours);
-   costs image tokens on every request that carries it. heron's history holds text only, so
-   today this path is a direct `VisionModel.ask`; carrying media in an agent's history needs an
-   engine change (a `media` field on `UserMessage` and `ToolResultMessage`, rendered by each
-   provider adapter as image / file content parts).
+   costs image tokens on every request that carries it. In an agent, the files ride on the
+   user message: `Agent.run(prompt, media=[path, ...])` stores them as `MediaPart`s on the
+   `UserMessage`, and each provider adapter renders them as image / file content parts (a
+   labelled text placeholder for a model without vision input). `VisionModel.ask` is the
+   direct route outside an agent.
 2. **extract** — the file becomes text first (document text, OCR, a transcript) and a text model
    reads it: `read_document`, `ocr_image` and `transcribe_audio`. Cheap for text-heavy files;
    loses what OCR cannot see (bar heights, colours).
@@ -479,14 +480,11 @@ def multimodal_tools(path: MultimodalPath, ws: Workspace, config: MultimodalConf
     """The tools an agent gets for the chosen path: `extract` → read_document, ocr_image and
     transcribe_audio (those configured); `tool` → analyze_image / _document / _audio.
 
-    `native` gives no tools: it needs media in the agent's history, which heron's messages do
-    not carry yet, so asking for it is an error naming the direct route (`VisionModel.ask`).
+    `native` gives no tools: the files travel with the prompt, `Agent.run(prompt, media=[...])`,
+    and the model adapter sends them as image / document parts.
     """
     if path == "native":
-        raise ValueError(
-            "the native path sends files to a VisionModel directly (VisionModel.ask with "
-            "ImageInput/PdfInput); agent histories carry text only, so it has no tools"
-        )
+        return []
     if path == "tool":
         return analysis_tools(ws, config)
     tools = document_tools(ws, ocr=config.ocr, limits=config.limits)

@@ -21,7 +21,14 @@ import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from heron.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage
+from heron.messages import (
+    AssistantMessage,
+    MediaPart,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from heron.models.base import ModelPart, ModelRequest, Usage
 from heron.models.providers import Secret, tool_call_from_json
 from heron.models.retry import ErrorKind, ProviderError, error_message, status_error
@@ -64,6 +71,7 @@ class AnthropicMessagesModel(SdkAdapter):
         prompt_cache: Mark the request for prompt caching, so each iteration of a turn reads
             the unchanged prefix of the conversation from the cache.
         request_options: Extra body fields sent with every request (`thinking`, …).
+        vision: The model reads images and PDFs; None: by model name (`default_vision`).
     """
 
     _client: anthropic.AsyncAnthropic
@@ -79,6 +87,7 @@ class AnthropicMessagesModel(SdkAdapter):
         timeout_s: float = 120.0,
         prompt_cache: bool = True,
         request_options: Mapping[str, Any] | None = None,
+        vision: bool | None = None,
     ) -> None:
         sdk = import_sdk("anthropic", "the Anthropic provider needs")
         super().__init__(
@@ -91,6 +100,7 @@ class AnthropicMessagesModel(SdkAdapter):
             native_tools=native_tools,
             timeout_s=timeout_s,
             request_options=request_options,
+            vision=vision,
         )
         self._max_tokens = max_tokens
         self._prompt_cache = prompt_cache
@@ -99,7 +109,9 @@ class AnthropicMessagesModel(SdkAdapter):
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for `request`, request options included."""
-        system, messages = render_messages(request.system, request.messages, native=self._native)
+        system, messages = render_messages(
+            request.system, request.messages, native=self._native, vision=self.vision
+        )
         body: dict[str, Any] = {
             **self._options,
             "model": self.model,
@@ -225,7 +237,7 @@ def tool_param(spec: ToolSpec) -> dict[str, Any]:
 
 
 def render_messages(
-    system: str, messages: Sequence[Message], *, native: bool
+    system: str, messages: Sequence[Message], *, native: bool, vision: bool = True
 ) -> tuple[str, list[dict[str, Any]]]:
     """Neutral history as `(system, messages)` for the Messages API.
 
@@ -269,9 +281,27 @@ def render_messages(
         elif isinstance(message, AssistantMessage):
             add("assistant", _assistant_blocks(message, native=native))
         else:
-            add("user", [{"type": "text", "text": message.content}])
+            add("user", _user_blocks(message, vision=vision))
     flush_results()
     return "\n\n".join(system_parts), out
+
+
+def _user_blocks(message: UserMessage, *, vision: bool) -> list[dict[str, Any]]:
+    """`image` / `document` blocks for attached media (base64 sources), then the text; a model
+    without vision gets a labelled placeholder per file instead."""
+    if not message.media:
+        return [{"type": "text", "text": message.content}]
+    if not vision:
+        text = "\n".join([message.content, *(m.placeholder() for m in message.media)]).strip()
+        return [{"type": "text", "text": text}]
+    blocks = [_media_block(m) for m in message.media]
+    # The API rejects empty text blocks; a message may be media alone.
+    return blocks + ([{"type": "text", "text": message.content}] if message.content else [])
+
+
+def _media_block(media: MediaPart) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": media.mime_type, "data": media.base64()}
+    return {"type": "image" if media.kind == "image" else "document", "source": source}
 
 
 def _assistant_blocks(message: AssistantMessage, *, native: bool) -> list[dict[str, Any]]:

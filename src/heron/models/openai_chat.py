@@ -20,7 +20,14 @@ import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from heron.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage
+from heron.messages import (
+    AssistantMessage,
+    MediaPart,
+    Message,
+    SystemMessage,
+    ToolResultMessage,
+    UserMessage,
+)
 from heron.models.base import ModelPart, ModelRequest, Usage
 from heron.models.providers import Secret, tool_call_from_json
 from heron.models.retry import ProviderError, error_message, status_error
@@ -56,6 +63,7 @@ class OpenAIChatModel(SdkAdapter):
         timeout_s: Connect timeout and the longest silence allowed while streaming.
         stream_usage: Ask for token usage in the stream (`stream_options.include_usage`).
         request_options: Extra body fields sent with every request.
+        vision: The model reads images and PDFs; None: by model name (`default_vision`).
     """
 
     _client: openai.AsyncOpenAI
@@ -71,6 +79,7 @@ class OpenAIChatModel(SdkAdapter):
         timeout_s: float = 120.0,
         stream_usage: bool = True,
         request_options: Mapping[str, Any] | None = None,
+        vision: bool | None = None,
     ) -> None:
         sdk = import_sdk("openai", "the OpenAI-compatible providers need")
         super().__init__(
@@ -83,6 +92,7 @@ class OpenAIChatModel(SdkAdapter):
             native_tools=native_tools,
             timeout_s=timeout_s,
             request_options=request_options,
+            vision=vision,
         )
         self._stream_usage = stream_usage
 
@@ -93,7 +103,9 @@ class OpenAIChatModel(SdkAdapter):
         body: dict[str, Any] = {
             **self._options,
             "model": self.model,
-            "messages": render_messages(request.system, request.messages, native=self._native),
+            "messages": render_messages(
+                request.system, request.messages, native=self._native, vision=self.vision
+            ),
             "stream": True,
         }
         if self._stream_usage:
@@ -225,7 +237,7 @@ def function_tool(spec: ToolSpec) -> dict[str, Any]:
 
 
 def render_messages(
-    system: str, messages: Sequence[Message], *, native: bool
+    system: str, messages: Sequence[Message], *, native: bool, vision: bool = True
 ) -> list[dict[str, Any]]:
     """Neutral history as Chat Completions messages, with `system` first.
 
@@ -252,10 +264,26 @@ def render_messages(
         elif isinstance(message, SystemMessage):
             out.append({"role": "system", "content": message.content})
         else:
-            out.append({"role": "user", "content": message.content})
+            out.append({"role": "user", "content": _user_content(message, vision=vision)})
     if results:
         out.append({"role": "user", "content": render_tool_results(results)})
     return out
+
+
+def _user_content(message: UserMessage, *, vision: bool) -> str | list[dict[str, Any]]:
+    """Plain text, or text plus `image_url` / `file` parts (data URLs) for attached media."""
+    if not message.media:
+        return message.content
+    if not vision:
+        return "\n".join([message.content, *(m.placeholder() for m in message.media)]).strip()
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+    return parts + [_media_part(m) for m in message.media]
+
+
+def _media_part(media: MediaPart) -> dict[str, Any]:
+    if media.kind == "image":
+        return {"type": "image_url", "image_url": {"url": media.data_url()}}
+    return {"type": "file", "file": {"filename": media.name, "file_data": media.data_url()}}
 
 
 def _assistant(message: AssistantMessage, *, native: bool) -> dict[str, Any]:

@@ -47,6 +47,15 @@ class SdkClient(Protocol):
         ...
 
 
+VISION_MODELS = ("gpt-4o", "gpt-4.1", "claude-")
+"""Name prefixes of models known to read images; other models are assumed text-only."""
+
+
+def default_vision(model: str) -> bool:
+    """Whether `model` reads images and PDFs, by the `VISION_MODELS` prefixes."""
+    return model.lower().startswith(VISION_MODELS)
+
+
 class SdkAdapter:
     """The state and plumbing of an adapter over an SDK client.
 
@@ -62,6 +71,8 @@ class SdkAdapter:
         native_tools: Native tool calls, or heron's text protocol.
         timeout_s: Connect timeout and the longest silence allowed while streaming.
         request_options: Extra body fields sent with every request.
+        vision: The model reads images and PDFs; None: `default_vision(model)`. Without it,
+            attached media become labelled text placeholders.
     """
 
     def __init__(
@@ -76,8 +87,10 @@ class SdkAdapter:
         native_tools: bool,
         timeout_s: float,
         request_options: Mapping[str, Any] | None,
+        vision: bool | None = None,
     ) -> None:
         self.model = model
+        self.vision = default_vision(model) if vision is None else vision
         self._name = f"{provider}:{model}"
         self._native = native_tools
         self._secret = api_key if isinstance(api_key, Secret) else Secret(api_key)

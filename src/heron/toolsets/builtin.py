@@ -6,9 +6,12 @@ Four sets, each a bundle of the agent's tool registry:
   stored artifacts and office documents.
 - `execution`: change things — file writes, downloads, `shell`, `run_python`, `send_mail` (only
   with a `[tools.builtin.mail]` section).
-- `connectors`: public data sources, spreadsheets and the browser.
-- `events`: detached background jobs (`start_job`, `job_status`, …). Timers, shell monitors and
-  subscriptions only make sense with `heron serve`'s event loop, which gives them to its agent.
+- `connectors`: public data sources, spreadsheets and the browser; Notion pages, calendars,
+  GitHub and webhooks when their sections are configured.
+- `events`: the event-trigger tools — detached background jobs (`start_job`, `job_status`, …),
+  timers, shell monitors and subscriptions. A `TriggerRuntime` on the state directory's bus
+  backs them: timers persist and fire, and jobs and monitors report, into the session
+  `default`, where `heron serve` consumes the events.
 
 `build_builtin` also returns what the agent needs next to these tools: an `ArtifactSpill`
 (oversize results become artifacts that `read_artifact` pages through) and a
@@ -90,6 +93,36 @@ class PagesSection(_Section):
     allowed_parents: list[str] = Field(default_factory=list)
 
 
+class CalendarEntry(_Section):
+    """One calendar of `[tools.builtin.calendar.<name>]`: an iCalendar file (`path`, relative
+    to the workspace) or a CalDAV collection (`url`, credentials named by environment variable)."""
+
+    path: str | None = None
+    url: str | None = None
+    username_env: str | None = None
+    password_env: str | None = None
+    access: Literal["read", "read_write"] = "read_write"
+    organizer: str | None = None
+    timeout_s: int = Field(default=20, gt=0)
+
+
+class GitHubSection(_Section):
+    """`[tools.builtin.github]`: the API root, the token's environment variable and the
+    repositories (`owner/name`) the agent may touch; empty `repos` allows all the token reaches."""
+
+    base_url: str = "https://api.github.com"
+    token_env: str = "GITHUB_TOKEN"
+    repos: list[str] = Field(default_factory=list)
+
+
+class WebhookSection(_Section):
+    """`[tools.builtin.webhooks]`: the HMAC secret's environment variable and the URL prefixes
+    `call_webhook` may post to."""
+
+    secret_env: str
+    allowed_urls: list[str] = Field(default_factory=list)
+
+
 class BuiltinConfig(_Section):
     """`[tools.builtin]`: which built-in tool sets an agent gets and how they are confined."""
 
@@ -107,6 +140,10 @@ class BuiltinConfig(_Section):
     knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
     mail: MailSection | None = None
     pages: PagesSection | None = None
+    calendar: dict[str, CalendarEntry] = Field(default_factory=dict)
+    """Calendars by name; any adds the calendar tools to `connectors`."""
+    github: GitHubSection | None = None
+    webhooks: WebhookSection | None = None
 
     def workspace_path(self) -> Path:
         """The workspace root, resolved (the current directory when unset)."""
@@ -130,6 +167,15 @@ class Builtin:
     def all_tools(self) -> list[Tool]:
         """Every tool of every built set, in set order."""
         return [t for tools in self.tools.values() for t in tools]
+
+    def catalogue_section(self) -> str:
+        """The system-prompt section listing the read-only tools of the `perception` and
+        `connectors` sets by kind (search, read, parse, query); empty without those sets."""
+        from heron.connectors.public_data import perception_catalogue_section
+
+        sets: tuple[BuiltinSet, ...] = ("perception", "connectors")
+        tools = [t for s in sets for t in self.tools.get(s, []) if t.spec.annotations.read_only]
+        return perception_catalogue_section(tools)
 
     async def aclose(self) -> None:
         """Close in reverse order of opening; safe to call twice."""
@@ -172,7 +218,7 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
                 assert sandbox is not None
                 built.tools[name] = _execution(cfg, ws, sandbox, state_dir, built)
             elif name == "connectors":
-                built.tools[name] = _connectors(cfg, ws, built)
+                built.tools[name] = _connectors(cfg, ws, built, state_dir)
             else:
                 assert sandbox is not None
                 built.tools[name] = await _events(ws, sandbox, state_dir, built)
@@ -264,10 +310,15 @@ def _mail(section: MailSection, state_dir: Path) -> list[Tool]:
     return mail_tools(config, Confirmations(IdempotencyStore(state_dir)))
 
 
-def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin) -> list[Tool]:
+def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin, state_dir: Path) -> list[Tool]:
     from heron.connectors.spreadsheets import spreadsheet_tools
+    from heron.toolsets.idempotency import Confirmations, IdempotencyStore
 
     tools = spreadsheet_tools(ws.root)
+    # Irreversible actions (invitations, pull requests, webhooks) go through preflight → confirm.
+    store = IdempotencyStore(state_dir)
+    if cfg.calendar:
+        tools += _calendar(cfg, ws, Confirmations(store))
     ocr = _ocr()
     if ocr is not None:
         from heron.connectors.ocr import ocr_tools
@@ -283,7 +334,58 @@ def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin) -> list[Tool]:
         tools = [*public_data_tools(policy=policy, workspace_root=ws.root), *tools, *browser]
         if cfg.pages is not None:
             tools += _pages(cfg.pages, policy)
+        if cfg.github is not None:
+            tools += _github(cfg.github, policy, Confirmations(store))
+        if cfg.webhooks is not None:
+            tools += _webhooks(cfg.webhooks, policy, store)
     return tools
+
+
+def _calendar(cfg: BuiltinConfig, ws: Any, confirmations: Any) -> list[Tool]:
+    from heron.connectors.calendar import (
+        CalDavCalendar,
+        CalendarConfig,
+        IcsCalendar,
+        calendar_tools,
+    )
+
+    calendars: dict[str, IcsCalendar | CalDavCalendar] = {}
+    for name, entry in cfg.calendar.items():
+        if (entry.path is None) == (entry.url is None):
+            raise BuiltinError(f"calendar.{name}: give exactly one of path (.ics) or url (CalDAV)")
+        if entry.path is not None:
+            path = Path(entry.path).expanduser()
+            calendars[name] = IcsCalendar(
+                path=path if path.is_absolute() else ws.root / path, access=entry.access
+            )
+        elif not cfg.network:
+            raise BuiltinError(f"calendar.{name}: a CalDAV calendar needs network = true")
+        else:
+            fields = entry.model_dump(exclude={"path"})
+            calendars[name] = CalDavCalendar(**fields)
+    return calendar_tools(CalendarConfig(calendars=calendars, policy=_policy(cfg)), confirmations)
+
+
+def _github(section: GitHubSection, policy: Any, confirmations: Any) -> list[Tool]:
+    from heron.connectors.github import GitHubConfig, github_tools
+
+    bad = [r for r in section.repos if r.count("/") != 1 or not all(r.split("/"))]
+    if bad:
+        raise BuiltinError(f"github.repos: {bad[0]!r} is not owner/name")
+    fields = section.model_dump() | {"repos": tuple(section.repos)}
+    return github_tools(GitHubConfig(**fields, policy=policy), confirmations)
+
+
+def _webhooks(section: WebhookSection, policy: Any, store: Any) -> list[Tool]:
+    from heron.connectors.webhooks import WebhookConfig, webhook_tools
+
+    try:
+        config = WebhookConfig(
+            secret_env=section.secret_env, allowed_urls=tuple(section.allowed_urls), policy=policy
+        )
+    except ValueError as exc:
+        raise BuiltinError(f"webhooks: {exc}") from exc
+    return webhook_tools(config, store)
 
 
 def _pages(section: PagesSection, policy: Any) -> list[Tool]:
@@ -299,32 +401,24 @@ def _pages(section: PagesSection, policy: Any) -> list[Tool]:
 
 
 async def _events(ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin) -> list[Tool]:
-    from heron.bus.model import BusEvent
-    from heron.jobs.manager import JobManager
-    from heron.jobs.tools import job_tools
-    from heron.state import open_db
+    from heron.bus.sqlite_store import SqliteBusStore
     from heron.toolsets.command_policy import CommandPolicy
+    from heron.triggers import TriggerRuntime
 
-    async def unheard(_event: BusEvent) -> bool:
-        # Without `heron serve` nobody consumes a job's end event; `job_status` reports it.
-        return True
-
-    conn = open_db(state_dir)
-    manager = JobManager(
-        conn,
+    bus = SqliteBusStore.open(state_dir)
+    # The default session of `heron serve`: what fires here is answered by its agent.
+    runtime = TriggerRuntime(
         state_dir=state_dir,
+        bus=bus,
         workspace=ws.root,
         sandbox=sandbox,
         policy=CommandPolicy(workspace=ws.root),
-        publish=unheard,
-        # Its own session: `heron serve` re-attaches and reports only the jobs it started.
-        session="builtin",
     )
 
     async def close() -> None:
-        await manager.aclose()
-        conn.close()
+        await runtime.aclose()
+        bus.close()
 
     built._closers.append(close)
-    await manager.start()
-    return job_tools(manager)
+    await runtime.start()
+    return runtime.tools

@@ -228,6 +228,15 @@ class HookedAgent(Agent):
         super().__init__(**agent_args)
         self.lifecycle = hooks
 
+    @classmethod
+    def around(cls, agent: Agent, hooks: LifecycleHooks) -> HookedAgent:
+        """`agent` as a `HookedAgent` sharing its configuration (model, tools, approval, ...),
+        for callers that receive an agent already built."""
+        hooked = cls.__new__(cls)
+        vars(hooked).update(vars(agent))
+        hooked.lifecycle = hooks
+        return hooked
+
     async def run_turn(
         self, state: TurnState, *, allowed_tools: Collection[str] | None = None
     ) -> TurnOutcome:
