@@ -323,3 +323,76 @@ def test_chat_without_a_terminal_says_to_use_run(heron: Heron) -> None:
     assert done.stderr == (
         "heron: heron chat needs a terminal; in scripts use `heron run --session NAME PROMPT`\n"
     )
+
+
+WAITING_TOOL = '''
+import asyncio
+from pathlib import Path
+
+from heron import tool
+
+
+@tool(read_only=True)
+async def wait_for_file(name: str) -> str:
+    """Wait until the file exists (the test creates it)."""
+    while not Path(name).exists():
+        await asyncio.sleep(0.02)
+    return f"{name} is there"
+'''
+
+
+def test_a_line_typed_while_a_tool_runs_is_answered_after_it(
+    heron: Heron, terminals: list[Terminal]
+) -> None:
+    heron.write("waiting.py", WAITING_TOOL)
+    turns = [
+        {"tool_calls": [{"id": "w1", "name": "wait_for_file", "arguments": {"name": "go"}}]},
+        {"text": "Saw your note.", "expect": {"last_message_contains": "also check the logs"}},
+    ]
+    model = heron.script("queue.yaml", turns)
+    term = chat(heron, terminals, "--model", model, "--tools", "waiting.py", "--session", "q1")
+    term.expect("you>")
+    term.send("wait for go\r")
+    term.expect("⏳ wait_for_file")
+    term.send("also check the logs\r")
+    term.expect("also check the logs")  # echoed by the terminal in line mode
+    (heron.root / "go").write_text("", encoding="utf-8")
+    term.expect("✔ wait_for_file")
+    term.expect("Saw your note.")
+    term.expect("you>")
+    term.send("/quit\r")
+    assert term.wait() == 0
+
+    history = stored(heron, "q1")
+    assert [m.role for m in history] == ["user", "assistant", "tool", "user", "assistant"]
+    HistoryChecker().check(history)
+
+
+def test_the_interrupt_word_typed_while_a_tool_runs_interrupts_it(
+    heron: Heron, terminals: list[Terminal]
+) -> None:
+    heron.write("waiting.py", WAITING_TOOL)
+    turns = [
+        {"tool_calls": [{"id": "w1", "name": "wait_for_file", "arguments": {"name": "never"}}]},
+        {"text": "Stopped as asked.", "expect": {"last_message_contains": "halt"}},
+    ]
+    model = heron.script("halt.yaml", turns)
+    term = chat(
+        heron,
+        terminals,
+        *("--model", model, "--tools", "waiting.py", "--session", "h1"),
+        *("--interrupt-word", "halt"),
+    )
+    term.expect("you>")
+    term.send("wait forever\r")
+    term.expect("⏳ wait_for_file")
+    term.send("halt\r")
+    term.expect("■ wait_for_file never  interrupted")
+    term.expect("Stopped as asked.")
+    term.expect("you>")
+    term.send("/quit\r")
+    assert term.wait() == 0
+
+    history = stored(heron, "h1")
+    assert [m.role for m in history] == ["user", "assistant", "tool", "user", "assistant"]
+    HistoryChecker().check(history)

@@ -38,7 +38,7 @@ session is refused with `ConcurrentWriteError` instead of being interleaved.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from heron.agent import Agent
@@ -132,11 +132,14 @@ class EventDrivenAgent:
         side_agent: Agent | None = None,
         sink: EventSink = discard,
         poll_interval: float | None = None,
+        prepare: Callable[[TurnState], None] | None = None,
     ) -> None:
         """`store` and `sessions` must share one database, so that `consume` is atomic.
 
         `sink` receives every turn event of the main and side sessions. `poll_interval`
         (seconds on `clock`) makes `serve` also look for events other processes published.
+        `prepare` sees each main turn's state before it runs (a front end sets its channel,
+        exclusions or an extra `on_append` there).
         """
         self.agent = agent
         self.store = store
@@ -147,6 +150,7 @@ class EventDrivenAgent:
         self.side_agent = side_agent
         self.sink = sink
         self.poll_interval = poll_interval
+        self.prepare = prepare
         self.outcomes: list[TurnOutcome] = []
         """Every finished main turn, in order."""
         self._main: _Recorder | None = None
@@ -154,6 +158,7 @@ class EventDrivenAgent:
         self._running: TurnState | None = None
         self._unanswered = False
         self._interrupt_requested = False
+        self._answer_interrupt = True
         self._stopping = False
         self._wake = asyncio.Event()
         self._busy = asyncio.Lock()
@@ -233,6 +238,15 @@ class EventDrivenAgent:
         self._stopping = True
         self._wake.set()
 
+    def interrupt(self, reason: str) -> bool:
+        """Cancel the running main turn (running tools are cancelled) without answering it:
+        the model is not called again until the next event. False when no turn runs."""
+        if self._running is None:
+            return False
+        self._answer_interrupt = False
+        self._running.cancel.cancel(reason)
+        return True
+
     async def wait_background(self) -> None:
         """Wait until every detached tool has finished and its result event is published."""
         while self._background or self._publishing:
@@ -288,15 +302,19 @@ class EventDrivenAgent:
         state.on_append = main.on_append
         state.on_safe_point = self._on_safe_point
         state.on_background_result = self._on_background_result
+        if self.prepare is not None:
+            self.prepare(state)
         self._running = state
+        self._answer_interrupt = True
         try:
             outcome = await self.agent.run_turn(state)
         finally:
             self._running = None
         main.flush()
         self.outcomes.append(outcome)
-        # Every interrupt comes with an event: pending, or consumed at a safe point just now.
-        self._unanswered = outcome.status == "cancelled"
+        # An event's interrupt comes with the event (pending, or consumed at a safe point just
+        # now); an `interrupt()` call asks for no answer.
+        self._unanswered = outcome.status == "cancelled" and self._answer_interrupt
 
     async def _on_safe_point(self, point: SafePoint) -> None:
         main = self._start()

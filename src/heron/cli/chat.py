@@ -9,6 +9,8 @@ Keys:
 - Enter sends the message. Esc then Enter (or Alt-Enter) starts a new line; so does Enter on a
   line that ends in a backslash (the backslash is dropped).
 - Up and Down walk the input history, kept in `<state dir>/chat_history` (owner-only).
+- While a step runs, a typed line is queued and the model reads it at the next safe point;
+  the interrupt word (`--interrupt-word`, default `stop`) on a line of its own stops the step.
 - Ctrl-C while a step runs cancels it: running tools end as interrupted and the history stays
   valid. A second Ctrl-C during the same step exits at once, after closing the open tool calls
   in the stored history. At the prompt, Ctrl-C clears the line; twice in a row it leaves, as
@@ -16,6 +18,7 @@ Keys:
 
 Commands: `/help`, `/tools`, `/session`, `/model [PROVIDER:MODEL]`, `/cost`, `/quit`.
 
+Input goes through the durable event bus (`heron.bus`), like `heron serve`'s.
 Every message is written to the session before it is shown; `heron chat --session NAME`
 resumes a session (repairing a turn the last process left mid-call). Executed tool calls go
 to the execution audit trail with channel `chat`.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -38,6 +42,9 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console
 
 from heron.agent import Agent
+from heron.bus.loop import EventDrivenAgent
+from heron.bus.model import BusEvent, EventContent, EventKind
+from heron.bus.sqlite_store import SqliteBusStore
 from heron.cli.commands import (
     EXIT_CANCELLED,
     EXIT_OK,
@@ -59,10 +66,14 @@ from heron.cli.session_commands import (
     session_failed,
     summarize_message,
 )
+from heron.messages import Message, UserMessage
 from heron.models.base import Model, ModelPart, ModelRequest, Usage
 from heron.sessions.cli import CliSession
+from heron.sessions.repair import ResumedSession
+from heron.tools.registry import normalize_name
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest, parse_terminal_answer
 from heron.turn.cancel import CancelScope
+from heron.turn.context import TurnState
 
 PROMPT = "you> "
 HISTORY_FILE = "chat_history"
@@ -154,6 +165,13 @@ def cost_report(calls: list[ModelCall]) -> str:
     return "\n".join(lines)
 
 
+def _last_prompt(history: list[Message]) -> str | None:
+    for message in reversed(history):
+        if isinstance(message, UserMessage):
+            return message.content
+    return None
+
+
 class ChatApprover:
     """Asks yes / no / always with a prompt of its own while a step runs.
 
@@ -161,8 +179,15 @@ class ChatApprover:
     not the signal handler, while the question is open).
     """
 
-    def __init__(self, *, before_prompt: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        *,
+        before_prompt: Callable[[], None],
+        after_prompt: Callable[[], None] | None = None,
+    ) -> None:
         self._before_prompt = before_prompt
+        self.after_prompt = after_prompt
+        """Called when a question is answered (the chat resumes reading typed lines)."""
         self._session: PromptSession[str] = PromptSession(history=InMemoryHistory())
         self._lock = asyncio.Lock()
         self.cancel: CancelScope | None = None
@@ -188,6 +213,9 @@ class ChatApprover:
                 )
             except EOFError:
                 line = ""
+            finally:
+                if self.after_prompt is not None:
+                    self.after_prompt()
             return ApprovalAnswer(decision=parse_terminal_answer(line), decided_by="operator:chat")
 
 
@@ -219,6 +247,40 @@ def _history(state_dir: Path) -> FileHistory:
     return FileHistory(str(path))
 
 
+class LineReader:
+    """Lines typed while a step runs, read on the event loop (no thread).
+
+    Only started once the input prompt has closed, so the terminal is in line mode: the
+    kernel echoes and edits the line, and each read ends at Enter.
+    """
+
+    def __init__(self, on_line: Callable[[str], None]) -> None:
+        self._on_line = on_line
+        self._fd = sys.stdin.fileno()
+        self._buffer = b""
+        self._reading = False
+
+    def start(self) -> None:
+        if not self._reading:
+            asyncio.get_running_loop().add_reader(self._fd, self._read)
+            self._reading = True
+
+    def pause(self) -> None:
+        if self._reading:
+            asyncio.get_running_loop().remove_reader(self._fd)
+            self._reading = False
+
+    def _read(self) -> None:
+        data = os.read(self._fd, 4096)
+        if not data:
+            self.pause()
+            return
+        self._buffer += data
+        while b"\n" in self._buffer:
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            self._on_line(line.decode(errors="replace").strip())
+
+
 class ChatRepl:
     """The read-eval-print loop over one agent and one session."""
 
@@ -232,6 +294,7 @@ class ChatRepl:
         meter: MeteredModel,
         state_dir: Path,
         base_url: str | None,
+        interrupt_word: str = "stop",
     ) -> None:
         self.agent = agent
         self.session = session
@@ -245,8 +308,28 @@ class ChatRepl:
             history=_history(state_dir),
             prompt_continuation="...  ",
         )
+        self.interrupt_word = interrupt_word
+        self.eda = EventDrivenAgent(
+            agent,
+            SqliteBusStore(session.store),
+            session.store,
+            session=session.name,
+            sink=session.sink(renderer),
+            prepare=self._prepare,
+        )
+        self.reader = LineReader(self._typed)
+        approver.after_prompt = self.reader.start
+        self._publishing: set[asyncio.Task[bool]] = set()
+        self._ctrl_c = False
 
     async def run(self) -> int:
+        try:
+            return await self._loop()
+        finally:
+            await self.eda.aclose()
+            self._reload()
+
+    async def _loop(self) -> int:
         self._banner()
         interrupted = False
         while True:
@@ -270,29 +353,84 @@ class ChatRepl:
             await self._step(text)
 
     async def _step(self, text: str) -> None:
-        cancel = CancelScope()
-        self.approver.cancel = cancel
         loop = asyncio.get_running_loop()
+        self._ctrl_c = False
+        done = len(self.eda.outcomes)
 
         def on_sigint() -> None:
-            if cancel.cancelled:
+            if self._ctrl_c:
                 self.renderer.close()
-                self.session.abandon()
+                self._abandon()
                 announce_session(self.session, always=True)
                 os._exit(EXIT_CANCELLED)
-            cancel.cancel("interrupted by the operator (Ctrl-C)")
+            self._ctrl_c = True
+            self.eda.interrupt("interrupted by the operator (Ctrl-C)")
 
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         try:
-            outcome = await self.session.run_turn(
-                self.agent, text, sink=self.renderer, cancel=cancel, channel="chat"
-            )
+            await self.eda.publish(self._event("user.input", text))
+            self.reader.start()
+            await self.eda.run_until_idle()
         finally:
+            self.reader.pause()
             loop.remove_signal_handler(signal.SIGINT)
             self.renderer.close()
             self.approver.cancel = None
-        if outcome.status == "error" and outcome.error:
-            self._say(f"(the step failed: {outcome.error})")
+        for outcome in self.eda.outcomes[done:]:
+            if outcome.status == "error" and outcome.error:
+                self._say(f"(the step failed: {outcome.error})")
+
+    def _event(self, kind: EventKind, text: str, *, stop: bool = False) -> BusEvent:
+        data: dict[str, object] = {"stop": True} if stop else {}
+        return BusEvent(
+            kind=kind,
+            source="user",
+            channel="cli",
+            session=self.session.name,
+            content=EventContent(text=text, data=data),
+        )
+
+    def _typed(self, line: str) -> None:
+        """A line typed while the step runs: queued, or the interrupt word."""
+        if not line:
+            return
+        if line == self.interrupt_word:
+            event = self._event("user.interrupt", line, stop=True)
+        else:
+            event = self._event("user.input", line)
+        task = asyncio.ensure_future(self.eda.publish(event))
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
+
+    def _prepare(self, state: TurnState) -> None:
+        """Each turn on the bus: channel `chat`, the exclusions of what the user last typed,
+        the audit trail indexing what is written, and the approver's cancel scope."""
+        state.channel = "chat"
+        exclusions = self.agent.turn_exclusions
+        prompt = _last_prompt(state.history)
+        if exclusions is not None and prompt is not None:
+            state.excluded = frozenset(normalize_name(n) for n in exclusions(prompt))
+        record = state.on_append
+        trail = self.session.trail
+
+        def on_append(messages: tuple[Message, ...]) -> None:
+            if record is not None:
+                record(messages)
+            trail.note_messages(messages)
+
+        state.on_append = on_append
+        self.approver.cancel = state.cancel
+
+    def _abandon(self) -> None:
+        """Before a hard exit mid-step: close the stored history's open tool calls."""
+        with contextlib.suppress(Exception):
+            self._reload()
+            self.session.trail.mark_lost([r.call_id for r in self.session.repaired])
+
+    def _reload(self) -> None:
+        """Point the session's writer at what the bus loop stored (repairing open calls), so
+        the session's head and history are current again."""
+        self.session.writer = ResumedSession.open(self.session.store, self.session.name)
 
     def _command(self, line: str) -> bool:
         """Run a `/` command; True to leave the chat."""
@@ -327,7 +465,8 @@ class ChatRepl:
     def _session_info(self) -> None:
         s = self.session
         self._say(
-            f"session {s.name}: {len(s.history)} messages stored (head entry {s.writer.head}); "
+            f"session {s.name}: {len(self.eda.history)} messages stored "
+            f"(head entry {s.store.head(s.name)}); "
             f"resume with `heron chat --session {s.name}`"
         )
 
@@ -387,6 +526,7 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
                     meter=meter,
                     state_dir=state_dir,
                     base_url=config.agent.base_url,
+                    interrupt_word=getattr(args, "interrupt_word", "stop"),
                 )
                 return await repl.run()
             finally:

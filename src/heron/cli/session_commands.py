@@ -74,6 +74,12 @@ def add_parsers(
         "Ctrl-C exits.",
     )
     chat.add_argument("--session", metavar="NAME", help="resume or create this session")
+    chat.add_argument(
+        "--interrupt-word",
+        default="stop",
+        metavar="WORD",
+        help="typed on a line of its own while a step runs, stops it (default: stop)",
+    )
     agent_flags(chat)
 
 
