@@ -36,6 +36,9 @@ class AgentConfig(_Section):
     """`openai:M`, `anthropic:M`, `ollama:M`, `openai-compatible:M` or `scripted:FILE`."""
     base_url: str | None = None
     """Endpoint for `ollama:` (default http://127.0.0.1:11434/v1) and `openai-compatible:`."""
+    tool_protocol: Literal["auto", "native", "text"] = "auto"
+    """How the model receives tools: `auto` uses heron's per-model default table (native for
+    OpenAI and Anthropic, text for Ollama models whose templates have no tools)."""
     system_prompt: str = ""
     autonomy: Autonomy = "supervised"
     max_iterations: int = Field(default=10, ge=1, le=1000)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from heron.agent import Agent
 from heron.audit import AuditStore
@@ -42,12 +42,19 @@ class UsageError(Exception):
     """A mistake in how heron was invoked or configured."""
 
 
-def resolve_model(spec: str, *, base_url: str | None = None) -> Model:
+def resolve_model(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    tool_protocol: Literal["auto", "native", "text"] = "auto",
+) -> Model:
     """`scripted:FILE`, `openai:M`, `anthropic:M`, `ollama:M`, `openai-compatible:M`."""
+    from heron.models.providers import ProviderConfig
     from heron.models.providers import resolve_model as resolve
 
+    config = None if tool_protocol == "auto" else ProviderConfig(protocols={spec: tool_protocol})
     try:
-        return resolve(spec, base_url=base_url)
+        return resolve(spec, base_url=base_url, config=config)
     except ModelError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -174,7 +181,7 @@ def build_agent(
         audit=AuditStore(open_db(state_dir)),
     )
     receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
-    model = resolve_model(a.model, base_url=a.base_url)
+    model = resolve_model(a.model, base_url=a.base_url, tool_protocol=a.tool_protocol)
     try:
         registry = ToolRegistry(tools)
         if builtin is not None:
