@@ -346,10 +346,12 @@ class WebhookServer:
                 body = self.rfile.read(length)
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 outer.received.append(Received(headers=headers, body=body))
+                # Recorded before the response goes out, so a client that has its answer can
+                # rely on the record being there.
+                outer.arrived.set()
                 self.send_response(outer.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-                outer.arrived.set()
 
             def log_message(self, format: str, *args: object) -> None:
                 pass
