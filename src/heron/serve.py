@@ -48,6 +48,7 @@ from heron.channels.webhook import WebhookRoute, WebhookServer
 from heron.events import EventSink, discard
 from heron.jobs.manager import JobManager
 from heron.sandbox import make_sandbox
+from heron.sessions.cli import SessionInUseError, SessionLock
 from heron.tools.definition import Tool
 from heron.toolsets.command_policy import CommandPolicy
 from heron.toolsets.maildir import Maildir, maildir_tools
@@ -138,6 +139,7 @@ class HeronServer:
         self._unwatch: Callable[[], None] | None = None
         self._signals = 0
         self._started = False
+        self._lock: SessionLock | None = None
 
     @property
     def jobs(self) -> JobManager | None:
@@ -160,6 +162,14 @@ class HeronServer:
 
     async def _open(self, secret: bytes) -> None:
         cfg = self.config
+        # One writer per session: a `heron run`/`heron chat` on this session is refused while
+        # the server runs (and the kernel drops the lock if the server dies).
+        lock = SessionLock(cfg.state_dir, cfg.session)
+        try:
+            lock.acquire()
+        except SessionInUseError as exc:
+            raise ServeError(str(exc)) from exc
+        self._lock = lock
         workspace = (cfg.workspace or cfg.state_dir / "workspace").resolve()
         workspace.mkdir(parents=True, exist_ok=True)
         self.bus = bus = SqliteBusStore.open(cfg.state_dir)
@@ -361,6 +371,9 @@ class HeronServer:
             if store is not None:
                 store.close()
         self.bus = self.notifications = None
+        if self._lock is not None:
+            self._lock.release()  # last: everything that writes the session has stopped
+            self._lock = None
         if self._started:
             self._started = False
             self.announce({"type": "serve_stopped", "pid": os.getpid()})

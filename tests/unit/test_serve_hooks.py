@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from heron import ScriptedModel
 from heron.agent import Agent
 from heron.bus.clock import RealClock, timestamp
@@ -51,3 +53,29 @@ async def test_the_servers_agent_runs_before_and_after_turn_hooks(tmp_path: Path
         await server.aclose()
     assert calls[0].startswith("before:") and "hello" in calls[0]
     assert calls[1:] == ["after:hello back"]
+
+
+async def test_a_second_writer_on_the_servers_session_is_refused_while_it_runs(
+    tmp_path: Path,
+) -> None:
+    from heron.serve import ServeError
+    from heron.sessions.cli import SessionInUseError, SessionLock
+
+    first = HeronServer(
+        ServeConfig(state_dir=tmp_path), lambda tools: Agent(model=ScriptedModel([]), tools=tools)
+    )
+    await first.start()
+    try:
+        with pytest.raises(SessionInUseError):
+            SessionLock(tmp_path, "default").acquire()
+        second = HeronServer(
+            ServeConfig(state_dir=tmp_path),
+            lambda tools: Agent(model=ScriptedModel([]), tools=tools),
+        )
+        with pytest.raises(ServeError, match="in use"):
+            await second.start()
+    finally:
+        await first.aclose()
+    lock = SessionLock(tmp_path, "default")
+    lock.acquire()
+    lock.release()
