@@ -393,7 +393,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         owner="builtin",
         examples=[
             {"pattern": r"def \w+_handler\("},
-            {"pattern": "TODO|FIXME", "path": "src"},
+            {"pattern": "raise (ValueError|KeyError)", "path": "src"},
         ],
     )
     @guard
