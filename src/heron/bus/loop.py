@@ -49,6 +49,7 @@ from heron.bus.routing import Route, Router
 from heron.bus.store import BusStore, Unwatch
 from heron.events import EventSink, discard
 from heron.messages import AssistantMessage, Message, ToolResultMessage
+from heron.sessions.repair import open_calls
 from heron.sessions.store import SessionStore
 from heron.turn.context import BackgroundResult, SafePoint, TurnState
 from heron.turn.loop import TurnOutcome
@@ -102,19 +103,10 @@ def close_open_calls(history: Sequence[Message]) -> list[ToolResultMessage]:
     they finish (rule 2); a process killed in between leaves calls no provider would accept.
     Each gets a result that says what is known: the call may or may not have taken effect.
     """
-    answered: set[str] = set()
-    for message in reversed(history):
-        if isinstance(message, ToolResultMessage):
-            answered.add(message.call_id)
-        elif isinstance(message, AssistantMessage) and message.tool_calls:
-            return [
-                ToolResultMessage(call_id=c.id, name=c.name, content=LOST_CALL, is_error=True)
-                for c in message.tool_calls
-                if c.id not in answered
-            ]
-        else:
-            return []
-    return []
+    return [
+        ToolResultMessage(call_id=c.id, name=c.name, content=LOST_CALL, is_error=True)
+        for c in open_calls(history)
+    ]
 
 
 class EventDrivenAgent:
