@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from heron.artifacts import ArtifactSpill, ArtifactStore
+from heron.artifacts.store import ArtifactSpill, ArtifactStore
+from heron.artifacts.tools import artifact_tools
 from heron.tools.definition import Tool, ToolContext
-from heron.toolsets.artifacts import artifact_tools
 
 TARGET_BYTES = 100 * 1024 * 1024
 RUNS = 5

@@ -21,10 +21,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from heron.connectors.browser import browser_tools
+from heron.safety.url_policy import UrlPolicy
+from heron.safety.workspace import Workspace
 from heron.tools.definition import Tool, ToolContext
-from heron.toolsets.url_policy import UrlPolicy
-from heron.toolsets.workspace import Workspace
+from heron.toolsets.browser import browser_tools
 
 PAGE = (
     "<!doctype html><title>Benchmark page</title><h1>Benchmark page</h1>"

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from heron.bus.model import BusEvent, EventContent
-from heron.bus.sqlite_store import SqliteBusStore
+from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.messages import UserMessage
 
 SESSION = "bench"

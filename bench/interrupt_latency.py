@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from heron import Agent, FunctionModel, ModelTurn, tool
-from heron.bus.loop import EventDrivenAgent
-from heron.bus.model import BusEvent, EventContent
-from heron.bus.sqlite_store import SqliteBusStore
+from heron.always_on.bus.loop import EventDrivenAgent
+from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.messages import UserMessage
 from heron.models.base import ModelRequest
 

@@ -26,7 +26,7 @@ from heron import (
     ToolHook,
     tool,
 )
-from heron.receipts import ReceiptScope
+from heron.turn.receipts import ReceiptScope
 
 SIZES = (20, 200, 400)
 REPEATS = 7

@@ -29,9 +29,9 @@ from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate
 
-from heron.connectors.ocr import Tesseract
 from heron.demo.multimodal import PathReport, configured_models, run_paths, scripted_models
-from heron.toolsets.workspace import Workspace
+from heron.safety.workspace import Workspace
+from heron.toolsets.ocr import Tesseract
 
 MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun"]
 SALES = [42, 55, 38, 71, 64, 49]

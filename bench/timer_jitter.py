@@ -25,10 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from heron.bus.model import BusEvent
-from heron.bus.sqlite_store import SqliteBusStore
-from heron.state import open_db
-from heron.triggers.timers import TimerConfig, TimerScheduler
+from heron._support.state import open_db
+from heron.always_on.bus.model import BusEvent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.triggers.timers import TimerConfig, TimerScheduler
 
 TARGET_P99_MS = 50.0
 INTERVAL_S = 1.0

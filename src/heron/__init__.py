@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from heron._lazy import lazy_getattr
+from heron._support.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from heron.agent import Agent, RunResult
-    from heron.events import EventSink, TurnEvent
     from heron.messages import (
         AssistantMessage,
         Message,
@@ -22,8 +21,6 @@ if TYPE_CHECKING:
     )
     from heron.models.base import Model, ModelRequest
     from heron.models.scripted import FunctionModel, ModelTurn, ScriptedModel
-    from heron.observer import Observer, RecordingObserver
-    from heron.receipts import ReceiptScope, verify_receipt
     from heron.tools.definition import Tool, ToolAnnotations, ToolContext, ToolResult, ToolSpec
     from heron.tools.function_tool import FunctionTool, tool
     from heron.tools.registry import ActivatedToolSet, ToolRegistry
@@ -38,8 +35,11 @@ if TYPE_CHECKING:
     )
     from heron.turn.cancel import CancelScope
     from heron.turn.context import IterationBudget, LoopDetectionKnobs, RuntimeKnobs, TurnState
+    from heron.turn.events import EventSink, TurnEvent
     from heron.turn.hooks import Cancel, HookCall, Rewrite, ToolHook
     from heron.turn.loop import TurnOutcome
+    from heron.turn.observer import Observer, RecordingObserver
+    from heron.turn.receipts import ReceiptScope, verify_receipt
 
 _EXPORTS: dict[str, str] = {
     "ActivatedToolSet": "heron.tools.registry",
@@ -52,7 +52,7 @@ _EXPORTS: dict[str, str] = {
     "BackChannelApprover": "heron.turn.approval",
     "Cancel": "heron.turn.hooks",
     "CancelScope": "heron.turn.cancel",
-    "EventSink": "heron.events",
+    "EventSink": "heron.turn.events",
     "FunctionModel": "heron.models.scripted",
     "FunctionTool": "heron.tools.function_tool",
     "HookCall": "heron.turn.hooks",
@@ -63,9 +63,9 @@ _EXPORTS: dict[str, str] = {
     "ModelRequest": "heron.models.base",
     "ModelTurn": "heron.models.scripted",
     "NoApprover": "heron.turn.approval",
-    "Observer": "heron.observer",
-    "ReceiptScope": "heron.receipts",
-    "RecordingObserver": "heron.observer",
+    "Observer": "heron.turn.observer",
+    "ReceiptScope": "heron.turn.receipts",
+    "RecordingObserver": "heron.turn.observer",
     "Rewrite": "heron.turn.hooks",
     "RunResult": "heron.agent",
     "RuntimeKnobs": "heron.turn.context",
@@ -81,12 +81,12 @@ _EXPORTS: dict[str, str] = {
     "ToolResult": "heron.tools.definition",
     "ToolResultMessage": "heron.messages",
     "ToolSpec": "heron.tools.definition",
-    "TurnEvent": "heron.events",
+    "TurnEvent": "heron.turn.events",
     "TurnOutcome": "heron.turn.loop",
     "TurnState": "heron.turn.context",
     "UserMessage": "heron.messages",
     "tool": "heron.tools.function_tool",
-    "verify_receipt": "heron.receipts",
+    "verify_receipt": "heron.turn.receipts",
 }
 
 

@@ -12,11 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from heron.events import EventSink, discard
 from heron.messages import MediaPart, Message, SystemMessage, UserMessage
 from heron.models.base import Model
-from heron.observer import NullObserver, Observer
-from heron.receipts import ReceiptScope
 from heron.tools.definition import Tool
 from heron.tools.registry import (
     ActivatedToolSet,
@@ -33,16 +30,19 @@ from heron.turn.context import (
     RuntimeKnobs,
     TurnState,
 )
+from heron.turn.events import EventSink, discard
 from heron.turn.extensions import CallCheck, OutputSpill, ResultCache, ToolCatalogue
 from heron.turn.hooks import ToolHook, sort_hooks
 from heron.turn.loop import TurnOutcome, run_tool_call_loop
+from heron.turn.observer import NullObserver, Observer
+from heron.turn.receipts import ReceiptScope
 
 if TYPE_CHECKING:  # optional parts, imported by whoever builds them
-    from heron.budgets import BudgetLimits, PriceTable, RunBudget
-    from heron.context_budget import HistoryTrimmer
+    from heron.models.context_window import HistoryTrimmer
     from heron.telemetry.alerts import AlertManager
     from heron.telemetry.metrics import MetricsRegistry
     from heron.telemetry.otel import OtelTracer
+    from heron.turn.budgets import BudgetLimits, PriceTable, RunBudget
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -204,7 +204,7 @@ class Agent:
     ) -> TurnOutcome:
         """Run one turn on caller-owned state (event loops, sub-agents sharing a budget)."""
         if state.run_budget is None and self.budget_limits is not None:
-            from heron.budgets import RunBudget
+            from heron.turn.budgets import RunBudget
 
             state.run_budget = RunBudget(
                 self.budget_limits, prices=self.prices, label=self.name or "run"

@@ -123,8 +123,8 @@ class HeronConfig(_Section):
             return a.max_tool_result_chars
         if a.context_window_tokens is None:
             return 50_000
-        from heron.context_budget import default_result_limit
-        from heron.tokens import counter_for_model
+        from heron.models.context_window import default_result_limit
+        from heron.models.tokens import counter_for_model
 
         derived = default_result_limit(
             a.context_window_tokens, counter_for_model(a.model), fraction=a.result_fraction

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from cli_support import Heron, assert_one_result_per_call, stable
 
-from heron.audit import AuditStore
-from heron.state import open_db
+from heron._support.state import open_db
+from heron.audit.approvals import AuditStore
 
 MAKE_FILE_TURNS: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "c1", "name": "make_file", "arguments": {"name": "made.txt"}}]},

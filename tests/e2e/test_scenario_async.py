@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from heron import Agent, FunctionModel, ModelRequest, ModelTurn, RuntimeKnobs, tool
-from heron.bus.model import BusEvent, EventContent, EventKind
-from heron.events import BaseEvent, FinalEvent
+from heron.always_on.bus.model import BusEvent, EventContent, EventKind
+from heron.always_on.server import HeronServer, ServeConfig
 from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
-from heron.serve import HeronServer, ServeConfig
 from heron.tools.definition import Tool
+from heron.turn.events import BaseEvent, FinalEvent
 
 BOUND = 20.0
 """Upper bound for waits; a loaded 2-core machine stays far below it."""

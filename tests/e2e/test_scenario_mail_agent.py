@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from heron import Agent, FunctionModel, ModelRequest, ModelTurn, RuntimeKnobs
-from heron.bus.model import BusEvent
-from heron.events import BaseEvent, FinalEvent
+from heron.always_on.bus.model import BusEvent
+from heron.always_on.server import HeronServer, ServeConfig
 from heron.messages import AssistantMessage, ToolResultMessage, UserMessage
-from heron.serve import HeronServer, ServeConfig
 from heron.tools.definition import Tool
+from heron.turn.events import BaseEvent, FinalEvent
 
 BOUND = 10.0
 

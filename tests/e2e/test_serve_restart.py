@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 from cli_support import TIMEOUT_S, Heron, Running
 
-from heron.bus.loop import LOST_CALL
-from heron.bus.model import BusEvent, EventContent
-from heron.bus.sqlite_store import SqliteBusStore
-from heron.channels.adapters import signed_headers
+from heron.always_on.bus.loop import LOST_CALL
+from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.channels.adapters import signed_headers
 from heron.messages import ToolResultMessage, UserMessage
 
 SECRET = "restart-test-secret"

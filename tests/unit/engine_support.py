@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from heron.events import BaseEvent, ToolCallEvent, ToolResultEvent
+from heron.turn.events import BaseEvent, ToolCallEvent, ToolResultEvent
 
 
 class Events:

@@ -12,9 +12,9 @@ import pytest
 from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult, tool
-from heron.artifacts import ArtifactError, ArtifactSpill, ArtifactStore
+from heron.artifacts.store import ArtifactError, ArtifactSpill, ArtifactStore
+from heron.artifacts.tools import artifact_tools
 from heron.messages import ToolResultMessage
-from heron.toolsets.artifacts import artifact_tools
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 SECRET = "sk-live0123456789abcdefXYZ"

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from heron.audit import AuditLog, AuditRecord, AuditStore, MemoryAuditStore, audit_timestamp
-from heron.state import default_state_dir, open_db
+from heron._support.state import default_state_dir, open_db
+from heron.audit.approvals import (
+    AuditLog,
+    AuditRecord,
+    AuditStore,
+    MemoryAuditStore,
+    audit_timestamp,
+)
 
 
 def make_record(n: int, *, tool: str = "shell", **extra: str | None) -> AuditRecord:
@@ -200,7 +206,7 @@ def test_the_state_database_is_created_owner_only(tmp_path: Path) -> None:
     import os
     import stat
 
-    from heron.state import open_db
+    from heron._support.state import open_db
 
     previous = os.umask(0o022)
     try:

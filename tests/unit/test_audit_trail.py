@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from heron import Agent, RecordingObserver, ScriptedModel, ToolContext, tool
-from heron.audit_trail import ExecutionAuditTrail, parse_since, query_executions
-from heron.observer import ToolCallRecord, ToolCallStartRecord
+from heron._support.state import open_db
+from heron.audit.executions import ExecutionAuditTrail, parse_since, query_executions
 from heron.sessions.cli import CliSession
-from heron.state import open_db
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
 from heron.turn.cancel import CancelScope
+from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
 
 
 @tool(read_only=True)

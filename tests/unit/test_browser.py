@@ -19,11 +19,11 @@ import pytest_asyncio
 from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult
-from heron.connectors.browser import BrowserLimits, BrowserTools, browser_tools
 from heron.messages import ToolResultMessage
+from heron.safety.url_policy import UrlPolicy
+from heron.safety.workspace import Workspace
 from heron.tools.definition import Tool
-from heron.toolsets.url_policy import UrlPolicy
-from heron.toolsets.workspace import Workspace
+from heron.toolsets.browser import BrowserLimits, BrowserTools, browser_tools
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from heron.budgets import BudgetLimits, ModelPrice, PriceTable, RunBudget
 from heron.models.base import Usage
+from heron.turn.budgets import BudgetLimits, ModelPrice, PriceTable, RunBudget
 
 
 class Clock:

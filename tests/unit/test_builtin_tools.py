@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from heron.audit import MemoryAuditStore
+from heron.audit.approvals import MemoryAuditStore
 from heron.config import HeronConfig
 from heron.mcp.server import ToolServer, mcp_annotations
 from heron.tools.definition import ToolResult

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from heron import Agent, FunctionModel, ModelTurn, tool
-from heron.bus.loop import EventDrivenAgent
-from heron.bus.model import BusEvent, EventContent
-from heron.bus.sqlite_store import SqliteBusStore
+from heron.always_on.bus.loop import EventDrivenAgent
+from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.messages import AssistantMessage, Message, UserMessage
 from heron.models.base import ModelRequest
 from heron.models.history_rules import HistoryChecker

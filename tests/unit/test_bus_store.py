@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from heron.bus.model import BusEvent, EventContent
-from heron.bus.sqlite_store import SqliteBusStore
-from heron.bus.store import AlreadyConsumedError, BusStore
+from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.bus.store import AlreadyConsumedError, BusStore
 from heron.messages import UserMessage
 from heron.sessions import ConcurrentWriteError
 

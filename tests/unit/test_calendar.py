@@ -19,14 +19,14 @@ from caldav.davclient import DAVClient
 from test_connector_http import LOCAL, ApiServer, Reply, closed_port
 
 from heron import ToolContext, ToolResult
-from heron.connectors.calendar import (
+from heron.connectors.calendar.tools import (
     CalDavCalendar,
     CalendarConfig,
     IcsCalendar,
     calendar_tools,
 )
+from heron.safety.idempotency import Confirmations, IdempotencyStore
 from heron.tools.definition import Tool
-from heron.toolsets.idempotency import Confirmations, IdempotencyStore
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 PASSWORD = "radicale-pw-7f3e9a"

@@ -16,9 +16,9 @@ from test_connector_http import LOCAL, ApiServer, FakeTime, Reply, Seen, closed_
 
 from heron import ToolContext, ToolResult
 from heron.connectors.webhooks import WebhookConfig, sign, verify_signature, webhook_tools
+from heron.safety.idempotency import IdempotencyStore
+from heron.safety.url_policy import UrlPolicy
 from heron.tools.definition import Tool
-from heron.toolsets.idempotency import IdempotencyStore
-from heron.toolsets.url_policy import UrlPolicy
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 SECRET = "whsec-9d8c7b6a5f4e3d2c"

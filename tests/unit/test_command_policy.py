@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from heron.toolsets.command_policy import CommandPolicy, CommandVerdict, Finding
+from heron.safety.command_policy import CommandPolicy, CommandVerdict, Finding
 
 
 @pytest.fixture

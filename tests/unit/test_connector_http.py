@@ -25,7 +25,7 @@ from heron.connectors.http_api import (
     RateLimit,
     parse_links,
 )
-from heron.toolsets.url_policy import UrlPolicy
+from heron.safety.url_policy import UrlPolicy
 
 LOCAL = UrlPolicy(allow_hosts=("127.0.0.1",))
 SECRET = "s3cr3t-token-value-42"

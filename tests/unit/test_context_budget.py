@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from heron.context_budget import TRIM_NOTE, HistoryTrimmer, default_result_limit
 from heron.messages import (
     AssistantMessage,
     Message,
@@ -17,8 +16,9 @@ from heron.messages import (
     ToolResultMessage,
     UserMessage,
 )
+from heron.models.context_window import TRIM_NOTE, HistoryTrimmer, default_result_limit
 from heron.models.history_rules import HistoryChecker
-from heron.tokens import (
+from heron.models.tokens import (
     MESSAGE_OVERHEAD,
     REQUEST_OVERHEAD,
     CalibratedCounter,

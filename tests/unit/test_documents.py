@@ -14,9 +14,9 @@ from pypdf import PdfReader, PdfWriter
 from reportlab.pdfgen import canvas
 
 from heron import ToolContext, ToolResult
-from heron.connectors.documents import DocumentLimits, DocumentWindow, document_tools, read_window
+from heron.safety.workspace import Workspace
 from heron.tools.definition import Tool
-from heron.toolsets.workspace import Workspace
+from heron.toolsets.documents import DocumentLimits, DocumentWindow, document_tools, read_window
 
 
 def make_pdf(path: Path, pages: list[str]) -> Path:

@@ -11,13 +11,12 @@ import pytest
 from engine_support import Events, call, calls_turn
 
 from heron import Agent, FunctionModel, ScriptedModel, tool
-from heron.bus.clock import FakeClock
-from heron.bus.framing import frame_batch
-from heron.bus.loop import LOST_CALL, EventDrivenAgent, side_session_name
-from heron.bus.model import BusEvent, EventContent, EventContext, EventKind
-from heron.bus.routing import Route, Router, RoutingRule, Strategy
-from heron.bus.sqlite_store import SqliteBusStore
-from heron.events import BaseEvent, FinalEvent, ReasoningDeltaEvent
+from heron._support.clock import FakeClock
+from heron.always_on.bus.framing import frame_batch
+from heron.always_on.bus.loop import LOST_CALL, EventDrivenAgent, side_session_name
+from heron.always_on.bus.model import BusEvent, EventContent, EventContext, EventKind
+from heron.always_on.bus.routing import Route, Router, RoutingRule, Strategy
+from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.messages import (
     AssistantMessage,
     Message,
@@ -29,6 +28,7 @@ from heron.models.base import InvalidHistoryError, ModelPart, ModelRequest, Reas
 from heron.models.base import TextDelta as TextPart
 from heron.models.history_rules import HistoryChecker
 from heron.sessions.store import ConcurrentWriteError
+from heron.turn.events import BaseEvent, FinalEvent, ReasoningDeltaEvent
 
 BOUND = 5.0  # seconds; an upper bound for waits that normally take microseconds
 
@@ -871,7 +871,7 @@ async def test_a_recorded_timeline_replays_to_the_same_history(tmp_path: Path) -
         finally:
             bus.close()
 
-    from heron.bus.clock import Timeline, TimelineRecorder, replay, timestamp
+    from heron._support.clock import Timeline, TimelineRecorder, replay, timestamp
 
     recorded: list[Timeline] = []
 

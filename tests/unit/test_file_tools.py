@@ -10,11 +10,11 @@ from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult
 from heron.messages import ToolResultMessage
+from heron.safety.workspace import Workspace
 from heron.tools.definition import ToolArgumentsError
 from heron.toolsets import files
 from heron.toolsets.files import file_tools
 from heron.toolsets.lint import Linters
-from heron.toolsets.workspace import Workspace
 
 NAMES = [
     "read_file",

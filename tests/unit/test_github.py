@@ -14,8 +14,8 @@ from test_connector_http import LOCAL, ApiServer, FakeTime, Reply, Seen, closed_
 
 from heron import ToolContext, ToolResult
 from heron.connectors.github import GitHubConfig, github_tools
+from heron.safety.idempotency import Confirmations, IdempotencyStore
 from heron.tools.definition import Tool
-from heron.toolsets.idempotency import Confirmations, IdempotencyStore
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 TOKEN = "ghp_test0123456789abcdefTOKEN"

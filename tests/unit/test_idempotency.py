@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from heron import ToolResult
-from heron.toolsets.idempotency import (
+from heron.safety.idempotency import (
     ConfirmationError,
     Confirmations,
     IdempotencyStore,

@@ -15,19 +15,19 @@ import pytest
 from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult
-from heron.bus.clock import FakeClock
-from heron.bus.model import BusEvent
-from heron.bus.sqlite_store import SqliteBusStore
-from heron.jobs import supervisor as sup
-from heron.jobs.manager import JobConfig, JobManager
-from heron.jobs.store import JobRecord
-from heron.jobs.tools import job_tools
+from heron._support.clock import FakeClock
+from heron._support.state import open_db
+from heron.always_on.bus.model import BusEvent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.jobs import supervisor as sup
+from heron.always_on.jobs.manager import JobConfig, JobManager
+from heron.always_on.jobs.store import JobRecord
+from heron.always_on.jobs.tools import job_tools
+from heron.always_on.triggers import TriggerConfig, TriggerRuntime
 from heron.messages import ToolResultMessage
+from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import BwrapSandbox, ProcessSandbox, ResourceLimits, Sandbox
-from heron.state import open_db
 from heron.tools.definition import Tool
-from heron.toolsets.command_policy import CommandPolicy
-from heron.triggers import TriggerConfig, TriggerRuntime
 
 BOUND = 10.0  # seconds; an upper bound for waits that normally take milliseconds
 # No process-count limit here: without a writable pids cgroup it would run jobs as `nobody`,

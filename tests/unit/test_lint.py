@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from heron import Tool, ToolContext, ToolResult
+from heron.safety.workspace import Workspace
 from heron.toolsets.files import file_tools
 from heron.toolsets.lint import Finding, Linters
-from heron.toolsets.workspace import Workspace
 
 
 @pytest.fixture

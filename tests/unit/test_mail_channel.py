@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from heron.bus.clock import FakeClock
-from heron.bus.sqlite_store import SqliteBusStore
-from heron.channels.mail_inbound import MaildirSource, MailIngressConfig, SmtpIngress
-from heron.state import open_db
-from heron.toolsets.maildir import Maildir
-from heron.triggers.subscriptions import SubscriptionFilter, SubscriptionStore
+from heron._support.clock import FakeClock
+from heron._support.state import open_db
+from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.channels.mail_inbound import MaildirSource, MailIngressConfig, SmtpIngress
+from heron.always_on.triggers.subscriptions import SubscriptionFilter, SubscriptionStore
+from heron.connectors.mail.maildir import Maildir
 
 BOUND = 5.0
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from heron.connectors.calendar.ics import calendar_tools
+from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.tools.definition import Tool, ToolContext, ToolResult
-from heron.toolsets.ics import calendar_tools
-from heron.toolsets.maildir import Maildir, maildir_tools
 
 CTX = ToolContext(call_id="c1", turn_id="t1")
 

@@ -13,7 +13,6 @@ from typing import Any
 from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel
-from heron.events import ProgressEvent
 from heron.mcp.assembly import McpAssembly, assemble_mcp, assemble_tools
 from heron.mcp.client import McpClientManager, McpTool
 from heron.mcp.config import McpConfig
@@ -23,6 +22,7 @@ from heron.tools.function_tool import tool
 from heron.tools.registry import ActivatedToolSet, Autonomy, ToolRegistry
 from heron.tools.validation import SchemaValidator
 from heron.turn.context import RuntimeKnobs
+from heron.turn.events import ProgressEvent
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mcp_servers import probe_server

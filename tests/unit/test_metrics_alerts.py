@@ -17,9 +17,7 @@ import pytest
 from engine_support import call, calls_turn
 
 from heron import Agent, RuntimeKnobs, ScriptedModel, tool
-from heron.budgets import BudgetLimits, RunBudget
-from heron.channels.adapters import WebhookRequest, check_signed
-from heron.observer import ToolCallRecord, ToolCallStartRecord
+from heron.always_on.channels.adapters import WebhookRequest, check_signed
 from heron.telemetry import FanOutObserver
 from heron.telemetry.alerts import (
     Alert,
@@ -31,6 +29,8 @@ from heron.telemetry.alerts import (
     WebhookChannel,
 )
 from heron.telemetry.metrics import Histogram, MetricsObserver, MetricsRegistry, tool_outcome
+from heron.turn.budgets import BudgetLimits, RunBudget
+from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
 
 
 class Clock:

@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 
 from heron import ToolContext, ToolResult
-from heron.bus.clock import FakeClock
-from heron.bus.model import BusEvent
-from heron.bus.sqlite_store import SqliteBusStore
-from heron.jobs.manager import JobConfig, JobManager
+from heron._support.clock import FakeClock
+from heron._support.state import open_db
+from heron.always_on.bus.model import BusEvent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.jobs.manager import JobConfig, JobManager
+from heron.always_on.triggers.monitor import MAX_LINES, LineBatcher, ShellMonitors
+from heron.always_on.triggers.tools import monitor_tools
+from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import ProcessSandbox, ResourceLimits
-from heron.state import open_db
 from heron.tools.definition import Tool
-from heron.toolsets.command_policy import CommandPolicy
-from heron.triggers.monitor import MAX_LINES, LineBatcher, ShellMonitors
-from heron.triggers.tools import monitor_tools
 
 BOUND = 10.0
 FAST = ResourceLimits(kill_grace_s=0.3, max_processes=None)

@@ -22,7 +22,18 @@ from PIL import Image, ImageDraw, ImageFont
 from reportlab.pdfgen import canvas
 
 from heron import FunctionModel, ModelRequest, ToolContext, ToolResult
-from heron.connectors.multimodal import (
+from heron.demo.multimodal import (
+    DemoModels,
+    run_multimodal_demo,
+    run_path,
+    run_paths,
+    scripted_models,
+)
+from heron.messages import UserMessage
+from heron.models.retry import ProviderError
+from heron.safety.workspace import Workspace
+from heron.tools.definition import Tool
+from heron.toolsets.multimodal import (
     FunctionVisionModel,
     HttpTranscriber,
     ImageInput,
@@ -34,18 +45,7 @@ from heron.connectors.multimodal import (
     image_tokens,
     multimodal_tools,
 )
-from heron.connectors.ocr import Tesseract
-from heron.demo.multimodal import (
-    DemoModels,
-    run_multimodal_demo,
-    run_path,
-    run_paths,
-    scripted_models,
-)
-from heron.messages import UserMessage
-from heron.models.retry import ProviderError
-from heron.tools.definition import Tool
-from heron.toolsets.workspace import Workspace
+from heron.toolsets.ocr import Tesseract
 
 REPORT_LINES = [
     "Annual report of the harbour authority.",

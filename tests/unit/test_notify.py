@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from heron.collaboration.notify import NotificationStore, NotifyConfig, notify_tools
 from heron.tools.definition import Tool, ToolContext, ToolResult
-from heron.toolsets.notify import NotificationStore, NotifyConfig, notify_tools
 
 CTX = ToolContext(call_id="c1", turn_id="t1")
 SECRET = "notify-secret"

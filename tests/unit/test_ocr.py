@@ -11,10 +11,10 @@ from reportlab.lib.utils import ImageReader
 from reportlab.pdfgen import canvas
 
 from heron import ToolContext, ToolResult
-from heron.connectors.documents import document_tools, read_window
-from heron.connectors.ocr import OcrError, Tesseract, ocr_tools
+from heron.safety.workspace import Workspace
 from heron.tools.definition import Tool
-from heron.toolsets.workspace import Workspace
+from heron.toolsets.documents import document_tools, read_window
+from heron.toolsets.ocr import OcrError, Tesseract, ocr_tools
 
 WORDS = ("HERON", "READS", "INVOICES")
 

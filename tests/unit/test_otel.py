@@ -21,7 +21,6 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from heron import Agent, ScriptedModel, tool
 from heron.models.base import Usage
-from heron.observer import ToolCallRecord, ToolCallStartRecord
 from heron.telemetry.otel import (
     OtelConfig,
     OtelMetrics,
@@ -31,6 +30,7 @@ from heron.telemetry.otel import (
     build_tracer_provider,
     configure,
 )
+from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -262,7 +262,8 @@ def test_without_opentelemetry_heron_imports_and_only_asking_for_it_fails() -> N
 import sys
 sys.modules["opentelemetry"] = None  # as if the telemetry extra were not installed
 import heron.telemetry.otel as otel
-import heron.telemetry.metrics, heron.telemetry.alerts, heron.budgets, heron.context_budget
+import heron.telemetry.metrics, heron.telemetry.alerts
+import heron.turn.budgets, heron.models.context_window
 for build in (lambda: otel.OtelTracer(), lambda: otel.OtelMetrics(),
               lambda: otel.configure(otel.OtelConfig())):
     try:

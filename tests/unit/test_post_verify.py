@@ -14,10 +14,10 @@ from heron import Agent, ScriptedModel, ToolContext, ToolResult, tool
 from heron.checks import FileVerifier, Finding, verified
 from heron.checks.verify import markdown_to_html
 from heron.messages import ToolResultMessage
+from heron.safety.workspace import Workspace
 from heron.tools.definition import Tool
 from heron.toolsets.files import file_tools
 from heron.toolsets.lint import Linters
-from heron.toolsets.workspace import Workspace
 
 
 def ctx_in(root: Path, progress: list[str] | None = None) -> ToolContext:

@@ -28,7 +28,7 @@ from heron.models.base import (
     Usage,
 )
 from heron.models.openai_chat import OpenAIChatModel
-from heron.models.providers import Secret
+from heron.models.resolve import Secret
 from heron.models.retry import ProviderError, RetriesExhaustedError, RetryingModel, RetryPolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -22,7 +22,7 @@ from heron.models.base import (
     TextDelta,
 )
 from heron.models.openai_chat import OpenAIChatModel
-from heron.models.providers import (
+from heron.models.resolve import (
     OLLAMA_BASE_URL,
     ProviderConfig,
     ProviderConfigError,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from heron.receipts import (
+from heron.turn.receipts import (
     RECEIPT_PROMPT_NOTE,
     RECEIPT_RE,
     ReceiptKey,

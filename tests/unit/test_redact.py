@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from heron.redact import (
+from heron.safety.redact import (
     REDACTED,
     is_secret_key,
     sanitize_replacement,

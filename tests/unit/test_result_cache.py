@@ -9,11 +9,11 @@ from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel
 from heron.messages import ToolResultMessage
+from heron.safety.workspace import Workspace
 from heron.tools.definition import ToolSpec
 from heron.toolsets.cache import WorkspaceResultCache, path_arguments
 from heron.toolsets.files import file_tools
 from heron.toolsets.lint import Linters
-from heron.toolsets.workspace import Workspace
 
 READ = ToolSpec(name="read_file", description="read", parameters={"type": "object"})
 GREP = ToolSpec(name="grep_files", description="grep", parameters={"type": "object"})

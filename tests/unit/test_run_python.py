@@ -11,12 +11,12 @@ import pytest
 from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult, tool
-from heron.events import ToolCallEvent, ToolResultEvent
 from heron.messages import ToolResultMessage
 from heron.sandbox import BwrapSandbox, ProcessSandbox, ResourceLimits, Sandbox
 from heron.tools.definition import Tool
 from heron.toolsets.python_exec import run_python_tool
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
+from heron.turn.events import ToolCallEvent, ToolResultEvent
 
 # No process-count limit: without a writable cgroup it would run scripts as `nobody`, who
 # cannot enter pytest's private temporary directories (tests/unit/test_sandbox.py covers it).

@@ -16,9 +16,9 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult
+from heron.connectors.mail.send import MailConfig, address_problem, mail_tools
 from heron.messages import ToolResultMessage
-from heron.toolsets.idempotency import Confirmations, IdempotencyStore
-from heron.toolsets.mail import MailConfig, address_problem, mail_tools
+from heron.safety.idempotency import Confirmations, IdempotencyStore
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 MAIL: dict[str, Any] = {

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from heron import ScriptedModel
+from heron._support.clock import RealClock, timestamp
 from heron.agent import Agent
-from heron.bus.clock import RealClock, timestamp
-from heron.bus.model import BusEvent, EventContent
-from heron.serve import HeronServer, ServeConfig
+from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.server import HeronServer, ServeConfig
+from heron.always_on.triggers import HookedAgent, LifecycleHooks
 from heron.tools.definition import Tool
-from heron.triggers import HookedAgent, LifecycleHooks
 from heron.turn.context import TurnState
 from heron.turn.loop import TurnOutcome
 
@@ -58,7 +58,7 @@ async def test_the_servers_agent_runs_before_and_after_turn_hooks(tmp_path: Path
 async def test_a_second_writer_on_the_servers_session_is_refused_while_it_runs(
     tmp_path: Path,
 ) -> None:
-    from heron.serve import ServeError
+    from heron.always_on.server import ServeError
     from heron.sessions.cli import SessionInUseError, SessionLock
 
     first = HeronServer(

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from heron import Agent, FunctionModel, ModelRequest, ModelTurn, ScriptedModel, tool
-from heron.events import BaseEvent, FinalEvent, ToolCallEvent
 from heron.messages import (
     AssistantMessage,
     Message,
@@ -29,6 +28,7 @@ from heron.sessions.repair import (
     repair_messages,
 )
 from heron.turn.cancel import CancelScope
+from heron.turn.events import BaseEvent, FinalEvent, ToolCallEvent
 
 ROUND = AssistantMessage(
     text="Reading both.",

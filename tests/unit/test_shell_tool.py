@@ -11,9 +11,9 @@ from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult
 from heron.messages import ToolResultMessage
+from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import ProcessSandbox, ResourceLimits
 from heron.tools.definition import Tool
-from heron.toolsets.command_policy import CommandPolicy
 from heron.toolsets.shell import AGENT_ENV, ShellHistory, shell_tool
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
 

@@ -26,8 +26,8 @@ from heron.checks.sidecar import broad_path, parse_verdict
 from heron.messages import ToolResultMessage, UserMessage
 from heron.models.base import ModelPart, ModelToolCall, TextDelta
 from heron.models.history_rules import HistoryChecker
+from heron.safety.command_policy import CommandPolicy
 from heron.tools.definition import Tool
-from heron.toolsets.command_policy import CommandPolicy
 from heron.turn.extensions import CheckRequest
 
 BOUND = 5.0

@@ -14,8 +14,8 @@ from openpyxl.chart import BarChart, Reference  # type: ignore[import-untyped]
 from openpyxl.styles import Font, PatternFill  # type: ignore[import-untyped]
 
 from heron import ToolContext, ToolResult
-from heron.connectors.spreadsheets import spreadsheet_tools
 from heron.tools.definition import Tool
+from heron.toolsets.spreadsheets import spreadsheet_tools
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 

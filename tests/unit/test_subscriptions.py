@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 
 from heron import ToolContext, ToolResult
-from heron.bus.clock import FakeClock
-from heron.bus.model import BusEvent, EventContent
-from heron.state import open_db
-from heron.tools.definition import Tool, ToolArgumentsError
-from heron.triggers.subscriptions import (
+from heron._support.clock import FakeClock
+from heron._support.state import open_db
+from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.triggers.subscriptions import (
     Subscription,
     SubscriptionFilter,
     SubscriptionStore,
     should_wake,
 )
-from heron.triggers.tools import subscription_tools
+from heron.always_on.triggers.tools import subscription_tools
+from heron.tools.definition import Tool, ToolArgumentsError
 
 
 @pytest.fixture

@@ -13,12 +13,11 @@ import pytest
 from engine_support import Events
 
 from heron import ScriptedModel
-from heron.bus.clock import FakeClock, timestamp
-from heron.bus.loop import EventDrivenAgent
-from heron.bus.model import BusEvent, EventContent
-from heron.bus.sqlite_store import SqliteBusStore
-from heron.messages import AssistantMessage
-from heron.triggers.heartbeat import (
+from heron._support.clock import FakeClock, timestamp
+from heron.always_on.bus.loop import EventDrivenAgent
+from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.triggers.heartbeat import (
     ActiveHours,
     AllClearFilter,
     Heartbeat,
@@ -27,13 +26,14 @@ from heron.triggers.heartbeat import (
     LifecycleHooks,
     is_all_clear,
 )
-from heron.triggers.system import (
+from heron.always_on.triggers.system import (
     SystemEventConfig,
     SystemEvents,
     Usage,
     disk_usage,
     memory_usage,
 )
+from heron.messages import AssistantMessage
 from heron.turn.context import TurnState
 from heron.turn.loop import TurnOutcome
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from heron.turn.text_protocol import (
+from heron.models.text_protocol import (
     MALFORMED_FALLBACK_ANSWER,
     MAX_MALFORMED_RETRIES,
     PARSE_ERROR_FEEDBACK,

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from heron import ToolContext, ToolResult
-from heron.bus.clock import FakeClock
-from heron.bus.model import BusEvent
-from heron.bus.sqlite_store import SqliteBusStore
-from heron.state import open_db
+from heron._support.clock import FakeClock
+from heron._support.state import open_db
+from heron.always_on.bus.model import BusEvent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.triggers.timers import Misfire, TimerConfig, TimerError, TimerScheduler
+from heron.always_on.triggers.tools import timer_tools
 from heron.tools.definition import Tool
-from heron.triggers.timers import Misfire, TimerConfig, TimerError, TimerScheduler
-from heron.triggers.tools import timer_tools
 
 BOUND = 5.0
 START = datetime(2025, 3, 29, 12, 0, tzinfo=UTC).timestamp()  # a Saturday, before DST

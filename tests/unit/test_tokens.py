@@ -10,7 +10,7 @@ import types
 import pytest
 
 from heron.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
-from heron.tokens import (
+from heron.models.tokens import (
     MESSAGE_OVERHEAD,
     CalibratedCounter,
     EncodingCounter,

@@ -10,12 +10,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from heron import Agent, ScriptedModel, tool
-from heron.budgets import BudgetLimits, RunBudget
-from heron.context_budget import HistoryTrimmer
 from heron.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
+from heron.models.context_window import HistoryTrimmer
+from heron.models.tokens import EstimateCounter
 from heron.telemetry.metrics import MetricsRegistry
 from heron.telemetry.otel import OtelTracer
-from heron.tokens import EstimateCounter
+from heron.turn.budgets import BudgetLimits, RunBudget
 
 
 @tool(read_only=True)

@@ -20,10 +20,10 @@ from heron import (
     tool,
 )
 from heron.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
+from heron.models import text_protocol
 from heron.models.base import InvalidHistoryError
 from heron.models.history_rules import HistoryChecker
 from heron.models.scripted import ScriptMismatchError
-from heron.turn import text_protocol
 
 counter: dict[str, int] = {"n": 0}
 

@@ -24,9 +24,9 @@ from heron import (
     ToolHook,
     tool,
 )
-from heron.audit import AuditStore
+from heron._support.state import open_db
+from heron.audit.approvals import AuditStore
 from heron.messages import ToolResultMessage
-from heron.state import open_db
 from heron.turn.approval import parse_terminal_answer
 
 

@@ -17,8 +17,8 @@ from heron import (
     tool,
 )
 from heron.messages import ToolResultMessage
-from heron.observer import ToolCallRecord
-from heron.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
+from heron.turn.observer import ToolCallRecord
+from heron.turn.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
 
 
 @tool(read_only=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from heron.toolsets.url_policy import UrlPolicy, UrlRefused
+from heron.safety.url_policy import UrlPolicy, UrlRefused
 
 
 async def refusal(policy: UrlPolicy, url: str) -> str:

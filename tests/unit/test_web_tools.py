@@ -14,8 +14,8 @@ from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult
 from heron.messages import ToolResultMessage
+from heron.safety.url_policy import UrlPolicy
 from heron.tools.definition import Tool
-from heron.toolsets.url_policy import UrlPolicy
 from heron.toolsets.web import WebLimits, html_to_text, web_tools
 
 PAGE = b"""<!doctype html><html><head><title>Release  notes</title>

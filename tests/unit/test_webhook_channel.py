@@ -13,12 +13,17 @@ import httpx
 import pytest
 
 from heron import Agent, ScriptedModel
-from heron.bus.clock import FakeClock
-from heron.bus.loop import EventDrivenAgent
-from heron.bus.model import BusEvent
-from heron.bus.sqlite_store import SqliteBusStore
-from heron.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter, signed_headers
-from heron.channels.webhook import WebhookRoute, WebhookServer
+from heron._support.clock import FakeClock
+from heron.always_on.bus.loop import EventDrivenAgent
+from heron.always_on.bus.model import BusEvent
+from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.channels.adapters import (
+    GenericAdapter,
+    GitHubAdapter,
+    ImAdapter,
+    signed_headers,
+)
+from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
 from heron.messages import UserMessage
 
 SECRET = b"s3cret-for-tests"

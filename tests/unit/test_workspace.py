@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from heron.toolsets.workspace import (
+from heron.safety.workspace import (
     MAX_PATH_CHARS,
     Workspace,
     WorkspaceError,

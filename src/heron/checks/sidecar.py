@@ -33,9 +33,9 @@ from typing import Any, Literal, Protocol
 
 from heron.messages import UserMessage
 from heron.models.base import Model, ModelRequest, TextDelta
-from heron.redact import is_secret_key, scrub_text
+from heron.safety.command_policy import CommandPolicy
+from heron.safety.redact import is_secret_key, scrub_text
 from heron.tools.definition import ToolSpec
-from heron.toolsets.command_policy import CommandPolicy
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest, Approver
 from heron.turn.extensions import CheckRequest, CheckVerdict
 

@@ -1,4 +1,4 @@
-"""`heron audit`: query the execution audit trail (`heron.audit_trail`).
+"""`heron audit`: query the execution audit trail (`heron.audit.executions`).
 
 Registered by `heron.cli.main`; only argparse is imported at load time so `heron --help` stays
 fast. One line per executed tool call, oldest first; `--json` prints one JSON object per line.
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from heron.audit_trail import Execution
+    from heron.audit.executions import Execution
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -46,10 +46,10 @@ def handlers() -> dict[str, Handler]:
 def cmd_audit(args: argparse.Namespace) -> int:
     import json
 
-    from heron.audit_trail import parse_since, query_executions
+    from heron._support.state import open_db
+    from heron.audit.executions import parse_since, query_executions
     from heron.cli.commands import UsageError
     from heron.cli.session_commands import store_state_dir
-    from heron.state import open_db
 
     if args.limit < 0:
         raise UsageError("--limit must not be negative")

@@ -18,7 +18,7 @@ Keys:
 
 Commands: `/help`, `/tools`, `/session`, `/model [PROVIDER:MODEL]`, `/cost`, `/quit`.
 
-Input goes through the durable event bus (`heron.bus`), like `heron serve`'s.
+Input goes through the durable event bus (`heron.always_on.bus`), like `heron serve`'s.
 Every message is written to the session before it is shown; `heron chat --session NAME`
 resumes a session (repairing a turn the last process left mid-call). Executed tool calls go
 to the execution audit trail with channel `chat`.
@@ -42,9 +42,9 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console
 
 from heron.agent import Agent
-from heron.bus.loop import EventDrivenAgent
-from heron.bus.model import BusEvent, EventContent, EventKind
-from heron.bus.sqlite_store import SqliteBusStore
+from heron.always_on.bus.loop import EventDrivenAgent
+from heron.always_on.bus.model import BusEvent, EventContent, EventKind
+from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.cli.commands import (
     EXIT_CANCELLED,
     EXIT_OK,

@@ -14,18 +14,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
+from heron._support.state import default_state_dir, open_db
 from heron.agent import Agent
-from heron.audit import AuditStore
+from heron.audit.approvals import AuditStore
 from heron.cli.render import JsonLinesRenderer, PrettyRenderer, print_json
 from heron.config import ConfigError, HeronConfig, load_config
 from heron.models.base import Model, ModelError
-from heron.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
-from heron.state import default_state_dir, open_db
 from heron.tools.definition import Tool
 from heron.tools.loader import load_tools
 from heron.tools.registry import ActivatedToolSet, ToolDefinitionError, ToolRegistry
 from heron.turn.approval import Approver, NoApprover, TerminalApprover
 from heron.turn.cancel import CancelScope
+from heron.turn.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
 
 if TYPE_CHECKING:
     from heron.mcp.assembly import McpAssembly
@@ -49,8 +49,8 @@ def resolve_model(
     tool_protocol: Literal["auto", "native", "text"] = "auto",
 ) -> Model:
     """`scripted:FILE`, `openai:M`, `anthropic:M`, `ollama:M`, `openai-compatible:M`."""
-    from heron.models.providers import ProviderConfig
-    from heron.models.providers import resolve_model as resolve
+    from heron.models.resolve import ProviderConfig
+    from heron.models.resolve import resolve_model as resolve
 
     config = None if tool_protocol == "auto" else ProviderConfig(protocols={spec: tool_protocol})
     try:
@@ -229,8 +229,8 @@ def _budgets(config: HeronConfig, model: str) -> dict[str, Any]:
     b = config.budgets
     extra: dict[str, Any] = {}
     if config.agent.context_window_tokens is not None:
-        from heron.context_budget import HistoryTrimmer
-        from heron.tokens import CalibratedCounter, counter_for_model
+        from heron.models.context_window import HistoryTrimmer
+        from heron.models.tokens import CalibratedCounter, counter_for_model
 
         extra["trimmer"] = HistoryTrimmer(
             CalibratedCounter(counter_for_model(model)),
@@ -239,7 +239,7 @@ def _budgets(config: HeronConfig, model: str) -> dict[str, Any]:
     limits = (b.model_calls, b.tool_calls, b.total_tokens, b.cost_usd, b.wall_time_s)
     if all(v is None for v in limits):
         return extra
-    from heron.budgets import BudgetLimits, ModelPrice, PriceTable
+    from heron.turn.budgets import BudgetLimits, ModelPrice, PriceTable
 
     extra["budget_limits"] = BudgetLimits(
         model_calls=b.model_calls,

@@ -9,8 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from heron._support.state import default_state_dir, open_db
 from heron.config import ConfigError, load_config
-from heron.state import default_state_dir, open_db
 
 
 def run_doctor(*, config_file: Path | None, state_dir: Path | None) -> int:

@@ -127,7 +127,7 @@ def _config(args: argparse.Namespace) -> HeronConfig:
 
 
 def _state_dir(config: HeronConfig) -> Path:
-    from heron.state import default_state_dir
+    from heron._support.state import default_state_dir
 
     return Path(config.state.dir).expanduser() if config.state.dir else default_state_dir()
 
@@ -266,7 +266,7 @@ async def _call(args: argparse.Namespace, config: HeronConfig) -> int:
     from heron.cli.commands import UsageError
     from heron.cli.render import print_json
     from heron.mcp.client import McpTool, ServerUnavailable
-    from heron.redact import scrub_text
+    from heron.safety.redact import scrub_text
     from heron.tools.definition import ToolArgumentsError, ToolContext
 
     server, sep, tool_name = args.name.partition("__")
@@ -631,14 +631,14 @@ def doctor_checks(config: HeronConfig, state_dir: Path) -> list[tuple[bool, str,
 
 
 async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
-    from heron.audit import AuditStore
+    from heron._support.state import open_db
+    from heron.audit.approvals import AuditStore
     from heron.cli.commands import open_builtin
     from heron.mcp.server import ToolServer
-    from heron.observer import LoggingObserver
-    from heron.receipts import ReceiptKeyStore, ReceiptScope
-    from heron.state import open_db
     from heron.toolsets.builtin import BuiltinConfig
     from heron.turn.approval import ApprovalManager, ApprovalPolicy
+    from heron.turn.observer import LoggingObserver
+    from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
     fields = config.tools.builtin.model_dump()
     fields["sets"] = list(dict.fromkeys(args.sets))

@@ -10,7 +10,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
-from heron.events import (
+from heron.turn.events import (
     ApprovalDecisionEvent,
     ApprovalRequestEvent,
     BaseEvent,

@@ -104,12 +104,12 @@ def _emit(record: dict[str, Any]) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
+    from heron.always_on.server import HeronServer, ServeConfig, ServeError
+    from heron.always_on.triggers import HeartbeatConfig, TriggerConfig
     from heron.cli import commands
     from heron.cli.render import JsonLinesRenderer
-    from heron.events import EventSink, discard
-    from heron.serve import HeronServer, ServeConfig, ServeError
-    from heron.triggers import HeartbeatConfig, TriggerConfig
     from heron.turn.approval import NoApprover
+    from heron.turn.events import EventSink, discard
 
     config = commands._config(args)
     user_tools = commands._tools(args, config)
@@ -166,8 +166,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _open(args: argparse.Namespace) -> sqlite3.Connection:
+    from heron._support.state import open_db
     from heron.cli import commands
-    from heron.state import open_db
 
     if args.state_dir is not None:
         return open_db(args.state_dir)
@@ -242,8 +242,8 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from heron.jobs.store import JobStore
-    from heron.jobs.tools import job_summary
+    from heron.always_on.jobs.store import JobStore
+    from heron.always_on.jobs.tools import job_summary
 
     conn = _open(args)
     try:
@@ -260,9 +260,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_timers(args: argparse.Namespace) -> int:
-    from heron.bus.model import BusEvent
-    from heron.triggers.timers import TimerScheduler
-    from heron.triggers.tools import timer_view
+    from heron.always_on.bus.model import BusEvent
+    from heron.always_on.triggers.timers import TimerScheduler
+    from heron.always_on.triggers.tools import timer_view
 
     async def read_only(event: BusEvent) -> bool:
         raise RuntimeError("`heron timers list` never fires timers")

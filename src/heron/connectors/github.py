@@ -30,9 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from heron.connectors.http_api import ApiError, ApiSource, Credential, HttpApi, Sleep, parse_links
-from heron.tools.definition import Tool, ToolResult
-from heron.tools.function_tool import tool
-from heron.toolsets.idempotency import (
+from heron.safety.idempotency import (
     OUTCOME_UNKNOWN,
     Confirmations,
     InvalidAction,
@@ -40,7 +38,9 @@ from heron.toolsets.idempotency import (
     Plan,
     PreflightConfirm,
 )
-from heron.toolsets.url_policy import UrlPolicy
+from heron.safety.url_policy import UrlPolicy
+from heron.tools.definition import Tool, ToolResult
+from heron.tools.function_tool import tool
 
 __all__ = ["GitHubConfig", "github_tools"]
 

@@ -44,8 +44,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from heron.safety.url_policy import UrlPolicy, UrlRefused
 from heron.tools.definition import ToolResult
-from heron.toolsets.url_policy import UrlPolicy, UrlRefused
 
 __all__ = [
     "ApiError",

@@ -30,9 +30,9 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from heron.connectors.http_api import ApiError, ApiSource, Credential, HttpApi, RateLimit, Sleep
+from heron.safety.url_policy import UrlPolicy
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
-from heron.toolsets.url_policy import UrlPolicy
 
 __all__ = ["PagesConfig", "pages_tools"]
 

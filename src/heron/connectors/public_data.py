@@ -42,10 +42,10 @@ from xml.etree import ElementTree
 from pydantic import Field
 
 from heron.connectors.http_api import ApiError, ApiResponse, ApiSource, HttpApi, RateLimit, Sleep
+from heron.safety.url_policy import UrlPolicy
+from heron.safety.workspace import Workspace, WorkspaceError, atomic_write
 from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
-from heron.toolsets.url_policy import UrlPolicy
-from heron.toolsets.workspace import Workspace, WorkspaceError, atomic_write
 
 __all__ = [
     "DEFAULT_SOURCES",

@@ -41,10 +41,10 @@ from urllib.parse import urlsplit
 from pydantic import Field
 
 from heron.connectors.http_api import ApiError, ApiSource, HttpApi, Sleep
+from heron.safety.idempotency import OUTCOME_UNKNOWN, IdempotencyStore, NotPerformed
+from heron.safety.url_policy import UrlPolicy
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
-from heron.toolsets.idempotency import OUTCOME_UNKNOWN, IdempotencyStore, NotPerformed
-from heron.toolsets.url_policy import UrlPolicy
 
 __all__ = [
     "SIGNATURE_HEADER",

@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from heron.agent import Agent
-from heron.bus.model import BusEvent, EventContent
-from heron.events import BaseEvent, FinalEvent, ToolCallEvent, ToolResultEvent
+from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.server import HeronServer, ServeConfig
 from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from heron.models.base import ModelRequest
 from heron.models.scripted import FunctionModel, ModelTurn
-from heron.serve import HeronServer, ServeConfig
 from heron.tools.definition import Tool
 from heron.turn.context import RuntimeKnobs
+from heron.turn.events import BaseEvent, FinalEvent, ToolCallEvent, ToolResultEvent
 
 __all__ = ["BUILD_REQUEST", "JAPANESE", "TIME_QUESTION", "build_command", "run_events_demo"]
 

@@ -3,7 +3,7 @@ paths side by side (native, extract, tool), with the input tokens each path cost
 
 Models are scripted unless real ones are configured through the environment:
 
-- `HERON_DEMO_MODEL` (`provider:model`, see `heron.models.providers`; `HERON_DEMO_BASE_URL` for
+- `HERON_DEMO_MODEL` (`provider:model`, see `heron.models.resolve`; `HERON_DEMO_BASE_URL` for
   servers that need one): the main model and the helper that answers `analyze_*` questions;
 - `HERON_DEMO_VISION_MODEL` and `HERON_DEMO_VISION_URL` (an OpenAI-compatible server;
   `HERON_DEMO_VISION_KEY_ENV` names the variable holding its key): the vision model;
@@ -12,7 +12,7 @@ Models are scripted unless real ones are configured through the environment:
 
 Scripted models cannot understand anything: the scripted text models answer with the line of
 their input that shares most words with the question, and the scripted vision model only says
-what it received. Token counts are estimates (see `heron.connectors.multimodal`); reported
+what it received. Token counts are estimates (see `heron.toolsets.multimodal`); reported
 counts appear when real providers report usage.
 """
 
@@ -31,8 +31,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from heron.agent import Agent
-from heron.connectors.documents import DocumentError
-from heron.connectors.multimodal import (
+from heron.messages import AssistantMessage, ToolResultMessage, UserMessage
+from heron.models.base import Model, ModelError, ModelPart, ModelRequest, Usage
+from heron.models.scripted import FunctionModel, ModelTurn, ScriptedCall
+from heron.safety.workspace import Workspace, WorkspaceError
+from heron.toolsets.documents import DocumentError
+from heron.toolsets.multimodal import (
     FunctionVisionModel,
     HttpTranscriber,
     ImageInput,
@@ -50,11 +54,7 @@ from heron.connectors.multimodal import (
     extract_text,
     file_kind,
 )
-from heron.connectors.ocr import OcrError, Tesseract
-from heron.messages import AssistantMessage, ToolResultMessage, UserMessage
-from heron.models.base import Model, ModelError, ModelPart, ModelRequest, Usage
-from heron.models.scripted import FunctionModel, ModelTurn, ScriptedCall
-from heron.toolsets.workspace import Workspace, WorkspaceError
+from heron.toolsets.ocr import OcrError, Tesseract
 
 __all__ = [
     "PATHS",
@@ -305,7 +305,7 @@ def scripted_models(file: str, question: str, ocr: Tesseract | None = None) -> D
 
 def configured_models(defaults: DemoModels, environ: Mapping[str, str]) -> DemoModels:
     """`defaults`, with each model the environment configures replaced by the real one."""
-    from heron.models.providers import resolve_model
+    from heron.models.resolve import resolve_model
 
     main = helper = None
     if spec := environ.get("HERON_DEMO_MODEL"):

@@ -14,10 +14,10 @@ from typing import Any
 from heron.agent import Agent
 from heron.cli.render import JsonLinesRenderer, PrettyRenderer
 from heron.models.scripted import ScriptedModel
-from heron.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 from heron.turn.approval import ApprovalRequest, Approver, BackChannelApprover, TerminalApprover
+from heron.turn.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
 
 NOTES = {
     "groceries.md": "# Groceries\n- oat milk\n- lemons\n- coffee beans\n",

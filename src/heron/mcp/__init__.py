@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from heron._lazy import lazy_getattr
+from heron._support.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from heron.mcp.assembly import (

@@ -15,7 +15,7 @@ heron therefore
 - **labels capabilities** (reads private data, ingests untrusted content, sends data out) and
   flags the *lethal trifecta* when one tool set has all three.
 
-The pin store is a table in heron's state database (`heron.state.open_db`).
+The pin store is a table in heron's state database (`heron._support.state.open_db`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
+from heron._support.state import open_db
 from heron.mcp.config import CapabilityLabel, McpServerConfig, name_matches
-from heron.state import open_db
 from heron.tools.definition import ToolSpec
 
 __all__ = [

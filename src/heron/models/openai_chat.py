@@ -29,11 +29,11 @@ from heron.messages import (
     UserMessage,
 )
 from heron.models.base import ModelPart, ModelRequest, Usage
-from heron.models.providers import Secret, tool_call_from_json
+from heron.models.resolve import Secret, tool_call_from_json
 from heron.models.retry import ProviderError, error_message, status_error
 from heron.models.sdk_adapter import SdkAdapter, StreamProgress, import_sdk
+from heron.models.text_protocol import render_assistant_tool_calls, render_tool_results
 from heron.tools.definition import ToolSpec
-from heron.turn.text_protocol import render_assistant_tool_calls, render_tool_results
 
 if TYPE_CHECKING:
     import openai

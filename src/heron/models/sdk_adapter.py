@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from heron.models.base import ModelError, ReasoningDelta, StreamInterrupted, TextDelta
-from heron.models.providers import Secret
+from heron.models.resolve import Secret
 from heron.models.retry import ProviderError, transport_failure
 from heron.tools.definition import ToolSpec
 

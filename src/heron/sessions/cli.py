@@ -28,16 +28,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from heron._support.state import open_db
 from heron.agent import Agent
-from heron.audit_trail import ExecutionAuditTrail
-from heron.events import BaseEvent, EventSink
+from heron.audit.executions import ExecutionAuditTrail
 from heron.messages import Message, ToolResultMessage, UserMessage
 from heron.sessions.repair import ResumedSession
 from heron.sessions.store import SessionStore
-from heron.state import open_db
 from heron.tools.registry import normalize_name
 from heron.turn.cancel import CancelScope
 from heron.turn.context import TurnState
+from heron.turn.events import BaseEvent, EventSink
 from heron.turn.loop import TurnOutcome
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
@@ -89,7 +89,8 @@ class SessionLock:
 
     def acquire(self) -> None:
         """Take the lock or raise `SessionInUseError` naming the holder."""
-        # The state directory is private (see `heron.state.open_db`), whoever creates it first.
+        # The state directory is private (see `heron._support.state.open_db`), whoever creates it
+        # first.
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.path.parent.mkdir(mode=0o700, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
+from heron._support.state import open_db
 from heron.messages import Message
-from heron.state import open_db
 
 MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 """Validates and serialises one history message (the `role` field discriminates)."""
@@ -99,7 +99,8 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 class SessionStore:
-    """Append-only session histories over one SQLite connection (WAL, see `heron.state`)."""
+    """Append-only session histories over one SQLite connection (WAL, see
+    `heron._support.state`)."""
 
     def __init__(self, conn: sqlite3.Connection, *, now: Callable[[], float] = time.time) -> None:
         conn.isolation_level = None  # explicit transactions only; see the module docstring

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from heron.observer import Observer, ToolCallRecord, ToolCallStartRecord
+from heron.turn.observer import Observer, ToolCallRecord, ToolCallStartRecord
 
 __all__ = ["FanOutObserver"]
 

@@ -14,7 +14,8 @@ minutes), so a flapping tool does not flood the operator.
 Channels: `ConsoleChannel` writes one line to standard error; `WebhookChannel` POSTs the alert
 as JSON signed with heron's webhook scheme (`X-Heron-Timestamp`, `X-Heron-Signature:
 sha256=<hex>` over `"<timestamp>." + body`, verifiable with
-`heron.channels.adapters.check_signed`). Messages are credential-scrubbed before they leave.
+`heron.always_on.channels.adapters.check_signed`). Messages are credential-scrubbed before they
+leave.
 Delivery never raises into the agent: failures are logged on the `heron.alerts` logger.
 Inside an event loop deliveries run as tasks (`await manager.flush()` waits for them);
 without one they complete before `notify` returns.
@@ -35,11 +36,11 @@ from typing import IO, Any, Literal, Protocol
 
 import httpx
 
-from heron.budgets import BudgetExhausted
-from heron.channels.adapters import signed_headers
-from heron.observer import ToolCallRecord, ToolCallStartRecord
-from heron.redact import scrub_text
+from heron.always_on.channels.adapters import signed_headers
+from heron.safety.redact import scrub_text
 from heron.telemetry.metrics import Outcome, tool_outcome
+from heron.turn.budgets import BudgetExhausted
+from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
 
 Severity = Literal["warning", "critical"]
 

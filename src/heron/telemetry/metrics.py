@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from heron.observer import ToolCallRecord, ToolCallStartRecord
+from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
 
 Outcome = Literal["success", "failure", "timeout", "interrupted"]
 OUTCOMES: tuple[Outcome, ...] = ("success", "failure", "timeout", "interrupted")

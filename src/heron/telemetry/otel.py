@@ -13,7 +13,8 @@ Spans (all with `gen_ai.operation.name`):
   calls get status ERROR and `error.type` (`failure` or `timeout`).
 
 Tool input and output are recorded per `tool_io`: `off` (default, nothing), `redacted`
-(`gen_ai.tool.call.arguments` / `.result` passed through `heron.redact.scrub_text`) or `full`,
+(`gen_ai.tool.call.arguments` / `.result` passed through `heron.safety.redact.scrub_text`) or
+`full`,
 both cut to `tool_io_max_chars`. The engine already scrubs and bounds observer records, so
 `redacted` is a second pass for records that come from elsewhere.
 
@@ -35,9 +36,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from heron.models.base import Usage
-from heron.observer import ToolCallRecord, ToolCallStartRecord
-from heron.redact import scrub_text
+from heron.safety.redact import scrub_text
 from heron.telemetry.metrics import Outcome, tool_outcome
+from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

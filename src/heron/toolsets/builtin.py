@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from heron.tools.definition import Tool
 
 if TYPE_CHECKING:
-    from heron.artifacts import ArtifactSpill
+    from heron.artifacts.store import ArtifactSpill
     from heron.sandbox.base import Sandbox
     from heron.toolsets.cache import WorkspaceResultCache
 
@@ -187,10 +187,10 @@ class Builtin:
 async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
     """Build the sets `cfg.sets` names. Raises `BuiltinError` for an impossible configuration
     (no such workspace, `network = false` with the `process` sandbox, a bad mail section)."""
-    from heron.artifacts import ArtifactSpill, ArtifactStore
+    from heron.artifacts.store import ArtifactSpill, ArtifactStore
+    from heron.safety.workspace import Workspace, WorkspaceError
     from heron.sandbox import SandboxUnavailable, make_sandbox
     from heron.toolsets.cache import WorkspaceResultCache
-    from heron.toolsets.workspace import Workspace, WorkspaceError
 
     root = cfg.workspace_path()
     try:
@@ -229,14 +229,14 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
 
 
 def _policy(cfg: BuiltinConfig) -> Any:
-    from heron.toolsets.url_policy import UrlPolicy
+    from heron.safety.url_policy import UrlPolicy
 
     return UrlPolicy(allow_hosts=tuple(cfg.web.allow_hosts), allow_private=cfg.web.allow_private)
 
 
 def _perception(cfg: BuiltinConfig, ws: Any, store: Any, state_dir: Path) -> list[Tool]:
-    from heron.connectors.documents import document_tools
-    from heron.toolsets.artifacts import artifact_tools
+    from heron.artifacts.tools import artifact_tools
+    from heron.toolsets.documents import document_tools
     from heron.toolsets.files import file_tools
     from heron.toolsets.knowledge import KnowledgeBase
     from heron.toolsets.search import SearxngBackend, knowledge_tools, search_tools
@@ -265,7 +265,7 @@ def _ocr() -> Any:
 
     if shutil.which("tesseract") is None:
         return None
-    from heron.connectors.ocr import Tesseract
+    from heron.toolsets.ocr import Tesseract
 
     return Tesseract()
 
@@ -273,7 +273,7 @@ def _ocr() -> Any:
 def _execution(
     cfg: BuiltinConfig, ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin
 ) -> list[Tool]:
-    from heron.toolsets.command_policy import CommandPolicy
+    from heron.safety.command_policy import CommandPolicy
     from heron.toolsets.files import file_tools
     from heron.toolsets.python_exec import run_python_tool
     from heron.toolsets.shell import ShellHistory, shell_tool
@@ -300,8 +300,8 @@ def _execution(
 
 
 def _mail(section: MailSection, state_dir: Path) -> list[Tool]:
-    from heron.toolsets.idempotency import Confirmations, IdempotencyStore
-    from heron.toolsets.mail import MailConfig, mail_tools
+    from heron.connectors.mail.send import MailConfig, mail_tools
+    from heron.safety.idempotency import Confirmations, IdempotencyStore
 
     try:
         config = MailConfig(**section.model_dump())
@@ -311,8 +311,8 @@ def _mail(section: MailSection, state_dir: Path) -> list[Tool]:
 
 
 def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin, state_dir: Path) -> list[Tool]:
-    from heron.connectors.spreadsheets import spreadsheet_tools
-    from heron.toolsets.idempotency import Confirmations, IdempotencyStore
+    from heron.safety.idempotency import Confirmations, IdempotencyStore
+    from heron.toolsets.spreadsheets import spreadsheet_tools
 
     tools = spreadsheet_tools(ws.root)
     # Irreversible actions (invitations, pull requests, webhooks) go through preflight → confirm.
@@ -321,12 +321,12 @@ def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin, state_dir: Path) ->
         tools += _calendar(cfg, ws, Confirmations(store))
     ocr = _ocr()
     if ocr is not None:
-        from heron.connectors.ocr import ocr_tools
+        from heron.toolsets.ocr import ocr_tools
 
         tools += ocr_tools(ws, ocr)
     if cfg.network:
-        from heron.connectors.browser import browser_tools
         from heron.connectors.public_data import public_data_tools
+        from heron.toolsets.browser import browser_tools
 
         policy = _policy(cfg)
         browser = browser_tools(policy=policy, workspace=ws)
@@ -342,7 +342,7 @@ def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin, state_dir: Path) ->
 
 
 def _calendar(cfg: BuiltinConfig, ws: Any, confirmations: Any) -> list[Tool]:
-    from heron.connectors.calendar import (
+    from heron.connectors.calendar.tools import (
         CalDavCalendar,
         CalendarConfig,
         IcsCalendar,
@@ -401,9 +401,9 @@ def _pages(section: PagesSection, policy: Any) -> list[Tool]:
 
 
 async def _events(ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin) -> list[Tool]:
-    from heron.bus.sqlite_store import SqliteBusStore
-    from heron.toolsets.command_policy import CommandPolicy
-    from heron.triggers import TriggerRuntime
+    from heron.always_on.bus.sqlite_store import SqliteBusStore
+    from heron.always_on.triggers import TriggerRuntime
+    from heron.safety.command_policy import CommandPolicy
 
     bus = SqliteBusStore.open(state_dir)
     # The default session of `heron serve`: what fires here is answered by its agent.

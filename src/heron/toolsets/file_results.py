@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec
 
+from heron.safety.workspace import Workspace, WorkspaceError
 from heron.tools.definition import ToolResult
-from heron.toolsets.workspace import Workspace, WorkspaceError
 
 P = ParamSpec("P")
 

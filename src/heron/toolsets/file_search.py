@@ -14,15 +14,15 @@ import os
 import re
 from typing import Any
 
-from heron.tools.definition import ToolResult
-from heron.toolsets.file_results import Refused, plural
-from heron.toolsets.workspace import (
+from heron.safety.workspace import (
     MAX_SCAN_ENTRIES,
     TreeWalk,
     Workspace,
     WorkspaceError,
     entry_type,
 )
+from heron.tools.definition import ToolResult
+from heron.toolsets.file_results import Refused, plural
 
 
 def list_directory(ws: Workspace, path: str, *, max_entries: int) -> ToolResult:

@@ -23,12 +23,12 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from heron.safety.workspace import TextFile, Workspace, atomic_write, entry_type
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 from heron.toolsets.file_results import P, Refused, guarded, plural
 from heron.toolsets.file_search import find_by_name, grep_tree, list_directory
 from heron.toolsets.lint import Linters
-from heron.toolsets.workspace import TextFile, Workspace, atomic_write, entry_type
 
 __all__ = ["MAX_CONTENT_BYTES", "file_tools"]
 

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from heron._support.state import open_db
+from heron.safety.command_policy import CommandPolicy, CommandVerdict
 from heron.sandbox.base import RunResult, Sandbox
-from heron.state import open_db
 from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
-from heron.toolsets.command_policy import CommandPolicy, CommandVerdict
 
 __all__ = [
     "AGENT_ENV",

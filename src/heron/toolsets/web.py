@@ -21,11 +21,11 @@ from urllib.parse import urljoin
 import httpx
 from pydantic import Field
 
+from heron.safety.url_policy import UrlPolicy, UrlRefused
+from heron.safety.workspace import Workspace, WorkspaceError
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 from heron.toolsets.html_text import html_to_text
-from heron.toolsets.url_policy import UrlPolicy, UrlRefused
-from heron.toolsets.workspace import Workspace, WorkspaceError
 
 __all__ = ["WebLimits", "html_to_text", "web_tools"]
 

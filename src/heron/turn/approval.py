@@ -18,8 +18,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TextIO
 
-from heron.audit import AuditLog, AuditRecord, Decision, MemoryAuditStore, audit_timestamp
-from heron.redact import sanitize_replacement, summarize_args
+from heron.audit.approvals import AuditLog, AuditRecord, Decision, MemoryAuditStore, audit_timestamp
+from heron.safety.redact import sanitize_replacement, summarize_args
 from heron.tools.definition import ToolSpec
 from heron.tools.registry import Autonomy
 

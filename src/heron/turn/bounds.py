@@ -40,7 +40,7 @@ def render_bounded(text: str, max_chars: int) -> str:
     recognised. Huge outputs are pre-cut to generous head and tail windows before scrubbing,
     so the cost stays proportional to what is shown.
     """
-    from heron.redact import scrub_text
+    from heron.safety.redact import scrub_text
 
     window = 4 * max_chars if max_chars > 0 else 0
     if window and len(text) > 2 * window:

@@ -14,22 +14,22 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from heron.events import (
-    ApprovalDecisionEvent,
-    ApprovalRequestEvent,
-    InterruptPhase,
-    ProgressEvent,
-    ToolStatus,
-)
-from heron.receipts import canonical_json
 from heron.tools.definition import Tool, ToolArgumentsError, ToolSpec
 from heron.tools.registry import normalize_name
 from heron.turn.approval import ApprovalManager, ApprovalRequest, GateResult
 from heron.turn.calls import CallOutcome, ExecutableCall, ParsedCall, emit_synthetic_pair, synthetic
 from heron.turn.cancel import wait_task
 from heron.turn.context import REENTRANT_TOOLS, ResolvedAgentExecution, TurnState
+from heron.turn.events import (
+    ApprovalDecisionEvent,
+    ApprovalRequestEvent,
+    InterruptPhase,
+    ProgressEvent,
+    ToolStatus,
+)
 from heron.turn.extensions import CheckRequest, CheckVerdict
 from heron.turn.hooks import HookCall, run_before_hooks
+from heron.turn.receipts import canonical_json
 
 MAX_LISTED_TOOLS = 25
 

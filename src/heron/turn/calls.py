@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from heron.events import InterruptPhase, ToolCallEvent, ToolResultEvent, ToolStatus
-from heron.redact import scrub_value
+from heron.safety.redact import scrub_value
 from heron.tools.definition import Tool
 from heron.turn.bounds import render_bounded
 from heron.turn.context import TurnState
+from heron.turn.events import InterruptPhase, ToolCallEvent, ToolResultEvent, ToolStatus
 
 
 @dataclass(kw_only=True, slots=True)

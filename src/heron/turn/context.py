@@ -17,23 +17,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from heron.events import EventSink, discard
 from heron.messages import Message
 from heron.models.base import Model
-from heron.observer import NullObserver, Observer
-from heron.receipts import ReceiptSigner
 from heron.tools.registry import ActivatedToolSet, ScopedRegistry
 from heron.turn.approval import ApprovalManager
 from heron.turn.cancel import CancelScope
+from heron.turn.events import EventSink, discard
 from heron.turn.extensions import CallCheck, OutputSpill, ResultCache, ToolCatalogue
 from heron.turn.hooks import ToolHook
+from heron.turn.observer import NullObserver, Observer
+from heron.turn.receipts import ReceiptSigner
 
 if TYPE_CHECKING:  # imported lazily where used: telemetry and token counting are optional
-    from heron.budgets import RunBudget
-    from heron.context_budget import HistoryTrimmer
+    from heron.models.context_window import HistoryTrimmer
     from heron.telemetry.alerts import AlertManager
     from heron.telemetry.metrics import MetricsRegistry
     from heron.telemetry.otel import OtelTracer
+    from heron.turn.budgets import RunBudget
 
 ParallelMode = Literal["off", "read-only", "all"]
 SafePoint = Literal["after_model", "after_tools"]

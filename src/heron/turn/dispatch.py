@@ -14,10 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from heron.events import ProgressEvent, ToolCallEvent
-from heron.observer import ToolCallRecord, ToolCallStartRecord
-from heron.receipts import canonical_json
-from heron.redact import scrub_text, scrub_value
+from heron.safety.redact import scrub_text, scrub_value
 from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.bounds import render_bounded
 from heron.turn.call_prep import PreparedBatch, TurnGuards, prepare_calls
@@ -35,7 +32,10 @@ from heron.turn.context import (
     RuntimeKnobs,
     TurnState,
 )
+from heron.turn.events import ProgressEvent, ToolCallEvent
 from heron.turn.hooks import HookCall, HookOutcome, run_after_hooks
+from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
+from heron.turn.receipts import canonical_json
 
 TOOL_SEARCH = "tool_search"
 OBSERVER_MAX_CHARS = 1000

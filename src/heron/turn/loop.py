@@ -18,15 +18,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from heron.events import (
-    CancelledEvent,
-    ErrorEvent,
-    FinalEvent,
-    HistoryTrimmedEvent,
-    ReasoningDeltaEvent,
-    TextDeltaEvent,
-)
 from heron.messages import AssistantMessage, Message, ToolCallPart, UserMessage
+from heron.models import text_protocol
 from heron.models.base import (
     ModelRequest,
     ModelToolCall,
@@ -35,16 +28,23 @@ from heron.models.base import (
     TextDelta,
     Usage,
 )
-from heron.receipts import RECEIPT_PROMPT_NOTE
-from heron.redact import scrub_text
+from heron.safety.redact import scrub_text
 from heron.tools.definition import ToolSpec
-from heron.turn import text_protocol
 from heron.turn.call_prep import TurnGuards, is_excluded, prepare_calls, start_check
 from heron.turn.calls import CallOutcome, ParsedCall
 from heron.turn.cancel import wait_task
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
 from heron.turn.dispatch import execute_batch, should_run_parallel
+from heron.turn.events import (
+    CancelledEvent,
+    ErrorEvent,
+    FinalEvent,
+    HistoryTrimmedEvent,
+    ReasoningDeltaEvent,
+    TextDeltaEvent,
+)
 from heron.turn.loop_detector import LoopDetector
+from heron.turn.receipts import RECEIPT_PROMPT_NOTE
 from heron.turn.results import collect_results
 
 TurnStatus = Literal["final", "cancelled", "error"]

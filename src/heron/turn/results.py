@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from heron.events import LoopDetectedEvent, TruncatedEvent
 from heron.messages import ToolResultMessage
-from heron.receipts import receipt_marker
 from heron.turn.bounds import bound_text
 from heron.turn.calls import CallOutcome, ParsedCall
 from heron.turn.context import ResolvedAgentExecution, TurnState
+from heron.turn.events import LoopDetectedEvent, TruncatedEvent
 from heron.turn.loop_detector import LoopDetector, LoopVerdict
+from heron.turn.receipts import receipt_marker
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,0 +1,450 @@
+"""`EventDrivenAgent`: an always-on agent fed by the durable event bus.
+
+Events are consumed only at safe points: before a turn, and at the engine's safe points
+(`TurnState.on_safe_point`, after each round of tool results). Each event is routed
+(`heron.always_on.bus.routing`) to one of three strategies:
+
+- **queue**: it waits for the next safe point; the whole batch is then appended as ONE user
+  message (`heron.always_on.bus.framing`) and the model reads it in its next step.
+- **cancel**: the running step is interrupted at once (`CancelScope.cancel`): a streaming
+  model is stopped and its thinking discarded; running tools are detached (they keep running,
+  the model sees a placeholder result naming the background task) or, for a stop request,
+  cancelled. The turn ends, the whole queue is drained into one message and the model is
+  called again at once.
+- **parallel**: a side session answers concurrently (`side_agent`, or the same agent on a
+  fresh history, persisted as session `<session>/side/<event id>`); the question and answer
+  are appended to the main history at its next safe point, marked as run in parallel.
+
+The five rules for a synchronous model in an asynchronous world, as this loop applies them:
+(1) every message the engine appends — the assistant's tool calls before they run, the final
+answer before its `final` event is shown — is written to the session at once
+(`TurnState.on_append`); (2) tool results are recorded when their tools finish, never earlier
+(a crash in between is closed on restart by a result saying the outcome is unknown); (3) an
+interrupt during a running tool leaves the engine's placeholder result (`not_started`,
+`cancelled_while_running`, or `running_in_background as task X`) and the real result of a
+detached tool arrives later as a NEW `tool.result` event naming the call id and task — never
+as a second result for the same call; (4) an interrupt while the model thinks discards the
+thinking; (5) non-interrupting events are appended in one batch at the next safe point.
+
+Exactly once: every append of event content goes through `BusStore.consume`, which writes the
+history messages and marks the events consumed in one transaction. Engine-produced messages
+are written as the engine appends them. A restart reloads the session, closes tool calls a
+crash left open, and answers a history left waiting for the model.
+
+Single writer: the loop keeps the session head it last wrote; a second writer on the same
+session is refused with `ConcurrentWriteError` instead of being interleaved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from heron._support.clock import Clock, RealClock, timestamp
+from heron.agent import Agent
+from heron.always_on.bus.framing import SideAnswer, frame_batch, side_pair, side_question
+from heron.always_on.bus.model import BusEvent, EventContent, EventContext
+from heron.always_on.bus.routing import Route, Router
+from heron.always_on.bus.store import BusStore, Unwatch
+from heron.messages import AssistantMessage, Message, ToolResultMessage
+from heron.sessions.repair import open_calls
+from heron.sessions.store import SessionStore
+from heron.turn.context import BackgroundResult, SafePoint, TurnState
+from heron.turn.events import EventSink, discard
+from heron.turn.loop import TurnOutcome
+
+LOST_CALL = (
+    "[interrupted: heron stopped while this call was running and its result was lost. It may "
+    "have taken effect in part or in full; check the current state before retrying.]"
+)
+
+
+def side_session_name(session: str, event_id: str) -> str:
+    """Where the side session answering event `event_id` of `session` is stored."""
+    return f"{session}/side/{event_id}"
+
+
+class _Recorder:
+    """A session's live history and how much of it is already written."""
+
+    __slots__ = ("head", "history", "persisted", "session", "sessions")
+
+    def __init__(self, sessions: SessionStore, session: str) -> None:
+        self.sessions = sessions
+        self.session = session
+        self.history, self.head = sessions.load_with_head(session)
+        self.persisted = len(self.history)
+        # Written with the next append, like any other message of this writer.
+        self.history.extend(close_open_calls(self.history))
+
+    def unsaved(self) -> list[Message]:
+        return self.history[self.persisted :]
+
+    def saved(self, head: int) -> None:
+        self.head = head
+        self.persisted = len(self.history)
+
+    def flush(self) -> None:
+        if self.persisted < len(self.history):
+            self.saved(
+                self.sessions.append(self.session, self.unsaved(), expected_last_entry=self.head)
+            )
+
+    def on_append(self, messages: tuple[Message, ...]) -> None:
+        """`TurnState.on_append`: the engine's messages are written before they are shown."""
+        self.flush()
+
+
+def close_open_calls(history: Sequence[Message]) -> list[ToolResultMessage]:
+    """Results for tool calls a crash left unanswered at the end of a stored history.
+
+    The engine records a model's tool calls before they run (rule 1) and their results when
+    they finish (rule 2); a process killed in between leaves calls no provider would accept.
+    Each gets a result that says what is known: the call may or may not have taken effect.
+    """
+    return [
+        ToolResultMessage(call_id=c.id, name=c.name, content=LOST_CALL, is_error=True)
+        for c in open_calls(history)
+    ]
+
+
+class EventDrivenAgent:
+    """Runs `agent` on the events of one session. See the module docstring."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        store: BusStore,
+        sessions: SessionStore,
+        *,
+        session: str = "default",
+        router: Router | None = None,
+        clock: Clock | None = None,
+        side_agent: Agent | None = None,
+        sink: EventSink = discard,
+        poll_interval: float | None = None,
+        prepare: Callable[[TurnState], None] | None = None,
+    ) -> None:
+        """`store` and `sessions` must share one database, so that `consume` is atomic.
+
+        `sink` receives every turn event of the main and side sessions. `poll_interval`
+        (seconds on `clock`) makes `serve` also look for events other processes published.
+        `prepare` sees each main turn's state before it runs (a front end sets its channel,
+        exclusions or an extra `on_append` there).
+        """
+        self.agent = agent
+        self.store = store
+        self.sessions = sessions
+        self.session = session
+        self.router = router or Router()
+        self.clock: Clock = clock or RealClock()
+        self.side_agent = side_agent
+        self.sink = sink
+        self.poll_interval = poll_interval
+        self.prepare = prepare
+        self.outcomes: list[TurnOutcome] = []
+        """Every finished main turn, in order."""
+        self._main: _Recorder | None = None
+        self._unwatch: Unwatch | None = None
+        self._running: TurnState | None = None
+        self._unanswered = False
+        self._interrupt_requested = False
+        self._answer_interrupt = True
+        self._stopping = False
+        self._wake = asyncio.Event()
+        self._busy = asyncio.Lock()
+        self._routes: dict[str, Route] = {}
+        self._classifying: dict[str, asyncio.Task[Route]] = {}
+        self._sides: dict[str, asyncio.Task[SideAnswer]] = {}
+        self._background: dict[str, asyncio.Task[Any]] = {}
+        self._publishing: set[asyncio.Task[bool]] = set()
+
+    # -- public API -------------------------------------------------------------------------
+
+    @property
+    def history(self) -> list[Message]:
+        """The main session's live history (everything consumed, plus the running turn)."""
+        return self._start().history
+
+    @property
+    def running(self) -> bool:
+        """True while a main turn runs."""
+        return self._running is not None
+
+    @property
+    def background_tasks(self) -> list[str]:
+        """Ids of tools detached by an interrupt and still running."""
+        return list(self._background)
+
+    async def publish(self, event: BusEvent) -> bool:
+        """Publish an event of this session; `False` for a duplicate. Wakes the loop at once."""
+        self._check_session(event)
+        self._start()
+        return await self.store.publish(event)
+
+    async def publish_many(self, events: Sequence[BusEvent]) -> list[bool]:
+        """Publish a burst with one durable write."""
+        for event in events:
+            self._check_session(event)
+        self._start()
+        return await self.store.publish_many(events)
+
+    async def run_until_idle(self) -> None:
+        """Process events until none is pending, no side session is in flight and the history
+        is answered. Tools detached earlier may still be running (see `wait_background`).
+        Concurrent calls take turns; never call it from a tool of this agent."""
+        self._start()
+        async with self._busy:
+            while True:
+                self._wake.clear()
+                if await self._step():
+                    continue
+                if not self._sides:
+                    return
+                waker = asyncio.ensure_future(self._wake.wait())
+                try:
+                    await asyncio.wait(
+                        [waker, *self._sides.values()], return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    waker.cancel()
+
+    async def serve(self) -> None:
+        """Run until `stop()`: process events as they arrive (and poll, if configured)."""
+        self._start()
+        self._stopping = False
+        poller = asyncio.ensure_future(self._poll()) if self.poll_interval else None
+        try:
+            while not self._stopping:
+                await self.run_until_idle()
+                if not self._stopping:
+                    await self._wake.wait()
+        finally:
+            if poller is not None:
+                poller.cancel()
+                await asyncio.gather(poller, return_exceptions=True)
+
+    def stop(self) -> None:
+        """Make `serve` return once the current turn is done."""
+        self._stopping = True
+        self._wake.set()
+
+    def interrupt(self, reason: str) -> bool:
+        """Cancel the running main turn (running tools are cancelled) without answering it:
+        the model is not called again until the next event. False when no turn runs."""
+        if self._running is None:
+            return False
+        self._answer_interrupt = False
+        self._running.cancel.cancel(reason)
+        return True
+
+    async def wait_background(self) -> None:
+        """Wait until every detached tool has finished and its result event is published."""
+        while self._background or self._publishing:
+            await asyncio.wait([*self._background.values(), *self._publishing])
+
+    async def aclose(self) -> None:
+        """Stop: cancel detached tools (their cancellation is published as events, so the next
+        start tells the model), abandon side sessions and stop watching the store."""
+        self.stop()
+        for task in self._background.values():
+            task.cancel()
+        await self.wait_background()
+        pending = [*self._sides.values(), *self._classifying.values()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _start(self) -> _Recorder:
+        if self._main is None:
+            self._main = _Recorder(self.sessions, self.session)
+            history = self._main.history
+            # A crash after events were consumed but before the model answered them.
+            self._unanswered = bool(history) and not isinstance(history[-1], AssistantMessage)
+            self._unwatch = self.store.watch(self._on_published)
+        return self._main
+
+    async def _step(self) -> bool:
+        """One safe point between turns: consume what is pending, answer it. False if idle."""
+        main = self._start()
+        self._interrupt_requested = False  # set again by any urgent arrival from here on
+        batch = await self._fetch()
+        sides = self._take_sides()
+        if not batch and not sides and not self._unanswered:
+            return False
+        ids = [e.id for e in batch] + [s.event.id for s in sides]
+        if batch or self._unanswered:
+            await self._consume(ids, [frame_batch(batch, sides)] if ids else [])
+            self._unanswered = True
+        else:
+            # Idle: a side answer is a finished exchange, appended without calling the model.
+            await self._consume(ids, [m for side in sides for m in side_pair(side)])
+        if self._unanswered and not self._interrupt_requested:
+            await self._run_turn(main)
+        return True
+
+    async def _run_turn(self, main: _Recorder) -> None:
+        state = TurnState(history=main.history, sink=self.sink, background=self._background)
+        state.on_append = main.on_append
+        state.on_safe_point = self._on_safe_point
+        state.on_background_result = self._on_background_result
+        if self.prepare is not None:
+            self.prepare(state)
+        self._running = state
+        self._answer_interrupt = True
+        try:
+            outcome = await self.agent.run_turn(state)
+        finally:
+            self._running = None
+        main.flush()
+        self.outcomes.append(outcome)
+        # An event's interrupt comes with the event (pending, or consumed at a safe point just
+        # now); an `interrupt()` call asks for no answer.
+        self._unanswered = outcome.status == "cancelled" and self._answer_interrupt
+
+    async def _on_safe_point(self, point: SafePoint) -> None:
+        main = self._start()
+        state = self._running
+        if point == "after_model" or state is None or state.cancel.cancelled:
+            main.flush()
+            return
+        batch = await self._fetch()
+        if state.cancel.cancelled:  # an interrupt arrived meanwhile: the turn ends here
+            main.flush()
+            return
+        sides = self._take_sides()
+        if not batch and not sides:
+            main.flush()
+            return
+        await self._consume(
+            [e.id for e in batch] + [s.event.id for s in sides], [frame_batch(batch, sides)]
+        )
+
+    async def _fetch(self) -> list[BusEvent]:
+        """Pending events to append now, each routed; parallel ones go to side sessions."""
+        events = await self.store.pending(self.session)
+        for event in events:
+            if event.id in self._routes:
+                continue
+            classifying = self._classifying.get(event.id)
+            if classifying is not None:
+                await classifying
+            else:
+                self._apply(event, await self.router.route(event), live=False)
+        return [e for e in events if self._routes[e.id].strategy != "parallel"]
+
+    async def _consume(self, event_ids: list[str], messages: list[Message]) -> None:
+        main = self._start()
+        batch = [*main.unsaved(), *messages]
+        if event_ids:
+            head = await self.store.consume(
+                self.session, event_ids, batch, expected_last_entry=main.head
+            )
+        elif batch:
+            head = self.sessions.append(self.session, batch, expected_last_entry=main.head)
+        else:
+            return
+        main.history.extend(messages)
+        main.saved(head)
+        for event_id in event_ids:
+            self._routes.pop(event_id, None)
+
+    # -- arrivals ---------------------------------------------------------------------------
+
+    def _on_published(self, event: BusEvent) -> None:
+        """Store callback, right after an event is durable: route it, interrupt if urgent."""
+        if event.session != self.session or self._main is None:
+            return
+        if event.id in self._routes or event.id in self._classifying:
+            return
+        route = self.router.route_now(event)
+        if route is not None:
+            self._apply(event, route, live=True)
+            return
+        task = asyncio.ensure_future(self._classify(event))
+        self._classifying[event.id] = task
+
+    async def _classify(self, event: BusEvent) -> Route:
+        try:
+            route = await self.router.route(event)
+        finally:
+            self._classifying.pop(event.id, None)
+        self._apply(event, route, live=True)
+        return route
+
+    def _apply(self, event: BusEvent, route: Route, *, live: bool) -> None:
+        self._routes[event.id] = route
+        if route.strategy == "parallel" and event.id not in self._sides:
+            side = asyncio.ensure_future(self._answer_side(event))
+            side.add_done_callback(lambda _: self._wake.set())
+            self._sides[event.id] = side
+        elif route.strategy == "cancel":
+            if route.cancel_mode == "cancel":
+                for task in self._background.values():
+                    task.cancel()
+            if live and self._running is not None:
+                reason = f"interrupted by {event.kind} event {event.id}"
+                self._running.cancel.cancel(reason, mode=route.cancel_mode)
+            elif live:
+                self._interrupt_requested = True
+        self._wake.set()
+
+    def _on_background_result(self, result: BackgroundResult) -> None:
+        """A detached tool finished: its real result becomes a new `tool.result` event."""
+        event = BusEvent(
+            kind="tool.result",
+            source="tool",
+            channel="async_tool",
+            session=self.session,
+            timestamp=timestamp(self.clock),
+            content=EventContent(
+                text=result.output,
+                data={"tool": result.tool, "success": result.success, "detached": True},
+            ),
+            context=EventContext(call_id=result.call_id, related_task=result.task_id),
+            idempotency_key=f"tool.result:{result.task_id}",
+        )
+        task = asyncio.ensure_future(self.store.publish(event))
+        self._publishing.add(task)
+        task.add_done_callback(self._publishing.discard)
+
+    async def _poll(self) -> None:
+        assert self.poll_interval is not None  # serve starts the poller only with an interval
+        while True:
+            await self.clock.sleep(self.poll_interval)
+            for event in await self.store.pending(self.session):
+                self._on_published(event)
+
+    # -- side sessions ----------------------------------------------------------------------
+
+    async def _answer_side(self, event: BusEvent) -> SideAnswer:
+        side = _Recorder(self.sessions, side_session_name(self.session, event.id))
+        last = side.history[-1] if side.history else None
+        if isinstance(last, AssistantMessage) and not last.tool_calls:
+            return SideAnswer(event=event, answer=last.text)  # answered before a restart
+        if not side.history:
+            side.history.append(side_question(event))
+        state = TurnState(history=side.history, sink=self.sink, on_append=side.on_append)
+        outcome = await (self.side_agent or self.agent).run_turn(state)
+        side.flush()
+        if outcome.status == "final":
+            return SideAnswer(event=event, answer=outcome.text)
+        problem = outcome.error or outcome.reason
+        return SideAnswer(event=event, answer=f"(no answer: {problem})", ok=False)
+
+    def _take_sides(self) -> list[SideAnswer]:
+        done = [event_id for event_id, task in self._sides.items() if task.done()]
+        return [self._sides.pop(event_id).result() for event_id in done]
+
+    def _check_session(self, event: BusEvent) -> None:
+        if event.session != self.session:
+            raise ValueError(
+                f"event {event.id} is for session {event.session!r}, this agent serves "
+                f"{self.session!r}"
+            )

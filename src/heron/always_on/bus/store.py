@@ -1,0 +1,94 @@
+"""`BusStore`: the small interface every event-bus back end implements.
+
+The embedded default is `heron.always_on.bus.sqlite_store.SqliteBusStore`; Redis or PostgreSQL back
+ends
+implement the same five methods. Nothing here names a storage technology.
+
+The contract:
+
+- `publish` returns only after the event is durable: that return is the acknowledgement to the
+  producer. Publishing is idempotent per `(session, idempotency_key)` (and per event id): a
+  duplicate returns `False` and stores nothing, so producers may retry freely.
+- `pending` lists a session's unconsumed events in timeline order (timestamp, then arrival).
+- `consume` appends history messages to the session AND marks events consumed in one atomic
+  step: after a crash either both happened or neither did, so no event is lost and none is
+  appended twice. Consuming an event that is not pending raises `AlreadyConsumedError` and
+  changes nothing.
+- `watch` registers a callback run after each successful publish through this store object,
+  so an in-process consumer wakes at once instead of polling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from heron.always_on.bus.model import BusEvent
+from heron.messages import Message
+from heron.sessions.store import ConcurrentWriteError
+
+EventCallback = Callable[[BusEvent], None]
+"""Called synchronously, on the publisher's thread, after the event is durable."""
+
+Unwatch = Callable[[], None]
+
+
+class BusStoreError(RuntimeError):
+    """A bus operation was refused; nothing was changed."""
+
+
+class AlreadyConsumedError(BusStoreError):
+    """`consume` named events that are unknown, belong to another session or were consumed."""
+
+    def __init__(self, session: str, event_ids: Sequence[str]) -> None:
+        self.session = session
+        self.event_ids = tuple(event_ids)
+        super().__init__(
+            f"events {', '.join(self.event_ids)} are not pending in session {session!r}; "
+            "nothing was consumed"
+        )
+
+
+class BusStore(Protocol):
+    """Durable, idempotent event storage with exactly-once consumption into a session."""
+
+    async def publish(self, event: BusEvent) -> bool:
+        """Persist `event`; `False` (and nothing stored) for a duplicate."""
+        ...
+
+    async def publish_many(self, events: Sequence[BusEvent]) -> list[bool]:
+        """Persist a burst with one durable write (group commit); one flag per event."""
+        ...
+
+    async def pending(self, session: str, *, limit: int | None = None) -> list[BusEvent]:
+        """Unconsumed events of `session`, oldest first."""
+        ...
+
+    async def consume(
+        self,
+        session: str,
+        event_ids: Sequence[str],
+        messages: Sequence[Message],
+        *,
+        expected_last_entry: int | None = None,
+    ) -> int:
+        """Append `messages` to the session history and mark `event_ids` consumed, atomically.
+
+        Returns the session's new head entry. `expected_last_entry` is the optimistic
+        single-writer check of `SessionStore.append` (`ConcurrentWriteError` on mismatch).
+        """
+        ...
+
+    def watch(self, callback: EventCallback) -> Unwatch:
+        """Call `callback` after every successful publish; returns a function that stops it."""
+        ...
+
+
+__all__ = [
+    "AlreadyConsumedError",
+    "BusStore",
+    "BusStoreError",
+    "ConcurrentWriteError",
+    "EventCallback",
+    "Unwatch",
+]

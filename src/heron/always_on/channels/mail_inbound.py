@@ -1,0 +1,209 @@
+"""Inbound mail: a Maildir source and an SMTP listener, both ending as `mail.received` events.
+
+`MaildirSource` watches `Maildir/new`: each file there becomes one `mail.received` event, and
+once the event is durable the file moves to `cur/` (the Maildir way of saying "taken in").
+Publish first, move second: a crash in between leaves the file in `new/`, the next scan
+publishes it again, and the bus drops the duplicate by its idempotency key (`mail:<Message-ID>`,
+or a digest of the raw message when it has none). So each mail is published exactly once, and
+anything that delivers into the Maildir (fetchmail, an MDA, a test) feeds the agent.
+
+Mail that no subscription wants (`wake`) is taken in without an event: it waits in the Maildir.
+
+`SmtpIngress` is a real SMTP server (aiosmtpd, on the caller's event loop): it stores each
+accepted message in the Maildir, then runs a scan before answering `250`, so a sender that got
+`250` knows its mail is on the bus.
+
+Mail is third-party content: events say `source="contact"` for a sender address in `contacts`
+and `"stranger"` otherwise — never `"user"` (a From header is trivially forged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from email.utils import getaddresses
+from typing import Any
+
+from aiosmtpd.smtp import SMTP, Envelope, Session
+
+from heron._support.clock import Clock, RealClock, timestamp
+from heron.always_on.bus.model import BusEvent, EventContent, EventContext
+from heron.connectors.mail.maildir import INBOX, Maildir, MailRef, mail_summary, message_text
+
+log = logging.getLogger("heron.always_on.channels.mail")
+
+Publish = Callable[[list[BusEvent]], Awaitable[list[bool]]]
+"""Publishes a burst with one durable write (`BusStore.publish_many`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MailIngressConfig:
+    """Where mail lands and how it becomes events."""
+
+    session: str = "default"
+    contacts: frozenset[str] = frozenset()
+    """Sender addresses (any case) that count as known contacts."""
+    scan_interval_s: float = 5.0
+    """How often `MaildirSource.run` looks into `new/` for mail delivered by others."""
+    max_text_chars: int = 8_000
+
+
+class MaildirSource:
+    """Publishes each new message of the INBOX once and moves it to `cur/`."""
+
+    def __init__(
+        self,
+        box: Maildir,
+        publish: Publish,
+        config: MailIngressConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        wake: Callable[[BusEvent], bool] | None = None,
+    ) -> None:
+        """`wake` (trigger subscriptions) decides which mail wakes the agent; the rest is only
+        taken in: it stays in the Maildir for `list_mail`."""
+        self.box = box
+        self.publish = publish
+        self.config = config or MailIngressConfig()
+        self.clock: Clock = clock or RealClock()
+        self.contacts = frozenset(c.casefold() for c in self.config.contacts)
+        self.wake = wake
+        self.published = 0
+        self.duplicates = 0
+        self.quiet = 0
+        self._lock = asyncio.Lock()
+
+    async def scan(self) -> list[BusEvent]:
+        """Take in everything in `new/`; returns the events that were new on the bus."""
+        async with self._lock:  # concurrent scans must not publish or move a file twice
+            refs = self.box.new_messages(INBOX)
+            if not refs:
+                return []
+            events = [self.event_for(ref) for ref in refs]
+            waking = [e for e in events if self.wake is None or self.wake(e)]
+            stored = await self.publish(waking) if waking else []
+            for ref in refs:
+                self.box.take_in(ref)
+        fresh = [e for e, new in zip(waking, stored, strict=True) if new]
+        self.published += len(fresh)
+        self.duplicates += len(waking) - len(fresh)
+        self.quiet += len(events) - len(waking)
+        return fresh
+
+    async def run(self) -> None:
+        """Scan now and every `scan_interval_s` until cancelled."""
+        while True:
+            await self.scan()
+            await self.clock.sleep(self.config.scan_interval_s)
+
+    def event_for(self, ref: MailRef) -> BusEvent:
+        """The `mail.received` event for a stored message."""
+        message = self.box.read(ref)
+        summary = mail_summary(ref, message)
+        summary.pop("flags")
+        summary["folder"] = INBOX
+        message_id = summary["message_id"]
+        if message_id:
+            key = f"mail:{message_id}"
+        else:
+            key = "mail:sha256:" + hashlib.sha256(ref.path.read_bytes()).hexdigest()[:32]
+        references = str(message.get("References", "")).split()
+        header = [
+            f"From: {message.get('From', '')}",
+            f"To: {message.get('To', '')}",
+            f"Subject: {summary['subject']}",
+            f"Date: {summary['date']}",
+        ]
+        body = message_text(message, self.config.max_text_chars)
+        return BusEvent(
+            kind="mail.received",
+            source="contact" if summary["from"].casefold() in self.contacts else "stranger",
+            channel="mail",
+            session=self.config.session,
+            timestamp=timestamp(self.clock),
+            content=EventContent(text="\n".join([*header, "", body]), data=summary),
+            context=EventContext(
+                thread=references[0] if references else message_id,
+                reply_to=message_id,
+            ),
+            idempotency_key=key,
+        )
+
+
+class _Handler:
+    """aiosmtpd hooks: which recipients to accept, and where DATA goes."""
+
+    def __init__(self, source: MaildirSource, domains: frozenset[str]) -> None:
+        self.source = source
+        self.domains = domains
+
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
+    ) -> str:
+        domain = address.rpartition("@")[2].casefold()
+        if self.domains and domain not in self.domains:
+            return "550 5.7.1 relaying denied: not a local domain"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        raw = envelope.original_content or envelope.content
+        if not isinstance(raw, bytes):
+            return "554 5.6.0 message content unavailable"
+        _, sender = (getaddresses([envelope.mail_from or ""]) or [("", "")])[0]
+        received = f"Received: from {session.host_name or 'unknown'} ({session.peer!s})"
+        trace = f"Return-Path: <{sender}>\r\n{received}\r\n\tby heron; envelope\r\n".encode()
+        key = self.source.box.deliver(trace + raw)
+        try:
+            await self.source.scan()
+        except Exception:
+            # The message is safe on disk and the periodic scan publishes it; refusing now
+            # would only make the sender deliver a second copy.
+            log.exception("mail %s stored but not yet published", key)
+        return f"250 2.0.0 stored as {key}"
+
+
+class SmtpIngress:
+    """An SMTP listener delivering into a `MaildirSource`'s Maildir. Loopback by default."""
+
+    def __init__(
+        self,
+        source: MaildirSource,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        hostname: str = "heron.local",
+        domains: frozenset[str] = frozenset(),
+        max_size: int = 10 * 1024 * 1024,
+    ) -> None:
+        """`domains`: recipient domains accepted (empty: any, for a private loopback relay)."""
+        self.source = source
+        self.host = host
+        self.port = port
+        self.hostname = hostname
+        self.max_size = max_size
+        self._handler = _Handler(source, frozenset(d.casefold() for d in domains))
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: SMTP(
+                self._handler,
+                hostname=self.hostname,
+                data_size_limit=self.max_size,
+                loop=loop,
+            ),
+            self.host,
+            self.port,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def aclose(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
