@@ -3,7 +3,7 @@
     python bench/mcp_overhead.py [--calls N]
 
 Both paths call the `add` tool (structured content with an output schema) of the same SDK-built
-test server (`tests/mcp_servers.py probe`), one call at a time after a warm-up:
+test server (`tests/support/mcp_servers.py probe`), one call at a time after a warm-up:
 
 - **SDK**: `mcp.Client.call_tool` on a client the benchmark holds open;
 - **heron**: `McpTool.validate` + `McpTool.execute`, i.e. strict argument validation, the
@@ -32,7 +32,7 @@ from heron.mcp.config import McpServerConfig
 from heron.tools.definition import ToolContext
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER = [str(ROOT / "tests" / "mcp_servers.py"), "probe"]
+SERVER = [str(ROOT / "tests" / "support" / "mcp_servers.py"), "probe"]
 ROUNDS = 5
 
 

@@ -39,7 +39,7 @@ from heron.models.openai_chat import OpenAIChatModel
 from heron.tools.definition import ToolSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from protocol_servers import (
+from support.protocol_servers import (
     OpenAICall,
     ProtocolServer,
     Reply,

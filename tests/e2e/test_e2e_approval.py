@@ -6,10 +6,10 @@ from contextlib import closing
 from typing import Any
 
 import pytest
-from cli_support import Heron, assert_one_result_per_call, stable
 
 from heron._support.state import open_db
 from heron.audit.approvals import AuditStore
+from support.cli import Heron, assert_one_result_per_call, stable
 
 MAKE_FILE_TURNS: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "c1", "name": "make_file", "arguments": {"name": "made.txt"}}]},

@@ -15,21 +15,17 @@ import re
 import select
 import struct
 import subprocess
-import sys
 import termios
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from cli_support import HERON, TIMEOUT_S, Heron
 
 from heron.messages import Message, ToolResultMessage, UserMessage
 from heron.models.history_rules import HistoryChecker
 from heron.sessions.store import SessionStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from protocol_servers import Reply, openai_stream, openai_usage, serve
+from support.cli import HERON, TIMEOUT_S, Heron
+from support.protocol_servers import Reply, openai_stream, openai_usage, serve
 
 ESCAPES = re.compile(
     rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-B]|\x1b[=>78]"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cli_support import Heron, assert_one_result_per_call
+from support.cli import Heron, assert_one_result_per_call
 
 TOOL_NAMES = [
     "read_first",

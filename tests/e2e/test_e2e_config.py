@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cli_support import Heron, stable
+
+from support.cli import Heron, stable
 
 ECHO_TURNS: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "c1", "name": "echo", "arguments": {"text": "configured"}}]},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cli_support import Heron
+from support.cli import Heron
 
 
 def test_demo_events_answers_the_time_during_the_job_and_the_result_in_japanese_after_it(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cli_support import Heron, assert_one_result_per_call, stable
+from support.cli import Heron, assert_one_result_per_call, stable
 
 PENDING = {"type": "tool_call", "owner": "user", "injected": []}
 INTERRUPTED = {

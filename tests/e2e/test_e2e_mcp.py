@@ -5,13 +5,9 @@ plus `heron doctor`, against real stdio servers."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-from cli_support import Heron, assert_one_result_per_call, stable
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mcp_servers import npm_bin, probe_server
+from support.cli import Heron, assert_one_result_per_call, stable
+from support.mcp_servers import npm_bin, probe_server
 
 
 def toml_list(values: list[str]) -> str:

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import mcp_types as types
-from cli_support import HERON, TIMEOUT_S
 from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from support.cli import HERON, TIMEOUT_S
 
 TRIGGER_TOOLS = {
     "start_job",

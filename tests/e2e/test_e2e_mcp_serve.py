@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
-from cli_support import HERON, TIMEOUT_S, Heron, assert_one_result_per_call
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+from support.cli import HERON, TIMEOUT_S, Heron, assert_one_result_per_call
 
 
 def _env(root: Path) -> dict[str, str]:

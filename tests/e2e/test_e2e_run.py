@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cli_support import Heron, assert_one_result_per_call, stable
+from support.cli import Heron, assert_one_result_per_call, stable
 
 PARALLEL_TURNS: list[dict[str, Any]] = [
     {

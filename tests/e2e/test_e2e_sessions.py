@@ -7,8 +7,6 @@ import json
 import re
 from typing import Any
 
-from cli_support import Heron
-
 from heron.messages import (
     AssistantMessage,
     Message,
@@ -18,6 +16,7 @@ from heron.messages import (
 )
 from heron.models.history_rules import HistoryChecker
 from heron.sessions.store import MESSAGE, SessionStore
+from support.cli import Heron
 
 WAIT = [{"text": "Waiting.", "tool_calls": [{"id": "w1", "name": "wait_forever"}]}]
 ECHO = [

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cli_support import TIMEOUT_S, Heron, Running
 
 from heron.always_on.bus.loop import LOST_CALL
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.adapters import signed_headers
 from heron.messages import ToolResultMessage, UserMessage
+from support.cli import TIMEOUT_S, Heron, Running
 
 SECRET = "restart-test-secret"
 SESSION = "main"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from engine_support import Events
+
+from support.engine import Events
 
 
 @pytest.fixture

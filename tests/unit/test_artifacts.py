@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult, tool
 from heron.artifacts.store import ArtifactError, ArtifactSpill, ArtifactStore
 from heron.artifacts.tools import artifact_tools
 from heron.messages import ToolResultMessage
+from support.engine import Events, call, calls_turn
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 SECRET = "sk-live0123456789abcdefXYZ"

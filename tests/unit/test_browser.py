@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult
 from heron.messages import ToolResultMessage
@@ -24,6 +23,7 @@ from heron.safety.url_policy import UrlPolicy
 from heron.safety.workspace import Workspace
 from heron.tools.definition import Tool
 from heron.toolsets.browser import BrowserLimits, BrowserTools, browser_tools
+from support.engine import Events, call, calls_turn
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

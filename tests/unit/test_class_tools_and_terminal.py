@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ApprovalRequest, ScriptedModel, TerminalApprover, ToolContext, ToolResult
 from heron.messages import ToolResultMessage
 from heron.tools.definition import ToolAnnotations, ToolSpec
 from heron.tools.validation import SchemaValidator
+from support.engine import Events, call, calls_turn
 
 
 class Thermostat:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, FunctionModel, ScriptedModel, tool
 from heron._support.clock import FakeClock
@@ -29,6 +28,7 @@ from heron.models.base import TextDelta as TextPart
 from heron.models.history_rules import HistoryChecker
 from heron.sessions.store import ConcurrentWriteError
 from heron.turn.events import BaseEvent, FinalEvent, ReasoningDeltaEvent
+from support.engine import Events, call, calls_turn
 
 BOUND = 5.0  # seconds; an upper bound for waits that normally take microseconds
 

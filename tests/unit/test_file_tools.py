@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult
 from heron.messages import ToolResultMessage
@@ -15,6 +14,7 @@ from heron.tools.definition import ToolArgumentsError
 from heron.toolsets import files
 from heron.toolsets.files import file_tools
 from heron.toolsets.lint import Linters
+from support.engine import Events, call, calls_turn
 
 NAMES = [
     "read_file",

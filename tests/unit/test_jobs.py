@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult
 from heron._support.clock import FakeClock
@@ -28,6 +27,7 @@ from heron.messages import ToolResultMessage
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import BwrapSandbox, ProcessSandbox, ResourceLimits, Sandbox
 from heron.tools.definition import Tool
+from support.engine import Events, call, calls_turn
 
 BOUND = 10.0  # seconds; an upper bound for waits that normally take milliseconds
 # No process-count limit here: without a writable pids cgroup it would run jobs as `nobody`,

@@ -5,12 +5,9 @@ In-memory MCP-shaped tools for the engine paths; the SDK-built probe server for 
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel
 from heron.mcp.assembly import McpAssembly, assemble_mcp, assemble_tools
@@ -23,9 +20,8 @@ from heron.tools.registry import ActivatedToolSet, Autonomy, ToolRegistry
 from heron.tools.validation import SchemaValidator
 from heron.turn.context import RuntimeKnobs
 from heron.turn.events import ProgressEvent
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mcp_servers import probe_server
+from support.engine import Events, call, calls_turn
+from support.mcp_servers import probe_server
 
 
 class FakeMcpTool:

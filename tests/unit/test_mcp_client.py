@@ -1,5 +1,5 @@
 """The MCP client manager against real servers: the npm reference servers (stdio and Streamable
-HTTP), PyPI `mcp-server-time`, and the SDK-built probe server of `tests/mcp_servers.py`."""
+HTTP), PyPI `mcp-server-time`, and the SDK-built probe server of `tests/support/mcp_servers.py`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel
 from heron.mcp.catalogue import McpCatalogue
@@ -23,9 +22,8 @@ from heron.mcp.tool_search import ToolSearchTool
 from heron.mcp.trust import TrustStore
 from heron.tools.definition import ToolArgumentsError, ToolContext, ToolResult
 from heron.tools.registry import ActivatedToolSet
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mcp_servers import everything_http, npm_bin, probe_server, time_server_bin
+from support.engine import Events, call, calls_turn
+from support.mcp_servers import everything_http, npm_bin, probe_server, time_server_bin
 
 CTX = ToolContext(call_id="c1", turn_id="t1")
 

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel
 from heron.mcp.catalogue import (
@@ -23,6 +22,7 @@ from heron.mcp.tool_search import SearchParams, ToolSearchTool, resolve_unactiva
 from heron.tools.definition import ToolAnnotations, ToolContext, ToolResult, ToolSpec
 from heron.tools.registry import ActivatedToolSet
 from heron.tools.validation import SchemaValidator
+from support.engine import Events, call, calls_turn
 
 CTX = ToolContext(call_id="c1", turn_id="t1")
 

@@ -22,9 +22,7 @@ from heron.mcp.trust import (
     spec_capability_labels,
 )
 from heron.tools.definition import ToolAnnotations, ToolSpec
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mcp_servers import npm_bin, time_server_bin
+from support.mcp_servers import npm_bin, time_server_bin
 
 
 def tool(

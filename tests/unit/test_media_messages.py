@@ -4,7 +4,6 @@ and Anthropic adapters put them on the wire (against local protocol servers)."""
 from __future__ import annotations
 
 import base64
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +17,7 @@ from heron.models.base import ModelRequest
 from heron.models.openai_chat import OpenAIChatModel
 from heron.models.scripted import FunctionModel
 from heron.models.sdk_adapter import default_vision
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from protocol_servers import (
+from support.protocol_servers import (
     ProtocolServer,
     Reply,
     Text,

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from engine_support import call, calls_turn
 
 from heron import Agent, RuntimeKnobs, ScriptedModel, tool
 from heron.always_on.channels.adapters import WebhookRequest, check_signed
@@ -31,6 +30,7 @@ from heron.telemetry.alerts import (
 from heron.telemetry.metrics import Histogram, MetricsObserver, MetricsRegistry, tool_outcome
 from heron.turn.budgets import BudgetLimits, RunBudget
 from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
+from support.engine import call, calls_turn
 
 
 class Clock:

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import call, calls_turn
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
@@ -31,6 +30,7 @@ from heron.telemetry.otel import (
     configure,
 )
 from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
+from support.engine import call, calls_turn
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

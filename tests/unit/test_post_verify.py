@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine_support import Events, call, calls_turn
-
 from heron import Agent, ScriptedModel, ToolContext, ToolResult, tool
 from heron.checks import FileVerifier, Finding, verified
 from heron.checks.verify import markdown_to_html
@@ -18,6 +16,7 @@ from heron.safety.workspace import Workspace
 from heron.tools.definition import Tool
 from heron.toolsets.files import file_tools
 from heron.toolsets.lint import Linters
+from support.engine import Events, call, calls_turn
 
 
 def ctx_in(root: Path, progress: list[str] | None = None) -> ToolContext:

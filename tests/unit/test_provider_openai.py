@@ -4,12 +4,9 @@ server that speaks the protocol (JSON errors, SSE streams, dropped connections).
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
-from engine_support import Events
 
 from heron import Agent
 from heron.messages import (
@@ -30,9 +27,8 @@ from heron.models.base import (
 from heron.models.openai_chat import OpenAIChatModel
 from heron.models.resolve import Secret
 from heron.models.retry import ProviderError, RetriesExhaustedError, RetryingModel, RetryPolicy
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from protocol_servers import (
+from support.engine import Events
+from support.protocol_servers import (
     SSE,
     WEATHER,
     OpenAICall,

@@ -4,7 +4,6 @@ arithmetic, and fallback chains."""
 from __future__ import annotations
 
 import email.utils
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -40,9 +39,7 @@ from heron.models.retry import (
     parse_retry_after,
     status_error,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from protocol_servers import ProtocolServer, Reply, openai_stream, serve
+from support.protocol_servers import ProtocolServer, Reply, openai_stream, serve
 
 NO_RETRY = ProviderConfig(retry=None, environ={})
 

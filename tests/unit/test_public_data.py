@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 from test_connector_http import LOCAL, ApiServer, FakeTime, Reply, closed_port
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult, tool
@@ -22,6 +21,7 @@ from heron.connectors.public_data import (
 )
 from heron.messages import ToolResultMessage
 from heron.tools.definition import Tool
+from support.engine import Events, call, calls_turn
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 PREFIX = {

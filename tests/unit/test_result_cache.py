@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel
 from heron.messages import ToolResultMessage
@@ -14,6 +13,7 @@ from heron.tools.definition import ToolSpec
 from heron.toolsets.cache import WorkspaceResultCache, path_arguments
 from heron.toolsets.files import file_tools
 from heron.toolsets.lint import Linters
+from support.engine import Events, call, calls_turn
 
 READ = ToolSpec(name="read_file", description="read", parameters={"type": "object"})
 GREP = ToolSpec(name="grep_files", description="grep", parameters={"type": "object"})

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine_support import Events, call, calls_turn
-
 from heron import Agent, ApprovalRequest, BackChannelApprover, ScriptedModel, tool
 from heron.checks import REVIEWER_PROMPT, ReviewerCheck
 from heron.messages import ToolResultMessage, UserMessage
+from support.engine import Events, call, calls_turn
 
 
 def contents(history: list[Any]) -> dict[str, str]:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult, tool
 from heron.messages import ToolResultMessage
@@ -17,6 +16,7 @@ from heron.tools.definition import Tool
 from heron.toolsets.python_exec import run_python_tool
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
 from heron.turn.events import ToolCallEvent, ToolResultEvent
+from support.engine import Events, call, calls_turn
 
 # No process-count limit: without a writable cgroup it would run scripts as `nobody`, who
 # cannot enter pytest's private temporary directories (tests/unit/test_sandbox.py covers it).

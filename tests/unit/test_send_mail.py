@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult
 from heron.connectors.mail.send import MailConfig, address_problem, mail_tools
 from heron.messages import ToolResultMessage
 from heron.safety.idempotency import Confirmations, IdempotencyStore
+from support.engine import Events, call, calls_turn
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 MAIL: dict[str, Any] = {

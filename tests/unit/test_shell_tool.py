@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult
 from heron.messages import ToolResultMessage
@@ -16,6 +15,7 @@ from heron.sandbox import ProcessSandbox, ResourceLimits
 from heron.tools.definition import Tool
 from heron.toolsets.shell import AGENT_ENV, ShellHistory, shell_tool
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
+from support.engine import Events, call, calls_turn
 
 
 @pytest.fixture

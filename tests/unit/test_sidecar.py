@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import (
     Agent,
@@ -29,6 +28,7 @@ from heron.models.history_rules import HistoryChecker
 from heron.safety.command_policy import CommandPolicy
 from heron.tools.definition import Tool
 from heron.turn.extensions import CheckRequest
+from support.engine import Events, call, calls_turn
 
 BOUND = 5.0
 

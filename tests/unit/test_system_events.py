@@ -10,7 +10,6 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from engine_support import Events
 
 from heron import ScriptedModel
 from heron._support.clock import FakeClock, timestamp
@@ -36,6 +35,7 @@ from heron.always_on.triggers.system import (
 from heron.messages import AssistantMessage
 from heron.turn.context import TurnState
 from heron.turn.loop import TurnOutcome
+from support.engine import Events
 
 BOUND = 5.0
 JANUARY = datetime(2025, 1, 15, 6, 0, tzinfo=UTC).timestamp()  # 07:00 in Berlin

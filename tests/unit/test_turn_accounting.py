@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine_support import Events, call, calls_turn
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -16,6 +15,7 @@ from heron.models.tokens import EstimateCounter
 from heron.telemetry.metrics import MetricsRegistry
 from heron.telemetry.otel import OtelTracer
 from heron.turn.budgets import BudgetLimits, RunBudget
+from support.engine import Events, call, calls_turn
 
 
 @tool(read_only=True)

@@ -6,11 +6,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, CancelScope, FunctionModel, RuntimeKnobs, ScriptedModel, TurnState, tool
 from heron.messages import AssistantMessage, ToolResultMessage, UserMessage
 from heron.turn.context import BackgroundResult
+from support.engine import Events, call, calls_turn
 
 BOUND = 5.0  # seconds; an upper bound for waits that normally take microseconds
 

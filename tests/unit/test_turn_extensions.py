@@ -6,14 +6,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine_support import Events, call, calls_turn
-
 from heron import Agent, ScriptedModel, ToolContext, ToolResult, tool
 from heron.messages import ToolResultMessage
 from heron.models.base import ModelPart, ModelRequest, ModelToolCall, TextDelta
 from heron.models.history_rules import HistoryChecker
 from heron.tools.definition import ToolSpec
 from heron.turn.extensions import CheckRequest, CheckVerdict
+from support.engine import Events, call, calls_turn
 
 BOUND = 5.0
 

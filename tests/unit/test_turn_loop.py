@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import (
     Agent,
@@ -24,6 +23,7 @@ from heron.models import text_protocol
 from heron.models.base import InvalidHistoryError
 from heron.models.history_rules import HistoryChecker
 from heron.models.scripted import ScriptMismatchError
+from support.engine import Events, call, calls_turn
 
 counter: dict[str, int] = {"n": 0}
 

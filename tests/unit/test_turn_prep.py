@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import (
     Agent,
@@ -28,6 +27,7 @@ from heron._support.state import open_db
 from heron.audit.approvals import AuditStore
 from heron.messages import ToolResultMessage
 from heron.turn.approval import parse_terminal_answer
+from support.engine import Events, call, calls_turn
 
 
 class Counter:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine_support import Events, call, calls_turn
-
 from heron import (
     Agent,
     RecordingObserver,
@@ -19,6 +17,7 @@ from heron import (
 from heron.messages import ToolResultMessage
 from heron.turn.observer import ToolCallRecord
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
+from support.engine import Events, call, calls_turn
 
 
 @tool(read_only=True)

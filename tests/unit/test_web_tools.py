@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import Events, call, calls_turn
 
 from heron import Agent, ScriptedModel, ToolContext, ToolResult
 from heron.messages import ToolResultMessage
 from heron.safety.url_policy import UrlPolicy
 from heron.tools.definition import Tool
 from heron.toolsets.web import WebLimits, html_to_text, web_tools
+from support.engine import Events, call, calls_turn
 
 PAGE = b"""<!doctype html><html><head><title>Release  notes</title>
 <style>body { color: red }</style><script>trackVisitor();</script></head>

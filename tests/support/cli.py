@@ -28,7 +28,7 @@ HERON = (sys.executable, "-m", "heron.cli.main")
 TIMEOUT_S = 30.0
 """Upper bound for any single process or wait; tests never get near it when heron works."""
 
-TOOLS_SOURCE = Path(__file__).with_name("e2e_tools.py")
+TOOLS_SOURCE = Path(__file__).resolve().parents[1] / "e2e" / "e2e_tools.py"
 RECEIPT = re.compile(r"heron-receipt-[0-9a-f]{8}-[0-9]+-[A-Za-z0-9_-]{43}")
 
 Event = dict[str, Any]

@@ -6,7 +6,7 @@
   skips) with a pointer to the script when they are missing.
 - PyPI `mcp-server-time` (stdio), from the test environment.
 - A server written with the SDK's own `MCPServer` API, for the precise cases: run this file as
-  `python tests/mcp_servers.py SCENARIO`. Its tool descriptions can be changed through the
+  `python tests/support/mcp_servers.py SCENARIO`. Its tool descriptions can be changed through the
   `PROBE_NOTE` environment variable (which is not part of a server's launch identity), so a test
   can make a pinned server come back with different definitions.
 """
@@ -29,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NPM_PREFIX = Path(os.environ.get("HERON_MCP_NPM_PREFIX", ROOT / ".cache" / "npm"))
 PROBE_SCRIPT = Path(__file__).resolve()
 INSTALL_HINT = "run `bash scripts/install-mcp-test-servers.sh` to install the MCP test servers"
