@@ -25,8 +25,8 @@ from heron.models.base import (
     Usage,
 )
 from heron.models.openai_chat import OpenAIChatModel
-from heron.models.resolve import Secret
 from heron.models.retry import ProviderError, RetriesExhaustedError, RetryingModel, RetryPolicy
+from heron.safety.secrets import Secret
 from support.engine import Events
 from support.protocol_servers import (
     SSE,

@@ -4,6 +4,8 @@ arithmetic, and fallback chains."""
 from __future__ import annotations
 
 import email.utils
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -25,7 +27,6 @@ from heron.models.resolve import (
     OLLAMA_BASE_URL,
     ProviderConfig,
     ProviderConfigError,
-    Secret,
     resolve_model,
     tool_protocol,
 )
@@ -163,13 +164,6 @@ async def test_openai_compatible_servers_never_receive_the_openai_key(
     assert "sk-openai-secret" not in server.requests[0].headers["authorization"]
 
 
-def test_a_secret_hides_its_value_and_scrubs_it_from_text() -> None:
-    secret = Secret("hunter2-but-longer")
-    assert "hunter2" not in repr(secret) and "hunter2" not in str(secret)
-    assert secret.scrub("bad key hunter2-but-longer given") == "bad key [REDACTED] given"
-    assert secret.reveal() == "hunter2-but-longer"
-
-
 @pytest.mark.parametrize("spec", ["gpt-4.1", "openai:", "bedrock:claude"])
 def test_malformed_or_unknown_model_strings_list_the_providers(spec: str) -> None:
     with pytest.raises(ProviderConfigError, match="openai-compatible"):
@@ -187,6 +181,24 @@ def test_scripted_models_still_load_from_a_file(tmp_path: Path) -> None:
 def test_a_missing_script_is_a_model_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="cannot load model script"):
         resolve_model(f"scripted:{tmp_path / 'nope.yaml'}")
+
+
+def test_resolving_imports_neither_the_demo_nor_an_adapter_it_was_not_asked_for() -> None:
+    probe = (
+        "import sys\n"
+        "from heron.models.resolve import resolve_model\n"
+        "assert resolve_model('scripted:demo').name == 'scripted:quickstart.yaml'\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('heron.demo', 'heron.models.')))\n"
+        "print(' '.join(loaded))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = done.stdout.split()
+    assert "heron.models.scripted" in loaded
+    assert not [m for m in loaded if m.startswith("heron.demo")]
+    assert "heron.models.openai_chat" not in loaded
+    assert "heron.models.anthropic_messages" not in loaded
 
 
 # -- tool protocol per model ----------------------------------------------------------------

@@ -30,10 +30,10 @@ from heron.messages import (
     UserMessage,
 )
 from heron.models.base import ModelPart, ModelRequest, Usage
-from heron.models.resolve import Secret, tool_call_from_json
 from heron.models.retry import ErrorKind, ProviderError, error_message, status_error
-from heron.models.sdk_adapter import SdkAdapter, StreamProgress, import_sdk
+from heron.models.sdk_adapter import SdkAdapter, StreamProgress, import_sdk, tool_call_from_json
 from heron.models.text_protocol import render_assistant_tool_calls, render_tool_results
+from heron.safety.secrets import Secret
 from heron.tools.definition import ToolSpec
 
 if TYPE_CHECKING:

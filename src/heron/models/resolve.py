@@ -1,4 +1,4 @@
-"""Model strings to models, and what the provider adapters share.
+"""Model strings to models: the factory of heron's provider adapters.
 
 `resolve_model` understands:
 
@@ -17,21 +17,35 @@ glob patterns of model strings to `native` or `text`; it is consulted before
 `DEFAULT_PROTOCOLS` (local models known to lack tool support), and anything unmatched is native.
 
 Provider models come wrapped in `RetryingModel` unless `ProviderConfig.retry` is None. API keys
-are held in `Secret`s and scrubbed from every error message.
+are held in `Secret`s (`heron.safety.secrets`) and scrubbed from every error message.
+
+This module is the only one that names the concrete adapters, and it imports each one only when
+a model string asks for it (so `import heron` loads no provider SDK). What the adapters share
+lives in `heron.models.sdk_adapter`; nothing imports back into this module from the adapters.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from heron.models.base import Model, ModelError, ModelToolCall
+from heron.models.base import Model, ModelError
 from heron.models.retry import RetryingModel, RetryPolicy
-from heron.safety.redact import REDACTED, scrub_text
+from heron.safety.secrets import Secret
+
+__all__ = [
+    "DEFAULT_PROTOCOLS",
+    "OLLAMA_BASE_URL",
+    "PROVIDERS",
+    "ProviderConfig",
+    "ProviderConfigError",
+    "ToolProtocol",
+    "resolve_model",
+    "tool_protocol",
+]
 
 ToolProtocol = Literal["native", "text"]
 
@@ -62,30 +76,6 @@ _KEYLESS: Final = "unused"
 
 class ProviderConfigError(ModelError):
     """A model string or provider setting is wrong (unknown provider, missing key or URL)."""
-
-
-class Secret:
-    """An API key that never shows itself in a repr, a str or a log line."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        """The key itself, for the one place that needs it: the SDK client."""
-        return self._value
-
-    def scrub(self, text: str) -> str:
-        """`text` with this key, and anything else that looks like a credential, masked."""
-        if self._value and self._value in text:
-            text = text.replace(self._value, REDACTED)
-        return scrub_text(text)
-
-    def __repr__(self) -> str:
-        return f"Secret('{REDACTED}')"
-
-    __str__ = __repr__
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -123,7 +113,37 @@ def resolve_model(
     api_key: str | None = None,
     config: ProviderConfig | None = None,
 ) -> Model:
-    """The model a `provider:model` string names (see the module docstring)."""
+    """The model a `provider:model` string names: the strings `heron run --model` takes.
+
+    ```python
+    model = resolve_model("openai:gpt-4o-mini")  # key from OPENAI_API_KEY
+    local = resolve_model("openai-compatible:qwen3", base_url="http://127.0.0.1:8000/v1")
+    demo = resolve_model("scripted:demo")
+    ```
+
+    Args:
+        spec: `PROVIDER:MODEL`, where PROVIDER is one of `PROVIDERS`: `openai:gpt-4o-mini`,
+            `anthropic:claude-sonnet-4-5`, `ollama:qwen3:8b`, `openai-compatible:NAME` (needs
+            `base_url`), or `scripted:FILE` for a `ScriptedModel` script (`scripted:demo` is the
+            bundled quick-start script).
+        base_url: The API root (`http://127.0.0.1:8000/v1`); None for the provider's default
+            (Ollama: `OLLAMA_BASE_URL`). Ignored for `scripted:`.
+        api_key: The key; None looks it up in `config.environ` (`OPENAI_API_KEY`,
+            `ANTHROPIC_API_KEY`, `OPENAI_COMPATIBLE_API_KEY`). Ollama needs none.
+        config: Tool protocols, timeouts, the retry policy, extra request fields and where keys
+            are looked up; None for the defaults.
+
+    Returns:
+        The adapter (`OpenAIChatModel`, `AnthropicMessagesModel`), wrapped in `RetryingModel`
+        unless `config.retry` is None; or a `ScriptedModel`. The provider's SDK is imported
+        only here, when its model is asked for.
+
+    Raises:
+        ProviderConfigError: `spec` is not `PROVIDER:MODEL`, names an unknown provider, or needs
+            a key or a base URL that was not given. Nothing is sent over the network.
+        ModelError: a `scripted:` file cannot be loaded, or the provider's SDK is not installed
+            (the message names the extra that installs it).
+    """
     config = config or ProviderConfig()
     provider, sep, model = spec.partition(":")
     if not sep or not model:
@@ -178,13 +198,9 @@ def resolve_model(
 
 
 def _scripted(target: str) -> Model:
-    from heron.models.scripted import ScriptedModel
+    from heron.models.scripted import ScriptedModel, demo_script_path
 
-    if target == "demo":
-        from heron.demo.quickstart import demo_script_path
-
-        return ScriptedModel.from_file(demo_script_path())
-    return ScriptedModel.from_file(target)
+    return ScriptedModel.from_file(demo_script_path() if target == "demo" else target)
 
 
 def _required_key(
@@ -194,20 +210,3 @@ def _required_key(
     if not value:
         raise ProviderConfigError(f"{spec} needs an API key: set {variable} or pass api_key")
     return Secret(value)
-
-
-def tool_call_from_json(call_id: str | None, name: str, raw: str) -> ModelToolCall:
-    """A complete tool call from its streamed argument text.
-
-    `arguments_json` always keeps the raw text, so the engine can report malformed JSON to the
-    model; `arguments` is filled in only when the text is a JSON object, which lets the engine
-    start call checks while the model is still streaming.
-    """
-    arguments: dict[str, Any] | None = None
-    try:
-        value = json.loads(raw) if raw.strip() else {}
-    except (ValueError, RecursionError):
-        value = None
-    if isinstance(value, dict):
-        arguments = value
-    return ModelToolCall(id=call_id or None, name=name, arguments=arguments, arguments_json=raw)

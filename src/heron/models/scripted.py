@@ -11,6 +11,9 @@ Script file format (JSON or YAML)::
       - text: done
         delay_ms: 20            # simulated model latency
         expect: {last_message_contains: hi}
+
+`DEMO_SCRIPT` is the script of the quick start (`heron demo`, `scripted:demo`), found as package
+data by its path, so that the models never import `heron.demo`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import inspect
 import json
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from importlib.resources import files
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -36,6 +40,14 @@ from heron.models.base import (
     TextDelta,
 )
 from heron.models.history_rules import HistoryChecker
+
+DEMO_SCRIPT: Final = ("demo", "quickstart.yaml")
+"""Where the quick-start script lies inside the `heron` package (see `demo_script_path`)."""
+
+
+def demo_script_path() -> Path:
+    """The quick-start script shipped with heron (what `scripted:demo` plays)."""
+    return Path(str(files("heron").joinpath(*DEMO_SCRIPT)))
 
 
 class ScriptedCall(BaseModel):

@@ -5,7 +5,11 @@ take the same options and raise the same kinds of errors. `SdkAdapter` holds tha
 part: the client (with the SDK's own retries off, as `RetryingModel` owns that policy), the key
 in a `Secret`, the converted tool specs, and the translation of timeouts, failed connections and
 unreadable events into `ProviderError`s. `StreamProgress` keeps what a stream emitted, so a
-failure after output becomes `StreamInterrupted` instead of a retryable error.
+failure after output becomes `StreamInterrupted` instead of a retryable error, and
+`tool_call_from_json` turns a streamed call's argument text into a `ModelToolCall`.
+
+The adapters import this module and never the factory (`heron.models.resolve`), which alone
+names them.
 """
 
 from __future__ import annotations
@@ -16,9 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
-from heron.models.base import ModelError, ReasoningDelta, StreamInterrupted, TextDelta
-from heron.models.resolve import Secret
+from heron.models.base import (
+    ModelError,
+    ModelToolCall,
+    ReasoningDelta,
+    StreamInterrupted,
+    TextDelta,
+)
 from heron.models.retry import ProviderError, transport_failure
+from heron.safety.secrets import Secret
 from heron.tools.definition import ToolSpec
 
 
@@ -200,3 +210,20 @@ class StreamProgress:
 
     def _emitted(self) -> bool:
         return bool(self.text or self.reasoning or self.calls)
+
+
+def tool_call_from_json(call_id: str | None, name: str, raw: str) -> ModelToolCall:
+    """A complete tool call from its streamed argument text.
+
+    `arguments_json` always keeps the raw text, so the engine can report malformed JSON to the
+    model; `arguments` is filled in only when the text is a JSON object, which lets the engine
+    start call checks while the model is still streaming.
+    """
+    arguments: dict[str, Any] | None = None
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, dict):
+        arguments = value
+    return ModelToolCall(id=call_id or None, name=name, arguments=arguments, arguments_json=raw)

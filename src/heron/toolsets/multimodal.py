@@ -41,9 +41,9 @@ import httpx
 
 from heron.messages import UserMessage
 from heron.models.base import Model, ModelError, ModelRequest, TextDelta, Usage
-from heron.models.resolve import Secret
 from heron.models.retry import ProviderError, error_message, status_error
 from heron.safety.redact import scrub_text
+from heron.safety.secrets import Secret
 from heron.safety.workspace import Workspace, WorkspaceError
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
