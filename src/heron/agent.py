@@ -39,6 +39,7 @@ from heron.turn.receipts import ReceiptScope
 
 if TYPE_CHECKING:  # optional parts, imported by whoever builds them
     from heron.models.context_window import HistoryTrimmer
+    from heron.models.resolve import ProviderConfig
     from heron.telemetry.alerts import AlertManager
     from heron.telemetry.metrics import MetricsRegistry
     from heron.telemetry.otel import OtelTracer
@@ -66,12 +67,20 @@ def _none(_prompt: str) -> Collection[str]:
 
 
 class Agent:
-    """An agent: a model, a scoped tool set, an approval front end and runtime knobs."""
+    """An agent: a model, a scoped tool set, an approval front end and runtime knobs.
+
+    `model` is a `Model`, or a model string as `heron run --model` takes it
+    (`"openai:gpt-4o-mini"`, `"anthropic:…"`, `"ollama:…"`, `"openai-compatible:…"`,
+    `"scripted:FILE"`), built at construction by `heron.models.resolve.resolve_model` with
+    `base_url` and `provider_config`; a wrong string raises `ProviderConfigError` here.
+    """
 
     def __init__(
         self,
         *,
-        model: Model,
+        model: Model | str,
+        base_url: str | None = None,
+        provider_config: ProviderConfig | None = None,
         tools: Iterable[Tool] | ToolRegistry = (),
         system_prompt: str = "",
         autonomy: Autonomy = "supervised",
@@ -102,7 +111,15 @@ class Agent:
         self.registry: ScopedRegistry = registry.scope(
             autonomy=autonomy, allowed_tools=allowed_tools, excluded_tools=excluded_tools
         )
-        self.model = model
+        if isinstance(model, str):
+            from heron.models.resolve import resolve_model
+
+            model = resolve_model(model, base_url=base_url, config=provider_config)
+        elif base_url is not None or provider_config is not None:
+            from heron.models.resolve import ProviderConfigError
+
+            raise ProviderConfigError("base_url and provider_config apply to a model string only")
+        self.model: Model = model
         self.system_prompt = system_prompt
         self.approval = approval or ApprovalManager(
             policy=ApprovalPolicy(autonomy=autonomy), approver=approver or NoApprover()

@@ -1,5 +1,5 @@
-"""Model strings to models (providers, keys, base URLs, tool protocols), the retry policy's
-arithmetic, and fallback chains."""
+"""Model strings to models (providers, keys, base URLs, tool protocols, `Agent(model="…")`),
+the retry policy's arithmetic, and fallback chains."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from heron import FunctionModel, ModelTurn, ScriptedModel
+from heron import Agent, FunctionModel, ModelTurn, ScriptedModel
 from heron.messages import UserMessage
 from heron.models.anthropic_messages import AnthropicMessagesModel
 from heron.models.base import (
@@ -199,6 +199,56 @@ def test_resolving_imports_neither_the_demo_nor_an_adapter_it_was_not_asked_for(
     assert not [m for m in loaded if m.startswith("heron.demo")]
     assert "heron.models.openai_chat" not in loaded
     assert "heron.models.anthropic_messages" not in loaded
+
+
+# -- model strings in Agent -----------------------------------------------------------------
+
+
+async def test_an_agent_takes_a_scripted_model_string(tmp_path: Path) -> None:
+    script = tmp_path / "turns.yaml"
+    script.write_text("turns:\n  - text: hello from the script\n", encoding="utf-8")
+    agent = Agent(model=f"scripted:{script}")
+    assert isinstance(agent.model, ScriptedModel)
+    result = await agent.run("hi")
+    assert result.ok and result.text == "hello from the script"
+
+
+async def test_an_agent_takes_a_provider_model_string_and_talks_to_its_server(
+    server: ProtocolServer,
+) -> None:
+    config = ProviderConfig(environ={"OPENAI_API_KEY": "sk-agent-0123456789"})
+    agent = Agent(model="openai:m", base_url=f"{server.url}/v1", provider_config=config)
+    try:
+        assert isinstance(agent.model, RetryingModel)
+        assert isinstance(agent.model.model, OpenAIChatModel)
+        assert agent.model.name == "openai:m"
+        server.queue(Reply(events=openai_stream(text=["hello ", "from m"])))
+        result = await agent.run("hi")
+    finally:
+        await close_model(agent.model)
+    assert result.ok and result.text == "hello from m"
+    assert server.requests[0].body["model"] == "m"
+    assert server.requests[0].headers["authorization"] == "Bearer sk-agent-0123456789"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("bedrock:claude", "unknown model provider 'bedrock'"),
+        ("gpt-4o", "is not of the form PROVIDER:MODEL"),
+    ],
+)
+def test_an_agent_with_an_unknown_model_string_fails_at_construction(
+    spec: str, message: str
+) -> None:
+    with pytest.raises(ProviderConfigError, match=message) as caught:
+        Agent(model=spec)
+    assert "openai-compatible" in str(caught.value)  # the providers it could have named
+
+
+def test_an_agent_given_a_model_refuses_settings_for_model_strings() -> None:
+    with pytest.raises(ProviderConfigError, match="apply to a model string only"):
+        Agent(model=ScriptedModel([]), base_url="http://127.0.0.1:1/v1")
 
 
 # -- tool protocol per model ----------------------------------------------------------------
