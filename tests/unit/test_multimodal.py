@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
+from pypdf import PdfReader
 from reportlab.pdfgen import canvas
 
 from heron import FunctionModel, ModelRequest, ToolContext, ToolResult
@@ -31,6 +32,7 @@ from heron.demo.multimodal import (
 )
 from heron.messages import UserMessage
 from heron.models.retry import ProviderError
+from heron.models.tokens import EstimateCounter, count_request, counter_for_model
 from heron.safety.workspace import Workspace
 from heron.tools.definition import Tool
 from heron.toolsets.multimodal import (
@@ -44,6 +46,7 @@ from heron.toolsets.multimodal import (
     analysis_tools,
     image_tokens,
     multimodal_tools,
+    text_tokens,
 )
 from heron.toolsets.ocr import Tesseract
 
@@ -167,13 +170,33 @@ def test_image_tokens_follow_the_openai_tile_rule() -> None:
 
 
 def test_a_pdf_costs_its_text_plus_an_image_of_each_page(ws: Workspace) -> None:
-    pdf = PdfInput.from_file(make_report(ws.root / "report.pdf"), label="report.pdf")
+    path = make_report(ws.root / "report.pdf")
+    pdf = PdfInput.from_file(path, label="report.pdf")
 
     (chars,) = pdf.page_chars
     assert chars >= sum(len(line) for line in REPORT_LINES)
+    text = PdfReader(path).pages[0].extract_text()
+    assert pdf.page_tokens == (text_tokens(text),)
     # An A4 page at 96 DPI is 794×1123 px: 768×1086 after scaling, 2×3 tiles, 1,105 tokens.
     assert pdf.page_sizes == ((pytest.approx(595.2756), pytest.approx(841.8898)),)
-    assert pdf.tokens() == 1105 + math.ceil(chars / 4)
+    assert pdf.tokens() == 1105 + text_tokens(text)
+
+
+class WordCounter:
+    """One token per whitespace-separated word."""
+
+    name = "words"
+    chars_per_token = 4.0
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_text_is_counted_by_the_token_counter_not_by_characters_over_four() -> None:
+    listing = "-rw-r--r--  1 ana staff  4096 Mar 15 09:12 report.pdf\n" * 20
+    assert text_tokens(listing) == EstimateCounter("openai").count(listing)
+    assert text_tokens(listing) != math.ceil(len(listing) / 4)
+    assert text_tokens(listing, WordCounter()) == len(listing.split())
 
 
 async def test_the_native_path_hands_the_image_itself_to_the_vision_model(
@@ -227,7 +250,10 @@ async def test_the_extract_path_gives_a_text_model_the_ocr_text(ws: Workspace) -
     assert prompt.startswith("What does the sign say?\n\nContent of sign.png (OCR (tesseract ")
     assert "<file>\nHARBOUR CLOSED\n</file>" in prompt
     assert report.answer == "It says the harbour is closed."
-    assert report.main_tokens == math.ceil(len(prompt) / 4)
+    counter = counter_for_model("function")  # the FunctionModel's name
+    assert report.main_tokens == count_request(
+        counter, system="", messages=[UserMessage(content=prompt)]
+    )
     assert (report.helper_tokens, report.media_tokens) == (0, 0)
 
 

@@ -12,28 +12,30 @@ Models are scripted unless real ones are configured through the environment:
 
 Scripted models cannot understand anything: the scripted text models answer with the line of
 their input that shares most words with the question, and the scripted vision model only says
-what it received. Token counts are estimates (see `heron.toolsets.multimodal`); reported
-counts appear when real providers report usage.
+what it received. Token counts are local counts (`heron.models.tokens` for text, the tile rule
+of `heron.toolsets.multimodal` for images); reported counts appear when real providers report
+usage.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import re
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from heron.agent import Agent
-from heron.messages import AssistantMessage, ToolResultMessage, UserMessage
-from heron.models.base import Model, ModelError, ModelPart, ModelRequest, Usage
+from heron.messages import ToolResultMessage, UserMessage
+from heron.models.base import Model, ModelError, ModelRequest
+from heron.models.metered import MeteredModel
 from heron.models.scripted import FunctionModel, ModelTurn, ScriptedCall
+from heron.models.tokens import counter_for_model
 from heron.safety.workspace import Workspace, WorkspaceError
 from heron.toolsets.documents import DocumentError
 from heron.toolsets.multimodal import (
@@ -59,7 +61,6 @@ from heron.toolsets.ocr import OcrError, Tesseract
 __all__ = [
     "PATHS",
     "DemoModels",
-    "MeteredModel",
     "MeteredVision",
     "PathReport",
     "configured_models",
@@ -99,54 +100,9 @@ class PathReport:
         return self.main_tokens + self.helper_tokens
 
 
-def request_tokens(request: ModelRequest) -> int:
-    """Estimated input tokens of one text-model request: system, history and tool specs."""
-    chars = len(request.system)
-    for message in request.messages:
-        if isinstance(message, UserMessage | ToolResultMessage):
-            chars += len(message.content)
-        elif isinstance(message, AssistantMessage):
-            chars += len(message.text) + sum(
-                len(call.name) + len(json.dumps(call.arguments)) for call in message.tool_calls
-            )
-        else:
-            chars += len(message.content)
-    chars += sum(len(json.dumps(spec.to_wire())) for spec in request.tools)
-    return math.ceil(chars / 4)
-
-
-class MeteredModel:
-    """Wraps a `Model` and adds up the estimated and reported input tokens of its requests."""
-
-    def __init__(self, model: Model) -> None:
-        self.inner = model
-        self.calls = 0
-        self.estimated = 0
-        self.reported: int | None = 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def native_tools(self) -> bool:
-        return self.inner.native_tools
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelPart]:
-        self.calls += 1
-        self.estimated += request_tokens(request)
-        seen = False
-        async for part in self.inner.stream(request):
-            if isinstance(part, Usage):
-                seen = True
-                self.reported = None if self.reported is None else self.reported + part.input_tokens
-            yield part
-        if not seen:
-            self.reported = None
-
-
 class MeteredVision:
-    """Wraps a `VisionModel` the same way; also counts the media part of the estimate."""
+    """Wraps a `VisionModel` as `MeteredModel` wraps a model: calls, estimated and reported
+    input tokens, and the media part of the estimate."""
 
     def __init__(self, model: VisionModel) -> None:
         self.inner = model
@@ -187,7 +143,7 @@ async def run_path(
 ) -> PathReport:
     """Answer `question` about workspace file `file` by one path; never raises for the
     failures a path can have (they become a report with `ok=False`)."""
-    main, helper = MeteredModel(models.main), MeteredModel(models.helper)
+    main, helper = _metered(models.main), _metered(models.helper)
     vision = MeteredVision(models.vision) if models.vision is not None else None
     config = MultimodalConfig(
         helper=helper, vision=vision, transcriber=models.transcriber, ocr=models.ocr
@@ -219,23 +175,32 @@ async def run_path(
                 ok, note = False, failed[0]
     except _ERRORS as exc:
         ok, note = False, str(exc)
-    parts: list[MeteredModel | MeteredVision] = [main, helper, *([vision] if vision else [])]
-    used = [p for p in parts if p.calls]
-    reported = [p.reported for p in used]
-    in_main = path == "native" and vision is not None
+    used: list[tuple[int, int | None]] = [  # (calls, reported input tokens) per model used
+        (len(m.calls), m.reported_input_tokens) for m in (main, helper) if m.calls
+    ]
+    if vision is not None and vision.calls:
+        used.append((vision.calls, vision.reported))
+    reported = [r for _, r in used]
+    vision_tokens = vision.estimated if vision else 0
+    in_main = path == "native"
     return PathReport(
         path=path,
         ok=ok,
         answer=answer.strip(),
-        main_tokens=main.estimated + (vision.estimated if vision and in_main else 0),
-        helper_tokens=helper.estimated + (vision.estimated if vision and not in_main else 0),
+        main_tokens=main.counted_tokens + (vision_tokens if in_main else 0),
+        helper_tokens=helper.counted_tokens + (0 if in_main else vision_tokens),
         media_tokens=vision.media if vision else 0,
         reported_tokens=sum(r for r in reported if r is not None)
         if used and None not in reported
         else None,
-        calls=sum(p.calls for p in used),
+        calls=sum(calls for calls, _ in used),
         note=note,
     )
+
+
+def _metered(model: Model) -> MeteredModel:
+    """`model`, counting each request's input tokens with its family's counter."""
+    return MeteredModel(model, counter=counter_for_model(model.name))
 
 
 def _media(ws: Workspace, file: str) -> tuple[MediaInput, ...]:

@@ -14,10 +14,12 @@
    a configured helper model answers, so only the short answer reaches the main model's
    context. The helper pays the content's tokens on every question.
 
-Token estimates: text is characters / 4. An image follows OpenAI's published tile rule for
-high detail: fit within 2048×2048, then scale the shorter side down to 768, and charge
-85 + 170 per 512-pixel tile (low detail: 85). A PDF page counts its text plus the image of the
-page at 96 DPI, as providers that read PDFs natively send both.
+Token estimates: text is counted by `heron.models.tokens` (its estimate for OpenAI's o200k
+models unless a counter is given; a text model's request by the counter of its family). An
+image follows OpenAI's published tile rule for high detail: fit within 2048×2048, then scale
+the shorter side down to 768, and charge 85 + 170 per 512-pixel tile (low detail: 85). A PDF
+page counts its text plus the image of the page at 96 DPI, as providers that read PDFs natively
+send both.
 
 Model services (vision, transcription) are operator-configured endpoints, like model
 providers: their failures are `ProviderError`s with the providers' `kind`s (`rate_limit` with
@@ -42,6 +44,7 @@ import httpx
 from heron.messages import UserMessage
 from heron.models.base import Model, ModelError, ModelRequest, TextDelta, Usage
 from heron.models.retry import ProviderError, error_message, status_error
+from heron.models.tokens import EstimateCounter, TokenCounter, count_request, counter_for_model
 from heron.safety.redact import scrub_text
 from heron.safety.secrets import Secret
 from heron.safety.workspace import Workspace, WorkspaceError
@@ -97,9 +100,13 @@ def file_kind(name: str) -> FileKind:
     return "image" if suffix in IMAGE_SUFFIXES else "audio" if suffix in AUDIO_TYPES else "document"
 
 
-def text_tokens(text: str) -> int:
-    """Estimated tokens of `text`: characters / 4, rounded up."""
-    return math.ceil(len(text) / 4)
+_TEXT_COUNTER = EstimateCounter("openai")
+
+
+def text_tokens(text: str, counter: TokenCounter | None = None) -> int:
+    """Tokens of `text` by `counter`; by default heron's estimate for OpenAI's o200k models
+    (`heron.models.tokens.EstimateCounter`), the family the image tile rule comes from."""
+    return (counter or _TEXT_COUNTER).count(text)
 
 
 def image_tokens(width: float, height: float, detail: Detail = "auto") -> int:
@@ -164,7 +171,9 @@ class PdfInput:
     page_sizes: tuple[tuple[float, float], ...]
     """Width and height of each page, in points (1/72 inch)."""
     page_chars: tuple[int, ...]
-    """Characters of extracted text per page, for the estimate."""
+    """Characters of extracted text per page."""
+    page_tokens: tuple[int, ...]
+    """Tokens of each page's extracted text (`text_tokens`), for the estimate."""
 
     @classmethod
     def from_file(cls, path: Path, *, label: str) -> PdfInput:
@@ -173,17 +182,23 @@ class PdfInput:
         try:
             reader = PdfReader(path)
             sizes = tuple((float(p.mediabox.width), float(p.mediabox.height)) for p in reader.pages)
-            chars = tuple(len(page.extract_text() or "") for page in reader.pages)
+            texts = [page.extract_text() or "" for page in reader.pages]
         except Exception as exc:  # pypdf raises many types on damaged or encrypted files
             raise ValueError(f"{label} cannot be read as a PDF: {exc}") from None
-        return cls(data=path.read_bytes(), label=label, page_sizes=sizes, page_chars=chars)
+        return cls(
+            data=path.read_bytes(),
+            label=label,
+            page_sizes=sizes,
+            page_chars=tuple(len(text) for text in texts),
+            page_tokens=tuple(text_tokens(text) for text in texts),
+        )
 
     def data_url(self) -> str:
         return f"data:application/pdf;base64,{base64.b64encode(self.data).decode()}"
 
     def tokens(self) -> int:
-        pages = zip(self.page_sizes, self.page_chars, strict=True)
-        return sum(image_tokens(w * 96 / 72, h * 96 / 72) + math.ceil(c / 4) for (w, h), c in pages)
+        pages = zip(self.page_sizes, self.page_tokens, strict=True)
+        return sum(image_tokens(w * 96 / 72, h * 96 / 72) + t for (w, h), t in pages)
 
 
 MediaInput = ImageInput | PdfInput
@@ -554,7 +569,11 @@ def analysis_tools(ws: Workspace, config: MultimodalConfig) -> list[Tool]:
             prompt = f"Question: {question}\n\nContent of {path} ({content.source}{cut}):\n"
             prompt += f"<file>\n{content.text}\n</file>"
             answer = await ask_text_model(config.helper, prompt, system=_HELPER_SYSTEM)
-            spent = text_tokens(_HELPER_SYSTEM + prompt)
+            spent = count_request(
+                counter_for_model(config.helper.name),
+                system=_HELPER_SYSTEM,
+                messages=[UserMessage(content=prompt)],
+            )
             return _answered(answer, config.helper.name, f"{content.source}{cut}", spent)
         except _ERRORS as exc:
             return _failure(exc)
