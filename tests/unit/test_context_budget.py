@@ -4,6 +4,7 @@ Every trimmed history must pass the provider rules (`HistoryChecker`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -16,7 +17,12 @@ from heron.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from heron.models.context_window import TRIM_NOTE, HistoryTrimmer, default_result_limit
+from heron.models.context_window import (
+    TRIM_NOTE,
+    HistoryTrimmer,
+    TrimReport,
+    default_result_limit,
+)
 from heron.models.history_rules import HistoryChecker
 from heron.models.tokens import (
     MESSAGE_OVERHEAD,
@@ -27,6 +33,7 @@ from heron.models.tokens import (
     count_request,
 )
 from heron.tools.definition import ToolSpec
+from heron.turn.events import HistoryTrimmedEvent
 
 
 class WordCounter:
@@ -116,8 +123,15 @@ def test_older_turns_are_dropped_whole_and_reported() -> None:
     assert report.kept_messages == len(kept)
     assert report.kept_tokens == total(counter, kept) <= budget
     assert not report.over_budget
-    assert report.payload()["type"] == "history_trimmed"
-    assert report.payload()["dropped_messages"] == len(dropped)
+    event = HistoryTrimmedEvent(turn_id="t1", **report.event_fields())
+    assert event.type == "history_trimmed"
+    assert event.dropped_messages == len(dropped)
+    assert event.model_dump(exclude={"type", "turn_id"}) == report.event_fields()
+
+
+def test_the_trim_report_has_exactly_the_fields_of_the_history_trimmed_event() -> None:
+    event_fields = set(HistoryTrimmedEvent.model_fields) - {"type", "turn_id"}
+    assert event_fields == {f.name for f in dataclasses.fields(TrimReport)}
 
 
 @pytest.mark.parametrize("budget", range(150, 1200, 37))

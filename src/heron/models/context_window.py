@@ -13,7 +13,8 @@ that keep the result valid and useful:
   budget the result says `over_budget` rather than cutting them;
 * a short runtime note tells the model that earlier messages were removed.
 
-`TrimReport.payload()` is the history-trimmed event (how many messages and tokens went).
+`TrimReport` is the body of the engine's history-trimmed event (how many messages and tokens
+went): `TrimReport.event_fields()` are that event's fields.
 
 `default_result_limit` derives the bound on one tool result from the context window (a
 fraction of it, 25 % by default) instead of one fixed number of characters.
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from heron.messages import Message, SystemMessage, ToolResultMessage, UserMessage
 from heron.models.tokens import CalibratedCounter, TokenCounter, count_message, count_request
@@ -38,7 +40,7 @@ DEFAULT_RESULT_FRACTION = 0.25
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TrimReport:
-    """What a trim removed; `payload()` is the history-trimmed event body."""
+    """What a trim removed; `event_fields()` is the history-trimmed event's body."""
 
     dropped_messages: int
     dropped_tokens: int
@@ -49,16 +51,10 @@ class TrimReport:
     over_budget: bool
     """The messages that are never dropped exceed the budget by themselves."""
 
-    def payload(self) -> dict[str, int | bool | str]:
-        return {
-            "type": "history_trimmed",
-            "dropped_messages": self.dropped_messages,
-            "dropped_tokens": self.dropped_tokens,
-            "kept_messages": self.kept_messages,
-            "kept_tokens": self.kept_tokens,
-            "budget_tokens": self.budget_tokens,
-            "over_budget": self.over_budget,
-        }
+    def event_fields(self) -> dict[str, Any]:
+        """This report as the fields of the engine's `HistoryTrimmedEvent`, which has exactly
+        these fields besides its turn id (the event validates them when it is built)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -251,8 +251,8 @@ class _Loop:
             return self.state.history
         if result.report.dropped_messages != self._reported_drop:
             self._reported_drop = result.report.dropped_messages
-            payload = {k: v for k, v in result.report.payload().items() if k != "type"}
-            self.state.sink(HistoryTrimmedEvent(turn_id=self.state.turn_id, **payload))  # type: ignore[arg-type]
+            fields = result.report.event_fields()
+            self.state.sink(HistoryTrimmedEvent(turn_id=self.state.turn_id, **fields))
         return result.messages
 
     def _account(self, response: ModelResponse, outcome: str, duration_s: float, span: Any) -> None:
