@@ -20,8 +20,8 @@ import httpx
 from heron.always_on.bus.loop import LOST_CALL
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
-from heron.always_on.channels.adapters import signed_headers
 from heron.messages import ToolResultMessage, UserMessage
+from heron.safety.signing import signed_headers
 from support.cli import TIMEOUT_S, Heron, Running
 
 SECRET = "restart-test-secret"

@@ -17,14 +17,10 @@ from heron._support.clock import FakeClock
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
-from heron.always_on.channels.adapters import (
-    GenericAdapter,
-    GitHubAdapter,
-    ImAdapter,
-    signed_headers,
-)
+from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
 from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
 from heron.messages import UserMessage
+from heron.safety.signing import signed_headers
 
 SECRET = b"s3cret-for-tests"
 NOW = 1_750_000_000.0

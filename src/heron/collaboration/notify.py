@@ -6,8 +6,8 @@ delivery outcome per channel and a read/unread state the user's front ends updat
 console always, the webhook too from `webhook_min_priority` up (default `high`).
 
 The webhook receives `{"id", "text", "priority", "created"}` as JSON, signed with heron's
-scheme (`X-Heron-Timestamp`, `X-Heron-Signature`; see `heron.always_on.channels.adapters`), with the
-secret read from an environment variable at sending time — it never appears in results.
+scheme (`X-Heron-Timestamp`, `X-Heron-Signature`; see `heron.safety.signing`), with the secret
+read from an environment variable at sending time — it never appears in results.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import IO, Any, Literal
 import httpx
 
 from heron._support.state import open_db
-from heron.always_on.channels.adapters import signed_headers
+from heron.safety import signing
 from heron.sessions.store import transaction
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
@@ -139,7 +139,7 @@ async def _post(config: NotifyConfig, payload: dict[str, Any]) -> str:
         secret = os.environ.get(config.webhook_secret_env, "")
         if not secret:
             return f"failed: ${config.webhook_secret_env} is not set; nothing was sent"
-        headers.update(signed_headers(secret.encode(), body, time.time()))
+        headers.update(signing.signed_headers(secret.encode(), body, time.time()))
     try:
         async with httpx.AsyncClient(timeout=config.timeout_s) as client:
             response = await client.post(config.webhook_url, content=body, headers=headers)

@@ -1,6 +1,7 @@
 """`call_webhook`: POST a JSON payload to a webhook, signed, deduplicated, policy-checked.
 
-**What the receiver gets** (the contract to verify against; `verify_signature` implements it):
+**What the receiver gets** (the contract to verify against; `heron.safety.signing.check`
+implements it):
 
 - body: the payload as compact UTF-8 JSON (`separators=(",", ":")`, non-ASCII kept), sent with
   `Content-Type: application/json`;
@@ -27,13 +28,11 @@ holds. The secret is read from an environment variable at call time and never sh
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 from urllib.parse import urlsplit
@@ -41,22 +40,14 @@ from urllib.parse import urlsplit
 from pydantic import Field
 
 from heron.connectors.http_api import ApiError, ApiSource, HttpApi, Sleep
+from heron.safety import signing
 from heron.safety.idempotency import OUTCOME_UNKNOWN, IdempotencyStore, NotPerformed
 from heron.safety.url_policy import UrlPolicy
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 
-__all__ = [
-    "SIGNATURE_HEADER",
-    "TIMESTAMP_HEADER",
-    "WebhookConfig",
-    "sign",
-    "verify_signature",
-    "webhook_tools",
-]
+__all__ = ["WebhookConfig", "webhook_tools"]
 
-SIGNATURE_HEADER = "X-Heron-Signature"
-TIMESTAMP_HEADER = "X-Heron-Timestamp"
 _Scalar = str | int | float | bool | None
 _Json1 = _Scalar | list[_Scalar] | dict[str, _Scalar]
 _Json2 = _Scalar | list[_Json1] | dict[str, _Json1]
@@ -89,33 +80,6 @@ class WebhookConfig:
                 raise ValueError(
                     f"allowed_urls entry {prefix!r} must be an http(s) URL ending in /"
                 )
-
-
-def sign(secret: bytes, timestamp: int, body: bytes) -> str:
-    """The `X-Heron-Signature` value for `body` sent at `timestamp`."""
-    mac = hmac.new(secret, str(timestamp).encode("ascii") + b"." + body, hashlib.sha256)
-    return f"sha256={mac.hexdigest()}"
-
-
-def verify_signature(
-    secret: bytes,
-    body: bytes,
-    headers: Mapping[str, str],
-    *,
-    now: float | None = None,
-    tolerance_s: float = 300.0,
-) -> bool:
-    """Whether a received webhook's signature and timestamp are valid (for receivers).
-
-    `headers` must be looked up case-insensitively or use the exact header names."""
-    timestamp = headers.get(TIMESTAMP_HEADER, "")
-    signature = headers.get(SIGNATURE_HEADER, "")
-    if not timestamp.isdigit():
-        return False
-    current = time.time() if now is None else now
-    if abs(current - int(timestamp)) > tolerance_s:
-        return False
-    return hmac.compare_digest(sign(secret, int(timestamp), body), signature)
 
 
 def webhook_tools(
@@ -189,11 +153,9 @@ def webhook_tools(
 
         async def deliver() -> ToolResult:
             secret = os.environ.get(config.secret_env, "").encode("utf-8")
-            stamp = int(wall_clock())
             headers = {
                 "Content-Type": "application/json",
-                TIMESTAMP_HEADER: str(stamp),
-                SIGNATURE_HEADER: sign(secret, stamp, body),
+                **signing.signed_headers(secret, body, wall_clock()),
                 "Idempotency-Key": key,
             }
             try:

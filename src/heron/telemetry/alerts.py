@@ -13,9 +13,9 @@ minutes), so a flapping tool does not flood the operator.
 
 Channels: `ConsoleChannel` writes one line to standard error; `WebhookChannel` POSTs the alert
 as JSON signed with heron's webhook scheme (`X-Heron-Timestamp`, `X-Heron-Signature:
-sha256=<hex>` over `"<timestamp>." + body`, verifiable with
-`heron.always_on.channels.adapters.check_signed`). Messages are credential-scrubbed before they
-leave.
+sha256=<hex>` over `"<timestamp>." + body`, verifiable with `heron.safety.signing.check`).
+Messages are credential-scrubbed before they leave.
+
 Delivery never raises into the agent: failures are logged on the `heron.alerts` logger.
 Inside an event loop deliveries run as tasks (`await manager.flush()` waits for them);
 without one they complete before `notify` returns.
@@ -36,7 +36,7 @@ from typing import IO, Any, Literal, Protocol
 
 import httpx
 
-from heron.always_on.channels.adapters import signed_headers
+from heron.safety import signing
 from heron.safety.redact import scrub_text
 from heron.telemetry.metrics import Outcome, tool_outcome
 from heron.turn.budgets import BudgetExhausted
@@ -122,7 +122,7 @@ class WebhookChannel:
         headers = {"Content-Type": "application/json"}
         secret = self._secret_bytes()
         if secret is not None:
-            headers.update(signed_headers(secret, body, time.time()))
+            headers.update(signing.signed_headers(secret, body, time.time()))
         async with httpx.AsyncClient(timeout=self._timeout_s) as client:
             response = await client.post(self.url, content=body, headers=headers)
         response.raise_for_status()

@@ -6,22 +6,20 @@ nothing to wake an agent for, like GitHub's `ping`). Payloads are third-party co
 events say `source="contact"` (a sender listed in `contacts`) or `"stranger"`, never `"user"`,
 so the bus frames them as data and a sender cannot speak as the operator.
 
-Two signature schemes:
+Two signature schemes, both checked by `heron.safety.signing`:
 
-- **heron's own** (`sign_body`, `signed_headers`, `check_signed`): `X-Heron-Timestamp` (Unix
-  seconds) and `X-Heron-Signature: sha256=<hex>` over `"<timestamp>." + body`. A timestamp
-  outside the replay window is refused, so a captured request cannot be sent again later; one
-  sent again inside the window carries the same idempotency key and is stored once.
-- **GitHub's** (`X-Hub-Signature-256: sha256=<hex>` over the body): GitHub signs no timestamp,
-  so replay protection is the delivery id (`X-GitHub-Delivery`) as idempotency key.
-
-Digests are always compared with `hmac.compare_digest` (constant time).
+- **heron's own** (`signing.check`): `X-Heron-Timestamp` (Unix seconds) and
+  `X-Heron-Signature: sha256=<hex>` over `"<timestamp>." + body`. A timestamp outside the replay
+  window is refused, so a captured request cannot be sent again later; one sent again inside
+  the window carries the same idempotency key and is stored once.
+- **GitHub's** (`signing.check_github`, `X-Hub-Signature-256: sha256=<hex>` over the body):
+  GitHub signs no timestamp, so replay protection is the delivery id (`X-GitHub-Delivery`) as
+  idempotency key.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,11 +28,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
+from heron.safety import signing
 
-SIGNATURE_HEADER = "x-heron-signature"
-TIMESTAMP_HEADER = "x-heron-timestamp"
-GITHUB_SIGNATURE_HEADER = "x-hub-signature-256"
-DEFAULT_REPLAY_WINDOW_S = 300.0
 MAX_TEXT_CHARS = 8_000
 """Longer issue bodies, comments and messages are cut; the event keeps a link to the rest."""
 
@@ -73,59 +68,6 @@ class Adapter(Protocol):
     def to_event(self, request: WebhookRequest, session: str) -> BusEvent | Ignored:
         """The event the request carries; raises `PayloadError` for a malformed body."""
         ...
-
-
-# -- signatures -----------------------------------------------------------------------------
-
-
-def sign_body(secret: bytes, body: bytes, timestamp: int) -> str:
-    """heron's signature of `body` sent at `timestamp`: `sha256=<hex>`."""
-    mac = hmac.new(secret, str(timestamp).encode() + b"." + body, hashlib.sha256)
-    return "sha256=" + mac.hexdigest()
-
-
-def signed_headers(secret: bytes, body: bytes, now: float) -> dict[str, str]:
-    """The two headers that make `body` verifiable by `check_signed`."""
-    timestamp = int(now)
-    return {
-        "X-Heron-Timestamp": str(timestamp),
-        "X-Heron-Signature": sign_body(secret, body, timestamp),
-    }
-
-
-def check_signed(
-    request: WebhookRequest,
-    secret: bytes,
-    now: float,
-    *,
-    window_s: float = DEFAULT_REPLAY_WINDOW_S,
-) -> str | None:
-    """Why a request signed with heron's scheme is not authentic, or `None`."""
-    raw_ts = request.headers.get(TIMESTAMP_HEADER, "")
-    signature = request.headers.get(SIGNATURE_HEADER, "")
-    if not raw_ts or not signature:
-        return f"missing {TIMESTAMP_HEADER} or {SIGNATURE_HEADER} header"
-    try:
-        timestamp = int(raw_ts)
-    except ValueError:
-        return f"{TIMESTAMP_HEADER} is not a Unix time in seconds"
-    if abs(now - timestamp) > window_s:
-        return f"timestamp outside the {window_s:g} s replay window"
-    expected = sign_body(secret, request.body, timestamp)
-    if not hmac.compare_digest(expected.encode(), signature.encode()):
-        return "signature mismatch"
-    return None
-
-
-def check_github(request: WebhookRequest, secret: bytes) -> str | None:
-    """Why a GitHub delivery is not authentic, or `None`."""
-    signature = request.headers.get(GITHUB_SIGNATURE_HEADER, "")
-    if not signature:
-        return f"missing {GITHUB_SIGNATURE_HEADER} header"
-    expected = "sha256=" + hmac.new(secret, request.body, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected.encode(), signature.encode()):
-        return "signature mismatch"
-    return None
 
 
 # -- adapters -------------------------------------------------------------------------------
@@ -171,7 +113,7 @@ class GitHubAdapter:
         return "github"
 
     def verify(self, request: WebhookRequest, secret: bytes, now: float) -> str | None:
-        return check_github(request, secret)
+        return signing.check_github(secret, request.body, request.headers)
 
     def to_event(self, request: WebhookRequest, session: str) -> BusEvent | Ignored:
         kind = request.headers.get("x-github-event", "")
@@ -254,7 +196,7 @@ class ImAdapter:
         self,
         *,
         contacts: frozenset[str] = frozenset(),
-        window_s: float = DEFAULT_REPLAY_WINDOW_S,
+        window_s: float = signing.DEFAULT_REPLAY_WINDOW_S,
     ) -> None:
         """`contacts`: sender ids (or `platform:id`) that count as known contacts."""
         self.contacts = frozenset(c.casefold() for c in contacts)
@@ -265,7 +207,7 @@ class ImAdapter:
         return "im"
 
     def verify(self, request: WebhookRequest, secret: bytes, now: float) -> str | None:
-        return check_signed(request, secret, now, window_s=self.window_s)
+        return signing.check(secret, request.body, request.headers, now=now, window_s=self.window_s)
 
     def to_event(self, request: WebhookRequest, session: str) -> BusEvent | Ignored:
         try:
@@ -312,7 +254,7 @@ class GenericAdapter:
         *,
         name: str = "generic",
         source: Literal["contact", "stranger"] = "stranger",
-        window_s: float = DEFAULT_REPLAY_WINDOW_S,
+        window_s: float = signing.DEFAULT_REPLAY_WINDOW_S,
     ) -> None:
         self._name = name
         self.source: Literal["contact", "stranger"] = source
@@ -323,7 +265,7 @@ class GenericAdapter:
         return self._name
 
     def verify(self, request: WebhookRequest, secret: bytes, now: float) -> str | None:
-        return check_signed(request, secret, now, window_s=self.window_s)
+        return signing.check(secret, request.body, request.headers, now=now, window_s=self.window_s)
 
     def to_event(self, request: WebhookRequest, session: str) -> BusEvent | Ignored:
         payload = _json_object(request.body)
@@ -332,7 +274,7 @@ class GenericAdapter:
             str(payload["id"]) if "id" in payload else None
         )
         if key is None:
-            stamp = request.headers.get(TIMESTAMP_HEADER, "").encode()
+            stamp = request.headers.get(signing.TIMESTAMP_HEADER.lower(), "").encode()
             key = _digest(stamp + b"." + request.body)
         return BusEvent(
             kind="webhook.received",

@@ -1,14 +1,13 @@
 """`WebhookServer`: a small asyncio HTTP/1.1 listener that turns signed POSTs into bus events.
 
-Each `WebhookRoute` binds a path to an adapter (`heron.always_on.channels.adapters`) and a secret.
-For
-every request: the path must be known (404) and the method POST (405); the body fits
+Each `WebhookRoute` binds a path to an adapter (`heron.always_on.channels.adapters`) and a
+secret. For every request: the path must be known (404) and the method POST (405); the body fits
 `max_body` (413) and comes with a `Content-Length` (411); the adapter verifies the signature
-(401, without saying which part failed beyond what the adapter reports); the adapter builds the
-event (400 for a malformed body); the `wake` filter (trigger subscriptions) may drop it (200
-`filtered`); otherwise it is published on the bus — 202 `accepted` once durable, 200
-`duplicate` when its idempotency key was seen before. The response is sent only after the
-publish returned, so a sender that got 202 may forget the event.
+with `heron.safety.signing` (401, without saying which part failed beyond what the adapter
+reports); the adapter builds the event (400 for a malformed body); the `wake` filter (trigger
+subscriptions) may drop it (200 `filtered`); otherwise it is published on the bus — 202
+`accepted` once durable, 200 `duplicate` when its idempotency key was seen before. The response
+is sent only after the publish returned, so a sender that got 202 may forget the event.
 
 One request per connection (`Connection: close`): webhook senders do not pipeline, and it keeps
 the parser small. No chunked bodies.
