@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from heron._support.canonical import canonical_json
 from heron.turn.receipts import (
     RECEIPT_PROMPT_NOTE,
     RECEIPT_RE,
@@ -17,7 +18,6 @@ from heron.turn.receipts import (
     ReceiptKeyStore,
     ReceiptScope,
     ReceiptSigner,
-    canonical_json,
     parse_receipt,
     receipt_marker,
     verify_receipt,

@@ -49,6 +49,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
+    "ApprovalMode",
     "CapabilityLabel",
     "McpConfig",
     "McpConfigError",
@@ -61,6 +62,9 @@ __all__ = [
 
 CapabilityLabel = Literal["private_data", "untrusted_content", "sends_out"]
 """Capability labels of a tool: reads private data, ingests untrusted content, sends data out."""
+
+ApprovalMode = Literal["first-use", "explicit"]
+"""How an unpinned server is admitted: pinned at its first start, or only by an operator."""
 
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -237,7 +241,7 @@ class McpConfig(_Section):
     """`auto`: every MCP tool schema is sent directly while the catalogue is smaller than
     `deferred_threshold`; above it the model gets `tool_search` and a compact catalogue."""
     deferred_threshold: int = Field(default=100, ge=0)
-    approval: Literal["first-use", "explicit"] = "first-use"
+    approval: ApprovalMode = "first-use"
     """`first-use` pins an unknown server the first time it starts (unless its descriptions
     carry high-severity findings); `explicit` needs `heron mcp approve NAME` first. A pinned
     server whose version or definitions changed is refused until re-approved, in both modes."""

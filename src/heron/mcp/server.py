@@ -31,13 +31,14 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
+from heron._support.canonical import canonical_json
 from heron.safety.redact import scrub_value
 from heron.tools.definition import Tool, ToolArgumentsError, ToolContext, ToolResult, ToolSpec
 from heron.tools.registry import Autonomy, ToolRegistry
 from heron.turn.approval import ApprovalManager, ApprovalPolicy, unavailable_denied
 from heron.turn.extensions import OutputSpill
 from heron.turn.observer import NullObserver, Observer, ToolCallRecord, ToolCallStartRecord
-from heron.turn.receipts import ReceiptSigner, canonical_json
+from heron.turn.receipts import ReceiptSigner
 
 Transport = Literal["stdio", "http"]
 OBSERVED_CHARS = 1000

@@ -37,9 +37,9 @@ from typing import Any, Literal
 
 from pydantic_core import to_jsonable_python
 
+from heron._support.canonical import canonical_json
 from heron._support.state import connect, write_transaction
 from heron.tools.definition import ToolResult
-from heron.turn.receipts import canonical_json
 
 __all__ = [
     "OUTCOME_UNKNOWN",

@@ -16,6 +16,8 @@ from heron.tools.definition import Tool, ToolSpec
 Autonomy = Literal["read-only", "supervised", "full"]
 
 NAMESPACE_SEP = "__"
+"""Joins a namespace and a tool name (`<server>__<tool>` for MCP tools); a bare name resolves to
+the one namespaced tool it uniquely suffixes."""
 
 
 class ToolDefinitionError(ValueError):

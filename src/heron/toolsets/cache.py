@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from heron._support.canonical import canonical_json
 from heron.tools.definition import ToolSpec
-from heron.turn.receipts import canonical_json
 
 __all__ = ["WorkspaceResultCache", "path_arguments"]
 

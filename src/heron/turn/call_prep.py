@@ -14,6 +14,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from heron._support.canonical import canonical_json
 from heron.tools.definition import Tool, ToolArgumentsError, ToolSpec
 from heron.tools.registry import normalize_name
 from heron.turn.approval import ApprovalManager, ApprovalRequest, GateResult
@@ -29,7 +30,6 @@ from heron.turn.events import (
 )
 from heron.turn.extensions import CheckRequest, CheckVerdict
 from heron.turn.hooks import HookCall, run_before_hooks
-from heron.turn.receipts import canonical_json
 
 MAX_LISTED_TOOLS = 25
 

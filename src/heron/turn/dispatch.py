@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from heron._support.canonical import canonical_json
 from heron.safety.redact import scrub_text, scrub_value
 from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.bounds import render_bounded
@@ -35,7 +36,6 @@ from heron.turn.context import (
 from heron.turn.events import ProgressEvent, ToolCallEvent
 from heron.turn.hooks import HookCall, HookOutcome, run_after_hooks
 from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
-from heron.turn.receipts import canonical_json
 
 TOOL_SEARCH = "tool_search"
 OBSERVER_MAX_CHARS = 1000

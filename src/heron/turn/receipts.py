@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import os
 import re
 import secrets
@@ -24,6 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
+
+from heron._support.canonical import canonical_json
 
 RECEIPT_PREFIX: Final = "heron-receipt"
 
@@ -55,15 +56,6 @@ RECEIPT_PROMPT_NOTE: Final[str] = (
     "not verify exposes the claim as fabricated. Failed, denied or skipped calls have no receipt."
 )
 """heron's system-prompt addendum explaining receipt markers to the model."""
-
-
-def canonical_json(value: Any) -> str:
-    """Serialise `value` as compact JSON with sorted keys and unescaped non-ASCII text.
-
-    Two argument mappings that differ only in key order give the same string, which makes this
-    the form used for receipts and for duplicate-call detection.
-    """
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 def receipt_marker(receipt: str) -> str:

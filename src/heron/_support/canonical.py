@@ -1,0 +1,18 @@
+"""Canonical JSON: the one serialisation heron hashes, signs and compares.
+
+Two values that differ only in the order of their keys give the same string, so the form is
+used wherever equality or a digest must not depend on how a mapping was built: receipts, the
+duplicate-call guard, idempotency keys, MCP trust pins and the tool-result cache.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["canonical_json"]
+
+
+def canonical_json(value: Any) -> str:
+    """Serialise `value` as compact JSON with sorted keys and unescaped non-ASCII text."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

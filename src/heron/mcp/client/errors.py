@@ -1,0 +1,29 @@
+"""The two ways an MCP server cannot be used: unavailable now, or refused until approved."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from heron.mcp.trust import Finding, PinCheck
+
+__all__ = ["ServerRefused", "ServerUnavailable"]
+
+
+class ServerUnavailable(Exception):
+    """A server cannot be used right now (not configured, cannot start, backing off)."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        self.server = server
+        self.reason = reason
+        super().__init__(f"MCP server {server!r} is unavailable: {reason}")
+
+
+class ServerRefused(ServerUnavailable):
+    """A server is refused by the trust pin until an operator (re-)approves it."""
+
+    def __init__(
+        self, server: str, reason: str, *, check: PinCheck, findings: Sequence[Finding] = ()
+    ) -> None:
+        self.check = check
+        self.findings = tuple(findings)
+        super().__init__(server, reason)

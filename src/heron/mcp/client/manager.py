@@ -1,0 +1,548 @@
+"""The manager of MCP server connections: lifecycle, status, admission, calls, resources, prompts.
+
+`McpClientManager` owns one connection per configured server:
+
+- **lazy**: nothing starts until a server is needed. A pinned server's catalogue comes from its
+  pin, so listing tools does not start it either; the first call does.
+- **checked**: at start the server's tools are listed and admitted against the trust pin (see
+  `admission`); a changed version or definition refuses the server until re-approved. While
+  running it is re-checked every `health_interval_s` (a server that changes its tools
+  mid-session is refused from then on).
+- **self-healing**: a call in flight when the server dies gets an error result saying the
+  outcome is unknown; the next call starts the server again. Repeated failures back off
+  exponentially, and a call during the back-off fails at once with the retry time.
+- **frugal**: a server idle for `idle_timeout_s` is stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import mcp_types
+from mcp.shared.exceptions import MCPError
+
+import heron.mcp.client.admission as admission
+import heron.mcp.client.resources as resources
+from heron.mcp.client.connection import Connection, describe_start_failure
+from heron.mcp.client.errors import ServerRefused, ServerUnavailable
+from heron.mcp.client.resources import (
+    McpPrompt,
+    McpPromptResult,
+    McpResource,
+    McpResourceContent,
+)
+from heron.mcp.client.tool import McpTool, render_call_result
+from heron.mcp.config import ApprovalMode, McpConfig, McpServerConfig
+from heron.mcp.trust import (
+    Finding,
+    PinCheck,
+    ServerIdentity,
+    ToolDefinition,
+    TrustStore,
+    compare_pin,
+    scan_definitions,
+)
+from heron.tools.definition import ToolResult
+
+__all__ = ["McpClientManager", "ServerStatus"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerStatus:
+    """What `heron mcp status` shows for one server."""
+
+    name: str
+    transport: Literal["stdio", "http"]
+    state: Literal["stopped", "running", "backing-off", "refused"]
+    starts: int
+    """How many times the server was started in this process."""
+    crashes: int
+    """Connections that ended under a call or a health check."""
+    failures: int
+    """Consecutive failed starts and crashes since the last successful call."""
+    retry_in_s: float | None
+    last_error: str | None
+    server_version: str
+    tools: int | None
+    """Tools the server lists (None when unknown: never started and not pinned)."""
+
+
+def _progress_line(progress: float, total: float | None, message: str | None) -> str:
+    amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+    return f"{message} ({amount})" if message else f"progress {amount}"
+
+
+@dataclass(kw_only=True)
+class _Slot:
+    name: str
+    config: McpServerConfig
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    conn: Connection | None = None
+    starts: int = 0
+    crashes: int = 0
+    failures: int = 0
+    retry_at: float = 0.0
+    last_error: str | None = None
+    refusal: ServerRefused | None = None
+    refused_pin_at: float | None = None
+    """`approved_at` of the pin in force when the server was refused (None: no pin)."""
+    findings: tuple[Finding, ...] = ()
+    known_tools: int | None = None
+
+
+class McpClientManager:
+    """Connections to the configured MCP servers, started on first use.
+
+    Use as an async context manager (or call `aclose()`) so servers are stopped at the end.
+    `trust=None` disables pinning (findings are still computed); with a `TrustStore`, servers
+    are admitted at every start (`heron.mcp.client.admission`) and refused when they changed.
+    """
+
+    def __init__(
+        self,
+        config: McpConfig | Mapping[str, McpServerConfig],
+        *,
+        trust: TrustStore | None = None,
+        builtin_names: Sequence[str] = (),
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(config, McpConfig):
+            servers = config.enabled_servers()
+            self.approval: ApprovalMode = config.approval
+        else:
+            servers = {n: c for n, c in sorted(config.items()) if c.enabled}
+            self.approval = "first-use"
+        self._slots = {n: _Slot(name=n, config=c) for n, c in servers.items()}
+        self._trust = trust
+        self._builtin_names = tuple(builtin_names)
+        self._backoff_base = backoff_base_s
+        self._backoff_max = backoff_max_s
+        self._clock = clock
+
+    async def __aenter__(self) -> McpClientManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def servers(self) -> list[str]:
+        """Configured (enabled) server names, in name order."""
+        return list(self._slots)
+
+    def config(self, server: str) -> McpServerConfig:
+        return self._slot(server).config
+
+    def _slot(self, server: str) -> _Slot:
+        slot = self._slots.get(server)
+        if slot is None:
+            raise ServerUnavailable(server, "no such server is configured (or it is disabled)")
+        return slot
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _backoff(self, failures: int) -> float:
+        # The first retry is immediate ("the next call reconnects"); then exponential.
+        if failures <= 1:
+            return 0.0
+        return float(min(self._backoff_base * 2 ** (failures - 2), self._backoff_max))
+
+    def _note_failure(self, slot: _Slot, reason: str) -> None:
+        slot.failures += 1
+        slot.last_error = reason
+        slot.retry_at = self._clock() + self._backoff(slot.failures)
+
+    async def _connection(self, server: str) -> Connection:
+        slot = self._slot(server)
+        async with slot.lock:
+            conn = slot.conn
+            if conn is not None and conn.usable:
+                return conn
+            if conn is not None:
+                slot.conn = None
+                if conn.refusal is not None:
+                    self._refuse(slot, conn.refusal)
+                await conn.close()
+            if slot.refusal is not None and not self._reapproved(slot):
+                old = slot.refusal  # a fresh exception per call: tracebacks must not pile up
+                raise ServerRefused(server, old.reason, check=old.check, findings=old.findings)
+            wait = slot.retry_at - self._clock()
+            if wait > 0:
+                raise ServerUnavailable(
+                    server,
+                    f"{slot.last_error or 'it failed'}; heron retries in {wait:.1f}s "
+                    f"(failure {slot.failures} in a row)",
+                )
+            problems = slot.config.credential_problems(datetime.now(UTC))
+            if problems:
+                slot.last_error = "; ".join(problems)
+                raise ServerUnavailable(server, slot.last_error)
+            try:
+                conn = await self._open(slot)
+            except ServerRefused as refused:
+                self._refuse(slot, refused)
+                raise
+            except Exception as exc:
+                reason = describe_start_failure(exc)
+                self._note_failure(slot, reason)
+                raise ServerUnavailable(server, reason) from exc
+            slot.conn = conn
+            slot.starts += 1
+            return conn
+
+    def _refuse(self, slot: _Slot, refused: ServerRefused) -> None:
+        slot.refusal = refused
+        slot.last_error = refused.reason
+        pin = self._trust.get(slot.name) if self._trust is not None else None
+        slot.refused_pin_at = pin.approved_at if pin is not None else None
+
+    def _reapproved(self, slot: _Slot) -> bool:
+        """Clear a refusal when the pin was (re-)approved since, e.g. by another process."""
+        if self._trust is None:
+            return False
+        pin = self._trust.get(slot.name)
+        current = pin.approved_at if pin is not None else None
+        if current is None or current == slot.refused_pin_at:
+            return False
+        slot.refusal = None
+        slot.refused_pin_at = None
+        return True
+
+    async def _open(self, slot: _Slot) -> Connection:
+        conn = Connection(slot.name, slot.config, self._clock)
+        try:
+            await conn.open()
+        except Exception as exc:
+            tail = conn.stderr_summary()
+            if tail:
+                reason = f"{describe_start_failure(exc)}; server stderr: {tail}"
+                raise RuntimeError(reason) from exc
+            raise
+        try:
+            definitions = await asyncio.wait_for(
+                conn.list_definitions(), slot.config.startup_timeout_s
+            )
+            self._admit(slot, conn.server_version, definitions)
+        except BaseException:
+            await conn.close()
+            raise
+        conn.definitions = definitions
+        slot.known_tools = len(definitions)
+        conn.on_health = self._health_check
+        return conn
+
+    def _admit(
+        self, slot: _Slot, server_version: str, definitions: Sequence[ToolDefinition]
+    ) -> None:
+        """Admit a freshly started server (raises `ServerRefused`); pin it on first use."""
+        others = [
+            d
+            for other in self._slots.values()
+            if other.name != slot.name and other.conn is not None
+            for d in other.conn.definitions
+        ]
+        slot.findings = admission.server_findings(
+            slot.name, definitions, others, builtin_names=self._builtin_names
+        )
+        if self._trust is None:
+            return
+        identity = admission.live_identity(slot.config, server_version)
+        decision = admission.admit(
+            slot.name,
+            pin=self._trust.get(slot.name),
+            identity=identity,
+            definitions=definitions,
+            findings=slot.findings,
+            approval=self.approval,
+        )
+        if decision.verdict == "refuse":
+            raise decision.refusal()
+        if decision.verdict == "pin":
+            self._trust.approve(slot.name, identity, definitions)
+
+    async def _health_check(self, conn: Connection) -> None:
+        """Re-list the tools of a running server: a dead server or changed tools end it."""
+        slot = self._slots[conn.name]
+        try:
+            definitions = await asyncio.wait_for(
+                conn.list_definitions(use=False), conn.config.startup_timeout_s
+            )
+        except Exception as exc:
+            conn.broken = True
+            slot.crashes += 1
+            self._note_failure(slot, f"health check failed: {describe_start_failure(exc)}")
+            return
+        decision = admission.drift(conn.name, admitted=conn.definitions, live=definitions)
+        if decision.verdict == "refuse":
+            conn.refusal = decision.refusal()
+            conn.broken = True
+
+    async def start(self, server: str) -> None:
+        """Start `server` now unless it runs, with the same checks as a start on first use
+        (credentials, back-off, trust pin). Raises `ServerUnavailable` / `ServerRefused`."""
+        await self._connection(server)
+
+    async def stop(self, server: str) -> None:
+        """Stop a server now; the next use starts it again."""
+        slot = self._slot(server)
+        async with slot.lock:
+            conn, slot.conn = slot.conn, None
+        if conn is not None:
+            await conn.close()
+
+    async def aclose(self) -> None:
+        """Stop every server."""
+        await asyncio.gather(*(self.stop(name) for name in self._slots))
+
+    async def wait_stopped(self, server: str, within_s: float) -> bool:
+        """Wait (at most `within_s`) until the server's current connection has ended."""
+        conn = self._slot(server).conn
+        if conn is None:
+            return True
+        try:
+            await asyncio.wait_for(conn.done.wait(), within_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def status(self) -> list[ServerStatus]:
+        """One status per configured server, in name order."""
+        now = self._clock()
+        out = []
+        for slot in self._slots.values():
+            conn = slot.conn
+            running = conn is not None and conn.usable
+            if slot.refusal is not None or (conn is not None and conn.refusal is not None):
+                state: Literal["stopped", "running", "backing-off", "refused"] = "refused"
+            elif running:
+                state = "running"
+            elif slot.retry_at > now:
+                state = "backing-off"
+            else:
+                state = "stopped"
+            known = slot.known_tools
+            if known is None and self._trust is not None:
+                pin = self._trust.get(slot.name)
+                known = len(pin.definitions) if pin is not None else None
+            out.append(
+                ServerStatus(
+                    name=slot.name,
+                    transport=slot.config.transport,
+                    state=state,
+                    starts=slot.starts,
+                    crashes=slot.crashes,
+                    failures=slot.failures,
+                    retry_in_s=max(slot.retry_at - now, 0.0) if slot.retry_at > now else None,
+                    last_error=slot.last_error,
+                    server_version=conn.server_version if conn is not None else "",
+                    tools=known,
+                )
+            )
+        return out
+
+    def findings(self, server: str | None = None) -> list[Finding]:
+        """Scan findings from the last start of `server` (or of every server)."""
+        slots = [self._slot(server)] if server is not None else list(self._slots.values())
+        return [f for s in slots for f in s.findings]
+
+    async def scan(self) -> list[Finding]:
+        """Scan every server's definitions together (starting servers that are neither running
+        nor pinned): injected instructions, cross-server tool references and shadowing."""
+        definitions: list[ToolDefinition] = []
+        for name in self._slots:
+            with contextlib.suppress(ServerUnavailable):
+                definitions.extend(await self.definitions(name))
+        return scan_definitions(definitions, builtin_names=self._builtin_names)
+
+    async def check_health(self, server: str) -> bool:
+        """Check a running server now (re-lists its tools). False when it is not healthy;
+        a server that is not running is reported unhealthy without being started."""
+        slot = self._slot(server)
+        conn = slot.conn
+        if conn is None or not conn.usable:
+            return False
+        await self._health_check(conn)
+        return conn.usable
+
+    # -- approval and inspection (for `heron mcp`) --------------------------------------------
+
+    async def inspect(
+        self, server: str
+    ) -> tuple[ServerIdentity, tuple[ToolDefinition, ...], list[Finding], PinCheck]:
+        """Start `server` without pin enforcement and report what approving it would pin:
+        its identity, definitions, scan findings and the comparison with the current pin."""
+        slot = self._slot(server)
+        conn = Connection(server, slot.config, self._clock)
+        problems = slot.config.credential_problems(datetime.now(UTC))
+        if problems:
+            raise ServerUnavailable(server, "; ".join(problems))
+        await conn.open()
+        try:
+            definitions = await asyncio.wait_for(
+                conn.list_definitions(), slot.config.startup_timeout_s
+            )
+            identity = admission.live_identity(slot.config, conn.server_version)
+        finally:
+            await conn.close()
+        findings = list(
+            admission.server_findings(server, definitions, builtin_names=self._builtin_names)
+        )
+        pin = self._trust.get(server) if self._trust is not None else None
+        return identity, definitions, findings, compare_pin(pin, identity, definitions)
+
+    async def approve(self, server: str) -> PinCheck:
+        """Pin `server` as it is now (operator approval). Returns the comparison with the
+        previous pin, so the caller can show what was approved. Clears a refusal."""
+        if self._trust is None:
+            raise ServerUnavailable(server, "no trust store is configured")
+        identity, definitions, _findings, check = await self.inspect(server)
+        self._trust.approve(server, identity, definitions)
+        slot = self._slot(server)
+        await self.stop(server)
+        slot.refusal = None
+        slot.last_error = None
+        slot.failures = 0
+        slot.retry_at = 0.0
+        return check
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    async def definitions(self, server: str) -> tuple[ToolDefinition, ...]:
+        """The server's tool definitions (all of them, before enabled/disabled filtering).
+
+        A running server answers from its verified listing; a pinned server whose launch
+        identity is unchanged answers from its pin without starting; otherwise it starts.
+        """
+        slot = self._slot(server)
+        conn = slot.conn
+        if conn is not None and conn.usable:
+            return conn.definitions
+        if self._trust is not None and slot.refusal is None:
+            pinned = admission.pinned_listing(self._trust.get(server), slot.config)
+            if pinned is not None:
+                slot.known_tools = len(pinned)
+                return pinned
+        return (await self._connection(server)).definitions
+
+    async def tools(self) -> tuple[list[McpTool], dict[str, str]]:
+        """heron tools for every configured server that can be listed, in server then tool
+        order, with `enabled_tools` / `disabled_tools` applied. Servers that cannot be listed
+        are returned as `{server: reason}` instead of failing the whole catalogue."""
+        tools: list[McpTool] = []
+        problems: dict[str, str] = {}
+        for name, slot in self._slots.items():
+            try:
+                definitions = await self.definitions(name)
+            except ServerUnavailable as exc:
+                problems[name] = exc.reason
+                continue
+            for definition in sorted(definitions, key=lambda d: d.name):
+                if slot.config.tool_enabled(definition.name):
+                    tools.append(McpTool(self, definition, trusted=slot.config.trusted))
+        return tools, problems
+
+    async def call(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        progress: Callable[[str], None] | None = None,
+        timeout_s: float | None = None,
+    ) -> ToolResult:
+        """Call one tool of one server; every failure is a failed `ToolResult` that says
+        which kind it is (server unavailable, tool error, protocol error, crash, timeout)."""
+        try:
+            slot = self._slot(server)
+        except ServerUnavailable as exc:
+            return ToolResult.fail(str(exc))
+        if not slot.config.tool_enabled(tool):
+            return ToolResult.fail(f"tool {tool!r} of MCP server {server!r} is disabled")
+        try:
+            conn = await self._connection(server)
+        except ServerUnavailable as exc:
+            return ToolResult.fail(str(exc))
+        limit = timeout_s if timeout_s is not None else slot.config.timeout_s
+
+        sink = progress
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if sink is not None:
+                sink(_progress_line(progress, total, message))
+
+        try:
+            with conn.busy() as client:
+                result = await client.call_tool(
+                    tool,
+                    dict(arguments),
+                    read_timeout_seconds=limit,
+                    progress_callback=on_progress,
+                )
+        except ServerUnavailable as exc:
+            return ToolResult.fail(str(exc))
+        except MCPError as exc:
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                return self._crashed(slot, conn, tool)
+            if exc.code == mcp_types.REQUEST_TIMEOUT:
+                return ToolResult.fail(
+                    f"MCP tool {server}__{tool} timed out after {limit:g}s; heron asked the "
+                    "server to cancel it (its effects, if any, are unknown)",
+                    data={"mcp_error": {"kind": "timeout", "code": exc.code}},
+                )
+            return ToolResult.fail(
+                f"MCP protocol error from server {server!r} (code {exc.code}): {exc.message}",
+                data={"mcp_error": {"kind": "protocol", "code": exc.code, "data": exc.data}},
+            )
+        except RuntimeError as exc:
+            # The SDK checks structured content against the tool's output schema.
+            return ToolResult.fail(
+                f"MCP server {server!r} returned an invalid result for {tool!r}: {exc}",
+                data={"mcp_error": {"kind": "invalid_result"}},
+            )
+        except Exception:
+            # Transport failures (broken pipe, HTTP connection lost) end the connection.
+            return self._crashed(slot, conn, tool)
+        slot.failures = 0
+        return render_call_result(result)
+
+    def _crashed(self, slot: _Slot, conn: Connection, tool: str) -> ToolResult:
+        conn.broken = True
+        slot.crashes += 1
+        tail = conn.stderr_summary()
+        self._note_failure(
+            slot, "the connection closed during a call" + (f": {tail}" if tail else "")
+        )
+        return ToolResult.fail(
+            f"MCP server {slot.name!r} stopped during the call to {tool!r}; whether the call "
+            "took effect is unknown. The next call restarts the server."
+            + (f" Server stderr: {tail}" if tail else ""),
+            data={"mcp_error": {"kind": "connection_closed"}},
+        )
+
+    # -- resources and prompts -----------------------------------------------------------------
+
+    async def list_resources(self, server: str) -> list[McpResource]:
+        """Resources the server offers."""
+        return await resources.list_resources(await self._connection(server))
+
+    async def read_resource(self, server: str, uri: str) -> list[McpResourceContent]:
+        """Read one resource without any tool call."""
+        return await resources.read_resource(await self._connection(server), uri)
+
+    async def list_prompts(self, server: str) -> list[McpPrompt]:
+        """Prompt templates the server offers."""
+        return await resources.list_prompts(await self._connection(server))
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> McpPromptResult:
+        """Render one prompt template with its arguments."""
+        return await resources.get_prompt(await self._connection(server), name, arguments)
