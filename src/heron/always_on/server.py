@@ -5,9 +5,9 @@ One process owns one session of the durable event bus and everything that feeds 
 - the `EventDrivenAgent` (safe points, the three strategies, exactly-once consumption), over
   the agent `make_agent` builds run as a `HookedAgent`: the lifecycle hooks (`hooks`) run
   before and after every turn;
-- the triggers (`heron.always_on.triggers.TriggerRuntime`): detached background jobs, shell
-monitors,
-  timers, the heartbeat, system events and the subscriptions that gate inbound traffic;
+- the triggers (`heron.always_on.triggers.runtime.TriggerRuntime`): detached background
+  jobs, shell monitors, timers, the heartbeat, system events and the subscriptions that gate
+  inbound traffic;
 - ingress: the webhook listener (`/github`, `/im`, `/webhook`, all signed with one secret) and
   the mail listener (SMTP into a Maildir, plus a periodic scan of `Maildir/new`). Inbound
   third-party events wake the agent only through a matching subscription; the others are kept
@@ -53,7 +53,7 @@ from heron.collaboration.notify import NotificationStore, NotifyConfig, notify_t
 from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import make_sandbox
-from heron.sessions.cli import SessionInUseError, SessionLock
+from heron.sessions.lock import SessionInUseError, SessionLock
 from heron.tools.definition import Tool
 from heron.turn.events import EventSink, discard
 
