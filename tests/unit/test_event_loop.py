@@ -937,7 +937,8 @@ async def test_a_recorded_timeline_replays_to_the_same_history(tmp_path: Path) -
         finally:
             bus.close()
 
-    from heron._support.clock import Timeline, TimelineRecorder, replay, timestamp
+    from heron._support.clock import timestamp
+    from heron.always_on.bus.timeline import Timeline, TimelineRecorder, replay
 
     recorded: list[Timeline] = []
 

@@ -10,8 +10,8 @@ from heron import ScriptedModel
 from heron._support.clock import RealClock, timestamp
 from heron.agent import Agent
 from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.server import HeronServer, ServeConfig
-from heron.always_on.triggers import HookedAgent, LifecycleHooks
 from heron.tools.definition import Tool
 from heron.turn.context import TurnState
 from heron.turn.loop import TurnOutcome

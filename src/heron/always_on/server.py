@@ -46,8 +46,9 @@ from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
 from heron.always_on.channels.mail_inbound import MaildirSource, MailIngressConfig, SmtpIngress
 from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
+from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.jobs.manager import JobManager
-from heron.always_on.triggers import HookedAgent, LifecycleHooks, TriggerConfig, TriggerRuntime
+from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime
 from heron.always_on.triggers.subscriptions import SubscriptionFilter, SubscriptionSource
 from heron.collaboration.notify import NotificationStore, NotifyConfig, notify_tools
 from heron.connectors.mail.maildir import Maildir, maildir_tools
