@@ -1,6 +1,6 @@
 """Session persistence cost: append latency per turn, disk size per 1,000 turns, resume time.
 
-One turn is what a tool-using turn writes through `ResumedSession`, one transaction per group
+One turn is what a tool-using turn writes through `SessionWriter`, one transaction per group
 the engine appends: the prompt (120 chars), the assistant message with one tool call (80 chars
 of text, small arguments), the tool result (1,000 chars) and the final answer (400 chars).
 The clock runs around the four writes only. Real SQLite file in a temporary state directory,
@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from heron.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
-from heron.sessions.repair import ResumedSession
 from heron.sessions.store import SessionStore
+from heron.sessions.writer import SessionWriter
 
 SESSION = "bench"
 
@@ -43,7 +43,7 @@ def run(turns: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
         store = SessionStore.open(state)
-        writer = ResumedSession.open(store, SESSION)
+        writer = SessionWriter.open(store, SESSION)
         timings: list[float] = []
         payload = 0
         for i in range(turns):
@@ -59,7 +59,7 @@ def run(turns: int) -> None:
 
         reopened = SessionStore.open(state)
         started = time.perf_counter()
-        resumed = ResumedSession.open(reopened, SESSION)
+        resumed = SessionWriter.open(reopened, SESSION)
         resume_ms = (time.perf_counter() - started) * 1000
         assert len(resumed.history) == 4 * turns
         reopened.close()

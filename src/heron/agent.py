@@ -8,6 +8,7 @@ immutable `ResolvedAgentExecution` and per-message `TurnState`.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -62,8 +63,11 @@ class RunResult:
         return self.outcome.status == "final"
 
 
-def _none(_prompt: str) -> Collection[str]:
-    return ()
+def _last_prompt(history: Sequence[Message]) -> str | None:
+    for message in reversed(history):
+        if isinstance(message, UserMessage):
+            return message.content
+    return None
 
 
 class Agent:
@@ -202,18 +206,54 @@ class Agent:
             raise ValueError("pass the system prompt as Agent(system_prompt=...), not in history")
         parts = tuple(m if isinstance(m, MediaPart) else MediaPart.from_file(m) for m in media)
         messages.append(UserMessage(content=prompt, media=parts))
-        state = TurnState(
+        state = self.turn_state(
             history=messages,
+            prompt=prompt,
+            sink=sink,
+            cancel=cancel,
+            channel=channel,
+            budget=budget,
+            run_budget=run_budget,
+        )
+        outcome = await self.run_turn(state, allowed_tools=allowed_tools)
+        return RunResult(
+            outcome=outcome, history=messages, receipts=state.receipts, turn_id=state.turn_id
+        )
+
+    def turn_state(
+        self,
+        *,
+        history: list[Message],
+        prompt: str | None = None,
+        sink: EventSink = discard,
+        cancel: CancelScope | None = None,
+        channel: str | None = None,
+        budget: IterationBudget | None = None,
+        run_budget: RunBudget | None = None,
+        on_append: Callable[[tuple[Message, ...]], None] | None = None,
+        known_call_ids: AbstractSet[str] | None = None,
+    ) -> TurnState:
+        """A fresh `TurnState` for one turn on `history` answering `prompt` (default: the last
+        user message of `history`), with this turn's exclusions.
+
+        The one place the per-turn exclusions (`turn_exclusions`, e.g. MCP filter groups) are
+        computed: `run`, the command-line sessions and the bus loop all build their state here.
+        """
+        if prompt is None:
+            prompt = _last_prompt(history)
+        excluded: frozenset[str] = frozenset()
+        if self.turn_exclusions is not None and prompt is not None:
+            excluded = frozenset(normalize_name(n) for n in self.turn_exclusions(prompt))
+        return TurnState(
+            history=history,
             sink=sink,
             cancel=cancel or CancelScope(),
             channel=channel,
             budget=budget,
             run_budget=run_budget,
-            excluded=frozenset(normalize_name(n) for n in (self.turn_exclusions or _none)(prompt)),
-        )
-        outcome = await self.run_turn(state, allowed_tools=allowed_tools)
-        return RunResult(
-            outcome=outcome, history=messages, receipts=state.receipts, turn_id=state.turn_id
+            excluded=excluded,
+            on_append=on_append,
+            known_call_ids=known_call_ids,
         )
 
     async def run_turn(

@@ -17,11 +17,11 @@ from typing import Any
 
 import httpx
 
-from heron.always_on.bus.loop import LOST_CALL
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.messages import ToolResultMessage, UserMessage
 from heron.safety.signing import signed_headers
+from heron.sessions.repair import INTERRUPTED_RESULT
 from support.cli import TIMEOUT_S, Heron, Running
 
 SECRET = "restart-test-secret"
@@ -173,7 +173,7 @@ def test_a_killed_server_restarts_with_its_timer_job_and_queued_events_intact(
         assert prompts.count(text) == 1, text
     # The call the crash interrupted was closed, not left open or run again.
     closed = [m for m in history if isinstance(m, ToolResultMessage) and m.call_id == "c_wait"]
-    assert [m.content for m in closed] == [LOST_CALL]
+    assert [m.content for m in closed] == [INTERRUPTED_RESULT]
     # The job started by the first server was re-attached and its end reported once.
     kinds = [e.kind for e, _ in stored]
     assert kinds.count("job.exit") == 1 and kinds.count("timer.trigger") == 1

@@ -13,7 +13,7 @@ import pytest
 from heron import Agent, RecordingObserver, ScriptedModel, ToolContext, tool
 from heron._support.state import open_db
 from heron.audit.executions import ExecutionAuditTrail, parse_since, query_executions
-from heron.sessions.cli import CliSession
+from heron.sessions.session import CliSession
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
 from heron.turn.cancel import CancelScope
 from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
@@ -204,18 +204,24 @@ async def test_a_call_whose_process_died_stays_running_until_resume_marks_it_los
     ]
 
 
-def test_the_trail_forwards_every_record_to_the_previous_observer(
-    conn: sqlite3.Connection,
-) -> None:
+def test_attaching_a_session_keeps_the_agents_observer_beside_the_trail(tmp_path: Path) -> None:
     previous = RecordingObserver()
-    trail = ExecutionAuditTrail(conn, session="s", forward=previous)
-    start = ToolCallStartRecord(tool="t", call_id="c", arguments="{}", turn_id="u", owner="o")
-    end = ToolCallRecord.ending(start, duration_ms=1.0, success=False, status="error", result="x")
-    trail.tool_call_start(start)
-    trail.tool_call_end(end)
-    assert previous.records == [start, end]
-    [row] = query_executions(conn)
-    assert (row.status, row.success, row.why) == ("error", False, None)
+    agent = Agent(model=ScriptedModel([]), observer=previous)
+    session = CliSession.open(tmp_path, "s")
+    try:
+        session.attach(agent)
+        session.attach(agent)  # attaching twice records each call once
+        start = ToolCallStartRecord(tool="t", call_id="c", arguments="{}", turn_id="u", owner="o")
+        end = ToolCallRecord.ending(
+            start, duration_ms=1.0, success=False, status="error", result="x"
+        )
+        agent.observer.tool_call_start(start)
+        agent.observer.tool_call_end(end)
+        assert previous.records == [start, end]
+        [row] = query_executions(session.store.conn)
+        assert (row.status, row.success, row.why, row.agent) == ("error", False, None, "default")
+    finally:
+        session.close()
 
 
 def test_queries_filter_by_tool_session_and_start_time_and_keep_the_latest(

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from heron import Agent, FunctionModel, ScriptedModel, tool
+from heron import Agent, FunctionModel, ModelTurn, ScriptedModel, tool
 from heron._support.clock import FakeClock
 from heron.always_on.bus.framing import frame_batch
-from heron.always_on.bus.loop import LOST_CALL, EventDrivenAgent, side_session_name
+from heron.always_on.bus.loop import EventDrivenAgent, side_session_name
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext, EventKind
 from heron.always_on.bus.routing import Route, Router, RoutingRule, Strategy
 from heron.always_on.bus.sqlite_store import SqliteBusStore
@@ -26,7 +26,9 @@ from heron.messages import (
 from heron.models.base import InvalidHistoryError, ModelPart, ModelRequest, ReasoningDelta
 from heron.models.base import TextDelta as TextPart
 from heron.models.history_rules import HistoryChecker
+from heron.sessions.repair import INTERRUPTED_RESULT
 from heron.sessions.store import ConcurrentWriteError
+from heron.sessions.writer import SessionWriter
 from heron.turn.events import BaseEvent, FinalEvent, ReasoningDeltaEvent
 from support.engine import Events, call, calls_turn
 
@@ -683,6 +685,54 @@ async def test_third_party_content_is_framed_as_data_and_cannot_close_its_frame(
     assert lines[-1] == "1 pending event: 1 mail message; address it."
 
 
+# -- per-turn exclusions ----------------------------------------------------------------------
+
+
+async def test_the_bus_hides_the_tools_the_agents_filter_groups_exclude_for_the_batch(
+    bus: SqliteBusStore,
+) -> None:
+    ran: list[str] = []
+
+    @tool(read_only=True)
+    def balance() -> str:
+        """The account balance."""
+        ran.append("balance")
+        return "42"
+
+    @tool(read_only=True)
+    def weather() -> str:
+        """Today's weather."""
+        ran.append("weather")
+        return "sunny"
+
+    offered: list[set[str]] = []
+
+    def decide(request: ModelRequest) -> ModelTurn | str:
+        offered.append({spec.name for spec in request.tools})
+        if len(offered) == 1:  # the model asks for a tool hidden in this turn anyway
+            return ModelTurn.model_validate(calls_turn(call("balance", "c1")))
+        return "I cannot look at the balance in this conversation."
+
+    def exclusions(message: str) -> list[str]:
+        return ["Balance"] if "weather" in message else []
+
+    agent = Agent(
+        model=FunctionModel(decide),
+        tools=[balance, weather],
+        autonomy="full",
+        turn_exclusions=exclusions,
+    )
+    eda = EventDrivenAgent(agent, bus, bus.sessions, session="main")
+    await publish(eda, user("what is the weather?"))
+    await eda.run_until_idle()
+    assert offered == [{"weather"}, {"weather"}]
+    assert ran == []
+    result = eda.history[2]
+    assert isinstance(result, ToolResultMessage) and result.is_error
+    assert "Not available in this turn: 'balance'" in result.content
+    assert_consistent(bus, eda)
+
+
 # -- durability and writers --------------------------------------------------------------------
 
 
@@ -710,8 +760,26 @@ async def test_a_restart_closes_tool_calls_a_crash_left_open(bus: SqliteBusStore
     eda = agent_on(bus, model)
     await eda.run_until_idle()
     closed = bus.sessions.load("main")[2]
-    assert closed == ToolResultMessage(call_id="c1", name="pay", content=LOST_CALL, is_error=True)
+    assert closed == ToolResultMessage(
+        call_id="c1", name="pay", content=INTERRUPTED_RESULT, is_error=True
+    )
     assert_consistent(bus, eda)
+
+
+async def test_the_loop_writes_through_the_session_writer_a_front_end_already_holds(
+    bus: SqliteBusStore,
+) -> None:
+    writer = SessionWriter.open(bus.sessions, "main")
+    writer.add(UserMessage(content="typed before the loop started"), AssistantMessage(text="ok"))
+    eda = agent_on(bus, ScriptedModel([{"text": "Hello."}]), writer=writer)
+    await publish(eda, user("hello"))
+    await eda.run_until_idle()
+    assert eda.history is writer.history
+    assert writer.head == bus.sessions.head("main")
+    writer.add(UserMessage(content="and the front end writes on"))  # its head is current
+    assert_consistent(bus, eda)
+    with pytest.raises(ValueError, match="not 'other'"):
+        EventDrivenAgent(eda.agent, bus, bus.sessions, session="other", writer=writer)
 
 
 async def test_a_second_writer_on_the_same_session_is_refused_not_interleaved(
@@ -782,8 +850,6 @@ async def test_history_sent_to_the_model_is_checked_after_every_interrupt(
         return "all handled"
 
     def model_fn(request: ModelRequest) -> Any:
-        from heron import ModelTurn
-
         answer = decide(request)
         return answer if isinstance(answer, str) else ModelTurn.model_validate(answer)
 
@@ -871,7 +937,8 @@ async def test_a_recorded_timeline_replays_to_the_same_history(tmp_path: Path) -
         finally:
             bus.close()
 
-    from heron._support.clock import Timeline, TimelineRecorder, replay, timestamp
+    from heron._support.clock import timestamp
+    from heron.always_on.bus.timeline import Timeline, TimelineRecorder, replay
 
     recorded: list[Timeline] = []
 

@@ -22,7 +22,7 @@ from heron.always_on.jobs import supervisor as sup
 from heron.always_on.jobs.manager import JobConfig, JobManager
 from heron.always_on.jobs.store import JobRecord
 from heron.always_on.jobs.tools import job_tools
-from heron.always_on.triggers import TriggerConfig, TriggerRuntime
+from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime
 from heron.messages import ToolResultMessage
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import BwrapSandbox, ProcessSandbox, ResourceLimits, Sandbox

@@ -17,7 +17,6 @@ import pytest
 
 from heron import Agent, RuntimeKnobs, ScriptedModel, tool
 from heron.safety import signing
-from heron.telemetry import FanOutObserver
 from heron.telemetry.alerts import (
     Alert,
     AlertManager,
@@ -29,7 +28,7 @@ from heron.telemetry.alerts import (
 )
 from heron.telemetry.metrics import Histogram, MetricsObserver, MetricsRegistry, tool_outcome
 from heron.turn.budgets import BudgetLimits, RunBudget
-from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
+from heron.turn.observer import FanOutObserver, ToolCallRecord, ToolCallStartRecord
 from support.engine import call, calls_turn
 
 

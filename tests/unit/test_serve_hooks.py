@@ -10,8 +10,8 @@ from heron import ScriptedModel
 from heron._support.clock import RealClock, timestamp
 from heron.agent import Agent
 from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.server import HeronServer, ServeConfig
-from heron.always_on.triggers import HookedAgent, LifecycleHooks
 from heron.tools.definition import Tool
 from heron.turn.context import TurnState
 from heron.turn.loop import TurnOutcome
@@ -59,7 +59,7 @@ async def test_a_second_writer_on_the_servers_session_is_refused_while_it_runs(
     tmp_path: Path,
 ) -> None:
     from heron.always_on.server import ServeError
-    from heron.sessions.cli import SessionInUseError, SessionLock
+    from heron.sessions.lock import SessionInUseError, SessionLock
 
     first = HeronServer(
         ServeConfig(state_dir=tmp_path), lambda tools: Agent(model=ScriptedModel([]), tools=tools)

@@ -19,14 +19,15 @@ from heron.messages import (
 from heron.models.history_rules import HistoryChecker
 from heron.models.scripted import ScriptedCall
 from heron.sessions import ConcurrentWriteError, SessionStore
-from heron.sessions.cli import CliSession, SessionInUseError, SessionLock, check_session_name
+from heron.sessions.lock import SessionInUseError, SessionLock
 from heron.sessions.repair import (
     INTERRUPTED_RESULT,
-    ResumedSession,
     SessionRepairError,
     open_calls,
     repair_messages,
 )
+from heron.sessions.session import CliSession, check_session_name
+from heron.sessions.writer import SessionWriter
 from heron.turn.cancel import CancelScope
 from heron.turn.events import BaseEvent, FinalEvent, ToolCallEvent
 
@@ -53,7 +54,7 @@ def test_a_call_left_open_at_the_end_gets_an_interrupted_result_as_a_new_entry(
     store.append("s", [UserMessage(content="read a and b"), ROUND, FIRST_RESULT])
     before = store.entries("s")
 
-    resumed = ResumedSession.open(store, "s")
+    resumed = SessionWriter.open(store, "s")
 
     after = store.entries("s")
     assert after[: len(before)] == before  # the stored entries are untouched
@@ -75,7 +76,7 @@ def test_every_call_of_a_round_without_results_is_closed_in_call_order() -> None
 
 def test_a_complete_history_resumes_without_new_entries(store: SessionStore) -> None:
     store.append("s", [UserMessage(content="hi"), AssistantMessage(text="hello")])
-    resumed = ResumedSession.open(store, "s")
+    resumed = SessionWriter.open(store, "s")
     assert resumed.repaired == ()
     assert len(store.entries("s")) == 2
 
@@ -92,13 +93,13 @@ def test_a_history_broken_in_the_middle_is_refused_with_the_reason(store: Sessio
         SessionRepairError,
         match=r"session 's' cannot be resumed: .* comes before the results of tool calls c1, c2",
     ):
-        ResumedSession.open(store, "s")
+        SessionWriter.open(store, "s")
     assert len(store.entries("s")) == 3
 
 
 def test_a_second_writer_is_refused_not_interleaved(store: SessionStore) -> None:
-    first = ResumedSession.open(store, "s")
-    second = ResumedSession.open(store, "s")
+    first = SessionWriter.open(store, "s")
+    second = SessionWriter.open(store, "s")
     first.add(UserMessage(content="from the first"))
 
     with pytest.raises(ConcurrentWriteError, match="refusing to interleave"):
@@ -109,11 +110,11 @@ def test_a_second_writer_is_refused_not_interleaved(store: SessionStore) -> None
 def test_close_open_calls_stores_the_repair_so_the_next_resume_has_nothing_to_do(
     store: SessionStore,
 ) -> None:
-    writer = ResumedSession.open(store, "s")
+    writer = SessionWriter.open(store, "s")
     writer.history.extend([UserMessage(content="go"), ROUND])  # appended, not yet written
 
     assert [r.call_id for r in writer.close_open_calls()] == ["c1", "c2"]
-    assert ResumedSession.open(store, "s").repaired == ()
+    assert SessionWriter.open(store, "s").repaired == ()
     HistoryChecker().check(store.load("s"))
 
 

@@ -16,13 +16,12 @@ from heron._support.clock import FakeClock, timestamp
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.triggers.heartbeat import (
     ActiveHours,
     AllClearFilter,
     Heartbeat,
     HeartbeatConfig,
-    HookedAgent,
-    LifecycleHooks,
     is_all_clear,
 )
 from heron.always_on.triggers.system import (

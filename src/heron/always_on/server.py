@@ -5,9 +5,9 @@ One process owns one session of the durable event bus and everything that feeds 
 - the `EventDrivenAgent` (safe points, the three strategies, exactly-once consumption), over
   the agent `make_agent` builds run as a `HookedAgent`: the lifecycle hooks (`hooks`) run
   before and after every turn;
-- the triggers (`heron.always_on.triggers.TriggerRuntime`): detached background jobs, shell
-monitors,
-  timers, the heartbeat, system events and the subscriptions that gate inbound traffic;
+- the triggers (`heron.always_on.triggers.runtime.TriggerRuntime`): detached background
+  jobs, shell monitors, timers, the heartbeat, system events and the subscriptions that gate
+  inbound traffic;
 - ingress: the webhook listener (`/github`, `/im`, `/webhook`, all signed with one secret) and
   the mail listener (SMTP into a Maildir, plus a periodic scan of `Maildir/new`). Inbound
   third-party events wake the agent only through a matching subscription; the others are kept
@@ -46,14 +46,15 @@ from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
 from heron.always_on.channels.mail_inbound import MaildirSource, MailIngressConfig, SmtpIngress
 from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
+from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.jobs.manager import JobManager
-from heron.always_on.triggers import HookedAgent, LifecycleHooks, TriggerConfig, TriggerRuntime
+from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime
 from heron.always_on.triggers.subscriptions import SubscriptionFilter, SubscriptionSource
 from heron.collaboration.notify import NotificationStore, NotifyConfig, notify_tools
 from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import make_sandbox
-from heron.sessions.cli import SessionInUseError, SessionLock
+from heron.sessions.lock import SessionInUseError, SessionLock
 from heron.tools.definition import Tool
 from heron.turn.events import EventSink, discard
 

@@ -32,7 +32,7 @@ from heron.audit.approvals import audit_timestamp
 from heron.messages import AssistantMessage, Message
 from heron.turn.bounds import render_bounded
 from heron.turn.events import ApprovalDecisionEvent, BaseEvent
-from heron.turn.observer import NullObserver, Observer, ToolCallRecord, ToolCallStartRecord
+from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
 
 WHY_MAX_CHARS: Final = 2_000
 RESULT_MAX_CHARS: Final = 500
@@ -136,8 +136,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
 class ExecutionAuditTrail:
     """Records executed tool calls; use it as the agent's observer (see the module docstring).
 
-    `forward` receives every observer record too (keep an observer the agent already had);
-    `default_agent` names the agent when records carry no agent name.
+    To keep an observer the agent already had, combine both in a `FanOutObserver`
+    (`heron.turn.observer`); `default_agent` names the agent when records carry no agent name.
     Write failures are logged and never break a tool call.
     """
 
@@ -148,7 +148,6 @@ class ExecutionAuditTrail:
         session: str | None = None,
         operator: str | None = None,
         default_agent: str | None = None,
-        forward: Observer | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         create_schema(conn)
@@ -156,8 +155,6 @@ class ExecutionAuditTrail:
         self.session = session
         self.operator = operator
         self.default_agent = default_agent
-        self.forward: Observer = forward or NullObserver()
-        """Receives every observer record after the trail (the agent's previous observer)."""
         self._clock = clock
         self._why: dict[str, str] = {}
         self._approved_by: dict[str, str] = {}
@@ -177,7 +174,6 @@ class ExecutionAuditTrail:
             self._approved_by[event.call_id] = event.decided_by
 
     def tool_call_start(self, record: ToolCallStartRecord) -> None:
-        self.forward.tool_call_start(record)
         why = self._why_for(record.call_id)
         values = (
             self._clock(),
@@ -211,7 +207,6 @@ class ExecutionAuditTrail:
         self._rows[(record.turn_id, record.call_id)] = cursor.lastrowid
 
     def tool_call_end(self, record: ToolCallRecord) -> None:
-        self.forward.tool_call_end(record)
         row = self._rows.pop((record.turn_id, record.call_id), None)
         if row is None:
             return

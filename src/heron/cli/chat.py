@@ -68,8 +68,8 @@ from heron.cli.session_commands import (
 )
 from heron.messages import Message, UserMessage
 from heron.models.base import Model, ModelPart, ModelRequest, Usage
-from heron.sessions.cli import CliSession
-from heron.sessions.repair import ResumedSession
+from heron.sessions.session import CliSession
+from heron.sessions.writer import SessionWriter
 from heron.tools.registry import normalize_name
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest, parse_terminal_answer
 from heron.turn.cancel import CancelScope
@@ -430,7 +430,7 @@ class ChatRepl:
     def _reload(self) -> None:
         """Point the session's writer at what the bus loop stored (repairing open calls), so
         the session's head and history are current again."""
-        self.session.writer = ResumedSession.open(self.session.store, self.session.name)
+        self.session.writer = SessionWriter.open(self.session.store, self.session.name)
 
     def _command(self, line: str) -> bool:
         """Run a `/` command; True to leave the chat."""

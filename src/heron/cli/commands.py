@@ -29,7 +29,7 @@ from heron.turn.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, ve
 
 if TYPE_CHECKING:
     from heron.mcp.assembly import McpAssembly
-    from heron.sessions.cli import CliSession
+    from heron.sessions.session import CliSession
     from heron.toolsets.builtin import Builtin
 
 EXIT_OK, EXIT_ERROR, EXIT_CANCELLED = 0, 1, 130
@@ -257,9 +257,9 @@ def _budgets(config: HeronConfig, model: str) -> dict[str, Any]:
 
 def _telemetry(config: HeronConfig) -> tuple[Any, dict[str, Any]]:
     """The observer (audit-free: metrics, alerts, OTel) and the agent's telemetry parts."""
-    from heron.telemetry import FanOutObserver
     from heron.telemetry.alerts import AlertManager, ConsoleChannel, WebhookChannel
     from heron.telemetry.metrics import MetricsObserver, MetricsRegistry
+    from heron.turn.observer import FanOutObserver
 
     t = config.telemetry
     metrics = MetricsRegistry()

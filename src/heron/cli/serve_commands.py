@@ -105,7 +105,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from heron.always_on.server import HeronServer, ServeConfig, ServeError
-    from heron.always_on.triggers import HeartbeatConfig, TriggerConfig
+    from heron.always_on.triggers.heartbeat import HeartbeatConfig
+    from heron.always_on.triggers.runtime import TriggerConfig
     from heron.cli import commands
     from heron.cli.render import JsonLinesRenderer
     from heron.turn.approval import NoApprover

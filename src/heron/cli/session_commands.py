@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from heron.config import HeronConfig
     from heron.messages import Message
-    from heron.sessions.cli import CliSession
+    from heron.sessions.session import CliSession
     from heron.sessions.store import SessionStore
 
 Handler = Callable[[argparse.Namespace], int]
@@ -131,7 +131,7 @@ def open_session(state_dir: Path, name: str | None, *, must_exist: bool = False)
     `SessionRepairError` pass through (see `session_failed`).
     """
     from heron.cli.commands import UsageError
-    from heron.sessions.cli import CliSession
+    from heron.sessions.session import CliSession
 
     try:
         session = CliSession.open(state_dir, name, must_exist=must_exist)
@@ -148,7 +148,7 @@ def open_session(state_dir: Path, name: str | None, *, must_exist: bool = False)
 
 def session_errors() -> tuple[type[BaseException], ...]:
     """What `open_session` and a turn in a session raise that `session_failed` reports."""
-    from heron.sessions.cli import SessionInUseError
+    from heron.sessions.lock import SessionInUseError
     from heron.sessions.repair import SessionRepairError
     from heron.sessions.store import ConcurrentWriteError
 
@@ -273,8 +273,8 @@ def summarize_message(message: Message, width: int = 100) -> str:
 
 def _fork(args: argparse.Namespace, store: SessionStore) -> int:
     from heron.cli.commands import UsageError
-    from heron.sessions.cli import check_session_name
     from heron.sessions.export import SessionImportError, fork_session
+    from heron.sessions.session import check_session_name
 
     try:
         check_session_name(args.target)
@@ -311,8 +311,8 @@ def _export(args: argparse.Namespace, store: SessionStore) -> int:
 
 def _import(args: argparse.Namespace, store: SessionStore) -> int:
     from heron.cli.commands import UsageError
-    from heron.sessions.cli import check_session_name
     from heron.sessions.export import SessionImportError, import_session, parse_export
+    from heron.sessions.session import check_session_name
 
     try:
         if str(args.file) == "-":

@@ -402,7 +402,7 @@ def _pages(section: PagesSection, policy: Any) -> list[Tool]:
 
 async def _events(ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin) -> list[Tool]:
     from heron.always_on.bus.sqlite_store import SqliteBusStore
-    from heron.always_on.triggers import TriggerRuntime
+    from heron.always_on.triggers.runtime import TriggerRuntime
     from heron.safety.command_policy import CommandPolicy
 
     bus = SqliteBusStore.open(state_dir)

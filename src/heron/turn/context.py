@@ -13,6 +13,7 @@ import asyncio
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -143,6 +144,9 @@ class TurnState:
     excluded: frozenset[str] = frozenset()
     """Names hidden for this turn only (filter groups), on top of the agent's exclusions;
     compared trimmed and case-folded like `excluded_tools`."""
+    known_call_ids: AbstractSet[str] | None = None
+    """The call ids already in `history`, kept current by whoever appends to it (the session
+    writer's index), so a turn does not rescan the history; `None`: the loop collects them."""
     receipts: list[tuple[str, str]] = field(default_factory=list)
     """(tool, receipt) for each receipted result of this turn."""
     on_safe_point: Callable[[SafePoint], Awaitable[None]] | None = None

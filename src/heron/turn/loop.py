@@ -14,6 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -117,10 +118,16 @@ class _Loop:
         self._last_trim_tokens = 0
         self._reported_drop = 0
         # Call ids must be unique across the conversation: providers reject a reused id, and a
-        # text-protocol model may copy one it saw in history. Scanned once per turn.
-        self.call_ids: set[str] = {
-            c.id for m in state.history if isinstance(m, AssistantMessage) for c in m.tool_calls
-        }
+        # text-protocol model may copy one it saw in history. A session writer keeps the ids of
+        # its history indexed (`known_call_ids`); without one, the history is scanned once.
+        known = state.known_call_ids
+        if known is None:
+            known = {
+                c.id for m in state.history if isinstance(m, AssistantMessage) for c in m.tool_calls
+            }
+        self.known_call_ids: AbstractSet[str] = known
+        self.call_ids: set[str] = set()
+        """The ids this turn handed out."""
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -366,10 +373,13 @@ class _Loop:
         return calls, parsed.text, parsed.issue
 
     def _unique(self, call_id: str | None) -> str:
-        if not call_id or call_id in self.call_ids:
+        if not call_id or self._used(call_id):
             call_id = _new_call_id()
         self.call_ids.add(call_id)
         return call_id
+
+    def _used(self, call_id: str) -> bool:
+        return call_id in self.call_ids or call_id in self.known_call_ids
 
     def _pin(self, index: int, call: ModelToolCall) -> ParsedCall:
         call_id = self._unique(call.id)
@@ -404,7 +414,7 @@ class _Loop:
         """Start call checks while the model is still streaming, so safety costs no latency."""
         if not self.exec.checks or part.id is None or part.arguments is None:
             return
-        if part.id in self.call_ids:
+        if self._used(part.id):
             return  # a reused id will be replaced; its checks run during preparation
         tool = self.exec.registry.get(part.name)
         if tool is not None:

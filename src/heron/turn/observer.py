@@ -13,6 +13,8 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
+_log = logging.getLogger("heron.telemetry")
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCallStartRecord:
@@ -78,6 +80,29 @@ class NullObserver:
 
     def tool_call_end(self, record: ToolCallRecord) -> None:
         pass
+
+
+class FanOutObserver:
+    """Passes every record to each observer in turn (telemetry, the execution audit trail, a
+    caller's own). An observer that raises is logged and skipped: observing must never break a
+    tool call."""
+
+    def __init__(self, *observers: Observer) -> None:
+        self.observers = observers
+
+    def tool_call_start(self, record: ToolCallStartRecord) -> None:
+        for observer in self.observers:
+            try:
+                observer.tool_call_start(record)
+            except Exception:
+                _log.exception("observer %r failed on tool_call_start", observer)
+
+    def tool_call_end(self, record: ToolCallRecord) -> None:
+        for observer in self.observers:
+            try:
+                observer.tool_call_end(record)
+            except Exception:
+                _log.exception("observer %r failed on tool_call_end", observer)
 
 
 class RecordingObserver:

@@ -31,8 +31,9 @@ history messages and marks the events consumed in one transaction. Engine-produc
 are written as the engine appends them. A restart reloads the session, closes tool calls a
 crash left open, and answers a history left waiting for the model.
 
-Single writer: the loop keeps the session head it last wrote; a second writer on the same
-session is refused with `ConcurrentWriteError` instead of being interleaved.
+Single writer: the loop holds the session through a `SessionWriter` (`heron.sessions.writer`,
+the writer of every front end: the same repair, the same head check), so a second writer on
+the same session is refused with `ConcurrentWriteError` instead of being interleaved.
 """
 
 from __future__ import annotations
@@ -47,66 +48,17 @@ from heron.always_on.bus.framing import SideAnswer, frame_batch, side_pair, side
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.always_on.bus.routing import Route, Router
 from heron.always_on.bus.store import BusStore, Unwatch
-from heron.messages import AssistantMessage, Message, ToolResultMessage
-from heron.sessions.repair import open_calls
+from heron.messages import AssistantMessage, Message
 from heron.sessions.store import SessionStore
+from heron.sessions.writer import SessionWriter
 from heron.turn.context import BackgroundResult, SafePoint, TurnState
 from heron.turn.events import EventSink, discard
 from heron.turn.loop import TurnOutcome
-
-LOST_CALL = (
-    "[interrupted: heron stopped while this call was running and its result was lost. It may "
-    "have taken effect in part or in full; check the current state before retrying.]"
-)
 
 
 def side_session_name(session: str, event_id: str) -> str:
     """Where the side session answering event `event_id` of `session` is stored."""
     return f"{session}/side/{event_id}"
-
-
-class _Recorder:
-    """A session's live history and how much of it is already written."""
-
-    __slots__ = ("head", "history", "persisted", "session", "sessions")
-
-    def __init__(self, sessions: SessionStore, session: str) -> None:
-        self.sessions = sessions
-        self.session = session
-        self.history, self.head = sessions.load_with_head(session)
-        self.persisted = len(self.history)
-        # Written with the next append, like any other message of this writer.
-        self.history.extend(close_open_calls(self.history))
-
-    def unsaved(self) -> list[Message]:
-        return self.history[self.persisted :]
-
-    def saved(self, head: int) -> None:
-        self.head = head
-        self.persisted = len(self.history)
-
-    def flush(self) -> None:
-        if self.persisted < len(self.history):
-            self.saved(
-                self.sessions.append(self.session, self.unsaved(), expected_last_entry=self.head)
-            )
-
-    def on_append(self, messages: tuple[Message, ...]) -> None:
-        """`TurnState.on_append`: the engine's messages are written before they are shown."""
-        self.flush()
-
-
-def close_open_calls(history: Sequence[Message]) -> list[ToolResultMessage]:
-    """Results for tool calls a crash left unanswered at the end of a stored history.
-
-    The engine records a model's tool calls before they run (rule 1) and their results when
-    they finish (rule 2); a process killed in between leaves calls no provider would accept.
-    Each gets a result that says what is known: the call may or may not have taken effect.
-    """
-    return [
-        ToolResultMessage(call_id=c.id, name=c.name, content=LOST_CALL, is_error=True)
-        for c in open_calls(history)
-    ]
 
 
 class EventDrivenAgent:
@@ -125,14 +77,20 @@ class EventDrivenAgent:
         sink: EventSink = discard,
         poll_interval: float | None = None,
         prepare: Callable[[TurnState], None] | None = None,
+        writer: SessionWriter | None = None,
     ) -> None:
         """`store` and `sessions` must share one database, so that `consume` is atomic.
 
         `sink` receives every turn event of the main and side sessions. `poll_interval`
         (seconds on `clock`) makes `serve` also look for events other processes published.
-        `prepare` sees each main turn's state before it runs (a front end sets its channel,
-        exclusions or an extra `on_append` there).
+        `prepare` sees each main turn's state before it runs (a front end sets its channel or
+        an extra `on_append` there); the agent's per-turn exclusions are already in it
+        (`Agent.turn_state`). `writer`: the main session's writer, when the front end already
+        holds one (it must write `session` in `sessions`); by default the loop opens its own
+        on first use.
         """
+        if writer is not None and (writer.name != session or writer.store is not sessions):
+            raise ValueError(f"the writer holds session {writer.name!r}, not {session!r} here")
         self.agent = agent
         self.store = store
         self.sessions = sessions
@@ -145,7 +103,8 @@ class EventDrivenAgent:
         self.prepare = prepare
         self.outcomes: list[TurnOutcome] = []
         """Every finished main turn, in order."""
-        self._main: _Recorder | None = None
+        self._main: SessionWriter | None = writer
+        self._started = False
         self._unwatch: Unwatch | None = None
         self._running: TurnState | None = None
         self._unanswered = False
@@ -261,9 +220,11 @@ class EventDrivenAgent:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _start(self) -> _Recorder:
+    def _start(self) -> SessionWriter:
         if self._main is None:
-            self._main = _Recorder(self.sessions, self.session)
+            self._main = SessionWriter.open(self.sessions, self.session)
+        if not self._started:
+            self._started = True
             history = self._main.history
             # A crash after events were consumed but before the model answered them.
             self._unanswered = bool(history) and not isinstance(history[-1], AssistantMessage)
@@ -289,9 +250,15 @@ class EventDrivenAgent:
             await self._run_turn(main)
         return True
 
-    async def _run_turn(self, main: _Recorder) -> None:
-        state = TurnState(history=main.history, sink=self.sink, background=self._background)
-        state.on_append = main.on_append
+    async def _run_turn(self, main: SessionWriter) -> None:
+        # The exclusions follow the last user message: the batch of events this turn answers.
+        state = self.agent.turn_state(
+            history=main.history,
+            sink=self.sink,
+            on_append=main.on_append,
+            known_call_ids=main.call_ids,
+        )
+        state.background = self._background
         state.on_safe_point = self._on_safe_point
         state.on_background_result = self._on_background_result
         if self.prepare is not None:
@@ -359,7 +326,7 @@ class EventDrivenAgent:
 
     def _on_published(self, event: BusEvent) -> None:
         """Store callback, right after an event is durable: route it, interrupt if urgent."""
-        if event.session != self.session or self._main is None:
+        if event.session != self.session or not self._started:
             return
         if event.id in self._routes or event.id in self._classifying:
             return
@@ -424,14 +391,20 @@ class EventDrivenAgent:
     # -- side sessions ----------------------------------------------------------------------
 
     async def _answer_side(self, event: BusEvent) -> SideAnswer:
-        side = _Recorder(self.sessions, side_session_name(self.session, event.id))
+        side = SessionWriter.open(self.sessions, side_session_name(self.session, event.id))
         last = side.history[-1] if side.history else None
         if isinstance(last, AssistantMessage) and not last.tool_calls:
             return SideAnswer(event=event, answer=last.text)  # answered before a restart
         if not side.history:
             side.history.append(side_question(event))
-        state = TurnState(history=side.history, sink=self.sink, on_append=side.on_append)
-        outcome = await (self.side_agent or self.agent).run_turn(state)
+        agent = self.side_agent or self.agent
+        state = agent.turn_state(
+            history=side.history,
+            sink=self.sink,
+            on_append=side.on_append,
+            known_call_ids=side.call_ids,
+        )
+        outcome = await agent.run_turn(state)
         side.flush()
         if outcome.status == "final":
             return SideAnswer(event=event, answer=outcome.text)

@@ -9,28 +9,20 @@ dropped silently instead of shown: a final answer that is the token, alone or wi
 could still be an all-clear, so nothing of it leaks to the screen. The reply stays in the
 session history (it is what happened); only its display is suppressed.
 
-`LifecycleHooks` holds callbacks for start, stop and before/after each turn; `HookedAgent` is
-an `Agent` whose turns run the turn hooks. A hook that raises is logged and skipped.
+The lifecycle hooks (start, stop, before/after each turn) are `heron.always_on.hooks`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, time
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from heron._support.clock import Clock, RealClock, timestamp
-from heron.agent import Agent
+from heron.always_on.background import BackgroundLoop, TaskScope
 from heron.always_on.bus.model import BusEvent, EventContent
-from heron.turn.context import TurnState
 from heron.turn.events import BaseEvent, EventSink, FinalEvent, TextDeltaEvent
-from heron.turn.loop import TurnOutcome
-
-log = logging.getLogger("heron.always_on.triggers")
 
 Publish = Callable[[BusEvent], Awaitable[bool]]
 DEFAULT_TOKEN = "HEARTBEAT_OK"
@@ -82,26 +74,24 @@ class Heartbeat:
         publish: Publish,
         session: str = "default",
         clock: Clock | None = None,
+        tasks: TaskScope | None = None,
     ) -> None:
+        """`tasks`: the scope the beating loop runs in (the trigger runtime's), else its own."""
         if config.every_s <= 0:
             raise ValueError("every_s must be positive")
         self.config = config
         self.session = session
         self.clock: Clock = clock or RealClock()
         self._publish = publish
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(self._run, name="heartbeat", scope=tasks)
         self.beats = 0
         """Heartbeats published so far."""
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
+        await self._loop.start()
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._loop.stop()
 
     async def _run(self) -> None:
         every = self.config.every_s
@@ -178,69 +168,3 @@ class AllClearFilter:
     def _release(self, turn: str) -> None:
         for held in self._held.pop(turn, []):
             self._sink(held)
-
-
-# -- lifecycle hooks ----------------------------------------------------------------------------
-
-StartStopHook = Callable[[], Awaitable[None]]
-BeforeTurnHook = Callable[[TurnState], Awaitable[None]]
-AfterTurnHook = Callable[[TurnState, TurnOutcome], Awaitable[None]]
-
-
-class LifecycleHooks:
-    """Callbacks on start, stop, and before/after each turn, run in registration order."""
-
-    def __init__(self) -> None:
-        self.on_start: list[StartStopHook] = []
-        self.on_stop: list[StartStopHook] = []
-        self.before_turn: list[BeforeTurnHook] = []
-        self.after_turn: list[AfterTurnHook] = []
-
-    async def started(self) -> None:
-        for hook in self.on_start:
-            await _guarded("start", hook())
-
-    async def stopped(self) -> None:
-        for hook in self.on_stop:
-            await _guarded("stop", hook())
-
-    async def turn_starting(self, state: TurnState) -> None:
-        for hook in self.before_turn:
-            await _guarded("before_turn", hook(state))
-
-    async def turn_finished(self, state: TurnState, outcome: TurnOutcome) -> None:
-        for hook in self.after_turn:
-            await _guarded("after_turn", hook(state, outcome))
-
-
-async def _guarded(name: str, call: Awaitable[None]) -> None:
-    try:
-        await call
-    except Exception:
-        log.exception("%s hook failed; continuing", name)
-
-
-class HookedAgent(Agent):
-    """An `Agent` whose every turn runs `hooks.before_turn` and `hooks.after_turn`. Takes the
-    `Agent` keyword arguments plus `hooks`."""
-
-    def __init__(self, *, hooks: LifecycleHooks, **agent_args: Any) -> None:
-        super().__init__(**agent_args)
-        self.lifecycle = hooks
-
-    @classmethod
-    def around(cls, agent: Agent, hooks: LifecycleHooks) -> HookedAgent:
-        """`agent` as a `HookedAgent` sharing its configuration (model, tools, approval, ...),
-        for callers that receive an agent already built."""
-        hooked = cls.__new__(cls)
-        vars(hooked).update(vars(agent))
-        hooked.lifecycle = hooks
-        return hooked
-
-    async def run_turn(
-        self, state: TurnState, *, allowed_tools: Collection[str] | None = None
-    ) -> TurnOutcome:
-        await self.lifecycle.turn_starting(state)
-        outcome = await super().run_turn(state, allowed_tools=allowed_tools)
-        await self.lifecycle.turn_finished(state, outcome)
-        return outcome

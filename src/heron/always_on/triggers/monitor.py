@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from heron._support.clock import Clock, RealClock, timestamp
+from heron.always_on.background import BackgroundLoop, TaskScope
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.jobs.manager import JobManager
 from heron.always_on.jobs.store import JobRecord, job_event, output_size, short_command
@@ -163,7 +164,9 @@ class ShellMonitors:
         publish: Publish,
         clock: Clock | None = None,
         poll_interval_s: float = 0.5,
+        tasks: TaskScope | None = None,
     ) -> None:
+        """`tasks`: the scope the polling loop runs in (the trigger runtime's), else its own."""
         self._conn = conn
         with conn:
             conn.execute(_SCHEMA)
@@ -173,19 +176,15 @@ class ShellMonitors:
         self._publish = publish
         self._batchers: dict[str, LineBatcher] = {}
         self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(self._run, name="shell monitors", scope=tasks)
         jobs.add_finish_listener(self._job_finished)
 
     async def start(self) -> None:
         """Resume the session's active monitors from their stored offsets and start polling."""
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
+        await self._loop.start()
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._loop.stop()
 
     async def add(
         self,

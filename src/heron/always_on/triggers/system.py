@@ -20,7 +20,6 @@ Register `SystemEvents.observe` with the bus (`BusStore.watch`) so user activity
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import shutil
 from collections.abc import Awaitable, Callable
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from heron._support.clock import Clock, RealClock, timestamp
+from heron.always_on.background import BackgroundLoop, TaskScope
 from heron.always_on.bus.model import BusEvent, EventContent, EventKind
 
 Publish = Callable[[BusEvent], Awaitable[bool]]
@@ -96,7 +96,8 @@ class _Resource:
 class SystemEvents:
     """Produces `user_inactive` and `resource_alert` events. See the module docstring.
 
-    `disk_probe` and `memory_probe` default to the real measurements."""
+    `disk_probe` and `memory_probe` default to the real measurements; `tasks` is the scope the
+    checking loop runs in (the trigger runtime's), else its own."""
 
     def __init__(
         self,
@@ -107,6 +108,7 @@ class SystemEvents:
         clock: Clock | None = None,
         disk_probe: Callable[[Path], Usage] = disk_usage,
         memory_probe: Callable[[], Usage | None] = memory_usage,
+        tasks: TaskScope | None = None,
     ) -> None:
         pairs = ((config.disk_low, config.disk_high), (config.memory_low, config.memory_high))
         for low, high in pairs:
@@ -140,7 +142,7 @@ class SystemEvents:
                     extra={"resource": "memory"},
                 )
             )
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(self._run, name="system events", scope=tasks)
 
     def observe(self, event: BusEvent) -> None:
         """`BusStore.watch` callback: user input in this session re-arms `user_inactive`."""
@@ -149,14 +151,10 @@ class SystemEvents:
             self._inactive_reported = False
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
+        await self._loop.start()
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._loop.stop()
 
     async def check(self) -> list[BusEvent]:
         """Measure now and publish what is due; returns the events published."""

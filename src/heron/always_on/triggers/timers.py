@@ -39,6 +39,7 @@ from zoneinfo import ZoneInfo
 from croniter import croniter  # type: ignore[import-untyped]
 
 from heron._support.clock import Clock, RealClock, timestamp
+from heron.always_on.background import BackgroundLoop, TaskScope
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 
 Publish = Callable[[BusEvent], Awaitable[bool]]
@@ -185,7 +186,9 @@ class TimerScheduler:
         session: str = "default",
         clock: Clock | None = None,
         config: TimerConfig | None = None,
+        tasks: TaskScope | None = None,
     ) -> None:
+        """`tasks`: the scope the firing loop runs in (the trigger runtime's), else its own."""
         self._conn = conn
         with conn:
             conn.executescript(_SCHEMA)
@@ -194,7 +197,7 @@ class TimerScheduler:
         self.clock: Clock = clock or RealClock()
         self.config = config or TimerConfig()
         self._sleeping = self._wake_pending = self._stale = False
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(self._run, name="timers", scope=tasks)
 
     # -- operations ---------------------------------------------------------------------------
 
@@ -301,14 +304,10 @@ class TimerScheduler:
 
     async def start(self) -> None:
         """Start firing (due and missed timers are handled at once, by their policies)."""
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._run())
+        await self._loop.start()
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._loop.stop()
 
     async def fire_due(self) -> int:
         """Fire every timer due now, applying misfire policies; returns events published."""
@@ -381,9 +380,10 @@ class TimerScheduler:
 
     def _wake(self) -> None:
         """Make the firing loop look at the timers again."""
-        if self._task is not None and self._sleeping and not self._wake_pending:
+        task = self._loop.task
+        if task is not None and self._sleeping and not self._wake_pending:
             self._wake_pending = True
-            self._task.cancel()
+            task.cancel()
         else:
             self._stale = True
 

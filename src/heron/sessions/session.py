@@ -1,59 +1,40 @@
-"""Sessions for the command-line front ends (`heron run`, `heron chat`).
+"""`CliSession`: a stored session held by one command-line process (`heron run --session`,
+`heron chat`, `heron sessions resume`).
 
 `CliSession.open` takes a session for this process and keeps it until `close`:
 
-1. **ownership**: an advisory lock (`SessionLock`, `flock` on a file in the state directory)
-   held for the process's lifetime. A second `heron run --session s` fails at once with
-   `SessionInUseError` instead of interleaving with the first — and never "repairs" a call the
-   first is still running. The kernel drops the lock when a process dies, however it dies.
-   The store's head check (`ConcurrentWriteError`) stays as the backstop for writers that take
-   no lock.
-2. **repair**: the stored history is loaded and a turn cut off mid-call is closed with
-   synthetic results (`heron.sessions.repair`); audit rows of those calls become `lost`.
+1. **ownership**: the session's `SessionLock` (`heron.sessions.lock`), held for the process's
+   lifetime, so a second process on the same session fails at once with `SessionInUseError`.
+2. **repair**: the session's `SessionWriter` (`heron.sessions.writer`) loads the history and
+   closes a turn cut off mid-call with synthetic results; audit rows of those calls become
+   `lost`.
 3. **write before show**: every message the loop appends is stored before any event shows it
    (`TurnState.on_append`); the user's prompt is stored before the model sees it.
-4. **audit**: the agent's observer becomes the execution audit trail of this session.
+4. **audit**: the execution audit trail of this session joins the agent's observer.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import getpass
-import hashlib
-import os
 import re
 import secrets
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from heron._support.state import open_db
 from heron.agent import Agent
 from heron.audit.executions import ExecutionAuditTrail
 from heron.messages import Message, ToolResultMessage, UserMessage
-from heron.sessions.repair import ResumedSession
+from heron.sessions.lock import SessionLock
 from heron.sessions.store import SessionStore
-from heron.tools.registry import normalize_name
+from heron.sessions.writer import SessionWriter
 from heron.turn.cancel import CancelScope
-from heron.turn.context import TurnState
 from heron.turn.events import BaseEvent, EventSink
 from heron.turn.loop import TurnOutcome
+from heron.turn.observer import FanOutObserver
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
-
-
-class SessionInUseError(RuntimeError):
-    """Another live process holds the session."""
-
-    def __init__(self, session: str, holder: str) -> None:
-        self.session = session
-        self.holder = holder
-        super().__init__(
-            f"session {session!r} is in use by another heron process ({holder}); refusing to "
-            "write to it at the same time — wait for it to end, or fork the session "
-            "(`heron sessions fork`)"
-        )
 
 
 def new_session_name(now: float | None = None) -> str:
@@ -73,51 +54,6 @@ def check_session_name(name: str) -> str:
     return name
 
 
-class SessionLock:
-    """An exclusive, non-blocking `flock` that says "this process writes session S".
-
-    The file descriptor is not inherited by child processes (Python opens it close-on-exec),
-    so a tool's background process cannot keep a session locked after heron exits.
-    """
-
-    def __init__(self, state_dir: Path, session: str) -> None:
-        digest = hashlib.sha256(session.encode("utf-8")).hexdigest()[:32]
-        self.state_dir = state_dir
-        self.path = state_dir / "locks" / f"session-{digest}.lock"
-        self.session = session
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        """Take the lock or raise `SessionInUseError` naming the holder."""
-        # The state directory is private (see `heron._support.state.open_db`), whoever creates it
-        # first.
-        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.path.parent.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", errors="replace").strip()
-            os.close(fd)
-            raise SessionInUseError(self.session, holder or "pid unknown") from None
-        except BaseException:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
-def _none(_prompt: str) -> Sequence[str]:
-    return ()
-
-
 class CliSession:
     """A session held by one command-line process. See the module docstring."""
 
@@ -126,7 +62,7 @@ class CliSession:
         *,
         store: SessionStore,
         lock: SessionLock,
-        writer: ResumedSession,
+        writer: SessionWriter,
         trail: ExecutionAuditTrail,
         created: bool,
     ) -> None:
@@ -162,7 +98,7 @@ class CliSession:
                 if must_exist:
                     raise ValueError(f"no session named {name!r}; see `heron sessions list`")
                 check_session_name(name)
-            writer = ResumedSession.open(store, name)
+            writer = SessionWriter.open(store, name)
             trail = ExecutionAuditTrail(
                 store.conn, session=name, operator=operator or _local_operator()
             )
@@ -187,12 +123,13 @@ class CliSession:
         return self.writer.repaired
 
     def attach(self, agent: Agent) -> None:
-        """Make the audit trail the agent's observer, forwarding to the one it had; calls of
-        an unnamed agent are recorded as agent `default`."""
-        if agent.observer is not self.trail:
-            self.trail.forward = agent.observer
-            self.trail.default_agent = agent.name or "default"
-            agent.observer = self.trail
+        """Make the agent's observer feed the audit trail too (after the observer it had);
+        calls of an unnamed agent are recorded as agent `default`."""
+        observer = agent.observer
+        if isinstance(observer, FanOutObserver) and self.trail in observer.observers:
+            return
+        self.trail.default_agent = agent.name or "default"
+        agent.observer = FanOutObserver(observer, self.trail)
 
     def on_append(self, messages: tuple[Message, ...]) -> None:
         """`TurnState.on_append`: store first, then let the trail index the reasons."""
@@ -224,14 +161,14 @@ class CliSession:
         to the session meanwhile; what was stored before stays stored.
         """
         self.writer.add(UserMessage(content=prompt))
-        exclusions = agent.turn_exclusions or _none
-        state = TurnState(
+        state = agent.turn_state(
             history=self.writer.history,
+            prompt=prompt,
             sink=self.sink(sink),
             cancel=cancel,
             channel=channel,
-            excluded=frozenset(normalize_name(n) for n in exclusions(prompt)),
             on_append=self.on_append,
+            known_call_ids=self.writer.call_ids,
         )
         outcome = await agent.run_turn(state)
         self.writer.flush()
@@ -245,6 +182,7 @@ class CliSession:
             self.trail.mark_lost([r.call_id for r in repairs])
 
     def close(self) -> None:
+        """Release the session: close the store and drop the lock."""
         self.store.close()
         self._lock.release()
 
