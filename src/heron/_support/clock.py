@@ -20,11 +20,11 @@ import heapq
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from heron._support.timefmt import utc_rfc3339
 from heron.always_on.bus.model import BusEvent
 
 
@@ -44,8 +44,7 @@ class Clock(Protocol):
 
 def timestamp(clock: Clock) -> str:
     """The clock's now as an event timestamp (ISO 8601, UTC, milliseconds)."""
-    moment = datetime.fromtimestamp(clock.time(), UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_rfc3339(clock.time(), precision="milliseconds")
 
 
 class RealClock:
