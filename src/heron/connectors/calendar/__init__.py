@@ -1,5 +1,5 @@
-"""Calendars: one tool set over iCalendar files and CalDAV servers, behind per-calendar
-authorisation.
+"""Calendars: one tool set over iCalendar files and CalDAV servers, each calendar named and
+authorised (read or read-write) by the operator.
 
 `calendar_tools(CalendarConfig(...), confirmations)` builds the calendar tools (list, check
 conflicts, create, update, invite); `calendar_tools(config, offer="availability")` builds only

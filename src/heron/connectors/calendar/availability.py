@@ -3,8 +3,8 @@ meeting invitation — is the user free in a slot, and which event occurrences b
 
 Cancelled events and events marked free (`TRANSP:TRANSPARENT`) do not block; recurring events
 are expanded inside the asked window; times without an offset and all-day dates are read in
-`CalendarConfig.default_tz`. Files are re-read on every call, so edits by a calendar app count
-at once.
+`CalendarConfig.default_tz`. Files are re-read on every call: a calendar app's edits count at
+once.
 """
 
 from __future__ import annotations

@@ -70,8 +70,8 @@ class CalendarConfig:
     def from_files(
         cls, paths: Iterable[Path], *, access: Access = "read", default_tz: dt.tzinfo = dt.UTC
     ) -> CalendarConfig:
-        """Calendars kept in .ics files, each named by its file name (its path when two files
-        share a name)."""
+        """Calendars kept in .ics files, each named by its file name, or by its path when an
+        earlier file has that name."""
         calendars: dict[str, IcsCalendar | CalDavCalendar] = {}
         for path in paths:
             name = path.name if path.name not in calendars else str(path)

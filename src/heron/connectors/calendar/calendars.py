@@ -53,8 +53,8 @@ class Calendars:
         return CalDavBackend(spec)
 
     async def run(self, name: str, work: Callable[[], _T]) -> _T:
-        """Blocking calendar work in a thread, after the URL policy check; errors become
-        `CalendarError`s."""
+        """Blocking calendar work in a worker thread, after the URL policy check; any error
+        comes out as a `CalendarError`."""
         spec = self.config.calendars[name]
         try:
             if isinstance(spec, CalDavCalendar):

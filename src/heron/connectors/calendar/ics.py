@@ -48,7 +48,7 @@ def master(events: list[icalendar.Component], uid: str) -> icalendar.Component |
 def expand(
     calendar: icalendar.Calendar, start: dt.datetime, end: dt.datetime, tz: dt.tzinfo
 ) -> list[icalendar.Component]:
-    """The VEVENT occurrences overlapping `[start, end]`, recurring events expanded; floating
+    """The VEVENT occurrences overlapping `[start, end)`, recurring events expanded; floating
     times and all-day dates are read in `tz`. Events without DTSTART are left out."""
     dated = icalendar.Calendar(calendar)  # the calendar's properties, without components
     dated.subcomponents = [
