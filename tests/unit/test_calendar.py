@@ -4,6 +4,8 @@ storage) and against .ics files; invitations are preflight → confirm."""
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from caldav.davclient import DAVClient
 from test_connector_http import LOCAL, ApiServer, Reply, closed_port
 
 from heron import ToolContext, ToolResult
-from heron.connectors.calendar.tools import (
+from heron.connectors.calendar import (
     CalDavCalendar,
     CalendarConfig,
     IcsCalendar,
@@ -71,6 +73,47 @@ END:VEVENT
 END:VCALENDAR
 """
 )
+
+
+TRIAGE = """BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//test//test//EN
+BEGIN:VEVENT
+UID:standup
+SUMMARY:Standup
+DTSTART:20250310T090000Z
+DTEND:20250310T091500Z
+RRULE:FREQ=DAILY;COUNT=10
+EXDATE:20250312T090000Z
+END:VEVENT
+BEGIN:VEVENT
+UID:dentist
+SUMMARY:Dentist
+DTSTART;TZID=Europe/Paris:20250314T110000
+DTEND;TZID=Europe/Paris:20250314T120000
+END:VEVENT
+BEGIN:VEVENT
+UID:focus
+SUMMARY:Focus time
+TRANSP:TRANSPARENT
+DTSTART:20250314T130000Z
+DTEND:20250314T150000Z
+END:VEVENT
+BEGIN:VEVENT
+UID:gone
+SUMMARY:Cancelled sync
+STATUS:CANCELLED
+DTSTART:20250314T140000Z
+DTEND:20250314T143000Z
+END:VEVENT
+BEGIN:VEVENT
+UID:holiday
+SUMMARY:Holiday
+DTSTART;VALUE=DATE:20250320
+DTEND;VALUE=DATE:20250321
+END:VEVENT
+END:VCALENDAR
+"""
 
 
 class _Quiet(WSGIRequestHandler):
@@ -460,3 +503,156 @@ async def test_unreachable_caldav_server_is_structured(
         end="2024-03-16T00:00:00Z",
     )
     assert not result.success and result.data == {"error": "unreachable", "calendar": "work"}
+
+
+# -- check_calendar: the availability check `heron serve` triages invitations with ------------
+
+
+@pytest.fixture
+def check_calendar(tmp_path: Path) -> Tool:
+    path = tmp_path / "me.ics"
+    path.write_text(TRIAGE, encoding="utf-8")
+    [check] = calendar_tools(CalendarConfig.from_files([path]), offer="availability")
+    return check
+
+
+async def check(t: Tool, **arguments: Any) -> ToolResult:
+    return await t.execute(t.validate(arguments), CTX)
+
+
+async def data(t: Tool, **arguments: Any) -> Any:
+    result = await check(t, **arguments)
+    assert result.success, result.error
+    return result.data
+
+
+async def test_a_slot_overlapping_an_event_in_another_zone_is_a_conflict(
+    check_calendar: Tool,
+) -> None:
+    # Dentist 11:00-12:00 Paris is 10:00-11:00 UTC.
+    answer = await data(check_calendar, start="2025-03-14T10:30:00Z", end="2025-03-14T11:30:00Z")
+    assert answer["free"] is False
+    assert [c["summary"] for c in answer["conflicts"]] == ["Dentist"]
+    assert answer["conflicts"][0]["start"] == "2025-03-14T11:00:00+01:00"
+
+
+async def test_recurring_events_block_each_occurrence_except_excluded_dates(
+    check_calendar: Tool,
+) -> None:
+    week = await data(check_calendar, start="2025-03-11T00:00:00Z", end="2025-03-14T00:00:00Z")
+    days = [c["start"][:10] for c in week["conflicts"]]
+    assert days == ["2025-03-11", "2025-03-13"]  # the 12th is an EXDATE
+
+
+async def test_free_transparent_and_cancelled_events_do_not_block(check_calendar: Tool) -> None:
+    answer = await data(check_calendar, start="2025-03-14T13:00:00Z", end="2025-03-14T15:00:00Z")
+    assert answer == {
+        "start": "2025-03-14T13:00:00+00:00",
+        "end": "2025-03-14T15:00:00+00:00",
+        "free": True,
+        "conflicts": [],
+    }
+
+
+async def test_an_all_day_event_blocks_the_whole_day(check_calendar: Tool) -> None:
+    answer = await data(check_calendar, start="2025-03-20T15:00:00Z", end="2025-03-20T16:00:00Z")
+    assert [c["summary"] for c in answer["conflicts"]] == ["Holiday"]
+
+
+async def test_an_empty_or_reversed_slot_is_refused(check_calendar: Tool) -> None:
+    result = await check(check_calendar, start="2025-03-14T11:00:00Z", end="2025-03-14T10:00:00Z")
+    assert not result.success and "after" in (result.error or "")
+
+
+async def test_check_calendar_reads_a_caldav_calendar_through_the_same_back_end(
+    dav: str, tmp_path: Path
+) -> None:
+    with alice(dav) as client:
+        client.calendar(url=dav).save_event(STANDUP)
+    config = CalendarConfig(calendars={"work": caldav_spec(dav)}, policy=LOCAL)
+    [check_calendar] = calendar_tools(config, offer="availability")
+    # Stand-up Wednesday 09:30-09:45 Berlin is 08:30-08:45 UTC.
+    answer = await data(check_calendar, start="2024-03-13T08:40:00Z", end="2024-03-13T09:00:00Z")
+    assert [(c["calendar"], c["uid"]) for c in answer["conflicts"]] == [("work", "standup@test")]
+    assert answer["conflicts"][0]["start"] == "2024-03-13T09:30:00+01:00"
+
+
+OVERRIDDEN = """BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//test//test//EN
+BEGIN:VEVENT
+UID:daily@test
+SUMMARY:Daily
+DTSTART:20250310T090000Z
+DTEND:20250310T093000Z
+RRULE:FREQ=DAILY;COUNT=3
+END:VEVENT
+BEGIN:VEVENT
+UID:daily@test
+RECURRENCE-ID:20250311T090000Z
+SUMMARY:Daily (moved)
+DTSTART:20250311T150000Z
+DTEND:20250311T153000Z
+END:VEVENT
+BEGIN:VEVENT
+UID:floating@test
+SUMMARY:Floating
+DTSTART:20250312T100000
+DTEND:20250312T110000
+END:VEVENT
+BEGIN:VEVENT
+UID:no-start@test
+SUMMARY:Broken, no DTSTART
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+async def test_both_offers_expand_the_same_way(tmp_path: Path) -> None:
+    path = tmp_path / "me.ics"
+    path.write_text(OVERRIDDEN)
+    paris = dt.timezone(dt.timedelta(hours=1))
+    config = CalendarConfig(calendars={"me": IcsCalendar(path=path)}, default_tz=paris)
+    [check_calendar] = calendar_tools(config, offer="availability")
+    confirmations = Confirmations(IdempotencyStore(tmp_path / "state"))
+    tools = {t.spec.name: t for t in calendar_tools(config, confirmations)}
+
+    day = {"start": "2025-03-11T00:00:00Z", "end": "2025-03-12T00:00:00Z"}
+    listed = await run(tools, "calendar_list_events", calendar="me", **day)
+    assert listed.success, listed.error  # the event without DTSTART is left out, not an error
+    assert [e["summary"] for e in listed.data["events"]] == ["Daily (moved)"]
+    checked = await data(check_calendar, **day)
+    assert [c["start"] for c in checked["conflicts"]] == ["2025-03-11T15:00:00+00:00"]
+
+    # The floating 10:00 is read in the configured zone: 09:00-10:00 UTC.
+    slot = {"start": "2025-03-12T09:30:00Z", "end": "2025-03-12T09:45:00Z"}
+    clash = await run(tools, "calendar_check_conflicts", **slot)
+    assert [c["uid"] for c in clash.data["conflicts"]] == ["floating@test"]
+    checked = await data(check_calendar, **slot)
+    assert [c["start"] for c in checked["conflicts"]] == ["2025-03-12T10:00:00+01:00"]
+    later = {"start": "2025-03-12T10:30:00Z", "end": "2025-03-12T10:45:00Z"}
+    assert (await data(check_calendar, **later))["free"] is True
+
+
+def test_files_are_named_by_file_name_and_the_full_offer_needs_confirmations(
+    tmp_path: Path,
+) -> None:
+    paths = [tmp_path / "a" / "me.ics", tmp_path / "b" / "me.ics", tmp_path / "work.ics"]
+    config = CalendarConfig.from_files(paths)
+    assert list(config.calendars) == ["me.ics", str(paths[1]), "work.ics"]
+    assert {spec.access for spec in config.calendars.values()} == {"read"}
+    with pytest.raises(ValueError, match="confirmations"):
+        calendar_tools(config)
+
+
+def test_the_availability_check_needs_neither_the_caldav_client_nor_a_full_import() -> None:
+    script = (
+        "import sys, pathlib\n"
+        "from heron.connectors.calendar import CalendarConfig\n"
+        "config = CalendarConfig.from_files([pathlib.Path('me.ics')])\n"
+        "assert 'icalendar' not in sys.modules, 'building a configuration imports icalendar'\n"
+        "from heron.connectors.calendar import calendar_tools\n"
+        "calendar_tools(config, offer='availability')\n"
+        "assert 'caldav' not in sys.modules, 'the availability check imports the CalDAV client'\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)

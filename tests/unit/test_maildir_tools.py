@@ -1,4 +1,4 @@
-"""The mail-triage tools on a real Maildir, and the calendar check over real .ics files."""
+"""The mail-triage tools on a real Maildir (the calendar check is in test_calendar.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from heron.connectors.calendar.ics import calendar_tools
 from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.tools.definition import Tool, ToolContext, ToolResult
 
@@ -27,46 +26,6 @@ DTSTART:20250314T100000Z\r
 DTEND:20250314T110000Z\r
 END:VEVENT\r
 END:VCALENDAR\r
-"""
-
-CALENDAR = """BEGIN:VCALENDAR
-VERSION:2.0
-PRODID:-//test//test//EN
-BEGIN:VEVENT
-UID:standup
-SUMMARY:Standup
-DTSTART:20250310T090000Z
-DTEND:20250310T091500Z
-RRULE:FREQ=DAILY;COUNT=10
-EXDATE:20250312T090000Z
-END:VEVENT
-BEGIN:VEVENT
-UID:dentist
-SUMMARY:Dentist
-DTSTART;TZID=Europe/Paris:20250314T110000
-DTEND;TZID=Europe/Paris:20250314T120000
-END:VEVENT
-BEGIN:VEVENT
-UID:focus
-SUMMARY:Focus time
-TRANSP:TRANSPARENT
-DTSTART:20250314T130000Z
-DTEND:20250314T150000Z
-END:VEVENT
-BEGIN:VEVENT
-UID:gone
-SUMMARY:Cancelled sync
-STATUS:CANCELLED
-DTSTART:20250314T140000Z
-DTEND:20250314T143000Z
-END:VEVENT
-BEGIN:VEVENT
-UID:holiday
-SUMMARY:Holiday
-DTSTART;VALUE=DATE:20250320
-DTEND;VALUE=DATE:20250321
-END:VEVENT
-END:VCALENDAR
 """
 
 
@@ -209,52 +168,3 @@ async def test_an_unknown_id_or_folder_is_a_clear_failure(tools: dict[str, Tool]
 async def test_an_unknown_flag_is_refused_by_the_schema(tools: dict[str, Tool]) -> None:
     with pytest.raises(ValueError, match="flag"):
         tools["flag_mail"].validate({"id": "x", "flag": "deleted"})
-
-
-# -- calendar ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def check_calendar(tmp_path: Path) -> Tool:
-    path = tmp_path / "me.ics"
-    path.write_text(CALENDAR, encoding="utf-8")
-    [check] = calendar_tools([path])
-    return check
-
-
-async def test_a_slot_overlapping_an_event_in_another_zone_is_a_conflict(
-    check_calendar: Tool,
-) -> None:
-    # Dentist 11:00-12:00 Paris is 10:00-11:00 UTC.
-    answer = await data(check_calendar, start="2025-03-14T10:30:00Z", end="2025-03-14T11:30:00Z")
-    assert answer["free"] is False
-    assert [c["summary"] for c in answer["conflicts"]] == ["Dentist"]
-    assert answer["conflicts"][0]["start"] == "2025-03-14T11:00:00+01:00"
-
-
-async def test_recurring_events_block_each_occurrence_except_excluded_dates(
-    check_calendar: Tool,
-) -> None:
-    week = await data(check_calendar, start="2025-03-11T00:00:00Z", end="2025-03-14T00:00:00Z")
-    days = [c["start"][:10] for c in week["conflicts"]]
-    assert days == ["2025-03-11", "2025-03-13"]  # the 12th is an EXDATE
-
-
-async def test_free_transparent_and_cancelled_events_do_not_block(check_calendar: Tool) -> None:
-    answer = await data(check_calendar, start="2025-03-14T13:00:00Z", end="2025-03-14T15:00:00Z")
-    assert answer == {
-        "start": "2025-03-14T13:00:00+00:00",
-        "end": "2025-03-14T15:00:00+00:00",
-        "free": True,
-        "conflicts": [],
-    }
-
-
-async def test_an_all_day_event_blocks_the_whole_day(check_calendar: Tool) -> None:
-    answer = await data(check_calendar, start="2025-03-20T15:00:00Z", end="2025-03-20T16:00:00Z")
-    assert [c["summary"] for c in answer["conflicts"]] == ["Holiday"]
-
-
-async def test_an_empty_or_reversed_slot_is_refused(check_calendar: Tool) -> None:
-    result = await run(check_calendar, start="2025-03-14T11:00:00Z", end="2025-03-14T10:00:00Z")
-    assert not result.success and "after" in (result.error or "")

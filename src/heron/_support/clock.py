@@ -16,8 +16,9 @@ import asyncio
 import heapq
 import itertools
 import time
-from datetime import UTC, datetime
 from typing import Protocol
+
+from heron._support.timefmt import utc_rfc3339
 
 
 class Clock(Protocol):
@@ -36,8 +37,7 @@ class Clock(Protocol):
 
 def timestamp(clock: Clock) -> str:
     """The clock's now as an event timestamp (ISO 8601, UTC, milliseconds)."""
-    moment = datetime.fromtimestamp(clock.time(), UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_rfc3339(clock.time(), precision="milliseconds")
 
 
 class RealClock:

@@ -238,9 +238,9 @@ class HeronServer:
         if self.maildir is not None:
             tools += maildir_tools(self.maildir, from_addr=cfg.mail_from)
         if cfg.calendars:
-            from heron.connectors.calendar.ics import calendar_tools
+            from heron.connectors.calendar import CalendarConfig, calendar_tools
 
-            tools += calendar_tools(list(cfg.calendars))
+            tools += calendar_tools(CalendarConfig.from_files(cfg.calendars), offer="availability")
         notify = NotifyConfig(
             webhook_url=cfg.notify_webhook, webhook_secret_env=cfg.notify_secret_env
         )

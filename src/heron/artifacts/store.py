@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from heron._support.state import connect, write_transaction
+from heron._support.timefmt import utc_rfc3339
 
 __all__ = [
     "ArtifactError",
@@ -460,4 +461,4 @@ def _decode(raw: bytes) -> str:
 
 
 def _iso(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    return utc_rfc3339(epoch)

@@ -13,8 +13,9 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Final, Literal, Protocol, cast, get_args
+
+from heron._support.timefmt import utc_rfc3339
 
 Decision = Literal[
     "yes", "always", "no", "replace", "timeout", "unavailable", "policy_deny", "auto"
@@ -34,8 +35,7 @@ _RFC3339_UTC_RE: Final = re.compile(
 
 def audit_timestamp(clock: Callable[[], float] = time.time) -> str:
     """The clock's current time as RFC 3339 UTC with millisecond precision and a `Z` suffix."""
-    moment = datetime.fromtimestamp(clock(), tz=UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_rfc3339(clock(), precision="milliseconds")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

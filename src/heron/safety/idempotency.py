@@ -39,6 +39,7 @@ from pydantic_core import to_jsonable_python
 
 from heron._support.canonical import canonical_json
 from heron._support.state import connect, write_transaction
+from heron._support.timefmt import utc_rfc3339
 from heron.tools.definition import ToolResult
 
 __all__ = [
@@ -255,7 +256,7 @@ def _unknown(detail: str, check: str = "") -> ToolResult:
 
 
 def _iso(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    return utc_rfc3339(epoch)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -342,7 +342,7 @@ def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin, state_dir: Path) ->
 
 
 def _calendar(cfg: BuiltinConfig, ws: Any, confirmations: Any) -> list[Tool]:
-    from heron.connectors.calendar.tools import (
+    from heron.connectors.calendar import (
         CalDavCalendar,
         CalendarConfig,
         IcsCalendar,

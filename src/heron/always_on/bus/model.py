@@ -9,11 +9,13 @@ idempotency key so a redelivery is recognised.
 
 from __future__ import annotations
 
+import time
 import uuid
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from heron._support.timefmt import utc_rfc3339
 
 Source = Literal["user", "contact", "stranger", "system", "agent", "tool"]
 """`user` is the operator; `contact` a known third party; `stranger` an unknown one."""
@@ -66,7 +68,7 @@ THIRD_PARTY_SOURCES: frozenset[str] = frozenset({"contact", "stranger"})
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_rfc3339(time.time(), precision="milliseconds")
 
 
 class EventContent(BaseModel):

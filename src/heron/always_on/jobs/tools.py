@@ -8,9 +8,9 @@ id and the job id. Task states follow the MCP tasks model: `working`, `input_req
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+from heron._support.timefmt import utc_rfc3339
 from heron.always_on.jobs.manager import JobError, JobManager, JobRefused
 from heron.always_on.jobs.store import JobRecord, output_size, read_output, tail_lines
 from heron.sandbox.base import SandboxError
@@ -23,9 +23,7 @@ DEFAULT_OUTPUT_BYTES = 8_000
 
 def rfc3339(epoch: float | None) -> str | None:
     """An epoch time as an RFC 3339 UTC timestamp (seconds precision)."""
-    if epoch is None:
-        return None
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return None if epoch is None else utc_rfc3339(epoch)
 
 
 def job_summary(job: JobRecord) -> dict[str, Any]:

@@ -1,145 +1,113 @@
-"""`check_calendar`: a minimal availability check over local iCalendar (.ics) files.
+"""iCalendar data, and the back end for calendars kept in .ics files.
 
-Enough for triaging a meeting invitation: which events of the user's calendars overlap a
-proposed slot. Cancelled events and events marked free (`TRANSP:TRANSPARENT`) do not block;
-recurring events (`RRULE`, minus `EXDATE`) are expanded inside the asked window. Times without a
-zone are read in `default_tz` (UTC unless configured); all-day events block their whole days in
-that zone. The files are re-read on every call, so edits by a calendar app count at once.
+`expand` is heron's one recurrence expansion (RRULE, RDATE, EXDATE and overridden occurrences,
+by `recurring_ical_events`); CalDAV servers expand on their side (RFC 4791 `expand`). A file is
+read on every call, so edits by a calendar app count at once, and rewritten whole (atomically,
+other components and time zones kept).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import itertools
+import threading
 from pathlib import Path
-from typing import Any
 
-from dateutil.rrule import rrulestr  # type: ignore[import-untyped]  # no stubs installed
-from icalendar import Calendar, Event
+import icalendar
+import recurring_ical_events  # type: ignore[import-untyped]
 
-from heron.tools.definition import Tool, ToolResult
-from heron.tools.function_tool import tool
+from heron.connectors.calendar.base import CalendarError, IcsCalendar
+from heron.safety.workspace import atomic_write
 
-__all__ = ["Busy", "busy_between", "calendar_tools"]
+__all__ = ["MAX_OCCURRENCES", "IcsBackend", "expand", "master", "new_calendar", "parse"]
 
 MAX_OCCURRENCES = 1_000
-"""Per recurring event and call: a runaway rule cannot stall the agent."""
+"""Per recurring event and call: a runaway rule cannot flood the agent."""
+_PRODID = "-//heron//calendar tools//EN"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Busy:
-    """One event occurrence that blocks time."""
-
-    summary: str
-    start: dt.datetime
-    end: dt.datetime
-    calendar: str
-    uid: str
-
-    def to_json(self) -> dict[str, str]:
-        return {
-            "summary": self.summary,
-            "start": self.start.isoformat(),
-            "end": self.end.isoformat(),
-            "calendar": self.calendar,
-            "uid": self.uid,
-        }
+def new_calendar() -> icalendar.Calendar:
+    """An empty VCALENDAR with heron's PRODID."""
+    calendar = icalendar.Calendar()
+    calendar.add("prodid", _PRODID)
+    calendar.add("version", "2.0")
+    return calendar
 
 
-def _aware(value: dt.date | dt.datetime, tz: dt.tzinfo) -> dt.datetime:
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=tz)
-    return dt.datetime.combine(value, dt.time(), tzinfo=tz)
+def parse(data: str | bytes) -> icalendar.Calendar:
+    """iCalendar data; `ValueError` when it is not."""
+    return icalendar.Calendar.from_ical(data)
 
 
-def _occurrences(
-    event: Event, start: dt.datetime, end: dt.datetime, tz: dt.tzinfo
-) -> Iterator[tuple[dt.datetime, dt.datetime]]:
-    first = _aware(event.start, tz)
-    length = event.duration
-    rules = event.rrules
-    if not rules:
-        yield first, first + length
-        return
-    excluded = {_aware(d, tz) for d in event.exdates}
-    for rule in rules:
-        recurrence: Any = rrulestr(rule.to_ical().decode(), dtstart=first)
-        # Occurrences that start before the window can still reach into it.
-        for count, occurrence in enumerate(recurrence.between(start - length, end, inc=True)):
-            if count >= MAX_OCCURRENCES:
-                break
-            if occurrence not in excluded:
-                yield occurrence, occurrence + length
+def master(events: list[icalendar.Component], uid: str) -> icalendar.Component | None:
+    """The event with this UID that is not an overridden occurrence (no RECURRENCE-ID)."""
+    found = [e for e in events if str(e.get("UID")) == uid and "RECURRENCE-ID" not in e]
+    return found[0] if found else None
 
 
-def busy_between(
-    calendars: Sequence[Path],
-    start: dt.datetime,
-    end: dt.datetime,
-    *,
-    default_tz: dt.tzinfo = dt.UTC,
-) -> list[Busy]:
-    """Blocking event occurrences overlapping `[start, end)`, sorted by start."""
-    start, end = _aware(start, default_tz), _aware(end, default_tz)
-    found: list[Busy] = []
-    for path in calendars:
-        calendar = Calendar.from_ical(path.read_bytes())
-        for event in calendar.walk("VEVENT"):
-            assert isinstance(event, Event)  # walk("VEVENT") yields Event components
-            if str(event.get("STATUS", "")).upper() == "CANCELLED":
-                continue
-            if str(event.get("TRANSP", "")).upper() == "TRANSPARENT":
-                continue
-            if event.get("DTSTART") is None:
-                continue
-            for begin, finish in _occurrences(event, start, end, default_tz):
-                if begin < end and finish > start:
-                    found.append(
-                        Busy(
-                            summary=str(event.get("SUMMARY", "(no title)")),
-                            start=begin,
-                            end=finish,
-                            calendar=path.name,
-                            uid=str(event.get("UID", "")),
-                        )
-                    )
-    return sorted(found, key=lambda b: (b.start, b.end, b.summary))
+def expand(
+    calendar: icalendar.Calendar, start: dt.datetime, end: dt.datetime, tz: dt.tzinfo
+) -> list[icalendar.Component]:
+    """The VEVENT occurrences overlapping `[start, end)`, recurring events expanded; floating
+    times and all-day dates are read in `tz`. Events without DTSTART are left out."""
+    dated = icalendar.Calendar(calendar)  # the calendar's properties, without components
+    dated.subcomponents = [
+        c for c in calendar.subcomponents if c.name != "VEVENT" or "DTSTART" in c
+    ]
+    query = recurring_ical_events.of(dated)
+    # The library reads floating times in the window's zone.
+    start, end = start.astimezone(tz), end.astimezone(tz)
+    return [
+        occurrence.as_component(False)
+        for series in query.series
+        for occurrence in itertools.islice(series.between(start, end), MAX_OCCURRENCES)
+    ]
 
 
-def calendar_tools(calendars: Sequence[Path], *, default_tz: dt.tzinfo = dt.UTC) -> list[Tool]:
-    """`check_calendar` over the given .ics files."""
-    paths = list(calendars)
+class IcsBackend:
+    """A calendar in one .ics file (a missing file is an empty calendar)."""
 
-    @tool(
-        read_only=True,
-        idempotent=True,
-        owner="builtin",
-        examples=[{"start": "2025-03-14T10:00:00+01:00", "end": "2025-03-14T11:00:00+01:00"}],
-    )
-    def check_calendar(start: dt.datetime, end: dt.datetime) -> Any:
-        """Check whether the user is free between `start` and `end` (RFC 3339 times). Returns
-        `free` and the conflicting events (summary, start, end). Use it before accepting or
-        proposing a meeting time.
+    notifies = False
 
-        Args:
-            start: Beginning of the slot, e.g. 2025-03-14T10:00:00+01:00.
-            end: End of the slot; must be after `start`.
-        """
-        if end <= start:
-            return ToolResult.fail("`end` must be after `start`")
-        missing = [p.name for p in paths if not p.is_file()]
-        if missing:
-            return ToolResult.fail(f"calendar file(s) not found: {', '.join(missing)}")
+    def __init__(
+        self, spec: IcsCalendar, lock: threading.Lock, *, default_tz: dt.tzinfo = dt.UTC
+    ) -> None:
+        self.spec = spec
+        self.lock = lock
+        self.default_tz = default_tz
+
+    @property
+    def path(self) -> Path:
+        return self.spec.path
+
+    def _load(self) -> icalendar.Calendar:
+        if not self.path.exists():
+            return new_calendar()
         try:
-            conflicts = busy_between(paths, start, end, default_tz=default_tz)
-        except ValueError as exc:  # icalendar reports unreadable files as ValueError
-            return ToolResult.fail(f"cannot read the calendar: {exc}")
-        return {
-            "start": _aware(start, default_tz).isoformat(),
-            "end": _aware(end, default_tz).isoformat(),
-            "free": not conflicts,
-            "conflicts": [b.to_json() for b in conflicts],
-        }
+            return parse(self.path.read_bytes())
+        except ValueError as exc:
+            raise CalendarError(
+                "bad_response", f"{self.path.name} is not iCalendar: {exc}"
+            ) from None
 
-    return [check_calendar]
+    def occurrences(self, start: dt.datetime, end: dt.datetime) -> list[icalendar.Component]:
+        with self.lock:
+            calendar = self._load()
+        return expand(calendar, start, end, self.default_tz)
+
+    def get(self, uid: str) -> icalendar.Component | None:
+        with self.lock:
+            return master(self._load().walk("VEVENT"), uid)
+
+    def save(self, event: icalendar.Component) -> None:
+        with self.lock:
+            calendar = self._load()
+            uid = str(event["UID"])
+            calendar.subcomponents = [
+                c
+                for c in calendar.subcomponents
+                if not (c.name == "VEVENT" and str(c.get("UID")) == uid)
+            ]
+            calendar.add_component(event)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, calendar.to_ical())

@@ -14,34 +14,30 @@ in `CalendarConfig` — nothing else is reachable, and each calendar is `read` o
   whether the server advertises scheduling at all; without it the attendees are stored but no
   invitation is delivered. A file cannot deliver anything, so files refuse invitations.
 
-Files are read and rewritten whole (atomically, other components and time zones kept). CalDAV
-goes through the `caldav` client; its URL is checked by the `UrlPolicy` before every use (the
-client connects itself, so the address is not pinned as `HttpApi` pins it). Credentials are read
-from environment variables at call time and never appear in results or errors. A 429 from the
-server is reported with its Retry-After, not waited out.
+`calendar_tools(config, offer="availability")` builds only `check_calendar`, the read-only
+availability check the always-on agent uses to triage an invitation: is the user free in a slot,
+and which event occurrences block it. Cancelled events and events marked free
+(`TRANSP:TRANSPARENT`) do not block; times without an offset are read in `config.default_tz`.
+
+The back ends are `ics.py` (files) and `caldav.py` (CalDAV, imported on first use); a CalDAV URL
+is checked by the `UrlPolicy` before every use (the client connects itself, so the address is
+not pinned as `HttpApi` pins it).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime as dt
-import functools
-import os
-import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, assert_never
 
 import icalendar
-import recurring_ical_events  # type: ignore[import-untyped]
-from caldav.davclient import DAVClient
-from caldav.lib import error as dav_error
 from pydantic import Field
 
-from heron.connectors.http_api import ErrorKind
+from heron.connectors.calendar import render
+from heron.connectors.calendar.availability import check_calendar_tool
+from heron.connectors.calendar.base import CalDavCalendar, CalendarConfig, CalendarError
+from heron.connectors.calendar.calendars import Calendars
 from heron.connectors.mail.send import address_problem
 from heron.safety.idempotency import (
     Confirmations,
@@ -50,256 +46,32 @@ from heron.safety.idempotency import (
     Plan,
     PreflightConfirm,
 )
-from heron.safety.url_policy import UrlPolicy, UrlRefused
-from heron.safety.workspace import atomic_write
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 
-__all__ = ["CalDavCalendar", "CalendarConfig", "CalendarError", "IcsCalendar", "calendar_tools"]
+__all__ = ["Offer", "calendar_tools"]
 
-Access = Literal["read", "read_write"]
-_PRODID = "-//heron//calendar tools//EN"
+Offer = Literal["full", "availability"]
+"""Which tools `calendar_tools` builds: the five calendar tools, or only `check_calendar`."""
 # Failures after which the server certainly did not store anything.
 _NOT_SENT = frozenset({"unreachable", "credentials", "refused", "auth", "rate_limited"})
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class IcsCalendar:
-    """A calendar kept in one iCalendar (.ics) file; created on the first write."""
-
-    path: Path
-    access: Access = "read_write"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CalDavCalendar:
-    """One calendar collection on a CalDAV server; credentials named by environment variable."""
-
-    url: str
-    """The collection URL, e.g. `https://dav.example.com/alice/work/`."""
-    username_env: str | None = None
-    password_env: str | None = None
-    access: Access = "read_write"
-    organizer: str | None = None
-    """The organiser's address for invitations, e.g. `alice@example.com`."""
-    timeout_s: int = 20
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CalendarConfig:
-    """The calendars the agent is authorised to use, by name."""
-
-    calendars: Mapping[str, IcsCalendar | CalDavCalendar]
-    policy: UrlPolicy = field(default_factory=UrlPolicy)
-
-
-class CalendarError(Exception):
-    """A calendar operation that failed; `kind` is one of the `ApiError` kinds."""
-
-    def __init__(self, kind: ErrorKind, message: str, retry_after_s: float | None = None) -> None:
-        super().__init__(message)
-        self.kind: ErrorKind = kind
-        self.retry_after_s = retry_after_s
-
-    def to_result(self, calendar: str) -> ToolResult:
-        data: dict[str, Any] = {"error": self.kind, "calendar": calendar}
-        if self.retry_after_s is not None:
-            data["retry_after_s"] = self.retry_after_s
-        return ToolResult.fail(str(self), data=data)
-
-
-# --- back ends ---------------------------------------------------------------------------------
-
-
-class _Ics:
-    notifies = False
-
-    def __init__(self, spec: IcsCalendar, lock: threading.Lock) -> None:
-        self.spec = spec
-        self.lock = lock
-
-    def _load(self) -> icalendar.Calendar:
-        if not self.spec.path.exists():
-            calendar = icalendar.Calendar()
-            calendar.add("prodid", _PRODID)
-            calendar.add("version", "2.0")
-            return calendar
-        try:
-            return icalendar.Calendar.from_ical(self.spec.path.read_bytes())
-        except ValueError as exc:
-            raise CalendarError(
-                "bad_response", f"{self.spec.path.name} is not iCalendar: {exc}"
-            ) from None
-
-    def occurrences(self, start: dt.datetime, end: dt.datetime) -> list[icalendar.Component]:
-        with self.lock:
-            calendar = self._load()
-        return list(recurring_ical_events.of(calendar).between(start, end))
-
-    def get(self, uid: str) -> icalendar.Component | None:
-        with self.lock:
-            return _master(self._load().walk("VEVENT"), uid)
-
-    def save(self, event: icalendar.Component) -> None:
-        with self.lock:
-            calendar = self._load()
-            uid = str(event["UID"])
-            calendar.subcomponents = [
-                c
-                for c in calendar.subcomponents
-                if not (c.name == "VEVENT" and str(c.get("UID")) == uid)
-            ]
-            calendar.add_component(event)
-            self.spec.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(self.spec.path, calendar.to_ical())
-
-
-class _CalDav:
-    notifies = True
-
-    def __init__(self, spec: CalDavCalendar) -> None:
-        self.spec = spec
-
-    @contextlib.contextmanager
-    def _calendar(self) -> Iterator[Any]:
-        """The calendar collection, over a client that is closed afterwards."""
-        env = self.spec.username_env, self.spec.password_env
-        user, password = (os.environ.get(name, "") if name else None for name in env)
-        for name, value in zip(env, (user, password), strict=True):
-            if name and not value:
-                raise CalendarError("credentials", f"${name} is not set; nothing was sent")
-        client = DAVClient(
-            url=self.spec.url,
-            username=user,
-            password=password,
-            timeout=self.spec.timeout_s,
-            enable_rfc6764=False,
-        )
-        try:
-            yield client.calendar(url=self.spec.url)  # type: ignore[no-untyped-call]
-        finally:
-            client.close()
-
-    def occurrences(self, start: dt.datetime, end: dt.datetime) -> list[icalendar.Component]:
-        with self._calendar() as calendar:
-            found = calendar.search(start=start, end=end, event=True, expand=True)
-            return [e for item in found for e in _parse(item.data).walk("VEVENT")]
-
-    def get(self, uid: str) -> icalendar.Component | None:
-        with self._calendar() as calendar:
-            try:
-                item = calendar.event_by_uid(uid)
-            except dav_error.NotFoundError:
-                return None
-            return _master(_parse(item.data).walk("VEVENT"), uid)
-
-    def save(self, event: icalendar.Component) -> None:
-        wrapper = icalendar.Calendar()
-        wrapper.add("prodid", _PRODID)
-        wrapper.add("version", "2.0")
-        wrapper.add_component(event)
-        with self._calendar() as calendar:
-            # The tools set SEQUENCE; the client must not bump it a second time.
-            calendar.save_event(wrapper.to_ical().decode("utf-8"), increase_seqno=False)
-
-    def schedules(self) -> bool:
-        """Whether the server advertises RFC 6638 scheduling (it would deliver invitations)."""
-        with self._calendar() as calendar:
-            return bool(calendar.client.check_scheduling_support())
-
-
-def _parse(data: str | bytes) -> icalendar.Calendar:
-    try:
-        return icalendar.Calendar.from_ical(data)
-    except ValueError as exc:
-        raise CalendarError(
-            "bad_response", f"the server sent invalid iCalendar data: {exc}"
-        ) from None
-
-
-def _master(events: list[icalendar.Component], uid: str) -> icalendar.Component | None:
-    found = [e for e in events if str(e.get("UID")) == uid and "RECURRENCE-ID" not in e]
-    return found[0] if found else None
-
-
-def _dav_error(exc: Exception) -> CalendarError:
-    """What a caldav/niquests/lxml exception means, without credentials or URLs with secrets."""
-    if isinstance(exc, CalendarError):
-        return exc
-    if isinstance(exc, UrlRefused):
-        return CalendarError("refused", str(exc))
-    if isinstance(exc, dav_error.RateLimitError):
-        wait = exc.retry_after_seconds
-        when = f"try again in {wait:.0f} s" if wait is not None else "no retry time given"
-        return CalendarError("rate_limited", f"the CalDAV server is rate limiting; {when}", wait)
-    if isinstance(exc, dav_error.AuthorizationError):
-        return CalendarError("auth", "the CalDAV server refused the credentials (HTTP 401/403)")
-    if isinstance(exc, dav_error.NotFoundError):
-        return CalendarError("not_found", "the CalDAV server has no such calendar or event")
-    names = " ".join(k.__name__ for k in type(exc).__mro__)
-    if isinstance(exc, OSError) and "Timeout" in names:
-        return CalendarError("timeout", "the CalDAV server did not answer in time")
-    if isinstance(exc, OSError):
-        return CalendarError(
-            "unreachable", "could not connect to the CalDAV server; nothing was sent"
-        )
-    if isinstance(exc, SyntaxError | ValueError):
-        return CalendarError(
-            "bad_response", f"the CalDAV server answered malformed data ({type(exc).__name__})"
-        )
-    return CalendarError("http", f"the CalDAV request failed: {type(exc).__name__}")
-
-
-# --- rendering ---------------------------------------------------------------------------------
-
-
-def _instant(text: str) -> dt.datetime:
-    """An ISO date or date-time from `_summary` as an aware datetime."""
-    return _when(dt.datetime.fromisoformat(text) if "T" in text else dt.date.fromisoformat(text))
-
-
-def _when(value: Any) -> dt.datetime:
-    """A DTSTART/DTEND value as an aware datetime (dates as UTC midnight, floating as UTC)."""
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    return dt.datetime.combine(value, dt.time(), tzinfo=dt.UTC)
-
-
-def _attendees(event: icalendar.Component) -> list[str]:
-    value = event.get("ATTENDEE")
-    items = value if isinstance(value, list) else [value] if value is not None else []
-    return [str(item).removeprefix("mailto:").removeprefix("MAILTO:") for item in items]
-
-
-def _summary(event: icalendar.Component, calendar: str) -> dict[str, Any]:
-    start = event.decoded("DTSTART")
-    end = start
-    if "DTEND" in event:
-        end = event.decoded("DTEND")
-    elif "DURATION" in event:
-        end = start + event.decoded("DURATION")
-    recurrence = event.get("RECURRENCE-ID")
-    return {
-        "calendar": calendar,
-        "uid": str(event.get("UID", "")),
-        "summary": str(event.get("SUMMARY", "")),
-        "start": start.isoformat(),
-        "end": end.isoformat(),
-        "all_day": not isinstance(start, dt.datetime),
-        "location": str(event.get("LOCATION", "")),
-        "attendees": _attendees(event),
-        "status": str(event.get("STATUS", "")),
-        "transparent": str(event.get("TRANSP", "")).upper() == "TRANSPARENT",
-        **({"occurrence": recurrence.dt.isoformat()} if recurrence else {}),
-    }
-
-
-def _line(e: dict[str, Any]) -> str:
-    extra = f" @ {e['location']}" if e["location"] else ""
-    extra += f", {len(e['attendees'])} attendees" if e["attendees"] else ""
-    extra += f", {e['status'].lower()}" if e["status"] and e["status"] != "CONFIRMED" else ""
-    where = f"[{e['calendar']} uid {e['uid']}]"
-    return f"- {e['start']} → {e['end']}  {e['summary'] or '(no title)'}  {where}{extra}"
+def calendar_tools(
+    config: CalendarConfig, confirmations: Confirmations | None = None, *, offer: Offer = "full"
+) -> list[Tool]:
+    """The calendar tools over `config.calendars` (see the module docs for the two offers).
+    The full offer needs `confirmations`: invitations and notifying updates are two-phase."""
+    if not config.calendars:
+        raise ValueError("calendar_tools needs at least one calendar")
+    calendars = Calendars(config)
+    if offer == "full":
+        if confirmations is None:
+            raise ValueError("the full calendar tools need confirmations for two-phase actions")
+        return _full(calendars, confirmations)
+    if offer == "availability":
+        return [check_calendar_tool(calendars)]
+    assert_never(offer)
 
 
 def _aware(name: str, value: dt.datetime) -> dt.datetime:
@@ -307,8 +79,6 @@ def _aware(name: str, value: dt.datetime) -> dt.datetime:
         raise InvalidAction(f"{name} needs a UTC offset, e.g. 2024-03-15T14:30:00Z or +01:00")
     return value
 
-
-# --- the tools ---------------------------------------------------------------------------------
 
 Address = Annotated[str, Field(min_length=3, max_length=254)]
 
@@ -327,44 +97,10 @@ def _named(
     return attach
 
 
-def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list[Tool]:
-    """The calendar tools over `config.calendars`; invitations are two-phase via `confirmations`."""
-    if not config.calendars:
-        raise ValueError("calendar_tools needs at least one calendar")
-    names = tuple(config.calendars)
-    locks = {name: threading.Lock() for name in names}
+def _full(cals: Calendars, confirmations: Confirmations) -> list[Tool]:
+    config, names = cals.config, cals.names
     invite_gate = PreflightConfirm("calendar_send_invitation", confirmations)
     update_gate = PreflightConfirm("calendar_update_event", confirmations)
-
-    def backend(name: str) -> _Ics | _CalDav:
-        spec = config.calendars[name]
-        return _Ics(spec, locks[name]) if isinstance(spec, IcsCalendar) else _CalDav(spec)
-
-    async def run(name: str, work: Callable[[], Any]) -> Any:
-        """Blocking calendar work in a thread, after the URL policy check; errors become
-        `CalendarError`s."""
-        spec = config.calendars[name]
-        try:
-            if isinstance(spec, CalDavCalendar):
-                await config.policy.resolve(spec.url)
-            return await asyncio.to_thread(work)
-        except Exception as exc:
-            raise _dav_error(exc) from None
-
-    def writable(name: str) -> None:
-        if config.calendars[name].access != "read_write":
-            raise InvalidAction(
-                f"calendar {name!r} is read-only for this agent; nothing was changed"
-            )
-
-    async def window(
-        chosen: list[str], start: dt.datetime, end: dt.datetime
-    ) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
-        for name in chosen:
-            events = await run(name, functools.partial(backend(name).occurrences, start, end))
-            found += [_summary(e, name) for e in events]
-        return sorted(found, key=lambda e: (_instant(e["start"]), e["uid"]))
 
     @tool(
         read_only=True,
@@ -391,14 +127,15 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
             end: Window end (exclusive), e.g. `2024-03-22T00:00:00Z`.
         """
         try:
-            found = await window([calendar], _aware("start", start), _aware("end", end))
+            found = await cals.window([calendar], _aware("start", start), _aware("end", end))
         except InvalidAction as exc:
             return ToolResult.fail(str(exc))
         except CalendarError as exc:
             return exc.to_result(calendar)
         head = f"{len(found)} events in {calendar} from {start.isoformat()} to {end.isoformat()}"
         return ToolResult.ok(
-            "\n".join([head + (":" if found else "."), *map(_line, found)]), data={"events": found}
+            "\n".join([head + (":" if found else "."), *map(render.line, found)]),
+            data={"events": found},
         )
 
     @tool(
@@ -425,7 +162,7 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
         try:
             if _aware("end", end) <= _aware("start", start):
                 raise InvalidAction("end must be after start")
-            found = await window(calendars or list(names), start, end)
+            found = await cals.window(calendars or list(names), start, end)
         except InvalidAction as exc:
             return ToolResult.fail(str(exc))
         except CalendarError as exc:
@@ -436,15 +173,15 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
             if not e["transparent"]
             and e["status"] != "CANCELLED"
             # Touching is not overlapping: an event ending at `start` leaves the slot free.
-            and _instant(e["end"]) > start
-            and _instant(e["start"]) < end
+            and cals.instant(e["end"]) > start
+            and cals.instant(e["start"]) < end
         ]
         slot = f"{start.isoformat()} → {end.isoformat()}"
         if not clashes:
             return ToolResult.ok(
                 f"free: nothing overlaps {slot}", data={"free": True, "conflicts": []}
             )
-        text = f"{len(clashes)} conflicts with {slot}:\n" + "\n".join(map(_line, clashes))
+        text = f"{len(clashes)} conflicts with {slot}:\n" + "\n".join(map(render.line, clashes))
         return ToolResult.ok(text, data={"free": False, "conflicts": clashes})
 
     @tool(
@@ -487,7 +224,7 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
             all_day: Make an all-day event over the dates of start and end.
         """
         try:
-            writable(calendar)
+            cals.writable(calendar)
             if _aware("end", end) <= _aware("start", start):
                 raise InvalidAction("end must be after start")
             event = icalendar.Event()
@@ -499,13 +236,13 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
             for key, value in (("location", location), ("description", description)):
                 if value:
                     event.add(key, value)
-            await run(calendar, lambda: backend(calendar).save(event))
+            await cals.run(calendar, lambda: cals.backend(calendar).save(event))
         except InvalidAction as exc:
             return ToolResult.fail(str(exc))
         except CalendarError as exc:
             return exc.to_result(calendar)
-        created = _summary(event, calendar)
-        return ToolResult.ok(f"created in {calendar}:\n{_line(created)}", data=created)
+        created = render.summary(event, calendar)
+        return ToolResult.ok(f"created in {calendar}:\n{render.line(created)}", data=created)
 
     @tool(
         owner="builtin",
@@ -555,14 +292,14 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
         }
         changes = {k: v for k, v in changes.items() if v is not None}
         try:
-            writable(calendar)
+            cals.writable(calendar)
             for key, value in (("start", start), ("end", end)):
                 if value is not None:
                     _aware(key, value)
             if not changes:
                 raise InvalidAction("nothing to change: give at least one field")
-            store = backend(calendar)
-            event = await run(calendar, lambda: store.get(uid))
+            store = cals.backend(calendar)
+            event = await cals.run(calendar, lambda: store.get(uid))
         except InvalidAction as exc:
             return ToolResult.fail(str(exc))
         except CalendarError as exc:
@@ -576,8 +313,8 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
         for key, value in changes.items():
             event.pop(key.upper(), None)
             event.add(key, value)
-        updated = _summary(event, calendar)
-        if _instant(updated["end"]) < _instant(updated["start"]):
+        updated = render.summary(event, calendar)
+        if cals.instant(updated["end"]) < cals.instant(updated["start"]):
             return ToolResult.fail("the new end would be before the start; nothing was changed")
         sequence = int(event.get("SEQUENCE", 0)) + 1
         event.pop("SEQUENCE", None)
@@ -586,12 +323,14 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
         def plan(_: str) -> Plan:
             async def execute() -> ToolResult:
                 try:
-                    await run(calendar, lambda: store.save(event))
+                    await cals.run(calendar, lambda: store.save(event))
                 except CalendarError as exc:
                     if exc.kind in _NOT_SENT:
                         raise NotPerformed(str(exc)) from None
                     raise
-                return ToolResult.ok(f"updated in {calendar}:\n{_line(updated)}", data=updated)
+                return ToolResult.ok(
+                    f"updated in {calendar}:\n{render.line(updated)}", data=updated
+                )
 
             shown = ", ".join(f"{k.lower()}={v}" for k, v in changes.items())
             who = ", ".join(updated["attendees"])
@@ -645,7 +384,7 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
         spec = config.calendars[calendar]
         arguments = {"calendar": calendar, "uid": uid, "attendees": attendees}
         try:
-            writable(calendar)
+            cals.writable(calendar)
             if not isinstance(spec, CalDavCalendar):
                 raise InvalidAction(
                     f"calendar {calendar!r} is a file, which cannot deliver invitations"
@@ -657,9 +396,11 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
             problems = [f"{a!r} {p}" for a in attendees if (p := address_problem(a))]
             if problems:
                 raise InvalidAction("; ".join(problems))
-            store = _CalDav(spec)
-            event = await run(calendar, lambda: store.get(uid))
-            delivers = await run(calendar, store.schedules) if confirmation_token is None else None
+            store = cals.caldav(calendar)
+            event = await cals.run(calendar, lambda: store.get(uid))
+            delivers = (
+                await cals.run(calendar, store.schedules) if confirmation_token is None else None
+            )
         except InvalidAction as exc:
             return ToolResult.fail(
                 f"calendar_send_invitation refused: {exc}", data={"error": "invalid_arguments"}
@@ -670,7 +411,9 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
             return ToolResult.fail(
                 f"calendar {calendar!r} has no event with uid {uid!r}", data={"error": "not_found"}
             )
-        new = [a for a in attendees if a.lower() not in {x.lower() for x in _attendees(event)}]
+        new = [
+            a for a in attendees if a.lower() not in {x.lower() for x in render.attendees(event)}
+        ]
 
         def plan(action_id: str) -> Plan:
             if not new:
@@ -683,11 +426,11 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
             sequence = int(event.get("SEQUENCE", 0)) + 1
             event.pop("SEQUENCE", None)
             event.add("sequence", sequence)
-            info = _summary(event, calendar)
+            info = render.summary(event, calendar)
 
             async def execute() -> ToolResult:
                 try:
-                    await run(calendar, lambda: store.save(event))
+                    await cals.run(calendar, lambda: store.save(event))
                 except CalendarError as exc:
                     if exc.kind in _NOT_SENT:
                         raise NotPerformed(str(exc)) from None
@@ -703,7 +446,7 @@ def calendar_tools(config: CalendarConfig, confirmations: Confirmations) -> list
                 None: "",
             }[delivers]
             summary = (
-                f"Invite {', '.join(new)} to {_line(info)[2:]}\nOrganizer: {spec.organizer}"
+                f"Invite {', '.join(new)} to {render.line(info)[2:]}\nOrganizer: {spec.organizer}"
                 f" (on {spec.url})\n{delivery}"
             ).rstrip()
             return Plan(
