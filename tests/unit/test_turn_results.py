@@ -15,6 +15,7 @@ from heron import (
     tool,
 )
 from heron.messages import ToolResultMessage
+from heron.turn.context import Receipt
 from heron.turn.observer import ToolCallRecord
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
 from support.engine import Events, call, calls_turn
@@ -194,7 +195,7 @@ async def test_receipts_sign_raw_untruncated_output_and_only_successes(
     assert not verify_receipt(receipt, key=key, tool="repeat", arguments=args, output="ab")
     assert events.results()["c_failing"].receipt is None
     assert "[receipt:" not in messages["c_failing"].content
-    assert result.receipts == [("repeat", receipt)]
+    assert result.receipts == [Receipt(tool="repeat", call_id="c_repeat", receipt=receipt)]
 
 
 async def test_data_path_stays_raw_while_events_and_observer_are_scrubbed(events: Events) -> None:

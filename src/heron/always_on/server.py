@@ -51,6 +51,7 @@ from heron.always_on.triggers import HookedAgent, LifecycleHooks, TriggerConfig,
 from heron.always_on.triggers.subscriptions import SubscriptionFilter, SubscriptionSource
 from heron.collaboration.notify import NotificationStore, NotifyConfig, notify_tools
 from heron.connectors.mail.maildir import Maildir, maildir_tools
+from heron.errors import HeronError
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import make_sandbox
 from heron.sessions.cli import SessionInUseError, SessionLock
@@ -61,7 +62,7 @@ Announce = Callable[[dict[str, Any]], None]
 """Receives the server's own lifecycle records (`serve_started`, `serve_stopped`)."""
 
 
-class ServeError(RuntimeError):
+class ServeError(HeronError, RuntimeError):
     """The server cannot start as configured; nothing was started."""
 
 

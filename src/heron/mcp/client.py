@@ -49,6 +49,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from heron.errors import HeronError
 from heron.mcp.config import McpConfig, McpServerConfig
 from heron.mcp.trust import (
     Finding,
@@ -93,7 +94,7 @@ _STDERR_MESSAGE = 400
 _CLOSE_TIMEOUT_S = 10.0
 
 
-class ServerUnavailable(Exception):
+class ServerUnavailable(HeronError):
     """A server cannot be used right now (not configured, cannot start, backing off)."""
 
     def __init__(self, server: str, reason: str) -> None:

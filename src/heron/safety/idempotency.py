@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic_core import to_jsonable_python
 
 from heron._support.state import connect, write_transaction
+from heron.errors import HeronError
 from heron.tools.definition import ToolResult
 from heron.turn.receipts import canonical_json
 
@@ -78,13 +79,13 @@ CREATE TABLE IF NOT EXISTS confirmation_tokens_used (
 """
 
 
-class NotPerformed(Exception):
+class NotPerformed(HeronError):
     """Raised by an action that certainly had no effect (refused before anything was done).
 
     `run_once` releases the key, so the same key may be used again."""
 
 
-class InvalidAction(ValueError):
+class InvalidAction(HeronError, ValueError):
     """Arguments a two-phase tool refuses; raised by a `Plan` factory."""
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from heron._support.state import open_db
 from heron.agent import Agent
 from heron.audit.executions import ExecutionAuditTrail
+from heron.errors import HeronError
 from heron.messages import Message, ToolResultMessage, UserMessage
 from heron.sessions.repair import ResumedSession
 from heron.sessions.store import SessionStore
@@ -43,7 +44,7 @@ from heron.turn.loop import TurnOutcome
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
 
 
-class SessionInUseError(RuntimeError):
+class SessionInUseError(HeronError, RuntimeError):
     """Another live process holds the session."""
 
     def __init__(self, session: str, holder: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from heron.errors import HeronError
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage
 from heron.models.base import InvalidHistoryError
 from heron.models.history_rules import HistoryChecker
@@ -27,7 +28,7 @@ INTERRUPTED_RESULT = (
 """What the model reads for a call whose process ended before the call did."""
 
 
-class SessionRepairError(RuntimeError):
+class SessionRepairError(HeronError, RuntimeError):
     """The stored history is broken in a way appending cannot mend."""
 
 

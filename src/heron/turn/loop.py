@@ -18,6 +18,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from heron.errors import HeronError
 from heron.messages import AssistantMessage, Message, ToolCallPart, UserMessage
 from heron.models import text_protocol
 from heron.models.base import (
@@ -39,6 +40,7 @@ from heron.turn.events import (
     CancelledEvent,
     ErrorEvent,
     FinalEvent,
+    FinalReason,
     HistoryTrimmedEvent,
     ReasoningDeltaEvent,
     TextDeltaEvent,
@@ -48,6 +50,7 @@ from heron.turn.receipts import RECEIPT_PROMPT_NOTE
 from heron.turn.results import collect_results
 
 TurnStatus = Literal["final", "cancelled", "error"]
+TurnReason = FinalReason | Literal["aborted", "cancelled", "error"]
 
 CAP_REQUEST = (
     "You have used the maximum number of tool iterations for this turn. Do not call tools. "
@@ -64,10 +67,13 @@ STREAM_INTERRUPTED_SUFFIX = "\n\n[stream interrupted]"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnOutcome:
+    """How a turn ended: `status`, the final text, why (`reason`) and how many iterations ran."""
+
     status: TurnStatus
     text: str
-    reason: str
-    """answer | iteration_cap | loop_break | malformed_protocol | aborted | cancelled | error"""
+    reason: TurnReason
+    """A `FinalEvent` reason, or `aborted`, `cancelled`, `error` (an `iteration_cap` or
+    `budget_exhausted` hit is an `error` under `cap_behavior = "error"`)."""
     iterations: int
     error: str | None = None
 
@@ -81,7 +87,7 @@ class ModelResponse:
     interrupted: bool = False
 
 
-class _LoopStopped(Exception):
+class _LoopStopped(HeronError):
     def __init__(self, outcome: TurnOutcome) -> None:
         self.outcome = outcome
 
@@ -322,7 +328,7 @@ class _Loop:
             raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
 
     async def _summarise(
-        self, request_text: str, reason: str, why: str | None = None
+        self, request_text: str, reason: FinalReason, why: str | None = None
     ) -> TurnOutcome:
         if self.exec.knobs.cap_behavior == "error" and reason in (
             "iteration_cap",
@@ -473,14 +479,16 @@ class _Loop:
         if self.state.on_safe_point is not None:
             await self.state.on_safe_point(point)
 
-    def _final(self, text: str, reason: str, *, reasoning: str | None = None) -> TurnOutcome:
+    def _final(
+        self, text: str, reason: FinalReason, *, reasoning: str | None = None
+    ) -> TurnOutcome:
         self._append_assistant(text, (), reasoning)
         self.state.sink(
-            FinalEvent(turn_id=self.state.turn_id, text=scrub_text(text), reason=reason)  # type: ignore[arg-type]
+            FinalEvent(turn_id=self.state.turn_id, text=scrub_text(text), reason=reason)
         )
         return TurnOutcome(status="final", text=text, reason=reason, iterations=self.iterations)
 
-    def _fail(self, message: str, *, reason: str = "error") -> TurnOutcome:
+    def _fail(self, message: str, *, reason: TurnReason = "error") -> TurnOutcome:
         self.state.sink(ErrorEvent(turn_id=self.state.turn_id, message=scrub_text(message)))
         return TurnOutcome(
             status="error", text="", reason=reason, iterations=self.iterations, error=message

@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
+from heron.errors import HeronError
 
 SIGNATURE_HEADER = "x-heron-signature"
 TIMESTAMP_HEADER = "x-heron-timestamp"
@@ -56,7 +57,7 @@ class Ignored:
     reason: str
 
 
-class PayloadError(ValueError):
+class PayloadError(HeronError, ValueError):
     """The body is not the shape this adapter expects (answered with HTTP 400)."""
 
 

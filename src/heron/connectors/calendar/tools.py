@@ -43,6 +43,7 @@ from pydantic import Field
 
 from heron.connectors.http_api import ErrorKind
 from heron.connectors.mail.send import address_problem
+from heron.errors import HeronError
 from heron.safety.idempotency import (
     Confirmations,
     InvalidAction,
@@ -93,7 +94,7 @@ class CalendarConfig:
     policy: UrlPolicy = field(default_factory=UrlPolicy)
 
 
-class CalendarError(Exception):
+class CalendarError(HeronError):
     """A calendar operation that failed; `kind` is one of the `ApiError` kinds."""
 
     def __init__(self, kind: ErrorKind, message: str, retry_after_s: float | None = None) -> None:
