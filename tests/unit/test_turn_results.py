@@ -7,6 +7,7 @@ from typing import Any
 
 from heron import (
     Agent,
+    Receipt,
     RecordingObserver,
     RuntimeKnobs,
     ScriptedModel,
@@ -15,7 +16,6 @@ from heron import (
     tool,
 )
 from heron.messages import ToolResultMessage
-from heron.turn.context import Receipt
 from heron.turn.observer import ToolCallRecord
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
 from support.engine import Events, call, calls_turn
