@@ -27,6 +27,7 @@ from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApp
 from heron.turn.cancel import CancelScope
 from heron.turn.context import (
     IterationBudget,
+    Receipt,
     ResolvedAgentExecution,
     RuntimeKnobs,
     TurnState,
@@ -49,17 +50,23 @@ if TYPE_CHECKING:  # optional parts, imported by whoever builds them
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunResult:
+    """What `Agent.run` returns: how the turn ended, the whole history and the receipts."""
+
     outcome: TurnOutcome
     history: list[Message]
-    receipts: list[tuple[str, str]]
+    """The conversation after the turn (the `history` passed in, appended to)."""
+    receipts: list[Receipt]
+    """A receipt per successful receipted call of this turn (empty without `receipts=`)."""
     turn_id: str
 
     @property
     def text(self) -> str:
+        """The final answer's text (empty when the turn did not end with one)."""
         return self.outcome.text
 
     @property
     def ok(self) -> bool:
+        """True when the turn ended with a final answer (a summary counts)."""
         return self.outcome.status == "final"
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from heron.errors import ConfigurationError
 from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
 from heron.toolsets.builtin import BuiltinConfig
@@ -23,7 +24,7 @@ PROJECT_FILE = "heron.toml"
 MIN_DERIVED_RESULT_CHARS = 24_000
 
 
-class ConfigError(ValueError):
+class ConfigError(ConfigurationError, ValueError):
     """A configuration mistake; the message lists every problem found."""
 
 
@@ -211,6 +212,6 @@ def load_config(
         try:
             HeronConfig.model_validate(data)
         except ValidationError as exc:
-            raise ConfigError(f"{name}: " + "; ".join(_problems(exc))) from exc
+            raise ConfigError(name, problems=_problems(exc)) from exc
         merged = _merge(merged, data)
     return HeronConfig.model_validate(merged)

@@ -91,11 +91,15 @@ class MediaPart(_Message):
 
 
 class SystemMessage(_Message):
+    """The system prompt. heron puts it first; pass it as `Agent(system_prompt=...)`."""
+
     role: Literal["system"] = "system"
     content: str
 
 
 class UserMessage(_Message):
+    """A message from the user (or from heron itself, `source="runtime"`), with media."""
+
     role: Literal["user"] = "user"
     content: str
     source: str = "user"
@@ -114,6 +118,8 @@ class ToolCallPart(_Message):
 
 
 class AssistantMessage(_Message):
+    """A model response: visible text, the tool calls it made, and its thinking apart."""
+
     role: Literal["assistant"] = "assistant"
     text: str = ""
     tool_calls: tuple[ToolCallPart, ...] = ()
@@ -122,6 +128,8 @@ class AssistantMessage(_Message):
 
 
 class ToolResultMessage(_Message):
+    """The result of one tool call as the model sees it (bounded, with markers), by `call_id`."""
+
     role: Literal["tool"] = "tool"
     call_id: str
     name: str
@@ -133,3 +141,4 @@ Message = Annotated[
     SystemMessage | UserMessage | AssistantMessage | ToolResultMessage,
     Field(discriminator="role"),
 ]
+"""One history entry: system, user, assistant or tool result (told apart by `role`)."""

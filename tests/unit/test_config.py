@@ -1,4 +1,4 @@
-"""Configuration loading and the public package surface."""
+"""Configuration loading: sources, overrides and the errors that list every problem."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-import heron
 from heron.config import ConfigError, load_config
 
 
@@ -52,6 +51,8 @@ def test_unknown_keys_and_bad_values_are_all_reported_with_the_file(
     assert "unknown key 'agent.max_iteration'" in message
     assert "unknown key 'bogus'" in message
     assert "'agent.autonomy'" in message
+    assert len(info.value.problems) == 3
+    assert message.splitlines()[1:] == [f"- {problem}" for problem in info.value.problems]
 
 
 def test_values_are_not_coerced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,10 +67,3 @@ def test_invalid_toml_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monke
     write(tmp_path / "heron.toml", "[agent\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(project_dir=tmp_path)
-
-
-def test_every_public_name_resolves_lazily() -> None:
-    for name in heron.__all__:
-        assert getattr(heron, name) is not None
-    with pytest.raises(AttributeError):
-        heron.does_not_exist  # noqa: B018

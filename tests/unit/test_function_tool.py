@@ -15,6 +15,7 @@ from heron.tools.definition import (
     Tool,
     ToolArgumentsError,
     ToolContext,
+    ToolDefinitionError,
     ToolExample,
     ToolResult,
 )
@@ -52,8 +53,11 @@ def problems_of(fn_tool: FunctionTool, arguments: dict[str, Any]) -> list[str]:
 
 
 def definition_error(fn: Any, **options: Any) -> str:
-    with pytest.raises(TypeError) as caught:
+    with pytest.raises(ToolDefinitionError) as caught:
         tool(**options)(fn)
+    assert isinstance(caught.value, TypeError)  # what callers caught before the error family
+    lines = str(caught.value).splitlines()
+    assert lines[1:] == [f"- {problem}" for problem in caught.value.problems]  # every problem
     return str(caught.value)
 
 
@@ -334,7 +338,7 @@ async def test_a_tool_context_parameter_is_injected_and_kept_out_of_the_schema()
     assert result == ToolResult.ok("id=call-1")
 
 
-async def test_sync_functions_run_in_a_worker_thread() -> None:
+async def test_sync_functions_run_in_a_worker_thread_and_the_spec_says_so() -> None:
     @tool
     def where() -> int:
         """Where."""
@@ -343,9 +347,10 @@ async def test_sync_functions_run_in_a_worker_thread() -> None:
     result = await where.execute({}, CTX)
 
     assert result.data != threading.get_ident()
+    assert where.spec.runs_in == "thread"
 
 
-async def test_thread_false_runs_a_sync_function_inline() -> None:
+async def test_thread_false_runs_a_sync_function_inline_on_the_event_loop() -> None:
     @tool(thread=False)
     def where() -> int:
         """Where."""
@@ -354,6 +359,7 @@ async def test_thread_false_runs_a_sync_function_inline() -> None:
     result = await where.execute({}, CTX)
 
     assert result.data == threading.get_ident()
+    assert where.spec.runs_in == "event_loop"
 
 
 async def test_async_functions_are_awaited_on_the_event_loop() -> None:
@@ -365,6 +371,17 @@ async def test_async_functions_are_awaited_on_the_event_loop() -> None:
     result = await where.execute({"offset": 0}, CTX)
 
     assert result.data == threading.get_ident()
+    assert where.spec.runs_in == "event_loop"
+
+
+def test_where_a_tool_runs_stays_out_of_what_the_model_sees() -> None:
+    @tool
+    def where() -> int:
+        """Where."""
+        return 0
+
+    assert "runs_in" not in where.spec.to_wire()
+    assert "thread" not in where.spec.description
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,16 @@ from typing import Any
 
 import pytest
 
-from heron import Agent, CancelScope, FunctionModel, RuntimeKnobs, ScriptedModel, TurnState, tool
+from heron import (
+    Agent,
+    CancelScope,
+    ConfigurationError,
+    FunctionModel,
+    RuntimeKnobs,
+    ScriptedModel,
+    TurnState,
+    tool,
+)
 from heron.messages import AssistantMessage, ToolResultMessage, UserMessage
 from heron.turn.context import BackgroundResult
 from support.engine import Events, call, calls_turn
@@ -340,3 +349,32 @@ async def test_child_scope_is_cancelled_with_its_parent(mode: str) -> None:
     assert child.cancelled and child.mode == mode and child.reason == "stop"
     late = parent.child()
     assert late.cancelled
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "known"),
+    [
+        ("parallel", "yes", "'off', 'read-only', 'all'"),
+        ("cap_behavior", "ignore", "'summary', 'error'"),
+    ],
+)
+def test_an_unknown_mode_is_a_configuration_error_not_a_silent_default(
+    field: str, value: str, known: str
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        RuntimeKnobs(**{field: value})
+    assert caught.value.problems == (f"{field}: unknown mode {value!r} (known: {known})",)
+
+
+def test_every_problem_with_the_modes_is_listed_at_once() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        RuntimeKnobs(parallel="many", cap_behavior="shrug")  # type: ignore[arg-type]
+    assert [problem.split(":")[0] for problem in caught.value.problems] == [
+        "parallel",
+        "cap_behavior",
+    ]
+
+
+def test_an_unknown_autonomy_is_refused_when_the_agent_is_built() -> None:
+    with pytest.raises(ConfigurationError, match="unknown autonomy 'yolo'"):
+        Agent(model=ScriptedModel([]), autonomy="yolo")  # type: ignore[arg-type]

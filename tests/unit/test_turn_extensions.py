@@ -241,3 +241,25 @@ async def test_tools_can_call_tools_through_the_whole_lifecycle(events: Events) 
     ]
     assert [m.role for m in result.history] == ["user", "assistant", "tool", "assistant"]
     events.assert_one_pair_per_call()
+
+
+class Misspelled:
+    """A check with a bug: it answers a decision heron does not know."""
+
+    name = "misspelled"
+
+    def applies_to(self, spec: ToolSpec) -> bool:
+        return True
+
+    async def check(self, request: CheckRequest) -> CheckVerdict:
+        return CheckVerdict(decision="deny", reason="nope")  # type: ignore[arg-type]
+
+
+async def test_an_unknown_check_decision_escalates_instead_of_allowing(events: Events) -> None:
+    turns = [calls_turn(call("store", "c1", key="a")), {"text": "ok"}]
+    agent = Agent(model=ScriptedModel(turns), tools=[store], autonomy="full", checks=[Misspelled()])
+    result = await agent.run("go", sink=events)
+    (request,) = events.of("approval_request")
+    assert "misspelled could not decide" in request.reason
+    assert "unknown check decision 'deny'" in request.reason
+    assert "stored a" not in contents(result.history)["c1"]

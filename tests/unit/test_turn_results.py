@@ -7,6 +7,7 @@ from typing import Any
 
 from heron import (
     Agent,
+    Receipt,
     RecordingObserver,
     RuntimeKnobs,
     ScriptedModel,
@@ -194,7 +195,7 @@ async def test_receipts_sign_raw_untruncated_output_and_only_successes(
     assert not verify_receipt(receipt, key=key, tool="repeat", arguments=args, output="ab")
     assert events.results()["c_failing"].receipt is None
     assert "[receipt:" not in messages["c_failing"].content
-    assert result.receipts == [("repeat", receipt)]
+    assert result.receipts == [Receipt(tool="repeat", call_id="c_repeat", receipt=receipt)]
 
 
 async def test_data_path_stays_raw_while_events_and_observer_are_scrubbed(events: Events) -> None:

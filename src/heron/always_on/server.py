@@ -52,6 +52,7 @@ from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime
 from heron.always_on.triggers.subscriptions import SubscriptionFilter, SubscriptionSource
 from heron.collaboration.notify import NotificationStore, NotifyConfig, notify_tools
 from heron.connectors.mail.maildir import Maildir, maildir_tools
+from heron.errors import HeronError
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import make_sandbox
 from heron.sessions.lock import SessionInUseError, SessionLock
@@ -62,7 +63,7 @@ Announce = Callable[[dict[str, Any]], None]
 """Receives the server's own lifecycle records (`serve_started`, `serve_stopped`)."""
 
 
-class ServeError(RuntimeError):
+class ServeError(HeronError, RuntimeError):
     """The server cannot start as configured; nothing was started."""
 
 

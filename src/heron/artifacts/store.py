@@ -38,6 +38,7 @@ from typing import Literal
 
 from heron._support.state import connect, write_transaction
 from heron._support.timefmt import utc_rfc3339
+from heron.errors import HeronError
 
 __all__ = [
     "ArtifactError",
@@ -73,7 +74,7 @@ _FIELDS = ("id", "sha256", "tool", "call_id", "size", "lines", "created", "expir
 _COLUMNS = ", ".join(_FIELDS)
 
 
-class ArtifactError(LookupError):
+class ArtifactError(HeronError, LookupError):
     """An artifact that cannot be read: malformed id, unknown, expired, or its file is gone."""
 
     def __init__(

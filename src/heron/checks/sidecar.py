@@ -29,7 +29,7 @@ import asyncio
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from heron.messages import UserMessage
 from heron.models.base import Model, ModelRequest, TextDelta
@@ -37,6 +37,7 @@ from heron.safety.command_policy import CommandPolicy
 from heron.safety.redact import is_secret_key, scrub_text
 from heron.tools.definition import ToolSpec
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest, Approver
+from heron.turn.extensions import CheckDecision as Decision
 from heron.turn.extensions import CheckRequest, CheckVerdict
 
 __all__ = [
@@ -50,8 +51,6 @@ __all__ = [
     "broad_path",
     "parse_verdict",
 ]
-
-Decision = Literal["allow", "refuse", "escalate"]
 
 CLASSIFIER_PROMPT = (
     "You are a safety classifier for an AI agent's tool calls. You receive exactly one call as "

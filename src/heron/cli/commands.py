@@ -19,10 +19,11 @@ from heron.agent import Agent
 from heron.audit.approvals import AuditStore
 from heron.cli.render import JsonLinesRenderer, PrettyRenderer, print_json
 from heron.config import ConfigError, HeronConfig, load_config
+from heron.errors import HeronError
 from heron.models.base import Model, ModelError
-from heron.tools.definition import Tool
+from heron.tools.definition import Tool, ToolDefinitionError
 from heron.tools.loader import load_tools
-from heron.tools.registry import ActivatedToolSet, ToolDefinitionError, ToolRegistry
+from heron.tools.registry import ActivatedToolSet, ToolRegistry
 from heron.turn.approval import Approver, NoApprover, TerminalApprover
 from heron.turn.cancel import CancelScope
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
@@ -38,7 +39,7 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-class UsageError(Exception):
+class UsageError(HeronError):
     """A mistake in how heron was invoked or configured."""
 
 

@@ -500,8 +500,8 @@ def _revoke(args: argparse.Namespace, config: HeronConfig) -> int:
 
 def _builtin_tools(config: HeronConfig, extra: Sequence[str] = ()) -> list[Tool]:
     from heron.cli.commands import UsageError
+    from heron.tools.definition import ToolDefinitionError
     from heron.tools.loader import load_tools
-    from heron.tools.registry import ToolDefinitionError
 
     try:
         return load_tools([*config.tools.modules, *extra])

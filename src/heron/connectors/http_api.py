@@ -44,6 +44,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from heron.errors import HeronError
 from heron.safety.url_policy import UrlPolicy, UrlRefused
 from heron.tools.definition import ToolResult
 
@@ -77,7 +78,7 @@ _REDACTED = "[redacted]"
 _EXCERPT = 300
 
 
-class ApiError(Exception):
+class ApiError(HeronError):
     """A request that failed; `kind` is stable, the message is for the model."""
 
     def __init__(

@@ -48,6 +48,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from heron.errors import ConfigurationError
+
 __all__ = [
     "ApprovalMode",
     "CapabilityLabel",
@@ -69,7 +71,7 @@ ApprovalMode = Literal["first-use", "explicit"]
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
-class McpConfigError(ValueError):
+class McpConfigError(ConfigurationError, ValueError):
     """A mistake in MCP configuration; the message names every problem found."""
 
 

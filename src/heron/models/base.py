@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from heron.errors import HeronError
 from heron.messages import Message
 from heron.tools.definition import ToolSpec
 
@@ -49,6 +50,8 @@ class ModelToolCall:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Usage:
+    """Token counts of one model call, as the provider reported them (a stream part)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
@@ -72,7 +75,7 @@ class Model(Protocol):
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelPart]: ...
 
 
-class ModelError(RuntimeError):
+class ModelError(HeronError, RuntimeError):
     """The model could not answer (provider failure, exhausted script, invalid history)."""
 
 

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from heron.errors import ConfigurationError
 from heron.models.base import Model, ModelError
 from heron.models.retry import RetryingModel, RetryPolicy
 from heron.safety.secrets import Secret
@@ -74,7 +75,7 @@ _KEYLESS: Final = "unused"
 """Sent where a server wants no key: the OpenAI SDK insists on having one."""
 
 
-class ProviderConfigError(ModelError):
+class ProviderConfigError(ConfigurationError, ModelError):
     """A model string or provider setting is wrong (unknown provider, missing key or URL)."""
 
 

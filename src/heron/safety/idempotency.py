@@ -40,6 +40,7 @@ from pydantic_core import to_jsonable_python
 from heron._support.canonical import canonical_json
 from heron._support.state import connect, write_transaction
 from heron._support.timefmt import utc_rfc3339
+from heron.errors import HeronError
 from heron.tools.definition import ToolResult
 
 __all__ = [
@@ -79,13 +80,13 @@ CREATE TABLE IF NOT EXISTS confirmation_tokens_used (
 """
 
 
-class NotPerformed(Exception):
+class NotPerformed(HeronError):
     """Raised by an action that certainly had no effect (refused before anything was done).
 
     `run_once` releases the key, so the same key may be used again."""
 
 
-class InvalidAction(ValueError):
+class InvalidAction(HeronError, ValueError):
     """Arguments a two-phase tool refuses; raised by a `Plan` factory."""
 
 

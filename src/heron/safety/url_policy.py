@@ -15,6 +15,8 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from heron.errors import HeronError
+
 __all__ = ["METADATA_ADDRESSES", "ResolvedUrl", "UrlPolicy", "UrlRefused"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -36,7 +38,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT, RFC 6598
 
 
-class UrlRefused(Exception):
+class UrlRefused(HeronError):
     """The URL may not be fetched: wrong scheme, no host, unresolvable, or a forbidden address."""
 
 

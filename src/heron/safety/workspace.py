@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from heron.errors import HeronError
+
 __all__ = [
     "MAX_COMPONENT_BYTES",
     "MAX_PATH_CHARS",
@@ -73,7 +75,7 @@ WorkspaceReason = Literal[
 ]
 
 
-class WorkspaceError(ValueError):
+class WorkspaceError(HeronError, ValueError):
     """A path the workspace refuses. `reason` is stable; the message is for the model."""
 
     def __init__(self, reason: WorkspaceReason, path: str, message: str, **extra: Any) -> None:

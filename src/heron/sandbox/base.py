@@ -28,13 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+from heron.errors import HeronError
+
 SandboxLevel = Literal["process", "bwrap"]
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 
-class SandboxError(RuntimeError):
+class SandboxError(HeronError, RuntimeError):
     """A sandbox could not run a command (as opposed to the command failing)."""
 
 

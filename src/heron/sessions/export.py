@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from heron.errors import HeronError
 from heron.messages import Message
 from heron.sessions.repair import SessionRepairError, repair_messages
 from heron.sessions.store import MESSAGE, SessionEntry, SessionStore, transaction
@@ -30,7 +31,7 @@ from heron.sessions.store import MESSAGE, SessionEntry, SessionStore, transactio
 FIELDS = frozenset({"session", "entry_id", "parent_id", "timestamp", "message"})
 
 
-class SessionImportError(ValueError):
+class SessionImportError(HeronError, ValueError):
     """The file is not a valid session export, or its target session is taken."""
 
 

@@ -15,8 +15,10 @@ import hashlib
 import os
 from pathlib import Path
 
+from heron.errors import HeronError
 
-class SessionInUseError(RuntimeError):
+
+class SessionInUseError(HeronError, RuntimeError):
     """Another live process holds the session."""
 
     def __init__(self, session: str, holder: str) -> None:

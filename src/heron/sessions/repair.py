@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from heron.errors import HeronError
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage
 from heron.models.base import InvalidHistoryError
 from heron.models.history_rules import HistoryChecker
@@ -30,7 +31,7 @@ INTERRUPTED_RESULT = (
 for an interrupted or lost call, whichever writer repairs the session."""
 
 
-class SessionRepairError(RuntimeError):
+class SessionRepairError(HeronError, RuntimeError):
     """The stored history is broken in a way appending cannot mend."""
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from heron._support.state import open_db
+from heron.errors import HeronError
 from heron.messages import Message
 
 MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
@@ -48,7 +49,7 @@ CREATE INDEX IF NOT EXISTS session_entries_by_session ON session_entries (sessio
 """
 
 
-class ConcurrentWriteError(RuntimeError):
+class ConcurrentWriteError(HeronError, RuntimeError):
     """Another writer appended to the session since this writer last saw it."""
 
     def __init__(self, session: str, expected: int, actual: int) -> None:

@@ -35,6 +35,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from heron.errors import HeronError
 from heron.models.base import Usage
 from heron.safety.redact import scrub_text
 from heron.telemetry.metrics import Outcome, tool_outcome
@@ -66,7 +67,7 @@ _OTLP_MODULES: dict[str, tuple[str, str]] = {
 _CURRENT_RUN: ContextVar[RunSpan | None] = ContextVar("heron_otel_run", default=None)
 
 
-class TelemetryUnavailable(RuntimeError):
+class TelemetryUnavailable(HeronError, RuntimeError):
     """OpenTelemetry was asked for but the needed package is not installed."""
 
 

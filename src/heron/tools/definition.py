@@ -6,13 +6,20 @@ work; the dispatcher owns events, receipts, observer records, approval and histo
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
+
+from heron.errors import ConfigurationError, HeronError
 
 RuntimeArg = Literal["approved", "channel"]
 """Arguments the runtime (never the model) may set; each is declared in the tool description."""
+
+RunsIn = Literal["event_loop", "thread"]
+"""Where a tool's work runs: awaited on the event loop, or in a worker thread (a plain `def`
+under `@tool`). A thread cannot be stopped: a timed-out or cancelled call is reported at once,
+while its thread runs on to its end."""
 
 RUNTIME_ARG_NOTES: Mapping[RuntimeArg, str] = {
     "approved": (
@@ -24,6 +31,8 @@ RUNTIME_ARG_NOTES: Mapping[RuntimeArg, str] = {
         "the current conversation arrived on."
     ),
 }
+"""The note each runtime-managed argument adds to a tool's description (class-based tools
+append them themselves)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,6 +77,17 @@ class ToolSpec:
     """Arguments the runtime may inject; they are declared in `description`."""
     channel_aware: bool = False
     """Receives the conversation's channel as a delivery default (`channel` runtime arg)."""
+    runs_in: RunsIn = "event_loop"
+    """`thread` for a sync function `@tool` runs in a worker thread; a timeout or cancel
+    reports the call at once but cannot stop that thread. `event_loop` for everything else."""
+
+    def __post_init__(self) -> None:
+        if self.runs_in not in get_args(RunsIn):
+            known = ", ".join(map(repr, get_args(RunsIn)))
+            raise ToolDefinitionError(
+                [f"unknown runs_in {self.runs_in!r} (known: {known})"],
+                heading=f"tool {self.name!r}",
+            )
 
     def to_wire(self) -> dict[str, Any]:
         """The provider-neutral `{name, description, parameters}` triple."""
@@ -130,10 +150,22 @@ class Tool(Protocol):
     async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 
 
-class ToolArgumentsError(ValueError):
+class ToolArgumentsError(HeronError, ValueError):
     """Arguments that violate a tool's schema. The model sees `problems`, the loop continues."""
 
     def __init__(self, tool: str, problems: list[str]) -> None:
         self.tool = tool
         self.problems = problems
         super().__init__(f"invalid arguments for {tool}: " + "; ".join(problems))
+
+
+class ToolDefinitionError(ConfigurationError, ValueError, TypeError):
+    """A developer mistake in a tool or the tool set; lists every problem at once.
+
+    `@tool` raises it for a function it cannot describe (it is a `TypeError` for that reason),
+    the registry for duplicate names or an unknown bundle (a `ValueError`), the loader for a
+    tools file that is missing or defines no tools.
+    """
+
+    def __init__(self, problems: Iterable[str], *, heading: str = "") -> None:
+        super().__init__(heading, problems=problems)

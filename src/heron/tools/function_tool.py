@@ -2,7 +2,8 @@
 
 Everything is worked out once, when the decorator runs: the signature, the type hints, the
 docstring, the argument model and its JSON Schema, the examples. A definition mistake is a
-`TypeError` at import time that lists every problem at once, never a surprise on the first call.
+`ToolDefinitionError` (a `heron.ConfigurationError`, and a `TypeError`) at import time that
+lists every problem at once, never a surprise on the first call.
 
 Arguments are checked by a pydantic model in strict JSON mode (`model_validate_json(...,
 strict=True)` on the canonical JSON of the arguments). JSON mode is what lets strict validation
@@ -23,7 +24,7 @@ import re
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, overload
+from typing import Any, Literal, assert_never, overload
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -32,10 +33,12 @@ from pydantic_core import to_jsonable_python
 
 from heron.tools.definition import (
     RUNTIME_ARG_NOTES,
+    RunsIn,
     RuntimeArg,
     ToolAnnotations,
     ToolArgumentsError,
     ToolContext,
+    ToolDefinitionError,
     ToolExample,
     ToolResult,
     ToolSpec,
@@ -63,11 +66,13 @@ class FunctionTool:
     """A `Tool` made from a typed function by `@tool`. The function stays callable as `.fn`.
 
     Sync functions run in a worker thread (`asyncio.to_thread`) so a slow one cannot stall the
-    event loop; `@tool(thread=False)` runs cheap ones inline. A thread cannot be interrupted, so a
-    cancelled call to a threaded function keeps running to its end in the background.
+    event loop; `@tool(thread=False)` runs cheap ones inline. The choice is part of the
+    definition: `spec.runs_in` is `"thread"` or `"event_loop"`. A thread cannot be interrupted,
+    so a timed-out or cancelled call to a threaded function is reported at once while the
+    function keeps running to its end in the background.
     """
 
-    __slots__ = ("_context_param", "_fields", "_is_async", "_model", "_spec", "_thread", "fn")
+    __slots__ = ("_context_param", "_fields", "_is_async", "_model", "_spec", "fn")
 
     def __init__(
         self,
@@ -77,7 +82,6 @@ class FunctionTool:
         model: type[BaseModel],
         fields: Mapping[str, str],
         context_param: str | None,
-        thread: bool,
     ) -> None:
         self.fn = fn
         self._spec = spec
@@ -85,7 +89,6 @@ class FunctionTool:
         self._fields = fields  # parameter name -> model field name
         self._context_param = context_param
         self._is_async = inspect.iscoroutinefunction(fn)
-        self._thread = thread
 
     @property
     def spec(self) -> ToolSpec:
@@ -119,10 +122,14 @@ class FunctionTool:
             kwargs[self._context_param] = ctx
         if self._is_async:
             value = await typing.cast(Awaitable[Any], self.fn(**kwargs))
-        elif self._thread:
-            value = await asyncio.to_thread(self.fn, **kwargs)
-        else:
-            value = self.fn(**kwargs)
+            return _to_result(value)
+        match self._spec.runs_in:
+            case "thread":
+                value = await asyncio.to_thread(self.fn, **kwargs)
+            case "event_loop":
+                value = self.fn(**kwargs)
+            case unknown:
+                assert_never(unknown)
         return _to_result(value)
 
 
@@ -183,9 +190,9 @@ def tool(
     The schema comes from the type hints, the description from the docstring (Google `Args:` /
     `Returns:` / `Raises:` or Sphinx `:param x:` fields document the parameters). A parameter
     annotated `ToolContext` receives the call context and is not part of the schema. `examples`
-    (at most five) are validated now and rendered into the description. `thread=False` runs a
-    sync function on the event loop instead of in a worker thread. Definition mistakes raise one
-    `TypeError` listing every problem.
+    (at most five) are validated now and rendered into the description. A sync function runs in
+    a worker thread (`spec.runs_in == "thread"`); `thread=False` runs it on the event loop
+    instead. Definition mistakes raise one `ToolDefinitionError` listing every problem.
     """
     annotations = ToolAnnotations(
         read_only=read_only,
@@ -224,7 +231,7 @@ def _build(
         signature = inspect.signature(fn)
         hints = typing.get_type_hints(fn, include_extras=True)
     except (TypeError, ValueError, NameError) as exc:
-        raise TypeError(f"cannot make a tool from {fn!r}: {exc}") from exc
+        raise ToolDefinitionError([str(exc)], heading=f"cannot make a tool from {fn!r}") from exc
 
     doc_text, doc_params, doc_sections = parse_docstring(inspect.getdoc(fn))
     for documented in doc_params.keys() - signature.parameters.keys():
@@ -276,9 +283,10 @@ def _build(
             owner=owner,
             runtime_args=declared,
             channel_aware="channel" in declared,
+            runs_in=_runs_in(fn, thread),
         )
         built = FunctionTool(
-            fn=fn, spec=spec, model=model, fields=fields, context_param=context_param, thread=thread
+            fn=fn, spec=spec, model=model, fields=fields, context_param=context_param
         )
     for number, example in enumerate(parsed, start=1):
         leaked = sorted(set(example.arguments) & set(hidden))
@@ -290,9 +298,13 @@ def _build(
             except ToolArgumentsError as exc:
                 problems.append(f"example {number}: " + "; ".join(exc.problems))
     if problems or built is None:
-        listing = "\n- ".join(problems)
-        raise TypeError(f"cannot make a tool from {tool_name or fn!r}:\n- {listing}")
+        raise ToolDefinitionError(problems, heading=f"cannot make a tool from {tool_name or fn!r}")
     return built
+
+
+def _runs_in(fn: Callable[..., Any], thread: bool) -> RunsIn:
+    """A coroutine function is awaited on the loop; a plain `def` goes to a thread unless told."""
+    return "thread" if thread and not inspect.iscoroutinefunction(fn) else "event_loop"
 
 
 def _fields(

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from heron.tools.definition import Tool
-from heron.tools.registry import ToolDefinitionError
+from heron.tools.definition import Tool, ToolDefinitionError
 
 
 def _import(source: str) -> ModuleType:

@@ -9,23 +9,16 @@ MCP) for the whole session.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from typing import Literal
+from typing import Literal, assert_never, get_args
 
-from heron.tools.definition import Tool, ToolSpec
+from heron.tools.definition import Tool, ToolDefinitionError, ToolSpec
 
 Autonomy = Literal["read-only", "supervised", "full"]
+"""How much an agent may do unasked: only read-only tools, ask before the rest, or everything."""
 
 NAMESPACE_SEP = "__"
 """Joins a namespace and a tool name (`<server>__<tool>` for MCP tools); a bare name resolves to
 the one namespaced tool it uniquely suffixes."""
-
-
-class ToolDefinitionError(ValueError):
-    """A developer mistake in the tool set (duplicate names, unknown bundle); lists them all."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(problems))
 
 
 def normalize_name(name: str) -> str:
@@ -75,6 +68,9 @@ class ToolRegistry:
     ) -> ScopedRegistry:
         """Assemble the effective tool set for one agent."""
         problems = [f"unknown tool bundle {b!r}" for b in bundles or () if b not in self._bundles]
+        if autonomy not in get_args(Autonomy):
+            known = ", ".join(map(repr, get_args(Autonomy)))
+            problems.append(f"unknown autonomy {autonomy!r} (known: {known})")
         if problems:
             raise ToolDefinitionError(problems)
         names = (
@@ -83,8 +79,13 @@ class ToolRegistry:
             else list(self._tools)
         )
         tools = [self._tools[n] for n in names]
-        if autonomy == "read-only":
-            tools = [t for t in tools if t.spec.annotations.read_only]
+        match autonomy:
+            case "read-only":
+                tools = [t for t in tools if t.spec.annotations.read_only]
+            case "supervised" | "full":
+                pass
+            case unknown:
+                assert_never(unknown)
         if allowed_tools is not None:
             allowed = set(allowed_tools)
             tools = [t for t in tools if t.spec.name in allowed]

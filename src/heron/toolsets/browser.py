@@ -44,6 +44,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 from pydantic import Field
 
+from heron.errors import HeronError
 from heron.safety.url_policy import UrlPolicy, UrlRefused
 from heron.safety.workspace import Workspace, WorkspaceError, atomic_write
 from heron.tools.definition import Tool, ToolContext, ToolResult
@@ -78,11 +79,11 @@ class BrowserLimits:
     viewport: tuple[int, int] = (1280, 800)
 
 
-class BrowserUnavailable(Exception):
+class BrowserUnavailable(HeronError):
     """Chromium is missing or cannot start."""
 
 
-class _NoPage(Exception):
+class _NoPage(HeronError):
     """A tool that needs a page was called before any navigation."""
 
 

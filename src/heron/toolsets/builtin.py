@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from heron.errors import ConfigurationError
 from heron.tools.definition import Tool
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ BuiltinSet = Literal["perception", "execution", "connectors", "events"]
 SETS: tuple[BuiltinSet, ...] = ("perception", "execution", "connectors", "events")
 
 
-class BuiltinError(ValueError):
+class BuiltinError(ConfigurationError, ValueError):
     """The built-in tool sets cannot be built as configured; nothing is left open."""
 
 

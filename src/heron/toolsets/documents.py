@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
+from heron.errors import HeronError
 from heron.safety.workspace import Workspace, WorkspaceError, binary_kind
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
@@ -88,7 +89,7 @@ _ZIP_PARTS: tuple[tuple[bytes, FileType], ...] = ((b"word/", "docx"), (b"ppt/", 
 _ZIP_PARTS += ((b"xl/", "xlsx"),)
 
 
-class DocumentError(Exception):
+class DocumentError(HeronError):
     """A document read_document refuses or cannot read; `reason` is stable."""
 
     def __init__(self, reason: DocumentReason, path: str, message: str) -> None:

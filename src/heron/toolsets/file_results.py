@@ -9,13 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec
 
+from heron.errors import HeronError
 from heron.safety.workspace import Workspace, WorkspaceError
 from heron.tools.definition import ToolResult
 
 P = ParamSpec("P")
 
 
-class Refused(Exception):
+class Refused(HeronError):
     """A clear, structured refusal inside a tool; becomes a failed `ToolResult`."""
 
     def __init__(self, reason: str, message: str, **data: Any) -> None:

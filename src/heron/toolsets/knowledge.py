@@ -21,6 +21,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from heron.errors import HeronError
+
 __all__ = [
     "SUFFIXES",
     "Chunk",
@@ -45,7 +47,7 @@ _STOPWORD_LIST = (
 _STOPWORDS = frozenset(_STOPWORD_LIST.split())
 
 
-class KnowledgeError(Exception):
+class KnowledgeError(HeronError):
     """The knowledge base cannot be used (missing folder, empty query)."""
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
+from heron.errors import HeronError
 from heron.safety.workspace import Workspace, WorkspaceError
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
@@ -42,7 +43,7 @@ _INSTALL_HINT = "install Debian's `tesseract-ocr` package (and `tesseract-ocr-<l
 LangArg = Annotated[str, Field(pattern=_LANG.pattern)]
 
 
-class OcrError(Exception):
+class OcrError(HeronError):
     """OCR could not run or failed. `reason` is stable; the message says what to do."""
 
     def __init__(self, reason: OcrReason, message: str) -> None:

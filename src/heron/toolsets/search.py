@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from heron.errors import HeronError
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 from heron.toolsets.knowledge import KnowledgeBase, KnowledgeError, KnowledgeResults
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 
-class SearchError(Exception):
+class SearchError(HeronError):
     """A back end could not answer: unreachable, an error status, or a malformed response."""
 
 

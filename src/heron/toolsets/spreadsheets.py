@@ -31,6 +31,7 @@ import openpyxl  # type: ignore[import-untyped]
 from openpyxl.utils import get_column_letter, range_boundaries  # type: ignore[import-untyped]
 from pydantic import Field
 
+from heron.errors import HeronError
 from heron.safety.workspace import Workspace, WorkspaceError, atomic_write
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
@@ -55,11 +56,11 @@ _TOKEN = re.compile(
 )
 
 
-class NotComputed(Exception):
+class NotComputed(HeronError):
     """A formula outside what the evaluator supports; the message says what."""
 
 
-class _XlError(Exception):
+class _XlError(HeronError):
     """An Excel error value (`#DIV/0!`), which propagates through a formula."""
 
 
@@ -282,7 +283,7 @@ Range = Annotated[
 SheetName = Annotated[str, Field(min_length=1, max_length=31)]
 
 
-class _SheetError(Exception):
+class _SheetError(HeronError):
     """A request the tools refuse, with a sentence for the model."""
 
 

@@ -21,6 +21,7 @@ from urllib.parse import urljoin
 import httpx
 from pydantic import Field
 
+from heron.errors import HeronError
 from heron.safety.url_policy import UrlPolicy, UrlRefused
 from heron.safety.workspace import Workspace, WorkspaceError
 from heron.tools.definition import Tool, ToolResult
@@ -45,7 +46,7 @@ class WebLimits:
     user_agent: str = "heron-agent/1.0 (fetch_url)"
 
 
-class _FetchError(Exception):
+class _FetchError(HeronError):
     """A fetch that cannot go on (too many redirects, an oversize download)."""
 
 

@@ -31,6 +31,8 @@ _request_ids = itertools.count(1)
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ApprovalRequest:
+    """A call waiting for an approval decision: what a front end shows the operator."""
+
     request_id: str
     call_id: str
     tool: str
@@ -44,6 +46,8 @@ class ApprovalRequest:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ApprovalAnswer:
+    """An operator's answer: `yes`, `no`, `always` (for this tool, this session) or `replace`."""
+
     decision: AnswerKind
     decided_by: str
     """Who answered, e.g. `operator:cli` or `backchannel:web`."""
@@ -203,6 +207,10 @@ class GateResult:
 
 @dataclass(kw_only=True)
 class ApprovalPolicy:
+    """Who must approve what: autonomy, the `auto_approve` and `always_ask` tool names (`*`
+    for all), how long the operator has to answer, and whether automatic approvals are audited
+    one by one."""
+
     autonomy: Autonomy = "supervised"
     auto_approve: Collection[str] = ()
     always_ask: Collection[str] = ()

@@ -15,6 +15,13 @@ CancelMode = Literal["cancel", "detach"]
 
 
 class CancelScope:
+    """Cancels a whole turn from outside (Ctrl-C, a new message, a parent run); once only.
+
+    `cancel(reason, mode="cancel")` stops running tools; `mode="detach"` leaves them running in
+    the background. `child()` makes a scope cancelled together with this one. Not to be
+    confused with the hook decision `Cancel`, which skips one tool call and lets the turn go on.
+    """
+
     __slots__ = ("_children", "_future", "mode", "reason")
 
     def __init__(self) -> None:

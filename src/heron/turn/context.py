@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from heron.errors import ConfigurationError
 from heron.messages import Message
 from heron.models.base import Model
 from heron.tools.registry import ActivatedToolSet, ScopedRegistry
@@ -37,6 +38,9 @@ if TYPE_CHECKING:  # imported lazily where used: telemetry and token counting ar
     from heron.turn.budgets import RunBudget
 
 ParallelMode = Literal["off", "read-only", "all"]
+"""Which batches of calls may run concurrently: none, read-only ones only, or all."""
+CapBehavior = Literal["summary", "error"]
+"""What hitting the iteration cap or a budget does: ask for a summary, or end with an error."""
 SafePoint = Literal["after_model", "after_tools"]
 
 REENTRANT_TOOLS = frozenset({"spawn_subagent", "delegate"})
@@ -45,10 +49,15 @@ REENTRANT_TOOLS = frozenset({"spawn_subagent", "delegate"})
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LoopDetectionKnobs:
+    """Loop detection knobs: repeated and ping-pong calls among the recent ones."""
+
     enabled: bool = True
     window: int = 20
+    """How many recent calls are kept and compared."""
     max_repeats: int = 3
+    """The identical-call count that first warns (one more blocks, two more break the loop)."""
     ignore_tools: frozenset[str] = frozenset()
+    """Tools whose calls are never counted."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,12 +74,25 @@ class RuntimeKnobs:
     tool_timeout_s: float | None = None
     """Runtime-level timeout per tool call; a timeout is an error result the model sees."""
     strict_tool_parsing: bool = False
-    cap_behavior: Literal["summary", "error"] = "summary"
+    cap_behavior: CapBehavior = "summary"
     loop_detection: LoopDetectionKnobs = field(default_factory=LoopDetectionKnobs)
     reply_reserve_tokens: int = 4096
     """Context kept free for the model's reply when the history is trimmed."""
     cancel_grace_s: float = 2.0
     """How long a cancelled tool may take to unwind before heron stops waiting for it."""
+
+    def __post_init__(self) -> None:
+        # Modes are closed: an unknown one is a start-up error, never silently "all".
+        problems = [
+            f"{name}: unknown mode {value!r} (known: {', '.join(map(repr, get_args(kind)))})"
+            for name, value, kind in (
+                ("parallel", self.parallel, ParallelMode),
+                ("cap_behavior", self.cap_behavior, CapBehavior),
+            )
+            if value not in get_args(kind)
+        ]
+        if problems:
+            raise ConfigurationError("invalid RuntimeKnobs", problems=problems)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -127,6 +149,18 @@ class BackgroundResult:
     output: str
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Receipt:
+    """A signed receipt for one successful tool call (verify it with `heron.verify_receipt`)."""
+
+    tool: str
+    """The tool that ran."""
+    call_id: str
+    """The id of the call, as in its `tool_call` and `tool_result` events."""
+    receipt: str
+    """The signed receipt text, as shown to the model after the result."""
+
+
 @dataclass(kw_only=True)
 class TurnState:
     """Per-message state, outside the resolved bundle."""
@@ -147,8 +181,8 @@ class TurnState:
     known_call_ids: AbstractSet[str] | None = None
     """The call ids already in `history`, kept current by whoever appends to it (the session
     writer's index), so a turn does not rescan the history; `None`: the loop collects them."""
-    receipts: list[tuple[str, str]] = field(default_factory=list)
-    """(tool, receipt) for each receipted result of this turn."""
+    receipts: list[Receipt] = field(default_factory=list)
+    """One `Receipt` for each receipted result of this turn, in the order they were issued."""
     on_safe_point: Callable[[SafePoint], Awaitable[None]] | None = None
     on_append: Callable[[tuple[Message, ...]], None] | None = None
     """Called with every group of messages the loop appends (persist them before showing)."""

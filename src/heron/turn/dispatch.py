@@ -12,7 +12,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from heron._support.canonical import canonical_json
 from heron.safety.redact import scrub_text, scrub_value
@@ -29,11 +29,12 @@ from heron.turn.calls import (
 from heron.turn.cancel import wait_task
 from heron.turn.context import (
     BackgroundResult,
+    Receipt,
     ResolvedAgentExecution,
     RuntimeKnobs,
     TurnState,
 )
-from heron.turn.events import ProgressEvent, ToolCallEvent
+from heron.turn.events import InterruptPhase, ProgressEvent, ToolCallEvent
 from heron.turn.hooks import HookCall, HookOutcome, run_after_hooks
 from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
 
@@ -42,15 +43,22 @@ OBSERVER_MAX_CHARS = 1000
 
 
 def should_run_parallel(knobs: RuntimeKnobs, batch: PreparedBatch, names: Sequence[str]) -> bool:
-    if knobs.parallel == "off" or len(batch.executable) <= 1 or batch.any_prompted:
-        return False
-    if batch.activated_from_catalogue:
-        return False
-    if TOOL_SEARCH in names:
-        return False
-    if knobs.parallel == "read-only":
-        return all(c.tool.spec.annotations.read_only for c in batch.executable)
-    return True
+    """Whether this batch runs concurrently; an unknown `parallel` mode is an error."""
+    eligible = (
+        len(batch.executable) > 1
+        and not batch.any_prompted
+        and not batch.activated_from_catalogue
+        and TOOL_SEARCH not in names
+    )
+    match knobs.parallel:
+        case "off":
+            return False
+        case "read-only":
+            return eligible and all(c.tool.spec.annotations.read_only for c in batch.executable)
+        case "all":
+            return eligible
+        case unknown:
+            assert_never(unknown)
 
 
 async def execute_batch(
@@ -76,33 +84,38 @@ async def execute_batch(
             )
 
 
-def interrupted(call: ExecutableCall, phase: str, task_id: str | None = None) -> CallOutcome:
+def interrupted(
+    call: ExecutableCall, phase: InterruptPhase, task_id: str | None = None
+) -> CallOutcome:
+    """The interrupted result of a call, worded by how far it got (`phase`)."""
     ann = call.tool.spec.annotations
-    if phase == "not_started":
-        text = "[interrupted: the turn was cancelled before this call started; it did not run]"
-    elif phase == "running_in_background":
-        text = (
-            f"[still running in the background as task {task_id}: the turn was interrupted, "
-            "and the result will arrive later as a new event. Handle the new message first.]"
-        )
-    else:
-        text = "[interrupted: cancelled while running]"
-        if not (ann.read_only or ann.idempotent):
-            text += (
-                " Outcome unknown: it may have taken effect in part or in full. Do not retry "
-                "blindly; check the current state first."
+    match phase:
+        case "not_started":
+            text = "[interrupted: the turn was cancelled before this call started; it did not run]"
+        case "running_in_background":
+            text = (
+                f"[still running in the background as task {task_id}: the turn was interrupted, "
+                "and the result will arrive later as a new event. Handle the new message first.]"
             )
-    outcome = CallOutcome(
+        case "cancelled_while_running":
+            text = "[interrupted: cancelled while running]"
+            if not (ann.read_only or ann.idempotent):
+                text += (
+                    " Outcome unknown: it may have taken effect in part or in full. Do not retry "
+                    "blindly; check the current state first."
+                )
+        case unknown:
+            assert_never(unknown)
+    return CallOutcome(
         call_id=call.call_id,
         name=call.name,
         status="interrupted",
         success=False,
         output=text,
         read_only=ann.read_only,
+        phase=phase,
+        background_task=task_id,
     )
-    outcome.phase = phase  # type: ignore[assignment]
-    outcome.background_task = task_id
-    return outcome
 
 
 def _map_result(call: ExecutableCall, result: Any) -> tuple[bool, str]:
@@ -202,50 +215,36 @@ async def execute_one(
         raise
     duration_ms = (time.perf_counter() - started) * 1000
 
-    if finished == "done":
-        try:
-            success, output = _map_result(call, task.result())
-        except Exception as exc:
-            success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
-        outcome = CallOutcome(
-            call_id=call.call_id,
-            name=call.name,
-            status="ok" if success else "error",
-            success=success,
-            output=output,
-            duration_ms=duration_ms,
-            executed=True,
-            read_only=spec.annotations.read_only,
-        )
-        if success and exec_.receipts is not None:
-            outcome.receipt = exec_.receipts.sign(call.name, call.arguments, output)
-        if success and exec_.cache is not None:
-            if spec.annotations.read_only:
-                exec_.cache.put(spec, call.arguments, output)
-            else:
-                exec_.cache.invalidate(spec, call.arguments)
-    elif finished == "cancelled" and state.cancel.mode == "detach":
-        task_id = f"task-{call.call_id}"
-        _detach(state, task, task_id, call)
-        outcome = interrupted(call, "running_in_background", task_id)
-        outcome.duration_ms = duration_ms
-    elif finished == "cancelled":
-        await _stop(task, knobs.cancel_grace_s)
-        outcome = interrupted(call, "cancelled_while_running")
-        outcome.duration_ms = duration_ms
-    else:
-        await _stop(task, knobs.cancel_grace_s)
-        outcome = CallOutcome(
-            call_id=call.call_id,
-            name=call.name,
-            status="error",
-            success=False,
-            output=f"Error: '{call.name}' timed out after {knobs.tool_timeout_s:g} s and was "
-            "stopped.",
-            duration_ms=duration_ms,
-            executed=True,
-            read_only=spec.annotations.read_only,
-        )
+    match finished:
+        case "done":
+            outcome = _completed(exec_, call, task, duration_ms)
+        case "cancelled":
+            match state.cancel.mode:
+                case "detach":
+                    task_id = f"task-{call.call_id}"
+                    _detach(state, task, task_id, call)
+                    outcome = interrupted(call, "running_in_background", task_id)
+                case "cancel":
+                    await _stop(task, knobs.cancel_grace_s)
+                    outcome = interrupted(call, "cancelled_while_running")
+                case unknown_mode:
+                    assert_never(unknown_mode)
+            outcome.duration_ms = duration_ms
+        case "timeout":
+            await _stop(task, knobs.cancel_grace_s)
+            outcome = CallOutcome(
+                call_id=call.call_id,
+                name=call.name,
+                status="error",
+                success=False,
+                output=f"Error: '{call.name}' timed out after {knobs.tool_timeout_s:g} s and was "
+                "stopped.",
+                duration_ms=duration_ms,
+                executed=True,
+                read_only=spec.annotations.read_only,
+            )
+        case unknown:
+            assert_never(unknown)
 
     if exec_.hooks and outcome.executed:
         await run_after_hooks(
@@ -265,6 +264,35 @@ async def execute_one(
             ),
         )
     return _finish(exec_, state, call, outcome, started_record)
+
+
+def _completed(
+    exec_: ResolvedAgentExecution, call: ExecutableCall, task: asyncio.Task[Any], duration_ms: float
+) -> CallOutcome:
+    """The outcome of a call whose task finished: mapped result, receipt, cache upkeep."""
+    spec = call.tool.spec
+    try:
+        success, output = _map_result(call, task.result())
+    except Exception as exc:
+        success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
+    outcome = CallOutcome(
+        call_id=call.call_id,
+        name=call.name,
+        status="ok" if success else "error",
+        success=success,
+        output=output,
+        duration_ms=duration_ms,
+        executed=True,
+        read_only=spec.annotations.read_only,
+    )
+    if success and exec_.receipts is not None:
+        outcome.receipt = exec_.receipts.sign(call.name, call.arguments, output)
+    if success and exec_.cache is not None:
+        if spec.annotations.read_only:
+            exec_.cache.put(spec, call.arguments, output)
+        else:
+            exec_.cache.invalidate(spec, call.arguments)
+    return outcome
 
 
 def _finish(
@@ -312,7 +340,9 @@ async def run_nested_call(
     outcome = batch.slots[0]
     assert outcome is not None  # execute_batch fills every slot
     if outcome.receipt is not None:
-        state.receipts.append((outcome.name, outcome.receipt))
+        state.receipts.append(
+            Receipt(tool=outcome.name, call_id=outcome.call_id, receipt=outcome.receipt)
+        )
     if outcome.executed and state.run_budget is not None:
         state.run_budget.record_tool_call()
     if outcome.success:

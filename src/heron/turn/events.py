@@ -7,8 +7,7 @@ arguments are shown as executed (including anything the runtime injected, named 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,8 +25,15 @@ ToolStatus = Literal[
 
 InterruptPhase = Literal["not_started", "cancelled_while_running", "running_in_background"]
 
+FinalReason = Literal[
+    "answer", "iteration_cap", "budget_exhausted", "loop_break", "malformed_protocol"
+]
+"""Why a turn ended with a final answer (a summary, for everything but `answer`)."""
+
 
 class BaseEvent(BaseModel):
+    """The base of every turn event: frozen, and stamped with the `turn_id` it belongs to."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
     turn_id: str = ""
 
@@ -61,6 +67,8 @@ class ToolResultEvent(BaseEvent):
 
 
 class ProgressEvent(BaseEvent):
+    """A progress line a running tool reported (`ToolContext.progress`), scrubbed."""
+
     type: Literal["progress"] = "progress"
     id: str
     name: str
@@ -68,6 +76,8 @@ class ProgressEvent(BaseEvent):
 
 
 class ApprovalRequestEvent(BaseEvent):
+    """A call waits for an operator's approval (answer it through the approver)."""
+
     type: Literal["approval_request"] = "approval_request"
     request_id: str
     call_id: str
@@ -78,6 +88,8 @@ class ApprovalRequestEvent(BaseEvent):
 
 
 class ApprovalDecisionEvent(BaseEvent):
+    """How an approval request was decided, and by whom (operator or policy)."""
+
     type: Literal["approval_decision"] = "approval_decision"
     request_id: str
     call_id: str
@@ -87,24 +99,30 @@ class ApprovalDecisionEvent(BaseEvent):
 
 
 class TextDeltaEvent(BaseEvent):
+    """A piece of the model's visible answer, as it streams."""
+
     type: Literal["text_delta"] = "text_delta"
     text: str
 
 
 class ReasoningDeltaEvent(BaseEvent):
+    """A piece of the model's thinking, as it streams (never part of the answer)."""
+
     type: Literal["reasoning_delta"] = "reasoning_delta"
     text: str
 
 
 class FinalEvent(BaseEvent):
+    """The turn's final answer; `reason` says whether it is the answer or a summary."""
+
     type: Literal["final"] = "final"
     text: str
-    reason: Literal[
-        "answer", "iteration_cap", "budget_exhausted", "loop_break", "malformed_protocol"
-    ] = "answer"
+    reason: FinalReason = "answer"
 
 
 class TruncatedEvent(BaseEvent):
+    """A tool result was bounded before it entered the model's history."""
+
     type: Literal["truncated"] = "truncated"
     id: str
     name: str
@@ -126,6 +144,8 @@ class HistoryTrimmedEvent(BaseEvent):
 
 
 class LoopDetectedEvent(BaseEvent):
+    """The loop detector warned, withheld a result (`block`) or ended the loop."""
+
     type: Literal["loop_detected"] = "loop_detected"
     level: Literal["warn", "block", "break"]
     kind: str
@@ -134,11 +154,15 @@ class LoopDetectedEvent(BaseEvent):
 
 
 class CancelledEvent(BaseEvent):
+    """The turn was cancelled (`CancelScope.cancel`); `reason` says why."""
+
     type: Literal["cancelled"] = "cancelled"
     reason: str = "cancelled"
 
 
 class ErrorEvent(BaseEvent):
+    """The turn ended with an error (a model failure, an aborted loop, a cap as error)."""
+
     type: Literal["error"] = "error"
     message: str
 
@@ -159,9 +183,16 @@ TurnEvent = Annotated[
     | ErrorEvent,
     Field(discriminator="type"),
 ]
+"""Any turn event (told apart by `type`); the schema is in docs/events.md."""
 
-EventSink = Callable[[BaseEvent], None]
-"""Receives every event synchronously, in order. Keep it cheap; queue if you must do I/O."""
+
+class EventSink(Protocol):
+    """Receives every event synchronously, in order. Keep it cheap; queue if you must do I/O.
+
+    Any callable taking one event will do: a function, a bound method, `list.append`.
+    """
+
+    def __call__(self, event: BaseEvent, /) -> None: ...
 
 
 def discard(_event: BaseEvent) -> None:

@@ -14,13 +14,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
+from heron.errors import ConfigurationError
 from heron.tools.definition import Tool, ToolSpec
+
+CheckDecision = Literal["allow", "refuse", "escalate"]
+"""A call check's decision; `escalate` hands the decision to the human approval surface."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CheckRequest:
+    """The structured call a `CallCheck` judges: tool, arguments and the tool's spec."""
+
     call_id: str
     tool: str
     arguments: dict[str, Any]
@@ -29,12 +35,23 @@ class CheckRequest:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CheckVerdict:
-    decision: Literal["allow", "refuse", "escalate"]
+    """A call check's verdict and its short reason, which the operator sees (and the model
+    too, on a refusal)."""
+
+    decision: CheckDecision
     """`escalate` hands the decision to the human approval surface."""
     reason: str = ""
 
+    def __post_init__(self) -> None:
+        # Closed: a check that answers "deny" or "ok" has a bug; it must never read as allow.
+        if self.decision not in get_args(CheckDecision):
+            known = ", ".join(map(repr, get_args(CheckDecision)))
+            raise ConfigurationError(f"unknown check decision {self.decision!r} (known: {known})")
+
 
 class CallCheck(Protocol):
+    """An independent check of a structured call, before approval (see the module docstring)."""
+
     name: str
 
     def applies_to(self, spec: ToolSpec) -> bool:
@@ -45,6 +62,8 @@ class CallCheck(Protocol):
 
 
 class ResultCache(Protocol):
+    """Cached outputs of read-only tools; a successful write invalidates what it touches."""
+
     def get(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
         """A fresh cached output for a read-only call, or None."""
         ...
@@ -57,12 +76,16 @@ class ResultCache(Protocol):
 
 
 class OutputSpill(Protocol):
+    """Stores oversize outputs whole; the model sees a preview and a marker instead."""
+
     def spill(self, tool: str, call_id: str, output: str) -> str | None:
         """Store an oversize output; return the model-visible preview, or None to keep it."""
         ...
 
 
 class ToolCatalogue(Protocol):
+    """Tools that exist but are not loaded (deferred MCP), resolvable by exact name."""
+
     def names(self) -> list[str]:
         """Every name the catalogue could resolve (for text-protocol parsing)."""
         ...

@@ -12,11 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from heron.turn.events import ToolStatus
+
 log = logging.getLogger("heron.hooks")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HookCall:
+    """The tool call a hook sees: id, name and arguments (as rewritten by earlier hooks)."""
+
     call_id: str
     name: str
     arguments: dict[str, Any]
@@ -26,7 +30,8 @@ class HookCall:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Rewrite:
-    """Replace the call's name and/or arguments before anything else sees it."""
+    """A `before_tool_call` decision: replace the call's name and/or arguments before anything
+    else sees it."""
 
     name: str | None = None
     arguments: dict[str, Any] | None = None
@@ -34,7 +39,12 @@ class Rewrite:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Cancel:
-    """Do not run the call; the model sees `Cancelled by hook: <reason>`."""
+    """A `before_tool_call` decision that skips this one call: it does not run, and the model
+    sees `Cancelled by hook: <reason>`; the turn goes on.
+
+    Not to be confused with `CancelScope`, which cancels the whole turn (or detaches its
+    running tools) from outside.
+    """
 
     reason: str
 
@@ -43,14 +53,18 @@ class Cancel:
 class HookOutcome:
     """What an executed call produced, as after-hooks see it (raw, unbounded)."""
 
-    status: str
+    status: ToolStatus
     success: bool
     output: str
     duration_ms: float
 
 
 class ToolHook:
-    """Subclass and override what you need."""
+    """A lifecycle hook around tool calls. Subclass and override what you need.
+
+    `before_tool_call` may return `Rewrite`, `Cancel` (skip this call) or `None` (go on);
+    `after_tool_call` sees what an executed call produced. Higher `priority` runs first.
+    """
 
     priority: int = 0
 

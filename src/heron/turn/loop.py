@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from heron.errors import HeronError
 from heron.messages import AssistantMessage, Message, ToolCallPart, UserMessage
 from heron.models import text_protocol
 from heron.models.base import (
@@ -40,6 +41,7 @@ from heron.turn.events import (
     CancelledEvent,
     ErrorEvent,
     FinalEvent,
+    FinalReason,
     HistoryTrimmedEvent,
     ReasoningDeltaEvent,
     TextDeltaEvent,
@@ -49,6 +51,7 @@ from heron.turn.receipts import RECEIPT_PROMPT_NOTE
 from heron.turn.results import collect_results
 
 TurnStatus = Literal["final", "cancelled", "error"]
+TurnReason = FinalReason | Literal["aborted", "cancelled", "error"]
 
 CAP_REQUEST = (
     "You have used the maximum number of tool iterations for this turn. Do not call tools. "
@@ -65,10 +68,13 @@ STREAM_INTERRUPTED_SUFFIX = "\n\n[stream interrupted]"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnOutcome:
+    """How a turn ended: `status`, the final text, why (`reason`) and how many iterations ran."""
+
     status: TurnStatus
     text: str
-    reason: str
-    """answer | iteration_cap | loop_break | malformed_protocol | aborted | cancelled | error"""
+    reason: TurnReason
+    """A `FinalEvent` reason, or `aborted`, `cancelled`, `error` (an `iteration_cap` or
+    `budget_exhausted` hit is an `error` under `cap_behavior = "error"`)."""
     iterations: int
     error: str | None = None
 
@@ -82,7 +88,7 @@ class ModelResponse:
     interrupted: bool = False
 
 
-class _LoopStopped(Exception):
+class _LoopStopped(HeronError):
     def __init__(self, outcome: TurnOutcome) -> None:
         self.outcome = outcome
 
@@ -329,7 +335,7 @@ class _Loop:
             raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
 
     async def _summarise(
-        self, request_text: str, reason: str, why: str | None = None
+        self, request_text: str, reason: FinalReason, why: str | None = None
     ) -> TurnOutcome:
         if self.exec.knobs.cap_behavior == "error" and reason in (
             "iteration_cap",
@@ -483,14 +489,16 @@ class _Loop:
         if self.state.on_safe_point is not None:
             await self.state.on_safe_point(point)
 
-    def _final(self, text: str, reason: str, *, reasoning: str | None = None) -> TurnOutcome:
+    def _final(
+        self, text: str, reason: FinalReason, *, reasoning: str | None = None
+    ) -> TurnOutcome:
         self._append_assistant(text, (), reasoning)
         self.state.sink(
-            FinalEvent(turn_id=self.state.turn_id, text=scrub_text(text), reason=reason)  # type: ignore[arg-type]
+            FinalEvent(turn_id=self.state.turn_id, text=scrub_text(text), reason=reason)
         )
         return TurnOutcome(status="final", text=text, reason=reason, iterations=self.iterations)
 
-    def _fail(self, message: str, *, reason: str = "error") -> TurnOutcome:
+    def _fail(self, message: str, *, reason: TurnReason = "error") -> TurnOutcome:
         self.state.sink(ErrorEvent(turn_id=self.state.turn_id, message=scrub_text(message)))
         return TurnOutcome(
             status="error", text="", reason=reason, iterations=self.iterations, error=message

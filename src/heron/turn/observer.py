@@ -18,6 +18,8 @@ _log = logging.getLogger("heron.telemetry")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCallStartRecord:
+    """The start record of an executed tool call: who, what (scrubbed, bounded), where."""
+
     tool: str
     call_id: str
     arguments: str
@@ -69,6 +71,11 @@ class ToolCallRecord(ToolCallStartRecord):
 
 
 class Observer(Protocol):
+    """Receives one start and one terminal record per executed tool call (telemetry, logs).
+
+    Records are scrubbed and bounded. Keep the methods cheap: they run on the loop's thread.
+    """
+
     def tool_call_start(self, record: ToolCallStartRecord) -> None: ...
 
     def tool_call_end(self, record: ToolCallRecord) -> None: ...

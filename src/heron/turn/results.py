@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from heron.messages import ToolResultMessage
 from heron.turn.bounds import bound_text
 from heron.turn.calls import CallOutcome, ParsedCall
-from heron.turn.context import ResolvedAgentExecution, TurnState
+from heron.turn.context import Receipt, ResolvedAgentExecution, TurnState
 from heron.turn.events import LoopDetectedEvent, TruncatedEvent
 from heron.turn.loop_detector import LoopDetector, LoopVerdict
 from heron.turn.receipts import receipt_marker
@@ -52,7 +52,9 @@ def collect_results(
                 )
             )
         if outcome.receipt is not None:
-            state.receipts.append((outcome.name, outcome.receipt))
+            state.receipts.append(
+                Receipt(tool=outcome.name, call_id=outcome.call_id, receipt=outcome.receipt)
+            )
         if verdict is not None:
             state.sink(
                 LoopDetectedEvent(

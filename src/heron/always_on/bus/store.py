@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from heron.always_on.bus.model import BusEvent
+from heron.errors import HeronError
 from heron.messages import Message
 from heron.sessions.store import ConcurrentWriteError
 
@@ -33,7 +34,7 @@ EventCallback = Callable[[BusEvent], None]
 Unwatch = Callable[[], None]
 
 
-class BusStoreError(RuntimeError):
+class BusStoreError(HeronError, RuntimeError):
     """A bus operation was refused; nothing was changed."""
 
 

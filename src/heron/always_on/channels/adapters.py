@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
+from heron.errors import HeronError
 from heron.safety import signing
 
 MAX_TEXT_CHARS = 8_000
@@ -51,7 +52,7 @@ class Ignored:
     reason: str
 
 
-class PayloadError(ValueError):
+class PayloadError(HeronError, ValueError):
     """The body is not the shape this adapter expects (answered with HTTP 400)."""
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from heron._support.clock import Clock, RealClock, timestamp
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.channels.adapters import Adapter, Ignored, PayloadError, WebhookRequest
+from heron.errors import HeronError
 
 Publish = Callable[[BusEvent], Awaitable[bool]]
 WakeFilter = Callable[[BusEvent], bool]
@@ -51,7 +52,7 @@ class WebhookResponse:
     body: dict[str, Any]
 
 
-class _BadRequest(Exception):
+class _BadRequest(HeronError):
     def __init__(self, status: HTTPStatus, message: str) -> None:
         super().__init__(message)
         self.status = status

@@ -54,6 +54,7 @@ from heron.always_on.jobs.store import (
     tail_lines,
     timeout_event,
 )
+from heron.errors import HeronError
 from heron.safety.command_policy import CommandPolicy, CommandVerdict, Decision
 from heron.sandbox.base import ResourceLimits, Sandbox, SandboxUnavailable
 from heron.sandbox.bwrap import BwrapSandbox
@@ -82,7 +83,7 @@ class JobConfig:
     """Lines of output quoted in a `job.exit` event."""
 
 
-class JobError(RuntimeError):
+class JobError(HeronError, RuntimeError):
     """A job operation failed; the message says why and what happened."""
 
 

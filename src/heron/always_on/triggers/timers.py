@@ -41,6 +41,7 @@ from croniter import croniter  # type: ignore[import-untyped]
 from heron._support.clock import Clock, RealClock, timestamp
 from heron.always_on.background import BackgroundLoop, TaskScope
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
+from heron.errors import HeronError
 
 Publish = Callable[[BusEvent], Awaitable[bool]]
 Misfire = Literal["fire_once", "skip", "catch_up"]
@@ -71,7 +72,7 @@ CREATE INDEX IF NOT EXISTS timers_due ON timers (session, state, next_fire);
 """
 
 
-class TimerError(ValueError):
+class TimerError(HeronError, ValueError):
     """A timer request that cannot be honoured; nothing was changed."""
 
 

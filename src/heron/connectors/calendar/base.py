@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from heron.connectors.http_api import ErrorKind
+from heron.errors import HeronError
 from heron.safety.url_policy import UrlPolicy, UrlRefused
 from heron.tools.definition import ToolResult
 
@@ -79,7 +80,7 @@ class CalendarConfig:
         return cls(calendars=calendars, default_tz=default_tz)
 
 
-class CalendarError(Exception):
+class CalendarError(HeronError):
     """A calendar operation that failed; `kind` is one of the `ApiError` kinds."""
 
     def __init__(self, kind: ErrorKind, message: str, retry_after_s: float | None = None) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from heron.errors import HeronError
 from heron.mcp.trust import Finding, PinCheck
 
 __all__ = ["ServerRefused", "ServerUnavailable"]
 
 
-class ServerUnavailable(Exception):
+class ServerUnavailable(HeronError):
     """A server cannot be used right now (not configured, cannot start, backing off)."""
 
     def __init__(self, server: str, reason: str) -> None:
