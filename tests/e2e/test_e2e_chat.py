@@ -25,6 +25,7 @@ from heron.messages import Message, ToolResultMessage, UserMessage
 from heron.models.history_rules import HistoryChecker
 from heron.sessions.store import SessionStore
 from support.cli import HERON, TIMEOUT_S, Heron
+from support.ollama import without_models
 from support.protocol_servers import Reply, openai_stream, openai_usage, serve
 
 ESCAPES = re.compile(
@@ -319,6 +320,45 @@ def test_chat_without_a_terminal_says_to_use_run(heron: Heron) -> None:
     assert done.stderr == (
         "heron: heron chat needs a terminal; in scripts use `heron run --session NAME PROMPT`\n"
     )
+
+
+def test_chat_without_a_model_names_the_ways_to_choose_one(
+    heron: Heron, terminals: list[Terminal]
+) -> None:
+    without_models(heron.env)
+    term = chat(heron, terminals)
+
+    term.expect("heron: no model configured, and none to pick")
+    term.expect("--model PROVIDER:MODEL")
+    term.expect("`heron demo` plays the scripted tour.")
+    assert term.wait() == 2
+    assert "heron chat ·" not in term.screen  # no chat was started
+
+
+def test_chat_takes_the_builtin_sets_and_their_workspace_like_run(
+    heron: Heron, terminals: list[Terminal]
+) -> None:
+    ws = heron.root / "ws"
+    ws.mkdir()
+    (ws / "notes.md").write_text("# Notes\nThe launch is on Friday.\n", encoding="utf-8")
+    turns = [
+        {"tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "notes.md"}}]},
+        {"text": "It is on Friday.", "expect": {"last_message_contains": "launch is on Friday"}},
+    ]
+    model = heron.script("read.yaml", turns)
+    term = chat(
+        heron, terminals, "--model", model, "--builtin", "perception", "--workspace", str(ws)
+    )
+    term.expect("you>")
+    term.send("/tools\r")
+    term.expect("read_file")
+    term.expect("you>")
+    term.send("when is the launch?\r")
+    term.expect("✔ read_file notes.md  ok")
+    term.expect("It is on Friday.")
+    term.expect("you>")
+    term.send("/quit\r")
+    assert term.wait() == 0
 
 
 WAITING_TOOL = '''

@@ -1,10 +1,45 @@
-"""`heron tools`, `heron doctor`, `heron demo` and `heron --help`."""
+"""`heron tools`, `heron doctor`, `heron demo`, `heron --help` (one set of agent flags on every
+command that builds an agent) and a closed stdout pipe."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+from pathlib import Path
 
-from support.cli import Heron, assert_one_result_per_call
+import pytest
+
+from support.cli import HERON, TIMEOUT_S, Heron, assert_one_result_per_call
+
+AGENT_COMMANDS = [
+    ("run",),
+    ("chat",),
+    ("serve",),
+    ("sessions", "resume"),
+    ("tools", "list"),
+    ("tools", "show"),
+]
+"""Every command that builds an agent."""
+AGENT_FLAGS = [
+    "--model",
+    "--base-url",
+    "--tools",
+    "--builtin",
+    "--workspace",
+    "--sandbox",
+    "--autonomy",
+    "--parallel",
+    "--no-parallel",
+    "--receipts",
+    "--max-iterations",
+    "--max-tool-result-chars",
+    "--exclude-tool",
+    "--config",
+    "--state-dir",
+]
+CONFIGURATION_DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 TOOL_NAMES = [
     "read_first",
@@ -124,3 +159,120 @@ def test_receipts_verify_refuses_a_malformed_receipt_and_a_missing_output_file(
     )  # fmt: skip
     assert missing.code == 2
     assert missing.stderr.startswith("heron: cannot read --output-file missing.txt"), missing.stderr
+
+
+def _help_sections(text: str) -> dict[str, list[str]]:
+    """The flags of each section of an argparse `--help` (`options`, `agent`, …), in order."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            current = sections.setdefault(line[:-1], [])
+        elif current is not None and (flag := re.match(r"  (--[a-z-]+)", line)):
+            current.append(flag.group(1))
+    return sections
+
+
+def test_every_command_that_builds_an_agent_lists_the_same_agent_flags_in_one_order(
+    heron: Heron,
+) -> None:
+    for command in AGENT_COMMANDS:
+        done = heron.run(*command, "--help")
+        assert done.code == 0, done.stderr
+        sections = _help_sections(done.stdout)
+        assert sections.get("agent") == AGENT_FLAGS, (command, sections)
+        others = [flag for name, flags in sections.items() if name != "agent" for flag in flags]
+        assert not set(others) & set(AGENT_FLAGS), (command, others)
+
+
+def test_serve_takes_the_builtin_sets_and_their_workspace_like_run(heron: Heron) -> None:
+    ws = heron.root / "ws"
+    ws.mkdir()
+    model = heron.script("s.yaml", [])
+    running = heron.start(
+        "serve", "--model", model, "--builtin", "perception", "--workspace", str(ws)
+    )
+
+    started = running.wait_for_event("serve_started")
+
+    assert {"read_file", "list_dir", "notify_user"} <= set(started["tools"]), started["tools"]
+
+
+def test_the_agent_flags_are_documented_once_in_their_order() -> None:
+    text = CONFIGURATION_DOC.read_text(encoding="utf-8")
+    table = text[text.index("\n## Flags\n") :].split("\n## ", 2)[1]
+    documented = re.findall(r"^\| `(--[a-z-]+)", table, flags=re.MULTILINE)
+
+    assert documented == AGENT_FLAGS
+    # The one flags table: no other table of the page lists flags row by row.
+    assert len(re.findall(r"^\| `--", text, flags=re.MULTILINE)) == len(AGENT_FLAGS)
+
+
+def _into_a_closed_pipe(heron: Heron, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run heron with stdout on a pipe whose reader has already gone."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        return subprocess.run(
+            [*HERON, *args],
+            cwd=heron.root,
+            env=heron.env,
+            stdin=subprocess.DEVNULL,
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=TIMEOUT_S,
+            start_new_session=True,
+        )
+    finally:
+        os.close(writer)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("tools", "list", "--tools", "tools.py"),
+        ("tools", "show", "echo", "--tools", "tools.py"),
+        ("sessions", "list"),
+        ("sessions", "show", "s"),
+        ("sessions", "export", "s"),
+        ("audit",),
+        ("doctor",),
+        ("run", "go", "--model", "scripted:echo.yaml", "--tools", "tools.py", "--events", "jsonl"),
+    ],
+    ids=lambda args: " ".join(args[:2]),
+)
+def test_a_command_whose_reader_has_gone_ends_quietly(heron: Heron, args: tuple[str, ...]) -> None:
+    heron.tools()
+    echo = [{"tool_calls": [{"id": "e1", "name": "echo", "arguments": {"text": "x"}}]}]
+    model = heron.script("echo.yaml", [*echo, {"text": "Done."}])
+    assert heron.run_turn(model, "--session", "s").code == 0
+
+    done = _into_a_closed_pipe(heron, *args)
+
+    assert done.returncode in (0, 141), done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_sessions_show_into_head_prints_one_line_and_no_traceback(heron: Heron) -> None:
+    heron.tools()
+    # A long session: more lines than a pipe holds, so heron is still writing when head leaves.
+    calls = [
+        {"id": f"e{i}", "name": "echo", "arguments": {"text": f"{i:03d} " + "x" * 90}}
+        for i in range(600)
+    ]
+    model = heron.script("echo.yaml", [{"tool_calls": calls}, {"text": "Done."}])
+    assert heron.run_turn(model, "--session", "s").code == 0
+
+    done = subprocess.run(
+        ["sh", "-c", '"$@" sessions show s | head -1', "sh", *HERON],
+        cwd=heron.root,
+        env=heron.env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+
+    assert done.stdout.startswith("session s · ") and done.stdout.count("\n") == 1
+    assert done.stderr == "", done.stderr

@@ -12,7 +12,7 @@ import pytest
 
 from heron import Agent, RecordingObserver, ScriptedModel, ToolContext, tool
 from heron._support.state import open_db
-from heron.audit.executions import ExecutionAuditTrail, parse_since, query_executions
+from heron.audit.executions import ExecutionAuditTrail, query_executions
 from heron.sessions.session import CliSession
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
 from heron.turn.cancel import CancelScope
@@ -249,16 +249,3 @@ def test_queries_filter_by_tool_session_and_start_time_and_keep_the_latest(
     assert calls(limit=1) == [("a", "look", 400.0)]
     with pytest.raises(ValueError, match="limit must not be negative"):
         query_executions(conn, limit=-1)
-
-
-def test_since_reads_spans_back_from_now_and_iso_times() -> None:
-    now = 1_000_000.0
-    assert parse_since("90s", now=now) == now - 90
-    assert parse_since("15m", now=now) == now - 900
-    assert parse_since("2h", now=now) == now - 7200
-    assert parse_since("1.5d", now=now) == now - 129_600
-    assert parse_since("1w", now=now) == now - 604_800
-    assert parse_since("2024-05-01T14:30:00Z") == 1_714_573_800.0
-    assert parse_since("2024-05-01T16:30:00+02:00") == 1_714_573_800.0
-    with pytest.raises(ValueError, match="use a span back from now"):
-        parse_since("last tuesday")

@@ -3,13 +3,11 @@ built-in sets add to the agent's system prompt."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
-from heron.cli.commands import build_agent
-from heron.config import HeronConfig
+from heron.config import HeronConfig, build_agent
 from heron.toolsets.builtin import Builtin, BuiltinConfig, BuiltinError, build_builtin
 from heron.turn.approval import NoApprover
 
@@ -75,9 +73,7 @@ async def test_the_agent_prompt_lists_perception_tools_by_kind(tmp_path: Path) -
         }
     )
     try:
-        agent = build_agent(
-            argparse.Namespace(), config, approver=NoApprover(), tools=[], builtin=built
-        )
+        agent = build_agent(config, approver=NoApprover(), tools=[], builtin=built)
     finally:
         await built.aclose()
 

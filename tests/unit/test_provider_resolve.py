@@ -392,7 +392,7 @@ def test_a_fallback_chain_cannot_mix_native_and_text_protocol_models() -> None:
 
 
 def test_the_tool_protocol_can_be_forced_from_the_cli_configuration() -> None:
-    from heron.cli.commands import resolve_model as cli_resolve
+    from heron.config import configured_model as cli_resolve
 
     forced = cli_resolve(
         "openai-compatible:local", base_url="http://127.0.0.1:9/v1", tool_protocol="text"

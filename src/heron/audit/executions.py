@@ -20,12 +20,10 @@ receipt (`heron.turn.receipts`, proof of a result): it is what actually ran.
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from heron.audit.approvals import audit_timestamp
@@ -321,31 +319,3 @@ def _from_row(row: Sequence[Any]) -> Execution:
         duration_ms=duration_ms,
         result=result,
     )
-
-
-_RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-
-
-def parse_since(text: str, *, now: float | None = None) -> float:
-    """`--since` as seconds since the epoch.
-
-    Accepts a span back from now (`90s`, `15m`, `2h`, `3d`, `1w`) or an ISO 8601 date or time
-    (`2024-05-01`, `2024-05-01T14:30`, `2024-05-01T14:30:00Z`); a time without an offset is
-    local time. Raises `ValueError` with the accepted forms otherwise.
-    """
-    text = text.strip()
-    relative = _RELATIVE.fullmatch(text)
-    if relative:
-        span = float(relative.group(1)) * _UNIT_S[relative.group(2)]
-        return (time.time() if now is None else now) - span
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"cannot read {text!r} as a time: use a span back from now (90s, 15m, 2h, 3d, 1w) "
-            "or an ISO date/time (2024-05-01, 2024-05-01T14:30, 2024-05-01T14:30:00Z)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()  # local time, as a person at the terminal means it
-    return moment.astimezone(UTC).timestamp()

@@ -32,48 +32,29 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from prompt_toolkit import PromptSession
-from prompt_toolkit.history import FileHistory, InMemoryHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
-from rich.console import Console
+from heron.cli import common
+from heron.cli.common import EXIT_CANCELLED, EXIT_OK, UsageError
 
-from heron.agent import Agent
-from heron.always_on.bus.loop import EventDrivenAgent
-from heron.always_on.bus.model import BusEvent, EventContent, EventKind
-from heron.always_on.bus.sqlite_store import SqliteBusStore
-from heron.cli.commands import (
-    EXIT_CANCELLED,
-    EXIT_OK,
-    DaemonThreadExecutor,
-    UsageError,
-    _annotations,
-    _config,
-    _state_dir,
-    _tools,
-    build_agent,
-    open_mcp,
-    resolve_model,
-)
-from heron.cli.render import PrettyRenderer
-from heron.cli.session_commands import (
-    announce_session,
-    open_session,
-    session_errors,
-    session_failed,
-    summarize_message,
-)
-from heron.messages import Message, UserMessage
-from heron.models.base import Model, ModelPart, ModelRequest, Usage
-from heron.sessions.session import CliSession
-from heron.sessions.writer import SessionWriter
-from heron.tools.registry import normalize_name
-from heron.turn.approval import ApprovalAnswer, ApprovalRequest, parse_terminal_answer
-from heron.turn.cancel import CancelScope
-from heron.turn.context import TurnState
+# prompt_toolkit, rich and the engine load only when a chat starts: `heron --help` builds
+# this module's parser.
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+    from heron.agent import Agent
+    from heron.always_on.bus.model import BusEvent, EventKind
+    from heron.cli.render import PrettyRenderer
+    from heron.messages import Message
+    from heron.models.metered import MeteredModel, ModelCall
+    from heron.sessions.session import CliSession
+    from heron.turn.approval import ApprovalAnswer, ApprovalRequest
+    from heron.turn.cancel import CancelScope
+    from heron.turn.context import TurnState
 
 PROMPT = "you> "
 HISTORY_FILE = "chat_history"
@@ -85,56 +66,6 @@ HELP = """\
   /quit             leave (also Ctrl-D, or Ctrl-C twice at the prompt)
   Enter sends; Esc Enter, or a line ending in \\, starts a new line.
   Ctrl-C cancels the running step; a second Ctrl-C exits."""
-
-
-@dataclass(kw_only=True, slots=True)
-class ModelCall:
-    """One provider request and the usage it reported (None when it reported none)."""
-
-    model: str
-    turn_id: str
-    iteration: int
-    usage: Usage | None = None
-
-
-class MeteredModel:
-    """Wraps a model and keeps, per request, the token usage its stream reported.
-
-    The loop reads `Usage` parts but keeps them to itself, so `/cost` counts at the model.
-    """
-
-    def __init__(self, inner: Model, calls: list[ModelCall] | None = None) -> None:
-        self.inner = inner
-        self.calls: list[ModelCall] = [] if calls is None else calls
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def native_tools(self) -> bool:
-        return self.inner.native_tools
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelPart]:
-        call = ModelCall(
-            model=self.inner.name, turn_id=request.turn_id, iteration=request.iteration
-        )
-        # Recorded before the first part: a cancelled stream still counts as a request.
-        self.calls.append(call)
-        async for part in self.inner.stream(request):
-            if isinstance(part, Usage):
-                call.usage = _add(call.usage, part)
-            yield part
-
-
-def _add(total: Usage | None, part: Usage) -> Usage:
-    if total is None:
-        return part
-    return Usage(
-        input_tokens=total.input_tokens + part.input_tokens,
-        output_tokens=total.output_tokens + part.output_tokens,
-        cached_tokens=total.cached_tokens + part.cached_tokens,
-    )
 
 
 def cost_report(calls: list[ModelCall]) -> str:
@@ -166,6 +97,8 @@ def cost_report(calls: list[ModelCall]) -> str:
 
 
 def _last_prompt(history: list[Message]) -> str | None:
+    from heron.messages import UserMessage
+
     for message in reversed(history):
         if isinstance(message, UserMessage):
             return message.content
@@ -185,6 +118,9 @@ class ChatApprover:
         before_prompt: Callable[[], None],
         after_prompt: Callable[[], None] | None = None,
     ) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import InMemoryHistory
+
         self._before_prompt = before_prompt
         self.after_prompt = after_prompt
         """Called when a question is answered (the chat resumes reading typed lines)."""
@@ -194,6 +130,8 @@ class ChatApprover:
         """The running step's scope, set by the chat before each step."""
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None:
+        from heron.turn.approval import ApprovalAnswer, parse_terminal_answer
+
         async with self._lock:
             self._before_prompt()
             why = f"  why you are asked: {request.reason}\n" if request.reason else ""
@@ -220,6 +158,8 @@ class ChatApprover:
 
 
 def _input_bindings() -> KeyBindings:
+    from prompt_toolkit.key_binding import KeyBindings
+
     bindings = KeyBindings()
 
     @bindings.add("enter")
@@ -240,6 +180,8 @@ def _input_bindings() -> KeyBindings:
 
 
 def _history(state_dir: Path) -> FileHistory:
+    from prompt_toolkit.history import FileHistory
+
     path = state_dir / HISTORY_FILE
     if not path.exists():
         # What people type may include secrets: owner-only, whatever the umask.
@@ -296,12 +238,18 @@ class ChatRepl:
         base_url: str | None,
         interrupt_word: str = "stop",
     ) -> None:
+        from prompt_toolkit import PromptSession
+
+        from heron.always_on.bus.loop import EventDrivenAgent
+        from heron.always_on.bus.sqlite_store import SqliteBusStore
+
         self.agent = agent
         self.session = session
         self.renderer = renderer
         self.approver = approver
         self.meter = meter
         self.base_url = base_url
+        self.provider = meter.inner.name.partition(":")[0]
         self.prompt: PromptSession[str] = PromptSession(
             multiline=True,
             key_bindings=_input_bindings(),
@@ -361,7 +309,7 @@ class ChatRepl:
             if self._ctrl_c:
                 self.renderer.close()
                 self._abandon()
-                announce_session(self.session, always=True)
+                common.announce_session(self.session, always=True)
                 os._exit(EXIT_CANCELLED)
             self._ctrl_c = True
             self.eda.interrupt("interrupted by the operator (Ctrl-C)")
@@ -381,6 +329,8 @@ class ChatRepl:
                 self._say(f"(the step failed: {outcome.error})")
 
     def _event(self, kind: EventKind, text: str, *, stop: bool = False) -> BusEvent:
+        from heron.always_on.bus.model import BusEvent, EventContent
+
         data: dict[str, object] = {"stop": True} if stop else {}
         return BusEvent(
             kind=kind,
@@ -405,6 +355,8 @@ class ChatRepl:
     def _prepare(self, state: TurnState) -> None:
         """Each turn on the bus: channel `chat`, the exclusions of what the user last typed,
         the audit trail indexing what is written, and the approver's cancel scope."""
+        from heron.tools.registry import normalize_name
+
         state.channel = "chat"
         exclusions = self.agent.turn_exclusions
         prompt = _last_prompt(state.history)
@@ -430,6 +382,8 @@ class ChatRepl:
     def _reload(self) -> None:
         """Point the session's writer at what the bus loop stored (repairing open calls), so
         the session's head and history are current again."""
+        from heron.sessions.writer import SessionWriter
+
         self.session.writer = SessionWriter.open(self.session.store, self.session.name)
 
     def _command(self, line: str) -> bool:
@@ -453,13 +407,14 @@ class ChatRepl:
         return False
 
     def _tools(self) -> None:
+        from heron.cli.render import tool_line
+
         specs = self.agent.registry.specs()
         if not specs:
             self._say("this agent has no tools")
             return
         for spec in specs:
-            flags = ",".join(k for k, v in _annotations(spec).items() if v)
-            first = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
+            flags, first = tool_line(spec)
             self._say(f"  {spec.name:24} {flags:28} {first}")
 
     def _session_info(self) -> None:
@@ -474,16 +429,22 @@ class ChatRepl:
         if not spec:
             self._say(f"model: {self.agent.model.name}")
             return
+        # The configured endpoint belongs to the configured model's provider.
+        same = spec.partition(":")[0] == self.provider
         try:
-            model = resolve_model(spec, base_url=self.base_url)
+            model = common.configured_model(spec, base_url=self.base_url if same else None)
         except UsageError as exc:
             self._say(f"cannot switch: {exc}")
             return
+        from heron.models.metered import MeteredModel
+
         self.meter = MeteredModel(model, self.meter.calls)
         self.agent.model = self.meter
         self._say(f"model: {model.name}")
 
     def _banner(self) -> None:
+        from heron.cli.render import summarize_message
+
         s = self.session
         state = "new" if s.created else f"resumed, {len(s.history)} messages"
         self._say(f"heron chat · session {s.name} ({state}) · model {self.agent.model.name}")
@@ -496,25 +457,79 @@ class ChatRepl:
         sys.stdout.flush()
 
 
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `chat` to the `heron` parser (`sessions resume` runs `cmd_resume`)."""
+    chat = sub.add_parser(
+        "chat",
+        help="interactive chat with live tool cards and approvals",
+        description="Enter sends; Esc then Enter, or a line ending in a backslash, starts a "
+        "new line. /help lists the commands. Ctrl-C cancels the running step; a second "
+        "Ctrl-C exits.",
+    )
+    chat.add_argument("--session", metavar="NAME", help="resume or create this session")
+    chat.add_argument(
+        "--interrupt-word",
+        default="stop",
+        metavar="WORD",
+        help="typed on a line of its own while a step runs, stops it (default: stop)",
+    )
+    common.add_agent_flags(chat)
+    chat.set_defaults(handler=cmd_chat)
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    return run_chat(args, session=args.session, must_exist=False)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """`heron sessions resume NAME`: the chat on a stored session, or only its repair."""
+    if args.repair_only:
+        return _repair_only(args)
+    return run_chat(args, session=args.name, must_exist=True)
+
+
+def _repair_only(args: argparse.Namespace) -> int:
+    state_dir = common.load_config(args).state.path()
+    try:
+        session = common.open_session(state_dir, args.name, must_exist=True)
+    except common.session_errors() as exc:
+        return common.session_failed(exc)
+    try:
+        if not session.repaired:
+            common.out(f"session {session.name}: nothing to repair")
+        else:
+            common.out(
+                f"session {session.name}: appended {len(session.repaired)} interrupted "
+                f"result(s); head is now entry {session.writer.head}"
+            )
+    finally:
+        session.close()
+    return EXIT_OK
+
+
 def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool) -> int:
     """`heron chat` and `heron sessions resume`: the chat on session `session`."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError(
             "heron chat needs a terminal; in scripts use `heron run --session NAME PROMPT`"
         )
-    config = _config(args)
-    tools = _tools(args, config)
-    state_dir = _state_dir(config)
+    from rich.console import Console
+
+    from heron.cli.render import PrettyRenderer
+
+    config = common.require_model(common.load_config(args))
+    tools = common.user_tools(config)
+    state_dir = config.state.path()
 
     async def chat() -> int:
-        asyncio.get_running_loop().set_default_executor(DaemonThreadExecutor())
-        held = open_session(state_dir, session, must_exist=must_exist)
+        asyncio.get_running_loop().set_default_executor(common.DaemonThreadExecutor())
+        held = common.open_session(state_dir, session, must_exist=must_exist)
         try:
             renderer = PrettyRenderer(Console(highlight=False))
             approver = ChatApprover(before_prompt=renderer.pause)
-            mcp = await open_mcp(args, config, tools)
-            try:
-                agent = build_agent(args, config, approver=approver, tools=tools, mcp=mcp)
+            async with common.open_agent(config, approver=approver, tools=tools) as agent:
+                from heron.models.metered import MeteredModel
+
                 meter = MeteredModel(agent.model)
                 agent.model = meter
                 held.attach(agent)
@@ -529,14 +544,11 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
                     interrupt_word=getattr(args, "interrupt_word", "stop"),
                 )
                 return await repl.run()
-            finally:
-                if mcp is not None:
-                    await mcp.aclose()
         finally:
             held.close()
-            announce_session(held, always=True)
+            common.announce_session(held, always=True)
 
     try:
         return asyncio.run(chat())
-    except session_errors() as exc:
-        return session_failed(exc)
+    except common.session_errors() as exc:
+        return common.session_failed(exc)

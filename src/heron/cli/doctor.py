@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
-import platform
-import shutil
+import argparse
 import sys
-from pathlib import Path
 
-from heron._support.state import default_state_dir, open_db
-from heron.config import ConfigError, load_config
+from heron.cli import common
+from heron.cli.common import UsageError
 
 
-def run_doctor(*, config_file: Path | None, state_dir: Path | None) -> int:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `doctor` to the `heron` parser."""
+    doctor = sub.add_parser("doctor", help="check the installation and configuration")
+    common.add_config_flags(doctor)
+    doctor.set_defaults(handler=cmd_doctor)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import importlib.metadata
+    import os
+    import platform
+    import shutil
+
+    from heron._support.state import open_db
+    from heron.config import ConfigError, HeronConfig, StateConfig, load_config
+
     problems = 0
 
     def report(ok: bool, what: str, detail: str, *, required: bool = True) -> None:
@@ -28,15 +39,14 @@ def run_doctor(*, config_file: Path | None, state_dir: Path | None) -> int:
             report(True, dist, importlib.metadata.version(dist))
         except importlib.metadata.PackageNotFoundError:
             report(False, dist, "not installed")
+    config: HeronConfig | None
     try:
-        config = load_config(config_file=config_file)
+        config = load_config(config_file=args.config)
         report(True, "configuration", "valid")
     except ConfigError as exc:
         report(False, "configuration", str(exc))
         config = None
-    root = state_dir or (
-        Path(config.state.dir).expanduser() if config and config.state.dir else default_state_dir()
-    )
+    root = args.state_dir or (config.state if config is not None else StateConfig()).path()
     try:
         open_db(root).close()
         writable = os.access(root, os.W_OK)
@@ -44,10 +54,15 @@ def run_doctor(*, config_file: Path | None, state_dir: Path | None) -> int:
     except OSError as exc:
         report(False, "state directory", f"{root}: {exc}")
     if config is not None and config.mcp.enabled_servers():
-        from heron.cli.mcp_commands import doctor_checks
+        from heron.mcp.doctor import doctor_checks
 
-        for ok, what, detail in doctor_checks(config, root):
-            report(ok, what, detail, required=False)
+        try:
+            tools = common.user_tools(config)
+        except UsageError as exc:
+            report(False, "tools", str(exc), required=False)
+        else:
+            for ok, what, detail in doctor_checks(config, root, tools):
+                report(ok, what, detail, required=False)
     bwrap = shutil.which("bwrap")
     report(
         bwrap is not None,

@@ -1,4 +1,5 @@
-"""Terminal rendering of turn events: live tool cards (rich) or JSON lines for machines."""
+"""Terminal rendering: turn events as live tool cards (rich) or JSON lines for machines, and
+the one-line views of tools and history messages the commands share."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from heron.tools.definition import ToolSpec
 from heron.turn.events import (
     ApprovalDecisionEvent,
     ApprovalRequestEvent,
@@ -176,4 +179,44 @@ class PrettyRenderer:
 
 
 def print_json(data: Any) -> None:
+    """`data` as indented JSON on stdout."""
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def annotation_flags(spec: ToolSpec) -> dict[str, bool]:
+    """A tool's annotations by name (`heron tools`, `/tools` in the chat)."""
+    ann = spec.annotations
+    return {
+        "read_only": ann.read_only,
+        "destructive": ann.destructive,
+        "idempotent": ann.idempotent,
+        "irreversible": ann.irreversible,
+        "open_world": ann.open_world,
+        "requires_approval": ann.requires_approval,
+    }
+
+
+def tool_line(spec: ToolSpec) -> tuple[str, str]:
+    """A tool's set annotations (`read_only,idempotent`) and the first line of its
+    description."""
+    flags = ",".join(k for k, v in annotation_flags(spec).items() if v)
+    text = spec.description.strip()
+    return flags, text.splitlines()[0] if text else ""
+
+
+def summarize_message(message: Message, width: int = 100) -> str:
+    """One line for a history message: its text, its tool calls, or its result."""
+    if isinstance(message, UserMessage):
+        text = (
+            message.content if message.source == "user" else f"[{message.source}] {message.content}"
+        )
+    elif isinstance(message, AssistantMessage):
+        calls = " ".join(f"→ {c.name} [{c.id}]" for c in message.tool_calls)
+        text = " ".join(p for p in (message.text, calls) if p)
+    elif isinstance(message, ToolResultMessage):
+        mark = "✘ " if message.is_error else ""
+        text = f"[{message.call_id}] {message.name}: {mark}{message.content}"
+    else:
+        text = message.content
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -60,6 +60,8 @@ from heron.toolsets.ocr import OcrError, Tesseract
 
 __all__ = [
     "PATHS",
+    "SAMPLE_LINES",
+    "SAMPLE_QUESTION",
     "DemoModels",
     "MeteredVision",
     "PathReport",
@@ -69,6 +71,7 @@ __all__ = [
     "run_path",
     "run_paths",
     "scripted_models",
+    "write_sample",
 ]
 
 PATHS: tuple[MultimodalPath, ...] = ("native", "extract", "tool")
@@ -320,6 +323,42 @@ def render_reports(reports: list[PathReport], *, events: str) -> None:
             answer,
         )
     Console().print(table)
+
+
+SAMPLE_QUESTION = "How much did revenue grow this quarter?"
+SAMPLE_LINES = (
+    "Quarterly report, third quarter",
+    "Revenue grew 12% over the second quarter, to 4.2 million.",
+    "Costs stayed flat; the team grew by two engineers.",
+)
+
+
+def write_sample(directory: Path) -> Path | None:
+    """A one-page report of `SAMPLE_LINES` in `directory`: a PDF with reportlab, else a PNG
+    with Pillow, else None."""
+    try:
+        from reportlab.lib.pagesizes import A5  # type: ignore[import-untyped]
+        from reportlab.pdfgen.canvas import Canvas  # type: ignore[import-untyped]
+    except ImportError:
+        pass
+    else:
+        target = directory / "report.pdf"
+        canvas = Canvas(str(target), pagesize=A5)
+        for row, line in enumerate(SAMPLE_LINES):
+            canvas.drawString(40, 540 - 24 * row, line)
+        canvas.save()
+        return target
+    try:
+        from PIL import Image, ImageDraw
+    except ImportError:
+        return None
+    target = directory / "report.png"
+    image = Image.new("RGB", (900, 60 + 40 * len(SAMPLE_LINES)), "white")
+    draw = ImageDraw.Draw(image)
+    for row, line in enumerate(SAMPLE_LINES):
+        draw.text((30, 30 + 40 * row), line, fill="black", font_size=24)
+    image.save(target)
+    return target
 
 
 def run_multimodal_demo(file: Path, question: str, *, events: str) -> int:

@@ -1,23 +1,35 @@
 """`heron demo`: the quick-start run. A scripted model (heron ships no real model) drives real
 tools over a scratch workspace: three read-only calls run in parallel, a write asks for
-approval, and every successful result carries a receipt that is verified at the end."""
+approval, and every successful result carries a receipt that is verified at the end.
+
+The caller renders the turn (`heron demo` passes the CLI's live cards or JSON lines)."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 import tempfile
-from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from heron.agent import Agent
-from heron.cli.render import JsonLinesRenderer, PrettyRenderer
-from heron.models.scripted import ScriptedModel
+from heron.models.scripted import ScriptedModel, demo_script_path
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 from heron.turn.approval import ApprovalRequest, Approver, BackChannelApprover, TerminalApprover
+from heron.turn.events import BaseEvent
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
+
+
+class Renderer(Protocol):
+    """An event sink that can step aside for an approval prompt and be closed at the end."""
+
+    def __call__(self, event: BaseEvent) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def close(self) -> None: ...
+
 
 NOTES = {
     "groceries.md": "# Groceries\n- oat milk\n- lemons\n- coffee beans\n",
@@ -26,10 +38,6 @@ NOTES = {
         "Ana reviews the approval flow before then.\n"
     ),
 }
-
-
-def demo_script_path() -> Path:
-    return Path(str(files("heron.demo") / "quickstart.yaml"))
 
 
 def make_demo_tools(workspace: Path) -> list[Tool]:
@@ -96,7 +104,7 @@ def _seed(workspace: Path) -> None:
         (workspace / "notes" / name).write_text(text, encoding="utf-8")
 
 
-def _approver(renderer: Any) -> Approver:
+def _approver(renderer: Renderer) -> Approver:
     if sys.stdin.isatty():
         return TerminalApprover(before_prompt=renderer.pause)
 
@@ -108,7 +116,7 @@ def _approver(renderer: Any) -> Approver:
     return demo_channel
 
 
-async def _run(workspace: Path, renderer: Any, state_dir: Path) -> int:
+async def _run(workspace: Path, renderer: Renderer, state_dir: Path) -> int:
     _seed(workspace)
     tools = make_demo_tools(workspace)
     store = ReceiptKeyStore(state_dir)
@@ -148,8 +156,9 @@ async def _run(workspace: Path, renderer: Any, state_dir: Path) -> int:
     return 0 if result.ok else 1
 
 
-def run_demo(*, events: str, workspace: Path | None) -> int:
-    renderer: Any = JsonLinesRenderer() if events == "jsonl" else PrettyRenderer()
+def run_demo(*, renderer: Renderer, workspace: Path | None) -> int:
+    """Run the quick start in `workspace` (default: a temporary one), shown by `renderer`;
+    0 when the turn ended with an answer."""
     with tempfile.TemporaryDirectory(prefix="heron-demo-") as scratch:
         root = workspace or Path(scratch) / "workspace"
         return asyncio.run(_run(root, renderer, Path(scratch) / "state"))

@@ -1,21 +1,19 @@
 """`heron audit`: query the execution audit trail (`heron.audit.executions`).
 
-Registered by `heron.cli.main`; only argparse is imported at load time so `heron --help` stays
-fast. One line per executed tool call, oldest first; `--json` prints one JSON object per line.
+One line per executed tool call, oldest first; `--json` prints one JSON object per line.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from heron.cli import common
+from heron.cli.common import UsageError
 
 if TYPE_CHECKING:
     from heron.audit.executions import Execution
-
-Handler = Callable[[argparse.Namespace], int]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,29 +33,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     audit.add_argument("--limit", type=int, default=50, metavar="N", help="the last N calls")
     audit.add_argument("--json", action="store_true", help="one JSON object per line")
-    audit.add_argument("--state-dir", type=Path, help="default: [state] dir of the configuration")
-    audit.add_argument("--config", type=Path, help="configuration file (default ./heron.toml)")
-
-
-def handlers() -> dict[str, Handler]:
-    return {"audit": cmd_audit}
+    common.add_config_flags(audit)
+    audit.set_defaults(handler=cmd_audit)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     import json
 
     from heron._support.state import open_db
-    from heron.audit.executions import parse_since, query_executions
-    from heron.cli.commands import UsageError
-    from heron.cli.session_commands import store_state_dir
+    from heron.audit.executions import query_executions
 
     if args.limit < 0:
         raise UsageError("--limit must not be negative")
     try:
-        since = parse_since(args.since) if args.since is not None else None
+        since = common.parse_since(args.since) if args.since is not None else None
     except ValueError as exc:
         raise UsageError(f"--since: {exc}") from exc
-    conn = open_db(store_state_dir(args))
+    conn = open_db(common.state_dir(args))
     try:
         rows = query_executions(
             conn, tool=args.tool, session=args.session, since=since, limit=args.limit

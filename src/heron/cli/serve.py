@@ -1,7 +1,6 @@
 """`heron serve`, `heron events tail`, `heron jobs list`, `heron timers list`.
 
-Registered by `heron.cli.main`; this module imports only argparse at load time so `heron
---help` stays fast. Output is for machines first: `serve` writes one JSON object per line
+Output is for machines first: `serve` writes one JSON object per line
 (its own `serve_started` / `serve_stopped` records and, with `--events jsonl`, every turn
 event); the listing commands print a table or, with `--json`, JSON lines.
 """
@@ -12,9 +11,11 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from heron.cli import common
+from heron.cli.common import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
     import sqlite3
@@ -22,20 +23,12 @@ if TYPE_CHECKING:
     from heron.agent import Agent
     from heron.tools.definition import Tool
 
-Handler = Callable[[argparse.Namespace], int]
 
-
-def add_parsers(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    *,
-    agent_flags: Callable[[argparse.ArgumentParser], None],
-) -> None:
-    """Add the commands to the `heron` parser; `agent_flags` adds `--model` and friends."""
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `serve`, `events`, `jobs` and `timers` to the `heron` parser."""
     serve = sub.add_parser("serve", help="run the always-on, event-driven agent")
     serve.add_argument("--session", default="default", help="the bus session this agent owns")
     serve.add_argument("--events", choices=["jsonl", "none"], default="jsonl")
-    serve.add_argument("--workspace", type=Path, help="where background jobs run (enables them)")
-    serve.add_argument("--sandbox", choices=["process", "bwrap"], default="process")
     serve.add_argument("--poll-interval", type=float, default=1.0, metavar="SECONDS")
     serve.add_argument("--webhook-port", type=int, metavar="PORT", help="0 picks a free port")
     serve.add_argument("--webhook-host", default="127.0.0.1")
@@ -64,7 +57,8 @@ def add_parsers(
         help="let every inbound event of this channel wake the agent (repeatable)",
     )
     serve.add_argument("--heartbeat", type=float, metavar="SECONDS", help="heartbeat interval")
-    agent_flags(serve)
+    common.add_agent_flags(serve)
+    serve.set_defaults(handler=cmd_serve)
 
     events = sub.add_parser("events", help="inspect the event bus")
     esub = events.add_subparsers(dest="events_command", required=True, metavar="ACTION")
@@ -73,24 +67,21 @@ def add_parsers(
     tail.add_argument("--limit", type=int, default=20, metavar="N", help="the last N events")
     tail.add_argument("--pending", action="store_true", help="only events not yet consumed")
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
-    _listing_flags(tail)
+    tail.add_argument("--json", action="store_true", help="one JSON object per line")
+    common.add_config_flags(tail)
+    events.set_defaults(handler=cmd_events)
 
-    for name, what in (("jobs", "background jobs"), ("timers", "timers")):
+    for name, what, handler in (
+        ("jobs", "background jobs", cmd_jobs),
+        ("timers", "timers", cmd_timers),
+    ):
         parser = sub.add_parser(name, help=f"inspect {what}")
         psub = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
         listing = psub.add_parser("list", help=f"list {what}")
         listing.add_argument("--session", default="default")
-        _listing_flags(listing)
-
-
-def _listing_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    parser.add_argument("--state-dir", type=Path)
-    parser.add_argument("--config", type=Path, help="configuration file (default ./heron.toml)")
-
-
-def handlers() -> dict[str, Handler]:
-    return {"serve": cmd_serve, "events": cmd_events, "jobs": cmd_jobs, "timers": cmd_timers}
+        listing.add_argument("--json", action="store_true", help="one JSON object per line")
+        common.add_config_flags(listing)
+        parser.set_defaults(handler=handler)
 
 
 # -- serve ----------------------------------------------------------------------------------
@@ -107,18 +98,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from heron.always_on.server import HeronServer, ServeConfig, ServeError
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
-    from heron.cli import commands
     from heron.cli.render import JsonLinesRenderer
+    from heron.config.build import agent_model, build_agent, open_builtin
     from heron.turn.approval import NoApprover
     from heron.turn.events import EventSink, discard
 
-    config = commands._config(args)
-    user_tools = commands._tools(args, config)
-    workspace = args.workspace.resolve() if args.workspace else None
+    config = common.require_model(common.load_config(args))
+    user_tools = common.user_tools(config)
+    with common.library_errors():
+        model = agent_model(config)
+    # Background jobs run in the built-in tools' workspace when one is given.
+    builtin_cfg = config.tools.builtin
+    workspace = builtin_cfg.workspace_path() if builtin_cfg.workspace else None
     if workspace is not None and not workspace.is_dir():
-        raise commands.UsageError(f"--workspace {args.workspace} is not a directory")
+        raise UsageError(f"--workspace {builtin_cfg.workspace} is not a directory")
     serve_config = ServeConfig(
-        state_dir=commands._state_dir(config),
+        state_dir=config.state.path(),
         session=args.session,
         poll_interval_s=args.poll_interval,
         webhook_port=args.webhook_port,
@@ -134,7 +129,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         notify_webhook=args.notify_webhook,
         notify_secret_env=args.notify_secret_env,
         workspace=workspace,
-        sandbox=args.sandbox,
+        sandbox=builtin_cfg.sandbox,
         shutdown_grace_s=args.shutdown_grace,
         subscribe=tuple(args.subscribe),
         triggers=TriggerConfig(heartbeat=HeartbeatConfig(every_s=args.heartbeat))
@@ -143,22 +138,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     sink: EventSink = JsonLinesRenderer() if args.events == "jsonl" else discard
 
-    def make_agent(tools: list[Tool]) -> Agent:
-        # A daemon has no terminal: approval-required calls are denied by policy.
-        return commands.build_agent(
-            args, config, approver=NoApprover(), tools=[*user_tools, *tools]
-        )
-
     async def run() -> int:
-        asyncio.get_running_loop().set_default_executor(commands.DaemonThreadExecutor())
+        asyncio.get_running_loop().set_default_executor(common.DaemonThreadExecutor())
+        with common.library_errors():
+            builtin = await open_builtin(config)
+
+        def make_agent(tools: list[Tool]) -> Agent:
+            # A daemon has no terminal: approval-required calls are denied by policy.
+            return build_agent(
+                config,
+                approver=NoApprover(),
+                tools=[*user_tools, *tools],
+                model=model,
+                builtin=builtin,
+            )
+
         server = HeronServer(serve_config, make_agent, sink=sink, announce=_emit)
         try:
-            await server.start()
-        except ServeError as exc:
-            raise commands.UsageError(str(exc)) from exc
-        server.install_signal_handlers()
-        await server.serve()
-        return commands.EXIT_OK
+            try:
+                with common.library_errors():
+                    await server.start()
+            except ServeError as exc:
+                raise UsageError(str(exc)) from exc
+            server.install_signal_handlers()
+            await server.serve()
+        finally:
+            if builtin is not None:
+                await builtin.aclose()
+        return EXIT_OK
 
     return asyncio.run(run())
 
@@ -168,17 +175,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _open(args: argparse.Namespace) -> sqlite3.Connection:
     from heron._support.state import open_db
-    from heron.cli import commands
 
-    if args.state_dir is not None:
-        return open_db(args.state_dir)
-    from heron.config import ConfigError, load_config
-
-    try:
-        config = load_config(config_file=args.config)
-    except ConfigError as exc:
-        raise commands.UsageError(f"configuration error: {exc}") from exc
-    return open_db(commands._state_dir(config))
+    return open_db(common.state_dir(args))
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

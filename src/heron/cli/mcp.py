@@ -14,7 +14,6 @@
 
 Exit codes: 0 when all is well, 1 when something needs the operator (a server unavailable, a
 failed call, a high-severity finding, a lethal trifecta), 2 for invocation mistakes.
-Only `argparse` is imported at module level: `heron --help` must stay fast.
 """
 
 from __future__ import annotations
@@ -24,25 +23,27 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from heron.cli import common
+from heron.cli.common import BUILTIN_SETS, UsageError, err, out, when
+
 if TYPE_CHECKING:
     from heron.config import HeronConfig
     from heron.mcp.client import McpClientManager
-    from heron.mcp.config import CapabilityLabel, McpServerConfig
+    from heron.mcp.config import McpServerConfig
     from heron.mcp.trust import Finding, PinCheck, ServerIdentity, ServerPin, ToolDefinition
-    from heron.tools.definition import Tool
 
 EXIT_OK, EXIT_ATTENTION = 0, 1
 
 
-def add_mcp_parser(sub: Any) -> None:
-    """Add `heron mcp` and its actions to the top-level sub-parsers."""
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `heron mcp` and its actions to the `heron` parser."""
     mcp = sub.add_parser("mcp", help="MCP servers: list, call, approve, scan, …")
     actions = mcp.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
+    mcp.set_defaults(handler=cmd_mcp)
 
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
-        p.add_argument("--config", type=Path, help="configuration file (default ./heron.toml)")
-        p.add_argument("--state-dir", type=Path, help="state directory (holds the pins)")
+        common.add_config_flags(p)
         return p
 
     action("list", "configured servers, their pins and credentials (starts nothing)")
@@ -74,7 +75,7 @@ def add_mcp_parser(sub: Any) -> None:
     serve.add_argument(
         "sets",
         nargs="+",
-        choices=["perception", "execution", "connectors", "events"],
+        choices=BUILTIN_SETS,
         metavar="SET",
         help="perception, execution, connectors and/or events",
     )
@@ -94,7 +95,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     """Dispatch `heron mcp ACTION`."""
     import asyncio
 
-    config = _config(args)
+    config = common.load_config(args)
     plain = {"list": _list, "import": _import, "revoke": _revoke}
     if args.mcp_command in plain:
         return plain[args.mcp_command](args, config)
@@ -115,40 +116,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 # -- shared -----------------------------------------------------------------------------------
 
 
-def _config(args: argparse.Namespace) -> HeronConfig:
-    from heron.cli.commands import UsageError
-    from heron.config import ConfigError, load_config
-
-    overrides = {"state": {"dir": str(args.state_dir)}} if args.state_dir else None
-    try:
-        return load_config(config_file=args.config, overrides=overrides)
-    except ConfigError as exc:
-        raise UsageError(f"configuration error: {exc}") from exc
-
-
-def _state_dir(config: HeronConfig) -> Path:
-    from heron._support.state import default_state_dir
-
-    return Path(config.state.dir).expanduser() if config.state.dir else default_state_dir()
-
-
-def _out(text: str = "") -> None:
-    import sys
-
-    sys.stdout.write(text + "\n")
-
-
-def _err(text: str) -> None:
-    import sys
-
-    sys.stderr.write(f"heron: {text}\n")
-
-
 def _manager(
     config: HeronConfig, servers: Sequence[str] = (), builtin_names: Sequence[str] = ()
 ) -> McpClientManager:
     """A manager over the enabled servers (or only `servers`, which must be configured)."""
-    from heron.cli.commands import UsageError
     from heron.mcp.client import McpClientManager
     from heron.mcp.trust import TrustStore
 
@@ -164,14 +135,8 @@ def _manager(
             )
         cfg = cfg.model_copy(update={"servers": {s: enabled[s] for s in servers}})
     return McpClientManager(
-        cfg, trust=TrustStore(_state_dir(config)), builtin_names=tuple(builtin_names)
+        cfg, trust=TrustStore(config.state.path()), builtin_names=tuple(builtin_names)
     )
-
-
-def _when(epoch: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _summary(text: str) -> str:
@@ -195,11 +160,11 @@ def _list(args: argparse.Namespace, config: HeronConfig) -> int:
 
     servers = config.mcp.servers
     if not servers:
-        _out("no MCP servers are configured ([mcp.servers.NAME] in heron.toml)")
+        out("no MCP servers are configured ([mcp.servers.NAME] in heron.toml)")
         return EXIT_OK
     if not config.mcp.enabled:
-        _out("MCP is disabled ([mcp] enabled = false); servers as configured:")
-    trust = TrustStore(_state_dir(config))
+        out("MCP is disabled ([mcp] enabled = false); servers as configured:")
+    trust = TrustStore(config.state.path())
     now = datetime.now(UTC)
     for name, server in sorted(servers.items()):
         pin = trust.get(name)
@@ -208,16 +173,16 @@ def _list(args: argparse.Namespace, config: HeronConfig) -> int:
         elif pin is None:
             state = "not approved yet"
         else:
-            state = f"approved {_when(pin.approved_at)}, {len(pin.definitions)} tools"
-        _out(f"{name}  {launch_identity(server).launch}  [{state}]")
+            state = f"approved {when(pin.approved_at)}, {len(pin.definitions)} tools"
+        out(f"{name}  {launch_identity(server).launch}  [{state}]")
         problems = server.credential_problems(now)
         for cred_name, cred in sorted(server.credentials.items()):
             target = f"env {cred.env}" if cred.env is not None else f"header {cred.header}"
             expires = f", expires {cred.expires.isoformat()}" if cred.expires else ""
             scope = f", scope: {cred.scope}" if cred.scope else ""
-            _out(f"  credential {cred_name}: ${cred.from_env} -> {target}{expires}{scope}")
+            out(f"  credential {cred_name}: ${cred.from_env} -> {target}{expires}{scope}")
         for problem in problems:
-            _out(f"  problem: {problem}")
+            out(f"  problem: {problem}")
     return EXIT_OK
 
 
@@ -237,7 +202,7 @@ async def _tools(args: argparse.Namespace, config: HeronConfig) -> int:
     async with _manager(config, args.servers) as manager:
         tools, problems = await manager.tools()
     for server, reason in problems.items():
-        _err(f"mcp: MCP server {server!r} is unavailable: {reason}")
+        err(f"mcp: MCP server {server!r} is unavailable: {reason}")
     if args.json:
         print_json(
             [
@@ -255,7 +220,7 @@ async def _tools(args: argparse.Namespace, config: HeronConfig) -> int:
     else:
         for t in tools:
             flags = _hint_flags(t.hints)
-            _out(f"{t.spec.name}  [{flags}]  {_summary(t.spec.description)}")
+            out(f"{t.spec.name}  [{flags}]  {_summary(t.spec.description)}")
     return EXIT_ATTENTION if problems else EXIT_OK
 
 
@@ -263,7 +228,6 @@ async def _call(args: argparse.Namespace, config: HeronConfig) -> int:
     import json
     import sys
 
-    from heron.cli.commands import UsageError
     from heron.cli.render import print_json
     from heron.mcp.client import McpTool, ServerUnavailable
     from heron.safety.redact import scrub_text
@@ -286,7 +250,7 @@ async def _call(args: argparse.Namespace, config: HeronConfig) -> int:
         try:
             definitions = await manager.definitions(server)
         except ServerUnavailable as exc:
-            _err(str(exc))
+            err(str(exc))
             return EXIT_ATTENTION
         definition = next((d for d in definitions if d.name == tool_name), None)
         cfg = manager.config(server)
@@ -310,9 +274,9 @@ async def _call(args: argparse.Namespace, config: HeronConfig) -> int:
             }
         )
     elif result.success:
-        _out(result.output)
+        out(result.output)
     else:
-        _err(f"{args.name} failed: {result.error}")
+        err(f"{args.name} failed: {result.error}")
     return EXIT_OK if result.success else EXIT_ATTENTION
 
 
@@ -351,7 +315,6 @@ def servers_toml(servers: Mapping[str, McpServerConfig]) -> str:
 def _import(args: argparse.Namespace, config: HeronConfig) -> int:
     import tomllib
 
-    from heron.cli.commands import UsageError
     from heron.config import PROJECT_FILE, ConfigError, load_config
     from heron.mcp.config import McpConfigError, import_mcp_json
 
@@ -361,7 +324,7 @@ def _import(args: argparse.Namespace, config: HeronConfig) -> int:
         raise UsageError(str(exc)) from exc
     text = servers_toml(servers)
     if not args.write:
-        _out(text.rstrip("\n"))
+        out(text.rstrip("\n"))
         return EXIT_OK
     target: Path = args.config or Path.cwd() / PROJECT_FILE
     existing = ""
@@ -382,8 +345,8 @@ def _import(args: argparse.Namespace, config: HeronConfig) -> int:
         # Never leave a broken configuration behind.
         target.write_text(existing, encoding="utf-8")
         raise UsageError(f"the imported servers do not fit {target}: {exc}") from exc
-    _out(f"added {len(servers)} MCP server(s) to {target}: {', '.join(servers)}")
-    _out("each is approved (pinned) the first time it starts; see `heron mcp inspect NAME`")
+    out(f"added {len(servers)} MCP server(s) to {target}: {', '.join(servers)}")
+    out("each is approved (pinned) the first time it starts; see `heron mcp inspect NAME`")
     return EXIT_OK
 
 
@@ -401,16 +364,16 @@ async def _status(args: argparse.Namespace, config: HeronConfig) -> int:
                 await manager.start(server)
         rows = manager.status()
     if not rows:
-        _out("no enabled MCP servers are configured")
+        out("no enabled MCP servers are configured")
     for row in rows:
         parts = [row.name, row.state, row.transport]
         if row.server_version:
             parts.append(row.server_version)
         if row.tools is not None:
             parts.append(f"{row.tools} tools")
-        _out("  ".join(parts))
+        out("  ".join(parts))
         if row.last_error:
-            _out(f"  error: {row.last_error}")
+            out(f"  error: {row.last_error}")
     return EXIT_OK if all(r.state == "running" for r in rows) else EXIT_ATTENTION
 
 
@@ -422,98 +385,90 @@ def _show_inspection(
     check: PinCheck,
     pin: ServerPin | None,
 ) -> None:
-    _out(f"server: {server}")
-    _out(f"launch: {identity.launch}")
+    out(f"server: {server}")
+    out(f"launch: {identity.launch}")
     if identity.package_version:
-        _out(f"package: {identity.package_version}")
+        out(f"package: {identity.package_version}")
     if identity.server_version:
-        _out(f"reports: {identity.server_version}")
+        out(f"reports: {identity.server_version}")
     if check.status == "unpinned":
-        _out("pin: none (never approved)")
+        out("pin: none (never approved)")
     elif check.status == "match":
         assert pin is not None
-        _out(f"pin: matches the pin approved {_when(pin.approved_at)}")
+        out(f"pin: matches the pin approved {when(pin.approved_at)}")
     else:
         assert pin is not None
-        _out(f"pin: CHANGED since it was approved {_when(pin.approved_at)}:")
+        out(f"pin: CHANGED since it was approved {when(pin.approved_at)}:")
         for change in check.changes:
-            _out(f"  - {change}")
-    _out(f"tools ({len(definitions)}):")
+            out(f"  - {change}")
+    out(f"tools ({len(definitions)}):")
     for d in sorted(definitions, key=lambda d: d.name):
-        _out(f"  {d.prefixed} - {_summary(d.description)}")
+        out(f"  {d.prefixed} - {_summary(d.description)}")
     if findings:
-        _out(f"findings ({len(findings)}):")
+        out(f"findings ({len(findings)}):")
         for f in findings:
-            _out(f"  {_finding_line(f)}")
+            out(f"  {_finding_line(f)}")
     else:
-        _out("findings: none")
+        out("findings: none")
     if check.diff:
-        _out("diff (pinned -> live):")
-        _out(check.diff)
+        out("diff (pinned -> live):")
+        out(check.diff)
+
+
+async def _inspected(
+    config: HeronConfig, server: str
+) -> tuple[ServerIdentity, tuple[ToolDefinition, ...], list[Finding], PinCheck] | None:
+    """What `server` says now and how it compares to its pin, shown; None (reported) when it
+    cannot be reached."""
+    from heron.mcp.client import ServerUnavailable
+    from heron.mcp.trust import TrustStore
+
+    async with _manager(config, [server]) as manager:
+        try:
+            identity, definitions, findings, check = await manager.inspect(server)
+        except ServerUnavailable as exc:
+            err(str(exc))
+            return None
+    pin = TrustStore(config.state.path()).get(server)
+    _show_inspection(server, identity, definitions, findings, check, pin)
+    return identity, definitions, findings, check
 
 
 async def _inspect(args: argparse.Namespace, config: HeronConfig) -> int:
-    from heron.mcp.client import ServerUnavailable
-    from heron.mcp.trust import TrustStore
-
-    async with _manager(config, [args.server]) as manager:
-        try:
-            identity, definitions, findings, check = await manager.inspect(args.server)
-        except ServerUnavailable as exc:
-            _err(str(exc))
-            return EXIT_ATTENTION
-    pin = TrustStore(_state_dir(config)).get(args.server)
-    _show_inspection(args.server, identity, definitions, findings, check, pin)
-    return EXIT_OK
+    return EXIT_ATTENTION if await _inspected(config, args.server) is None else EXIT_OK
 
 
 async def _approve(args: argparse.Namespace, config: HeronConfig) -> int:
-    from heron.mcp.client import ServerUnavailable
     from heron.mcp.trust import TrustStore
 
-    trust = TrustStore(_state_dir(config))
-    async with _manager(config, [args.server]) as manager:
-        try:
-            identity, definitions, findings, check = await manager.inspect(args.server)
-        except ServerUnavailable as exc:
-            _err(str(exc))
-            return EXIT_ATTENTION
-    _show_inspection(args.server, identity, definitions, findings, check, trust.get(args.server))
+    inspected = await _inspected(config, args.server)
+    if inspected is None:
+        return EXIT_ATTENTION
+    identity, definitions, _findings, check = inspected
     if check.status == "match":
-        _out(f"{args.server} is already approved as it is; nothing changed")
+        out(f"{args.server} is already approved as it is; nothing changed")
         return EXIT_OK
     # Pin exactly what was shown above, not a second listing that could differ.
-    pin = trust.approve(args.server, identity, definitions)
-    _out(f"approved {args.server}: {len(pin.definitions)} tools pinned (sha256 {pin.digest[:16]})")
+    pin = TrustStore(config.state.path()).approve(args.server, identity, definitions)
+    out(f"approved {args.server}: {len(pin.definitions)} tools pinned (sha256 {pin.digest[:16]})")
     return EXIT_OK
 
 
 def _revoke(args: argparse.Namespace, config: HeronConfig) -> int:
     from heron.mcp.trust import TrustStore
 
-    if TrustStore(_state_dir(config)).revoke(args.server):
-        _out(f"revoked the pin of {args.server}; it needs approval again")
+    if TrustStore(config.state.path()).revoke(args.server):
+        out(f"revoked the pin of {args.server}; it needs approval again")
         return EXIT_OK
-    _err(f"{args.server!r} has no pin")
+    err(f"{args.server!r} has no pin")
     return EXIT_ATTENTION
-
-
-def _builtin_tools(config: HeronConfig, extra: Sequence[str] = ()) -> list[Tool]:
-    from heron.cli.commands import UsageError
-    from heron.tools.definition import ToolDefinitionError
-    from heron.tools.loader import load_tools
-
-    try:
-        return load_tools([*config.tools.modules, *extra])
-    except (ToolDefinitionError, TypeError, ImportError, SyntaxError) as exc:
-        raise UsageError(f"cannot load tools: {type(exc).__name__}: {exc}") from exc
 
 
 async def _scan(args: argparse.Namespace, config: HeronConfig) -> int:
     from heron.mcp.client import ServerUnavailable
     from heron.mcp.trust import scan_definitions
 
-    builtin = [t.spec.name for t in _builtin_tools(config)]
+    builtin = [t.spec.name for t in common.user_tools(config)]
     definitions: list[ToolDefinition] = []
     unscanned: dict[str, str] = {}
     changed: list[str] = []
@@ -529,14 +484,14 @@ async def _scan(args: argparse.Namespace, config: HeronConfig) -> int:
             if check.status == "changed":
                 changed.append(server)
     for server, reason in unscanned.items():
-        _err(f"mcp: MCP server {server!r} was not scanned: {reason}")
+        err(f"mcp: MCP server {server!r} was not scanned: {reason}")
     for server in changed:
-        _err(f"mcp: MCP server {server!r} changed since it was approved; see `heron mcp inspect`")
+        err(f"mcp: MCP server {server!r} changed since it was approved; see `heron mcp inspect`")
     findings = scan_definitions(definitions, builtin_names=builtin)
     if not findings:
-        _out("no findings")
+        out("no findings")
     for f in findings:
-        _out(_finding_line(f))
+        out(_finding_line(f))
     high = any(f.severity == "high" for f in findings)
     return EXIT_ATTENTION if high or unscanned else EXIT_OK
 
@@ -544,87 +499,19 @@ async def _scan(args: argparse.Namespace, config: HeronConfig) -> int:
 # -- the lethal trifecta ------------------------------------------------------------------------
 
 
-async def agent_capabilities(
-    config: HeronConfig, builtin: Sequence[Tool], state_dir: Path
-) -> tuple[dict[str, frozenset[CapabilityLabel]], list[str]]:
-    """Capability labels of every tool the configured agent may reach — its built-ins after
-    scoping, and every policy-allowed MCP tool (deferred ones included: they are one
-    `tool_search` away) — and the problems met while listing MCP servers."""
-    from heron.mcp.assembly import assemble_mcp
-    from heron.mcp.tool_search import TOOL_SEARCH
-    from heron.mcp.trust import ToolDefinition, capability_labels, spec_capability_labels
-    from heron.tools.registry import ActivatedToolSet, ToolRegistry
-
-    a = config.agent
-    scoped = ToolRegistry(builtin).scope(
-        autonomy=a.autonomy, allowed_tools=a.allowed_tools, excluded_tools=a.excluded_tools
-    )
-    labels = {spec.name: spec_capability_labels(spec) for spec in scoped.specs()}
-    if not config.mcp.enabled_servers():
-        return labels, []
-    assembly = await assemble_mcp(
-        config.mcp,
-        state_dir=state_dir,
-        autonomy=a.autonomy,
-        allowed_tools=a.allowed_tools,
-        excluded_tools=a.excluded_tools,
-        builtin_names=[t.spec.name for t in builtin],
-        activated=ActivatedToolSet(),
-    )
-    try:
-        for entry in assembly.tool_catalogue.entries:
-            definition = getattr(entry.tool, "definition", None)
-            if isinstance(definition, ToolDefinition):
-                declared = config.mcp.servers[entry.server].capabilities
-                labels[entry.name] = capability_labels(definition, declared=declared)
-            else:
-                labels[entry.name] = spec_capability_labels(entry.tool.spec)
-        for tool in assembly.tools:
-            name = tool.spec.name
-            # tool_search only loads schemas; MCP tools were labelled above.
-            if name != TOOL_SEARCH and name not in labels:
-                labels[name] = spec_capability_labels(tool.spec)
-    finally:
-        await assembly.aclose()
-    return labels, list(assembly.problems)
-
-
 async def _trifecta(args: argparse.Namespace, config: HeronConfig) -> int:
+    from heron.mcp.doctor import agent_capabilities
     from heron.mcp.trust import lethal_trifecta
 
-    builtin = _builtin_tools(config, args.tools)
-    labels, problems = await agent_capabilities(config, builtin, _state_dir(config))
+    builtin = common.user_tools(config)
+    labels, problems = await agent_capabilities(config, builtin, config.state.path())
     for problem in problems:
-        _err(f"mcp: {problem}")
+        err(f"mcp: {problem}")
     for name, tool_labels in sorted(labels.items()):
-        _out(f"{name}: {', '.join(sorted(tool_labels)) or '-'}")
+        out(f"{name}: {', '.join(sorted(tool_labels)) or '-'}")
     report = lethal_trifecta(labels)
-    _out(report.describe())
+    out(report.describe())
     return EXIT_ATTENTION if report.present else EXIT_OK
-
-
-def doctor_checks(config: HeronConfig, state_dir: Path) -> list[tuple[bool, str, str]]:
-    """`heron doctor` lines for MCP: servers that cannot be listed and the lethal trifecta of
-    the configured agent, as (ok, what, detail). Empty when no MCP server is configured."""
-    import asyncio
-
-    from heron.cli.commands import UsageError
-    from heron.mcp.trust import lethal_trifecta
-
-    servers = config.mcp.enabled_servers()
-    if not servers:
-        return []
-    try:
-        builtin = _builtin_tools(config)
-    except UsageError as exc:
-        return [(False, "tools", str(exc))]
-    labels, problems = asyncio.run(agent_capabilities(config, builtin, state_dir))
-    lines = [(False, "mcp", problem) for problem in problems]
-    if not problems:
-        lines.append((True, "mcp", f"{len(servers)} server(s) listed"))
-    report = lethal_trifecta(labels)
-    lines.append((not report.present, "lethal trifecta", report.describe()))
-    return lines
 
 
 # -- serve ------------------------------------------------------------------------------------
@@ -633,31 +520,27 @@ def doctor_checks(config: HeronConfig, state_dir: Path) -> list[tuple[bool, str,
 async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
     from heron._support.state import open_db
     from heron.audit.approvals import AuditStore
-    from heron.cli.commands import open_builtin
+    from heron.config.build import open_builtin
     from heron.mcp.server import ToolServer
-    from heron.toolsets.builtin import BuiltinConfig
     from heron.turn.approval import ApprovalManager, ApprovalPolicy
     from heron.turn.observer import LoggingObserver
     from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
-    fields = config.tools.builtin.model_dump()
-    fields["sets"] = list(dict.fromkeys(args.sets))
-    if args.workspace is not None:
-        fields["workspace"] = str(args.workspace.resolve())
-    if args.sandbox is not None:
-        fields["sandbox"] = args.sandbox
-    builtin_cfg = BuiltinConfig.model_validate(fields)
+    # `--workspace`, `--sandbox` and `--autonomy` are in `config` already (`load_config`).
+    sets = list(dict.fromkeys(args.sets))
+    builtin_cfg = config.tools.builtin.model_copy(update={"sets": sets})
     config = config.model_copy(
         update={"tools": config.tools.model_copy(update={"builtin": builtin_cfg})}
     )
-    state_dir = _state_dir(config)
-    builtin = await open_builtin(config)
+    state_dir = config.state.path()
+    with common.library_errors():
+        builtin = await open_builtin(config)
     assert builtin is not None  # at least one set is named
     db = open_db(state_dir)
     try:
         approval = ApprovalManager(
             policy=ApprovalPolicy(
-                autonomy=args.autonomy or config.agent.autonomy,
+                autonomy=config.agent.autonomy,
                 auto_approve=config.approval.auto_approve,
                 always_ask=config.approval.always_ask,
             ),

@@ -1,5 +1,5 @@
-"""Configuration: `heron.toml` in the project, `config.toml` in the user config directory,
-then command-line flags — later sources override earlier ones key by key.
+"""The configuration schema and its loader: the user's `config.toml`, then the project's
+`heron.toml`, then command-line flags — later sources override earlier ones key by key.
 
 Unknown keys and bad values are errors that name the file and every offending key.
 """
@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from heron._support.state import default_state_dir
 from heron.errors import ConfigurationError
 from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
@@ -33,8 +34,9 @@ class _Section(BaseModel):
 
 
 class AgentConfig(_Section):
-    model: str = "scripted:demo"
-    """`openai:M`, `anthropic:M`, `ollama:M`, `openai-compatible:M` or `scripted:FILE`."""
+    model: str | None = None
+    """`openai:M`, `anthropic:M`, `ollama:M`, `openai-compatible:M` or `scripted:FILE`; unset,
+    the command-line front ends pick one they can reach (`heron.config.detect_model`)."""
     base_url: str | None = None
     """Endpoint for `ollama:` (default http://127.0.0.1:11434/v1) and `openai-compatible:`."""
     tool_protocol: Literal["auto", "native", "text"] = "auto"
@@ -104,6 +106,11 @@ class ToolsConfig(_Section):
 
 class StateConfig(_Section):
     dir: str | None = None
+    """The state directory (`~` expanded); unset: `default_state_dir()`."""
+
+    def path(self) -> Path:
+        """The state directory: `dir`, else `$HERON_STATE_DIR`, else the XDG default."""
+        return Path(self.dir).expanduser() if self.dir else default_state_dir()
 
 
 class HeronConfig(_Section):
@@ -128,7 +135,7 @@ class HeronConfig(_Section):
         from heron.models.tokens import counter_for_model
 
         derived = default_result_limit(
-            a.context_window_tokens, counter_for_model(a.model), fraction=a.result_fraction
+            a.context_window_tokens, counter_for_model(a.model or ""), fraction=a.result_fraction
         )
         # Stay above the artifact spill's preview (head + tail + marker, at most ~2 × 10,000
         # characters) so the bound never cuts the marker that says where the rest is.

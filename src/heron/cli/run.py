@@ -1,0 +1,162 @@
+"""`heron run PROMPT` (one turn to a final answer) and `heron tools list|show` (the tools the
+configured agent gets)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+from heron.cli import common
+from heron.cli.common import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from heron.agent import Agent
+    from heron.sessions.session import CliSession
+    from heron.tools.definition import ToolSpec
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `run` and `tools` to the `heron` parser."""
+    run = sub.add_parser("run", help="run one prompt to a final answer")
+    run.add_argument("prompt")
+    run.add_argument(
+        "--events",
+        choices=["pretty", "jsonl"],
+        default="pretty",
+        help="live tool cards (pretty) or one JSON event per line (jsonl)",
+    )
+    run.add_argument(
+        "--non-interactive",
+        action="store_true",
+        help="never prompt; approval-required calls are denied by policy",
+    )
+    run.add_argument(
+        "--session",
+        metavar="NAME",
+        help="store the conversation in session NAME, resuming it if it exists "
+        "(default: a new session)",
+    )
+    common.add_agent_flags(run)
+    run.set_defaults(handler=cmd_run)
+
+    tools = sub.add_parser("tools", help="list or show the tools an agent gets")
+    tools_sub = tools.add_subparsers(dest="tools_command", required=True, metavar="ACTION")
+    listing = tools_sub.add_parser("list", help="list tools")
+    listing.add_argument("--json", action="store_true")
+    common.add_agent_flags(listing)
+    show = tools_sub.add_parser("show", help="show one tool's full spec")
+    show.add_argument("name")
+    common.add_agent_flags(show)
+    tools.set_defaults(handler=cmd_tools)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from heron.cli.render import JsonLinesRenderer, PrettyRenderer
+    from heron.turn.approval import Approver, NoApprover, TerminalApprover
+
+    config = common.require_model(common.load_config(args))
+    renderer: Any = JsonLinesRenderer() if args.events == "jsonl" else PrettyRenderer()
+    approver: Approver = NoApprover()
+    if not args.non_interactive and common.has_tty():
+        approver = TerminalApprover(before_prompt=renderer.pause)
+    tools = common.user_tools(config)
+
+    async def run() -> int:
+        session = common.open_session(config.state.path(), args.session)
+        try:
+            async with common.open_agent(config, approver=approver, tools=tools) as agent:
+                session.attach(agent)
+                return await run_prompt(agent, args.prompt, renderer, session=session)
+        finally:
+            session.close()
+            common.announce_session(session, always=args.events == "pretty")
+
+    try:
+        return asyncio.run(run())
+    except common.session_errors() as exc:
+        return common.session_failed(exc)
+
+
+async def run_prompt(
+    agent: Agent, prompt: str, renderer: Any, *, session: CliSession | None = None
+) -> int:
+    """Run one turn (stored and audited in `session` when given); the first Ctrl-C cancels
+    the step cleanly, a second one exits."""
+    from heron.turn.cancel import CancelScope
+
+    cancel = CancelScope()
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(common.DaemonThreadExecutor())
+
+    def on_sigint() -> None:
+        if cancel.cancelled:
+            renderer.close()
+            if session is not None:
+                session.abandon()
+            os._exit(EXIT_CANCELLED)
+        cancel.cancel("interrupted by the operator (Ctrl-C)")
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        if session is None:
+            outcome = (await agent.run(prompt, sink=renderer, cancel=cancel, channel="cli")).outcome
+        else:
+            outcome = await session.run_turn(
+                agent, prompt, sink=renderer, cancel=cancel, channel="cli"
+            )
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        renderer.close()
+    if outcome.status == "final":
+        return EXIT_OK
+    return EXIT_CANCELLED if outcome.status == "cancelled" else EXIT_ERROR
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    from heron.cli.render import print_json, tool_line
+    from heron.models.scripted import ScriptedModel
+    from heron.turn.approval import NoApprover
+
+    config = common.load_config(args)
+    tools = common.user_tools(config)
+    # Listing asks no model anything: without a configured one, a script with no turns will do.
+    model = ScriptedModel([], name="none") if config.agent.model is None else None
+
+    async def assemble() -> Agent:
+        # Listing needs no running server afterwards (pinned servers are not even started).
+        async with common.open_agent(
+            config, approver=NoApprover(), tools=tools, model=model
+        ) as agent:
+            return agent
+
+    specs = asyncio.run(assemble()).registry.specs()
+    if args.tools_command == "show":
+        spec = next((s for s in specs if s.name == args.name), None)
+        if spec is None:
+            raise UsageError(f"no tool named {args.name!r}; see `heron tools list`")
+        print_json(_spec_json(spec))
+        return EXIT_OK
+    if args.json:
+        print_json([_spec_json(s) for s in specs])
+        return EXIT_OK
+    for spec in specs:
+        flags, first = tool_line(spec)
+        sys.stdout.write(f"{spec.name:28} {spec.owner:10} {flags:28} {first}\n")
+    return EXIT_OK
+
+
+def _spec_json(spec: ToolSpec) -> dict[str, Any]:
+    from heron.cli.render import annotation_flags
+
+    return {
+        "name": spec.name,
+        "owner": spec.owner,
+        "description": spec.description,
+        "parameters": spec.parameters,
+        "annotations": annotation_flags(spec),
+        "runtime_args": list(spec.runtime_args),
+    }

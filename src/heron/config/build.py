@@ -1,0 +1,374 @@
+"""From a `HeronConfig` to a running agent.
+
+The pieces, in the order `open_agent` uses them:
+
+- the model: `agent_model` resolves `[agent] model`; `detect_model` picks one the environment
+  can reach when none is configured (a provider key, else a local Ollama), `with_model` puts
+  the choice into a configuration;
+- the user's tools: `load_user_tools` loads every `@heron.tool` of `[tools] modules`;
+- heron's built-in sets: `open_builtin` starts `[tools.builtin]` (the caller `aclose()`s it);
+- the MCP servers: `open_mcp` connects `[mcp.servers]` (the caller `aclose()`s it);
+- `build_agent` puts them together with approval, receipts, budgets and telemetry.
+
+Every mistake found on the way is a `BuildError` — a `ConfigError` whose message says what
+could not be built and why — so a front end reports one kind of error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import urllib.parse
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from heron._support.state import open_db
+from heron.agent import Agent
+from heron.audit.approvals import AuditStore
+from heron.config.schema import ConfigError, HeronConfig
+from heron.models.base import Model, ModelError
+from heron.tools.definition import Tool, ToolDefinitionError
+from heron.tools.loader import load_tools
+from heron.tools.registry import ActivatedToolSet, ToolRegistry
+from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApprover
+from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
+
+if TYPE_CHECKING:
+    from heron.mcp.assembly import McpAssembly
+    from heron.toolsets.builtin import Builtin
+
+OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
+"""What `detect_model` picks when `OPENAI_API_KEY` is set."""
+ANTHROPIC_DEFAULT: Final = "anthropic:claude-sonnet-4-5"
+"""What `detect_model` picks when `ANTHROPIC_API_KEY` is set (and no OpenAI key is)."""
+OLLAMA_PORT: Final = "11434"
+
+
+class BuildError(ConfigError):
+    """The configuration cannot be turned into an agent: a model that cannot be resolved,
+    tools that do not load, a built-in set that cannot start, two tools with one name."""
+
+
+class NoModelError(BuildError):
+    """No model is configured (`[agent] model` unset) and none was given."""
+
+
+# -- the model ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelChoice:
+    """A model `detect_model` found reachable, and why it chose it."""
+
+    model: str
+    """The model string, e.g. `openai:gpt-4o-mini`."""
+    base_url: str | None = None
+    """The endpoint to use (set for Ollama); None: the provider's default."""
+    reason: str
+    """Why, for people: `OPENAI_API_KEY is set`."""
+
+
+def detect_model(
+    environ: Mapping[str, str] | None = None, *, timeout_s: float = 0.5
+) -> ModelChoice | None:
+    """A model this machine can reach, for a configuration that names none: OpenAI when
+    `OPENAI_API_KEY` is set, else Anthropic when `ANTHROPIC_API_KEY` is, else the first chat
+    model a local Ollama lists (`OLLAMA_HOST`, default 127.0.0.1:11434, asked for at most
+    `timeout_s`). None when there is none. The SDKs' own `OPENAI_BASE_URL` and
+    `ANTHROPIC_BASE_URL` apply as usual."""
+    env = os.environ if environ is None else environ
+    if env.get("OPENAI_API_KEY"):
+        return ModelChoice(model=OPENAI_DEFAULT, reason="OPENAI_API_KEY is set")
+    if env.get("ANTHROPIC_API_KEY"):
+        return ModelChoice(model=ANTHROPIC_DEFAULT, reason="ANTHROPIC_API_KEY is set")
+    root = ollama_root(env)
+    names = [n for n in _ollama_models(root, timeout_s) if "embed" not in n]
+    if names:
+        return ModelChoice(
+            model=f"ollama:{names[0]}",
+            base_url=f"{root}/v1",
+            reason=f"the Ollama server at {root} has it",
+        )
+    return None
+
+
+def ollama_root(environ: Mapping[str, str] | None = None) -> str:
+    """The Ollama server's root URL, from `OLLAMA_HOST` read as the `ollama` command reads it
+    (`host`, `host:port` or a URL; default `http://127.0.0.1:11434`)."""
+    env = os.environ if environ is None else environ
+    raw = env.get("OLLAMA_HOST", "").strip()
+    scheme, sep, rest = raw.partition("://")
+    if sep:
+        port = {"http": "80", "https": "443"}.get(scheme, OLLAMA_PORT)
+    else:
+        scheme, rest, port = "http", raw, OLLAMA_PORT
+    parts = urllib.parse.urlsplit("//" + rest.split("/", 1)[0])
+    with contextlib.suppress(ValueError):  # not a number: keep the default
+        port = str(parts.port or port)
+    host = parts.hostname or "127.0.0.1"
+    if host in ("0.0.0.0", "::"):  # an address to listen on, not one to connect to
+        host = "127.0.0.1"
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def _ollama_models(root: str, timeout_s: float) -> list[str]:
+    """The model names `GET /api/tags` lists; empty when nothing answers in time."""
+    # Never through a proxy from the environment: the server is local.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"{root}/api/tags", timeout=timeout_s) as response:
+            data = json.load(response)
+    except (OSError, ValueError):
+        return []
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, list):
+        return []
+    return [m["name"] for m in models if isinstance(m, dict) and isinstance(m.get("name"), str)]
+
+
+def with_model(config: HeronConfig, choice: ModelChoice) -> HeronConfig:
+    """`config` with `choice` as its `[agent] model` and `base_url`: the endpoint goes with the
+    model, so a key found in the environment is never sent to an endpoint meant for another."""
+    update = {"model": choice.model, "base_url": choice.base_url}
+    return config.model_copy(update={"agent": config.agent.model_copy(update=update)})
+
+
+def configured_model(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    tool_protocol: Literal["auto", "native", "text"] = "auto",
+) -> Model:
+    """The model a model string names, with `[agent] tool_protocol` applied."""
+    from heron.models.resolve import ProviderConfig, resolve_model
+
+    config = None if tool_protocol == "auto" else ProviderConfig(protocols={spec: tool_protocol})
+    try:
+        return resolve_model(spec, base_url=base_url, config=config)
+    except ModelError as exc:
+        raise BuildError(str(exc)) from exc
+
+
+def agent_model(config: HeronConfig) -> Model:
+    """The model of `[agent]`; `NoModelError` when none is configured."""
+    a = config.agent
+    if a.model is None:
+        raise NoModelError(
+            'no model configured: set [agent] model (e.g. "openai:gpt-4o-mini"), pass a '
+            "model, or choose one with detect_model()"
+        )
+    return configured_model(a.model, base_url=a.base_url, tool_protocol=a.tool_protocol)
+
+
+# -- tools --------------------------------------------------------------------------------
+
+
+def load_user_tools(config: HeronConfig) -> list[Tool]:
+    """Every `@heron.tool` of `[tools] modules`, in order."""
+    try:
+        return load_tools(config.tools.modules)
+    except ToolDefinitionError as exc:
+        raise BuildError(f"cannot load tools: {exc}") from exc
+    except (TypeError, ImportError, SyntaxError) as exc:
+        raise BuildError(f"cannot load tools: {type(exc).__name__}: {exc}") from exc
+
+
+async def open_builtin(config: HeronConfig) -> Builtin | None:
+    """The built-in tool sets of `[tools.builtin]` (None when no set is named); the caller
+    `aclose()`s them."""
+    if not config.tools.builtin.sets:
+        return None
+    from heron.toolsets.builtin import BuiltinError, build_builtin
+
+    try:
+        return await build_builtin(config.tools.builtin, state_dir=config.state.path())
+    except BuiltinError as exc:
+        raise BuildError(f"built-in tools: {exc}") from exc
+
+
+async def open_mcp(config: HeronConfig, known: Sequence[Tool]) -> McpAssembly | None:
+    """Connect the enabled `[mcp.servers]` (None when there are none); the caller `aclose()`s
+    the assembly. `known` are the agent's other tools, whose names MCP tools may not shadow;
+    servers left out and shadowed names are in the assembly's `problems`."""
+    if not config.mcp.enabled_servers():
+        return None
+    from heron.mcp.assembly import assemble_mcp
+
+    a = config.agent
+    return await assemble_mcp(
+        config.mcp,
+        state_dir=config.state.path(),
+        autonomy=a.autonomy,
+        allowed_tools=a.allowed_tools,
+        excluded_tools=a.excluded_tools,
+        builtin_names=[t.spec.name for t in known],
+        activated=ActivatedToolSet(),
+    )
+
+
+# -- the agent ----------------------------------------------------------------------------
+
+
+def build_agent(
+    config: HeronConfig,
+    *,
+    tools: Sequence[Tool] = (),
+    approver: Approver | None = None,
+    model: Model | None = None,
+    mcp: McpAssembly | None = None,
+    builtin: Builtin | None = None,
+) -> Agent:
+    """The configured agent with `tools`. `model` replaces `[agent] model`; `approver` answers
+    approval questions (default: none, so calls that need approval are denied by policy);
+    `mcp` (from `open_mcp`) adds its tools, catalogue section, activated set,
+    never-unreachable resolver and per-turn filter groups; `builtin` (from `open_builtin`)
+    adds heron's tool sets as bundles, with their spill, cache and workspace."""
+    state_dir = config.state.path()
+    a = config.agent
+    approval = ApprovalManager(
+        policy=ApprovalPolicy(
+            autonomy=a.autonomy,
+            auto_approve=config.approval.auto_approve,
+            always_ask=config.approval.always_ask,
+            timeout_s=config.approval.timeout_s,
+            record_auto_approvals=config.approval.record_auto_approvals,
+        ),
+        approver=approver or NoApprover(),
+        audit=AuditStore(open_db(state_dir)),
+    )
+    receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
+    model = model or agent_model(config)
+    try:
+        registry = ToolRegistry(tools)
+        if builtin is not None:
+            for bundle, bundled in builtin.tools.items():
+                registry.add_all(bundled, bundle=bundle)
+        system_prompt, allowed = a.system_prompt, a.allowed_tools
+        if builtin is not None and (section := builtin.catalogue_section()):
+            system_prompt = f"{system_prompt}\n\n{section}" if system_prompt else section
+        if mcp is not None:
+            mcp.register(registry)
+            system_prompt = mcp.system_prompt(
+                system_prompt,
+                native_tools=model.native_tools,
+                strict_tool_parsing=a.strict_tool_parsing,
+            )
+            allowed = mcp.admit(allowed)
+        observer, telemetry = _telemetry(config)
+        return Agent(
+            model=model,
+            tools=registry,
+            observer=observer,
+            **telemetry,
+            **_budgets(config, model.name),
+            system_prompt=system_prompt,
+            autonomy=a.autonomy,
+            approval=approval,
+            knobs=config.knobs(),
+            receipts=receipts,
+            allowed_tools=allowed,
+            excluded_tools=a.excluded_tools,
+            activated=mcp.activated if mcp is not None else None,
+            catalogue=mcp.catalogue if mcp is not None else None,
+            turn_exclusions=mcp.turn_exclusions if mcp is not None else None,
+            spill=builtin.spill if builtin is not None else None,
+            cache=builtin.cache if builtin is not None else None,
+            workspace=builtin.workspace if builtin is not None else None,
+        )
+    except ToolDefinitionError as exc:
+        # E.g. one tools file listed in heron.toml and again with --tools.
+        raise BuildError(f"cannot build the tool set: {exc}") from exc
+
+
+@asynccontextmanager
+async def open_agent(
+    config: HeronConfig,
+    *,
+    approver: Approver | None = None,
+    tools: Sequence[Tool] | None = None,
+    model: Model | None = None,
+    on_problem: Callable[[str], None] | None = None,
+) -> AsyncIterator[Agent]:
+    """The whole configured agent, for the length of the `async with`: `tools` (default: the
+    `[tools] modules`), the built-in sets and the MCP servers, which are closed on exit.
+    `on_problem` hears about MCP servers left out and shadowed names."""
+    user_tools = load_user_tools(config) if tools is None else list(tools)
+    async with AsyncExitStack() as stack:
+        builtin = await open_builtin(config)
+        if builtin is not None:
+            stack.push_async_callback(builtin.aclose)
+        known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
+        mcp = await open_mcp(config, known)
+        if mcp is not None:
+            stack.push_async_callback(mcp.aclose)
+            for problem in mcp.problems:
+                if on_problem is not None:
+                    on_problem(problem)
+        yield build_agent(
+            config, tools=user_tools, approver=approver, model=model, mcp=mcp, builtin=builtin
+        )
+
+
+def _budgets(config: HeronConfig, model: str) -> dict[str, Any]:
+    """Run budgets and the context-window trimmer from `[budgets]` and `[agent]`."""
+    b = config.budgets
+    extra: dict[str, Any] = {}
+    if config.agent.context_window_tokens is not None:
+        from heron.models.context_window import HistoryTrimmer
+        from heron.models.tokens import CalibratedCounter, counter_for_model
+
+        extra["trimmer"] = HistoryTrimmer(
+            CalibratedCounter(counter_for_model(model)),
+            budget_tokens=config.agent.context_window_tokens,
+        )
+    limits = (b.model_calls, b.tool_calls, b.total_tokens, b.cost_usd, b.wall_time_s)
+    if all(v is None for v in limits):
+        return extra
+    from heron.turn.budgets import BudgetLimits, ModelPrice, PriceTable
+
+    extra["budget_limits"] = BudgetLimits(
+        model_calls=b.model_calls,
+        tool_calls=b.tool_calls,
+        total_tokens=b.total_tokens,
+        cost_usd=b.cost_usd,
+        wall_time_s=b.wall_time_s,
+    )
+    try:
+        extra["prices"] = PriceTable({k: ModelPrice(**v) for k, v in b.prices.items()})
+    except TypeError as exc:
+        raise ConfigError(f"[budgets.prices]: {exc}") from exc
+    return extra
+
+
+def _telemetry(config: HeronConfig) -> tuple[Any, dict[str, Any]]:
+    """The observer (audit-free: metrics, alerts, OTel) and the agent's telemetry parts."""
+    from heron.telemetry.alerts import AlertManager, ConsoleChannel, WebhookChannel
+    from heron.telemetry.metrics import MetricsObserver, MetricsRegistry
+    from heron.turn.observer import FanOutObserver
+
+    t = config.telemetry
+    metrics = MetricsRegistry()
+    channels: list[Any] = [ConsoleChannel()] if t.alerts_console else []
+    if t.alerts_webhook_url:
+        channels.append(
+            WebhookChannel(t.alerts_webhook_url, secret_env=t.alerts_webhook_secret_env)
+        )
+    alerts = AlertManager(channels) if channels else None
+    observers: list[Any] = [MetricsObserver(metrics)]
+    parts: dict[str, Any] = {"metrics": metrics, "alerts": alerts}
+    if alerts is not None:
+        observers.append(alerts)
+    if t.otel != "off":
+        from heron.telemetry.otel import OtelConfig, TelemetryUnavailable, configure
+
+        try:
+            tracer = configure(OtelConfig(exporter=t.otel, tool_io=t.tool_io))
+        except TelemetryUnavailable as exc:
+            raise BuildError(str(exc)) from exc
+        observers.append(tracer)
+        parts["tracer"] = tracer
+    return FanOutObserver(*observers), parts
