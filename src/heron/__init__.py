@@ -15,7 +15,9 @@ from heron._support.lazy import lazy_getattr
 if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron.agent import Agent as Agent
     from heron.agent import RunResult as RunResult
-    from heron.config import ConfigError as ConfigError
+    from heron.config.build import BuildError as BuildError
+    from heron.config.build import NoModelError as NoModelError
+    from heron.config.schema import ConfigError as ConfigError
     from heron.errors import ConfigurationError as ConfigurationError
     from heron.errors import HeronError as HeronError
     from heron.mcp.config import McpConfigError as McpConfigError
@@ -112,7 +114,9 @@ _EXPORTS: dict[str, str] = {
     "HeronError": "heron.errors",
     "ConfigurationError": "heron.errors",
     "BuiltinError": "heron.toolsets.builtin",
-    "ConfigError": "heron.config",
+    "BuildError": "heron.config.build",
+    "ConfigError": "heron.config.schema",
+    "NoModelError": "heron.config.build",
     "McpConfigError": "heron.mcp.config",
     "ProviderConfigError": "heron.models.resolve",
     "ToolDefinitionError": "heron.tools.definition",

@@ -91,6 +91,7 @@ def test_tools_show_prints_one_spec_and_refuses_unknown_names(heron: Heron) -> N
     assert spec["description"].startswith("Create a file named `name`")
     assert spec["annotations"]["requires_approval"] is True
     assert list(spec["parameters"]["properties"]) == ["name"]
+    assert spec["runs_in"] == "thread"  # a plain def: shown, not hidden
 
     missing = heron.run("tools", "show", "nope", "--tools", tools)
     assert missing.code == 2

@@ -159,4 +159,5 @@ def _spec_json(spec: ToolSpec) -> dict[str, Any]:
         "parameters": spec.parameters,
         "annotations": annotation_flags(spec),
         "runtime_args": list(spec.runtime_args),
+        "runs_in": spec.runs_in,
     }
