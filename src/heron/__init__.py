@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron.agent import RunResult as RunResult
     from heron.config.build import BuildError as BuildError
     from heron.config.build import NoModelError as NoModelError
+    from heron.config.builtin import BuiltinError as BuiltinError
     from heron.config.schema import ConfigError as ConfigError
     from heron.errors import ConfigurationError as ConfigurationError
     from heron.errors import HeronError as HeronError
@@ -58,7 +59,6 @@ if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron.tools.registry import Autonomy as Autonomy
     from heron.tools.registry import ToolRegistry as ToolRegistry
     from heron.tools.validation import SchemaValidator as SchemaValidator
-    from heron.toolsets.builtin import BuiltinError as BuiltinError
     from heron.turn.approval import ApprovalAnswer as ApprovalAnswer
     from heron.turn.approval import ApprovalManager as ApprovalManager
     from heron.turn.approval import ApprovalPolicy as ApprovalPolicy
@@ -113,7 +113,7 @@ _EXPORTS: dict[str, str] = {
     # errors: the root, the developer's mistakes, and what a model call can raise
     "HeronError": "heron.errors",
     "ConfigurationError": "heron.errors",
-    "BuiltinError": "heron.toolsets.builtin",
+    "BuiltinError": "heron.config.builtin",
     "BuildError": "heron.config.build",
     "ConfigError": "heron.config.schema",
     "NoModelError": "heron.config.build",

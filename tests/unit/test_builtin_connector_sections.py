@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from heron.config import HeronConfig, build_agent
-from heron.toolsets.builtin import Builtin, BuiltinConfig, BuiltinError, build_builtin
+from heron.config.builtin import Builtin, BuiltinConfig, BuiltinError, build_builtin
 from heron.turn.approval import NoApprover
 
 

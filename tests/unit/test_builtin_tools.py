@@ -8,9 +8,9 @@ import pytest
 
 from heron.audit.approvals import MemoryAuditStore
 from heron.config import HeronConfig
+from heron.config.builtin import Builtin, BuiltinConfig, BuiltinError, build_builtin
 from heron.mcp.server import ToolServer, mcp_annotations
 from heron.tools.definition import ToolResult
-from heron.toolsets.builtin import Builtin, BuiltinConfig, BuiltinError, build_builtin
 from heron.turn.approval import ApprovalManager, ApprovalPolicy
 
 PERCEPTION = {

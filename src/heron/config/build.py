@@ -38,8 +38,8 @@ from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApp
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
 if TYPE_CHECKING:
+    from heron.config.builtin import Builtin
     from heron.mcp.assembly import McpAssembly
-    from heron.toolsets.builtin import Builtin
 
 OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
 """What `detect_model` picks when `OPENAI_API_KEY` is set."""
@@ -182,7 +182,7 @@ async def open_builtin(config: HeronConfig) -> Builtin | None:
     `aclose()`s them."""
     if not config.tools.builtin.sets:
         return None
-    from heron.toolsets.builtin import BuiltinError, build_builtin
+    from heron.config.builtin import BuiltinError, build_builtin
 
     try:
         return await build_builtin(config.tools.builtin, state_dir=config.state.path())

@@ -15,10 +15,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from heron._support.state import default_state_dir
+from heron.config.builtin import BuiltinConfig
 from heron.errors import ConfigurationError
 from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
-from heron.toolsets.builtin import BuiltinConfig
 from heron.turn.context import LoopDetectionKnobs, ParallelMode, RuntimeKnobs
 
 PROJECT_FILE = "heron.toml"
