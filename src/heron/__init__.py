@@ -74,6 +74,7 @@ if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron.turn.events import ApprovalDecisionEvent as ApprovalDecisionEvent
     from heron.turn.events import ApprovalRequestEvent as ApprovalRequestEvent
     from heron.turn.events import BaseEvent as BaseEvent
+    from heron.turn.events import CallIdRenamedEvent as CallIdRenamedEvent
     from heron.turn.events import CancelledEvent as CancelledEvent
     from heron.turn.events import ErrorEvent as ErrorEvent
     from heron.turn.events import EventSink as EventSink
@@ -190,6 +191,7 @@ _EXPORTS: dict[str, str] = {
     "ApprovalDecisionEvent": "heron.turn.events",
     "ApprovalRequestEvent": "heron.turn.events",
     "BaseEvent": "heron.turn.events",
+    "CallIdRenamedEvent": "heron.turn.events",
     "CancelledEvent": "heron.turn.events",
     "ErrorEvent": "heron.turn.events",
     "EventSink": "heron.turn.events",

@@ -66,6 +66,22 @@ class ToolResultEvent(BaseEvent):
     cached: bool = False
 
 
+class CallIdRenamedEvent(BaseEvent):
+    """The model sent a call id that was already taken, so heron gave the call a fresh one.
+
+    Providers reject a history with two calls of one id, and results are matched by id, so the
+    call runs (and appears in the history and in every later event) under `new_id`. `reason`:
+    `in_history` when an earlier turn of the conversation used the id, `in_turn` when this turn
+    already did (another call of the same response, or of an earlier step)."""
+
+    type: Literal["call_id_renamed"] = "call_id_renamed"
+    old_id: str
+    new_id: str
+    name: str
+    """The tool the call names."""
+    reason: Literal["in_history", "in_turn"]
+
+
 class ProgressEvent(BaseEvent):
     """A progress line a running tool reported (`ToolContext.progress`), scrubbed."""
 
@@ -170,6 +186,7 @@ class ErrorEvent(BaseEvent):
 TurnEvent = Annotated[
     ToolCallEvent
     | ToolResultEvent
+    | CallIdRenamedEvent
     | ProgressEvent
     | ApprovalRequestEvent
     | ApprovalDecisionEvent
