@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic_core import to_jsonable_python
 
 from heron.safety.redact import scrub_value
 from heron.tools.definition import Tool
@@ -56,6 +59,8 @@ class CallOutcome:
     cached: bool = False
     visible: str | None = None
     """What the model sees instead of `output` when the output was spilled to storage."""
+    data: Any = None
+    """The tool's structured data (`ToolResult.data`), raw; the event carries a bounded copy."""
 
 
 def result_event(state: TurnState, outcome: CallOutcome, max_chars: int) -> ToolResultEvent:
@@ -72,7 +77,28 @@ def result_event(state: TurnState, outcome: CallOutcome, max_chars: int) -> Tool
         phase=outcome.phase,
         background_task=outcome.background_task,
         cached=outcome.cached,
+        **event_data(outcome.data, max_chars),
     )
+
+
+def event_data(value: Any, max_chars: int) -> dict[str, Any]:
+    """The `data` fields of a terminal event: `value` as JSON, scrubbed, whole or left out.
+
+    A JSON structure cannot be cut part-way and stay JSON, so data longer than `max_chars` (when
+    positive) is left out and its length reported in `data_omitted_chars`.
+    """
+    if value is None:
+        return {}
+    try:
+        shown = scrub_value(to_jsonable_python(value, fallback=repr))
+        size = len(json.dumps(shown, ensure_ascii=False, separators=(",", ":")))
+    except (ValueError, TypeError, RecursionError) as exc:
+        return {
+            "data": f"[structured data not shown: not renderable as JSON ({type(exc).__name__})]"
+        }
+    if 0 < max_chars < size:
+        return {"data_omitted_chars": size}
+    return {"data": shown}
 
 
 def emit_synthetic_pair(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 ToolStatus = Literal[
     "ok",
@@ -64,6 +64,13 @@ class ToolResultEvent(BaseEvent):
     phase: InterruptPhase | None = None
     background_task: str | None = None
     cached: bool = False
+    data: JsonValue = None
+    """The tool's structured data beside its text (`ToolResult.data`, an MCP server's
+    `structuredContent`) as JSON, scrubbed like `output`. None when the tool returned none, for a
+    cached result, or when the JSON is longer than `max_tool_result_chars` (see
+    `data_omitted_chars`); structured data is never cut part-way."""
+    data_omitted_chars: int | None = None
+    """Length of the JSON of `data` when it was left out for being over the limit."""
 
 
 class CallIdRenamedEvent(BaseEvent):
