@@ -81,6 +81,8 @@ if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron.turn.events import FinalEvent as FinalEvent
     from heron.turn.events import HistoryTrimmedEvent as HistoryTrimmedEvent
     from heron.turn.events import LoopDetectedEvent as LoopDetectedEvent
+    from heron.turn.events import PlanEvent as PlanEvent
+    from heron.turn.events import PlanItem as PlanItem
     from heron.turn.events import ProgressEvent as ProgressEvent
     from heron.turn.events import ReasoningDeltaEvent as ReasoningDeltaEvent
     from heron.turn.events import TextDeltaEvent as TextDeltaEvent
@@ -198,6 +200,8 @@ _EXPORTS: dict[str, str] = {
     "FinalEvent": "heron.turn.events",
     "HistoryTrimmedEvent": "heron.turn.events",
     "LoopDetectedEvent": "heron.turn.events",
+    "PlanEvent": "heron.turn.events",
+    "PlanItem": "heron.turn.events",
     "ProgressEvent": "heron.turn.events",
     "ReasoningDeltaEvent": "heron.turn.events",
     "TextDeltaEvent": "heron.turn.events",

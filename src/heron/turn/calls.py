@@ -6,13 +6,20 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from heron.safety.redact import scrub_value
 from heron.tools.definition import Tool
 from heron.turn.bounds import render_bounded
 from heron.turn.context import TurnState
-from heron.turn.events import InterruptPhase, ToolCallEvent, ToolResultEvent, ToolStatus
+from heron.turn.events import (
+    InterruptPhase,
+    PlanEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    ToolStatus,
+)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -99,6 +106,27 @@ def event_data(value: Any, max_chars: int) -> dict[str, Any]:
     if 0 < max_chars < size:
         return {"data_omitted_chars": size}
     return {"data": shown}
+
+
+PLAN_TOOL = "update_plan"
+"""The built-in plan tool (`heron.toolsets.plan`): its successful calls are followed by a
+`plan` event carrying the whole plan."""
+
+
+def plan_event(state: TurnState, call: ExecutableCall, outcome: CallOutcome) -> PlanEvent | None:
+    """The `plan` event after a successful `update_plan` call, built from the arguments it ran
+    with (so a cached result still reports the plan); None for any other call."""
+    if call.name != PLAN_TOOL or call.tool.spec.owner != "builtin" or outcome.status != "ok":
+        return None
+    try:
+        return PlanEvent(
+            turn_id=state.turn_id,
+            call_id=outcome.call_id,
+            items=call.arguments.get("plan", ()),
+            explanation=call.arguments.get("explanation"),
+        )
+    except ValidationError:
+        return None  # the tool validated its arguments; a mismatch here is no plan to show
 
 
 def emit_synthetic_pair(

@@ -24,6 +24,7 @@ from heron.turn.calls import (
     ExecutableCall,
     ParsedCall,
     emit_synthetic_pair,
+    plan_event,
     result_event,
 )
 from heron.turn.cancel import wait_task
@@ -319,6 +320,9 @@ def _finish(
     if exec_.spill is not None and outcome.status in ("ok", "error"):
         outcome.visible = exec_.spill.spill(call.name, call.call_id, outcome.output)
     state.sink(result_event(state, outcome, exec_.knobs.max_tool_result_chars))
+    plan = plan_event(state, call, outcome)
+    if plan is not None:
+        state.sink(plan)
     return outcome
 
 

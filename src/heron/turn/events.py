@@ -89,6 +89,29 @@ class CallIdRenamedEvent(BaseEvent):
     reason: Literal["in_history", "in_turn"]
 
 
+PlanStatus = Literal["pending", "in_progress", "completed"]
+"""Where one step of a plan stands."""
+
+
+class PlanItem(BaseModel):
+    """One step of the model's plan (`update_plan`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    text: str
+    status: PlanStatus
+
+
+class PlanEvent(BaseEvent):
+    """The model's whole plan after a successful `update_plan` call, right after that call's
+    `tool_result` (same `call_id`). Each event replaces the previous plan; no items clears it."""
+
+    type: Literal["plan"] = "plan"
+    call_id: str
+    items: tuple[PlanItem, ...]
+    explanation: str | None = None
+    """Why the plan changed, when the model said."""
+
+
 class ProgressEvent(BaseEvent):
     """A progress line a running tool reported (`ToolContext.progress`), scrubbed."""
 
@@ -194,6 +217,7 @@ TurnEvent = Annotated[
     ToolCallEvent
     | ToolResultEvent
     | CallIdRenamedEvent
+    | PlanEvent
     | ProgressEvent
     | ApprovalRequestEvent
     | ApprovalDecisionEvent
