@@ -76,12 +76,15 @@ if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron.turn.events import ApprovalDecisionEvent as ApprovalDecisionEvent
     from heron.turn.events import ApprovalRequestEvent as ApprovalRequestEvent
     from heron.turn.events import BaseEvent as BaseEvent
+    from heron.turn.events import CallIdRenamedEvent as CallIdRenamedEvent
     from heron.turn.events import CancelledEvent as CancelledEvent
     from heron.turn.events import ErrorEvent as ErrorEvent
     from heron.turn.events import EventSink as EventSink
     from heron.turn.events import FinalEvent as FinalEvent
     from heron.turn.events import HistoryTrimmedEvent as HistoryTrimmedEvent
     from heron.turn.events import LoopDetectedEvent as LoopDetectedEvent
+    from heron.turn.events import PlanEvent as PlanEvent
+    from heron.turn.events import PlanItem as PlanItem
     from heron.turn.events import ProgressEvent as ProgressEvent
     from heron.turn.events import ReasoningDeltaEvent as ReasoningDeltaEvent
     from heron.turn.events import TextDeltaEvent as TextDeltaEvent
@@ -194,12 +197,15 @@ _EXPORTS: dict[str, str] = {
     "ApprovalDecisionEvent": "heron.turn.events",
     "ApprovalRequestEvent": "heron.turn.events",
     "BaseEvent": "heron.turn.events",
+    "CallIdRenamedEvent": "heron.turn.events",
     "CancelledEvent": "heron.turn.events",
     "ErrorEvent": "heron.turn.events",
     "EventSink": "heron.turn.events",
     "FinalEvent": "heron.turn.events",
     "HistoryTrimmedEvent": "heron.turn.events",
     "LoopDetectedEvent": "heron.turn.events",
+    "PlanEvent": "heron.turn.events",
+    "PlanItem": "heron.turn.events",
     "ProgressEvent": "heron.turn.events",
     "ReasoningDeltaEvent": "heron.turn.events",
     "TextDeltaEvent": "heron.turn.events",

@@ -95,6 +95,14 @@ def test_heron_run_loads_a_deferred_tool_with_tool_search_and_calls_it(heron: He
             "success": True,
             "status": "ok",
             "cached": False,
+            "data": {
+                # "message" is a word of the second tool's name: a hit in a small catalogue.
+                "listed": ["everything__echo", "everything__get-annotated-message"],
+                "activated": ["everything__echo", "everything__get-annotated-message"],
+                "not_found": [],
+                "suggestions": [],
+                "nothing_found": False,
+            },
         },
         {
             "type": "tool_call",

@@ -235,9 +235,39 @@ async def test_search_below_the_threshold_says_nothing_found_and_activates_nothi
 
 async def test_nothing_found_suggests_close_names() -> None:
     tool, _ = search_tool()
-    result = await run_search(tool, "stok_quote")
+    # Both words misspelt: "stok_quote" is found now that "quote" alone is enough.
+    result = await run_search(tool, "stok_qoute")
     assert result.data["nothing_found"]
     assert "finance__stock_quote" in result.data["suggestions"]
+
+
+# A word of each tool's name and one of its description, unique to it among the first three.
+TINY_QUERIES = {
+    "weather__forecast": ("forecast", "temperature"),
+    "finance__stock_quote": ("quote", "price"),
+    "files__read_file": ("file", "workspace"),
+}
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+async def test_an_exact_word_finds_its_tool_in_a_catalogue_of_one_to_three_tools(
+    size: int,
+) -> None:
+    tools = sample_tools()[:size]
+    for target in tools:
+        for word in TINY_QUERIES[target.spec.name]:
+            search = ToolSearchTool(McpCatalogue(tools), ActivatedToolSet())
+            result = await run_search(search, word)
+            assert result.data["listed"][:1] == [target.spec.name], (size, word, result.output)
+            assert target.spec.name in search.activated
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+async def test_an_unrelated_query_still_finds_nothing_in_a_tiny_catalogue(size: int) -> None:
+    search = ToolSearchTool(McpCatalogue(sample_tools()[:size]), ActivatedToolSet())
+    result = await run_search(search, "quantum entanglement simulator")
+    assert result.data["nothing_found"] is True
+    assert len(search.activated) == 0
 
 
 def test_search_order_is_deterministic_for_ties() -> None:

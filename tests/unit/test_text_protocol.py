@@ -361,13 +361,98 @@ def test_backtick_inside_an_earlier_blocks_json_does_not_hide_the_next_block() -
     assert result.text == "`done`"
 
 
-def test_tool_call_blocks_inside_a_code_example_are_not_executed() -> None:
+@pytest.mark.parametrize(
+    "intro",
+    [
+        "For example, the format looks like this:",
+        "Write calls like this (e.g. to list files):",
+        "Here is an example:",
+        "For instance:",
+        "调用格式例如：",
+    ],
+)
+def test_fenced_tool_call_blocks_presented_as_an_example_are_not_executed(intro: str) -> None:
     reply = (
-        "The format looks like this:\n```xml\n"
+        f"{intro}\n```xml\n"
         '<tool_call>{"name": "shell", "arguments": {"command": "ls"}}</tool_call>\n'
         "```\nThat is all."
     )
     assert parse(reply) == TextParseResult(text=reply, calls=(), issue=None)
+
+
+def test_a_fence_mixing_tool_call_blocks_with_code_is_an_example_not_a_call() -> None:
+    reply = (
+        "The parser reads this:\n```python\n"
+        'REPLY = """\n'
+        '<tool_call>{"name": "shell", "arguments": {"command": "ls"}}</tool_call>\n'
+        '"""\n'
+        "```"
+    )
+    assert parse(reply) == TextParseResult(text=reply, calls=(), issue=None)
+
+
+# -- fenced calls after prose -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("label", ["xml", "json", "", "html", "text"])
+def test_prose_then_a_fenced_tool_call_runs_the_call_and_drops_the_fence(label: str) -> None:
+    result = parse(
+        f"Let me list the files first.\n\n```{label}\n"
+        '<tool_call>\n{"name": "shell", "arguments": {"command": "ls"}}\n</tool_call>\n'
+        "```"
+    )
+    assert result == TextParseResult(
+        text="Let me list the files first.", calls=(SHELL_LS,), issue=None
+    )
+
+
+def test_several_fenced_calls_with_prose_before_and_after_all_run_in_order() -> None:
+    result = parse(
+        "I'll check two things.\n"
+        "```xml\n"
+        '<tool_call>{"name": "shell", "arguments": {"command": "ls"}}</tool_call>\n'
+        '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>\n'
+        "```\n"
+        "Then the memory:\n"
+        "```\n"
+        '<tool_call>{"name": "memory_recall", "arguments": {"query": "x"}}</tool_call>\n'
+        "```\n"
+        "Back soon."
+    )
+    assert result.calls == (
+        SHELL_LS,
+        call("get_time", {}),
+        call("memory_recall", {"query": "x"}),
+    )
+    assert result.text == "I'll check two things.\n\nThen the memory:\n\nBack soon."
+    assert result.issue is None
+    assert "```" not in result.text and "<tool_call>" not in result.text
+
+
+def test_a_fenced_call_that_does_not_parse_is_an_issue_not_visible_text() -> None:
+    result = parse(
+        'Reading it now.\n```xml\n<tool_call>{"name": "shell", "arguments": {ls}}</tool_call>\n```'
+    )
+    assert result.calls == ()
+    assert result.text == "Reading it now."
+    assert result.issue is not None and "invalid JSON" in result.issue
+
+
+def test_an_unclosed_fence_around_a_call_still_runs_it() -> None:
+    result = parse(
+        'On it.\n```xml\n<tool_call>{"name": "shell", "arguments": {"command": "ls"}}</tool_call>'
+    )
+    assert result == TextParseResult(text="On it.", calls=(SHELL_LS,), issue=None)
+
+
+def test_a_file_named_example_is_not_example_prose() -> None:
+    result = parse(
+        "Reading example.py:\n```\n"
+        '<tool_call>{"name": "file_read", "arguments": {"path": "example.py"}}</tool_call>\n'
+        "```"
+    )
+    assert result.calls == (call("file_read", {"path": "example.py"}),)
+    assert result.text == "Reading example.py:"
 
 
 def test_plain_answer_passes_through_unchanged() -> None:

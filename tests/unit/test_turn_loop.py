@@ -408,3 +408,133 @@ async def test_a_stream_that_dies_after_visible_text_is_recorded_as_interrupted(
     assert isinstance(last, AssistantMessage)
     assert last.text == "The answer is\n\n[stream interrupted]"
     assert "connection reset" in events.of("error")[0].message
+
+
+# -- fenced text-protocol calls and renamed call ids -------------------------------------------
+
+
+def _fenced(label: str, *blocks: str) -> str:
+    return f"```{label}\n" + "\n".join(blocks) + "\n```"
+
+
+@pytest.mark.parametrize("label", ["xml", "json", ""])
+async def test_prose_then_a_fenced_tool_call_runs_and_never_becomes_the_answer(
+    label: str, events: Events
+) -> None:
+    reply = "Let me ping b first.\n\n" + _fenced(label, PING_B)
+    model = ScriptedModel([{"text": reply}, {"text": "b answered"}], protocol="text")
+    result = await Agent(model=model, tools=[ping]).run("go", sink=events)
+    assert result.text == "b answered"
+    assert [e.output for e in events.of("tool_result")] == ["pong from b"]
+    assistant = result.history[1]
+    assert isinstance(assistant, AssistantMessage)
+    assert assistant.text == "Let me ping b first."
+    assert [c.arguments for c in assistant.tool_calls] == [{"host": "b"}]
+    shown = "".join(e.text for e in events.of("text_delta"))
+    assert "```" not in shown and "<tool_call>" not in shown
+    events.assert_one_pair_per_call()
+
+
+async def test_several_fenced_calls_with_prose_around_them_all_run_in_order(
+    events: Events,
+) -> None:
+    ping_c = PING_B.replace('"b"', '"c"')
+    reply = (
+        "Two hosts.\n"
+        + _fenced("xml", PING_B, ping_c)
+        + "\nAnd one more:\n"
+        + _fenced("", PING_B.replace('"b"', '"d"'))
+        + "\nResults soon."
+    )
+    model = ScriptedModel([{"text": reply}, {"text": "all answered"}], protocol="text")
+    result = await Agent(model=model, tools=[ping]).run("go", sink=events)
+    assert result.text == "all answered"
+    assert [e.output for e in events.of("tool_result")] == [
+        "pong from b",
+        "pong from c",
+        "pong from d",
+    ]
+    assistant = result.history[1]
+    assert isinstance(assistant, AssistantMessage)
+    assert assistant.text == "Two hosts.\n\nAnd one more:\n\nResults soon."
+
+
+async def test_a_fenced_call_that_cannot_be_read_gets_a_corrective_message_not_an_answer(
+    events: Events,
+) -> None:
+    broken = "Checking.\n" + _fenced("xml", '<tool_call>{"name": "ping", "arguments": {host}}')
+    model = ScriptedModel([{"text": broken}, {"text": "plain answer"}], protocol="text")
+    result = await Agent(model=model, tools=[ping]).run("go", sink=events)
+    assert result.text == "plain answer"
+    feedback = [m for m in result.history if isinstance(m, UserMessage) and m.source == "runtime"]
+    assert len(feedback) == 1 and feedback[0].content.startswith(text_protocol.PARSE_ERROR_FEEDBACK)
+    assert events.of("tool_call") == []
+
+
+async def test_fenced_protocol_presented_as_an_example_is_answered_as_it_is(
+    events: Events,
+) -> None:
+    reply = "For example, a call looks like this:\n" + _fenced("xml", PING_B)
+    model = ScriptedModel([{"text": reply}], protocol="text")
+    result = await Agent(model=model, tools=[ping]).run("how do I call ping?", sink=events)
+    assert result.text == reply
+    assert events.of("tool_call") == []
+
+
+async def test_a_reused_call_id_is_renamed_and_the_rename_is_reported(events: Events) -> None:
+    earlier: list[Any] = [
+        UserMessage(content="before"),
+        AssistantMessage(tool_calls=(ToolCallPart(id="old", name="tick", arguments={}),)),
+        ToolResultMessage(call_id="old", name="tick", content="1"),
+        AssistantMessage(text="done"),
+    ]
+    turns = [
+        {
+            "tool_calls": [
+                {"id": "old", "name": "tick"},
+                {"id": "fresh", "name": "ping", "arguments": {"host": "x"}},
+                {"id": "fresh", "name": "ping", "arguments": {"host": "y"}},
+            ]
+        },
+        {"text": "ok"},
+    ]
+    result = await Agent(model=ScriptedModel(turns), tools=[tick, ping]).run(
+        "again", history=earlier, sink=events
+    )
+    assert result.ok
+    renamed = events.of("call_id_renamed")
+    assert [(e.old_id, e.name, e.reason) for e in renamed] == [
+        ("old", "tick", "in_history"),
+        ("fresh", "ping", "in_turn"),
+    ]
+    called = [e.id for e in events.of("tool_call")]
+    assert called == [renamed[0].new_id, "fresh", renamed[1].new_id]
+    ids = [
+        c.id for m in result.history[4:] if isinstance(m, AssistantMessage) for c in m.tool_calls
+    ]
+    assert ids == called and len(set(ids)) == 3
+    first_rename = events.all.index(renamed[0])
+    assert first_rename < events.all.index(events.of("tool_call")[0])
+    events.assert_one_pair_per_call()
+
+
+async def test_a_text_protocol_call_copying_a_history_id_is_renamed_and_reported(
+    events: Events,
+) -> None:
+    copied = '<tool_call>{"id": "c1", "name": "ping", "arguments": {"host": "b"}}</tool_call>'
+    model = ScriptedModel(
+        [{"text": PING_B.replace("{", '{"id": "c1", ', 1)}, {"text": copied}, {"text": "ok"}],
+        protocol="text",
+    )
+    result = await Agent(model=model, tools=[ping]).run("go", sink=events)
+    assert result.ok
+    (renamed,) = events.of("call_id_renamed")
+    assert (renamed.old_id, renamed.reason) == ("c1", "in_turn")
+    assert [e.id for e in events.of("tool_call")] == ["c1", renamed.new_id]
+
+
+async def test_missing_call_ids_are_filled_in_without_a_rename_event(events: Events) -> None:
+    turns = [{"tool_calls": [{"name": "tick"}]}, {"text": "ok"}]
+    await Agent(model=ScriptedModel(turns), tools=[tick]).run("go", sink=events)
+    assert events.of("call_id_renamed") == []
+    assert len(events.of("tool_call")) == 1

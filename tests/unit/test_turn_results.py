@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from heron import (
     Agent,
@@ -310,3 +313,164 @@ async def test_progress_from_a_sync_tool_in_a_worker_thread_reaches_the_sink_on_
     await agent.run("go", sink=sink)
     assert [p.message for p in events.of("progress")] == ["halfway"]
     assert set(sink_threads) == {loop_thread}
+
+
+# -- structured data ---------------------------------------------------------------------------
+
+
+@tool(read_only=True)
+def rows() -> ToolResult:
+    """Returns rows as text and as data."""
+    return ToolResult.ok(
+        "2 rows: alice, bob",
+        data={"rows": [{"name": "alice"}, {"name": "bob"}], "api_key": "sk-live-abcd1234efgh5678"},
+    )
+
+
+@tool(read_only=True)
+def as_dict() -> dict[str, Any]:
+    """Returns a mapping."""
+    return {"count": 2, "when": "2024-03-15T14:30:00Z"}
+
+
+async def test_structured_data_reaches_the_result_event_scrubbed_and_the_tool_text_the_model(
+    events: Events,
+) -> None:
+    result = await run([calls_turn(call("rows")), {"text": "ok"}], [rows], events)
+    event = events.results()["c_rows"]
+    assert event.data == {"rows": [{"name": "alice"}, {"name": "bob"}], "api_key": "[REDACTED]"}
+    assert event.data_omitted_chars is None
+    # heron's ToolResult contract: `output` is what the model sees, `data` is for programs.
+    assert tool_messages(result.history)["c_rows"].content == "2 rows: alice, bob"
+    assert "data" in event.model_dump_json()
+
+
+async def test_a_returned_mapping_is_the_models_json_text_and_the_events_data(
+    events: Events,
+) -> None:
+    result = await run([calls_turn(call("as_dict")), {"text": "ok"}], [as_dict], events)
+    event = events.results()["c_as_dict"]
+    assert event.data == {"count": 2, "when": "2024-03-15T14:30:00Z"}
+    content = tool_messages(result.history)["c_as_dict"].content
+    assert json.loads(content) == event.data
+
+
+async def test_structured_data_over_the_limit_is_left_out_whole_and_its_size_reported(
+    events: Events,
+) -> None:
+    @tool(read_only=True)
+    def big() -> ToolResult:
+        """Big data."""
+        return ToolResult.ok("many rows", data={"rows": ["x" * 50] * 40})
+
+    await run(
+        [calls_turn(call("big")), {"text": "ok"}],
+        [big],
+        events,
+        knobs=RuntimeKnobs(max_tool_result_chars=500),
+    )
+    event = events.results()["c_big"]
+    assert event.data is None
+    expected = len(json.dumps({"rows": ["x" * 50] * 40}, separators=(",", ":")))
+    assert event.data_omitted_chars == expected
+
+
+async def test_a_tool_without_data_has_no_data_in_its_event(events: Events) -> None:
+    await run([calls_turn(call("silent")), {"text": "ok"}], [silent], events)
+    event = events.results()["c_silent"]
+    assert event.data is None and event.data_omitted_chars is None
+    assert '"data"' not in event.model_dump_json(exclude_none=True)
+
+
+async def test_a_nested_tool_call_returns_the_inner_tools_data(events: Events) -> None:
+    seen: list[Any] = []
+
+    @tool(read_only=True)
+    async def outer(ctx: ToolContext) -> str:
+        """Calls rows."""
+        assert ctx.call_tool is not None
+        inner = await ctx.call_tool("rows", {})
+        seen.append(inner.data)
+        return "done"
+
+    await run([calls_turn(call("outer")), {"text": "ok"}], [outer, rows], events)
+    assert seen == [
+        {"rows": [{"name": "alice"}, {"name": "bob"}], "api_key": "sk-live-abcd1234efgh5678"}
+    ]
+
+
+def _mcp_tool(result: Any) -> Any:
+    """An MCP-style tool whose server answers `result` (a `CallToolResult`)."""
+    from heron.mcp.client.tool import render_call_result
+    from heron.tools.definition import ToolAnnotations, ToolSpec
+
+    class Weather:
+        spec = ToolSpec(
+            name="wx__now",
+            description="Current weather.",
+            parameters={"type": "object", "properties": {}},
+            annotations=ToolAnnotations(read_only=True),
+            owner="mcp:wx",
+        )
+
+        def validate(self, arguments: Any) -> dict[str, Any]:
+            return dict(arguments)
+
+        async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            return render_call_result(result)
+
+    return Weather()
+
+
+async def test_mcp_structured_content_missing_from_the_text_is_shown_to_the_model(
+    events: Events,
+) -> None:
+    import mcp_types
+
+    from heron.mcp.client.tool import STRUCTURED_LABEL
+
+    weather = {"temperature": 21.5, "conditions": "Sunny", "city": "Zürich"}
+    answer = mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text="It is sunny.")],
+        structured_content=weather,
+    )
+    result = await run([calls_turn(call("wx__now")), {"text": "ok"}], [_mcp_tool(answer)], events)
+    content = tool_messages(result.history)["c_wx__now"].content
+    compact = json.dumps(weather, ensure_ascii=False, separators=(",", ":"))
+    assert content == f"It is sunny.\n\n{STRUCTURED_LABEL}\n{compact}"
+    assert events.results()["c_wx__now"].data == weather
+
+
+WEATHER = {"temperature": 21.5, "conditions": "Sunny"}
+
+
+@pytest.mark.parametrize(
+    ("structured", "text"),
+    [
+        (WEATHER, json.dumps(WEATHER)),
+        (WEATHER, json.dumps(WEATHER, indent=2)),
+        (WEATHER, f"Now: {json.dumps(WEATHER, separators=(',', ':'))}"),
+        (WEATHER, "Sunny at 21.5 degrees."),
+        ({"result": "42"}, "42"),  # how SDKs wrap a plain return value
+        ({"content": "remember the milk\n"}, "remember the milk\n"),
+    ],
+)
+async def test_mcp_structured_content_already_in_the_text_is_not_repeated(
+    structured: dict[str, Any], text: str
+) -> None:
+    import mcp_types
+
+    answer = mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text=text)], structured_content=structured
+    )
+    result = await run([calls_turn(call("wx__now")), {"text": "ok"}], [_mcp_tool(answer)], Events())
+    assert tool_messages(result.history)["c_wx__now"].content == text
+
+
+async def test_mcp_structured_content_without_text_is_the_text(events: Events) -> None:
+    import mcp_types
+
+    answer = mcp_types.CallToolResult(content=[], structured_content={"n": 1})
+    result = await run([calls_turn(call("wx__now")), {"text": "ok"}], [_mcp_tool(answer)], events)
+    assert tool_messages(result.history)["c_wx__now"].content == '{"n": 1}'
+    assert events.results()["c_wx__now"].data == {"n": 1}

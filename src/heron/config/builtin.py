@@ -1,6 +1,6 @@
 """heron's built-in tool sets, assembled from configuration.
 
-Four sets, each a bundle of the agent's tool registry:
+Five sets, each a bundle of the agent's tool registry:
 
 - `perception`: look without changing anything — workspace files, the web, the knowledge base,
   stored artifacts and office documents.
@@ -12,6 +12,8 @@ Four sets, each a bundle of the agent's tool registry:
   timers, shell monitors and subscriptions. A `TriggerRuntime` on the state directory's bus
   backs them: timers persist and fire, and jobs and monitors report, into the session
   `default`, where `heron serve` consumes the events.
+- `planning`: `update_plan`, a checklist the model keeps and the user watches (a `plan` event
+  after each update). It touches nothing, so it needs no workspace access or sandbox.
 
 `build_builtin` also returns what the agent needs next to these tools: an `ArtifactSpill`
 (oversize results become artifacts that `read_artifact` pages through) and a
@@ -36,8 +38,8 @@ if TYPE_CHECKING:
     from heron.sandbox.base import Sandbox
     from heron.toolsets.cache import WorkspaceResultCache
 
-BuiltinSet = Literal["perception", "execution", "connectors", "events"]
-SETS: tuple[BuiltinSet, ...] = ("perception", "execution", "connectors", "events")
+BuiltinSet = Literal["perception", "execution", "connectors", "events", "planning"]
+SETS: tuple[BuiltinSet, ...] = ("perception", "execution", "connectors", "events", "planning")
 
 
 class BuiltinError(ConfigurationError, ValueError):
@@ -220,6 +222,10 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
                 built.tools[name] = _execution(cfg, ws, sandbox, state_dir, built)
             elif name == "connectors":
                 built.tools[name] = _connectors(cfg, ws, built, state_dir)
+            elif name == "planning":
+                from heron.toolsets.plan import plan_tools
+
+                built.tools[name] = plan_tools()
             else:
                 assert sandbox is not None
                 built.tools[name] = await _events(ws, sandbox, state_dir, built)

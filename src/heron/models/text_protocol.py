@@ -17,10 +17,17 @@ unambiguous protocol, so a call to an unknown tool is still returned and the eng
 "unknown tool", which teaches the model. Shape-only formats (a bare JSON object or array, fences,
 attribute XML) are executed only when they name a known tool; otherwise they stay visible text.
 
-Never executed: JSON in prose without tags, `<tools>` blocks (Hermes-style *declarations*), and
-anything inside Markdown code (inline code spans and fences other than ```` ```tool_call ````),
-because that is how models show examples. A reply that is nothing but one fenced block is the
-exception: there is no prose to show an example in, so the block body is parsed.
+Markdown fences are how models show examples, and also how some wrap their real calls
+(```` ```xml ````, ```` ```json ```` or a bare ```` ``` ```` around `<tool_call>` blocks, after a
+line of prose). A fenced block whose body is nothing but tool-call blocks is a wrapper: its calls
+are read as if unfenced and the fence lines leave the visible text, so the raw protocol never
+becomes the user's answer. Like ZeroClaw, heron keeps such blocks as examples (visible, not run)
+when the prose around them says so ("for example", "e.g.", "for instance", 示例, 例如, …).
+
+Never executed: JSON in prose without tags, `<tools>` blocks (Hermes-style *declarations*),
+inline code spans, and fences whose body mixes tool-call blocks with anything else (code, prose),
+because that is how models show examples. A reply that is nothing but one fenced block is parsed
+as its body: there is no prose to show an example in.
 
 When a block is clearly a call attempt but cannot be parsed, `TextParseResult.issue` says why.
 Valid blocks in the same reply are still returned alongside the issue, so the caller decides
@@ -35,6 +42,7 @@ import json
 import re
 import sys
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from heron.models.text_protocol_formats import (
@@ -96,6 +104,12 @@ _BACKTICK_RUN_RE: Final = re.compile(r"`+")
 _TOOLS_DECL_RE: Final = re.compile(r"<tools\s*>.*?(?:</tools\s*>|\Z)", re.I | re.S)
 
 _BLANK_LINES_RE: Final = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
+# Prose that presents fenced protocol as an example (ZeroClaw's list, in English and Chinese).
+# "sample" is left out: "read the sample data" is ordinary task prose. `example.py` is a name.
+_EXAMPLE_RE: Final = re.compile(
+    r"(?<![\w./-])(?:examples?|e\.g\.|for instance)(?![\w/-]|\.\w)|示例|例如|例子|比方说|譬如",
+    re.I,
+)
 
 
 def parse_text_tool_calls(text: str, known_tools: Collection[str]) -> TextParseResult:
@@ -139,7 +153,36 @@ def _parse(text: str, names: ToolNames) -> TextParseResult:
         return whole
     if "<" not in text and "```" not in text:
         return TextParseResult(text=text, calls=(), issue=None)
+    if "<" in text and ("```" in text or "~~~" in text):
+        text = _unwrap_call_fences(text, names)
     return _scan(text, names)
+
+
+def _unwrap_call_fences(text: str, names: ToolNames) -> str:
+    """`text` without the fence lines around fenced blocks that hold nothing but tool-call
+    blocks, unless the prose outside them presents them as examples."""
+    wrappers: list[_Fence] = []
+    for fence in _code_fences(text):
+        body = text[fence.body_start : fence.body_end]
+        if "<" not in body or _TOOL_FENCE_INFO_RE.match(fence.info):
+            continue
+        inner = _scan(body, names)
+        if not inner.text and (inner.calls or inner.issue is not None):
+            wrappers.append(fence)
+    if not wrappers:
+        return text
+    pieces: list[str] = []
+    prose: list[str] = []
+    at = 0
+    for fence in wrappers:
+        prose.append(text[at : fence.start])
+        pieces += [text[at : fence.start], text[fence.body_start : fence.body_end]]
+        at = fence.end
+    prose.append(text[at:])
+    pieces.append(text[at:])
+    if _EXAMPLE_RE.search("".join(prose)):
+        return text
+    return "".join(pieces)
 
 
 def _scan(text: str, names: ToolNames) -> TextParseResult:
@@ -215,13 +258,30 @@ def _masked_spans(text: str) -> list[tuple[int, int]]:
 def _code_fence_spans(text: str) -> list[tuple[int, int]]:
     """Markdown fenced code blocks other than ```` ```tool_call ```` fences; unclosed ones run to
     the end of the text, as in CommonMark."""
+    return [(f.start, f.end) for f in _code_fences(text) if not _TOOL_FENCE_INFO_RE.match(f.info)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Fence:
+    """One fenced code block: `[start, end)` with its marker lines, `[body_start, body_end)`
+    without them, and the opener's info string (`xml`, `json`, ``)."""
+
+    start: int
+    body_start: int
+    body_end: int
+    end: int
+    info: str
+
+
+def _code_fences(text: str) -> list[_Fence]:
+    """Every Markdown fenced code block, in order; an unclosed one runs to the end of the text."""
     marks: list[re.Match[str]] = []
     if "```" in text:
         marks.extend(_BACKTICK_FENCE_RE.finditer(text))
     if "~~~" in text:
         marks.extend(_TILDE_FENCE_RE.finditer(text))
     marks.sort(key=lambda m: m.start())
-    spans: list[tuple[int, int]] = []
+    fences: list[_Fence] = []
     opener: re.Match[str] | None = None
     for mark in marks:
         if not _at_line_start(text, mark.start()):
@@ -235,12 +295,25 @@ def _code_fence_spans(text: str) -> list[tuple[int, int]]:
             and len(mark.group(1)) >= len(opener.group(1))
             and not mark.group(2).strip()
         ):
-            if not _TOOL_FENCE_INFO_RE.match(opener.group(2)):
-                spans.append((opener.start(), mark.end()))
+            fences.append(_fence(text, opener, mark.start(), mark.end()))
             opener = None
-    if opener is not None and not _TOOL_FENCE_INFO_RE.match(opener.group(2)):
-        spans.append((opener.start(), len(text)))
-    return spans
+    if opener is not None:
+        fences.append(_fence(text, opener, len(text), len(text)))
+    return fences
+
+
+def _fence(text: str, opener: re.Match[str], close_start: int, end: int) -> _Fence:
+    body_start = min(opener.end() + 1, close_start)  # past the opener's newline
+    body_end = max(text.rfind("\n", 0, close_start) + 1, body_start)  # the closing line's start
+    if close_start == len(text):
+        body_end = len(text)
+    return _Fence(
+        start=opener.start(),
+        body_start=body_start,
+        body_end=body_end,
+        end=end,
+        info=opener.group(2),
+    )
 
 
 def _at_line_start(text: str, index: int) -> bool:

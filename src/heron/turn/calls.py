@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from heron.safety.redact import scrub_value
 from heron.tools.definition import Tool
 from heron.turn.bounds import render_bounded
 from heron.turn.context import TurnState
-from heron.turn.events import InterruptPhase, ToolCallEvent, ToolResultEvent, ToolStatus
+from heron.turn.events import (
+    InterruptPhase,
+    PlanEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    ToolStatus,
+)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -56,6 +66,8 @@ class CallOutcome:
     cached: bool = False
     visible: str | None = None
     """What the model sees instead of `output` when the output was spilled to storage."""
+    data: Any = None
+    """The tool's structured data (`ToolResult.data`), raw; the event carries a bounded copy."""
 
 
 def result_event(state: TurnState, outcome: CallOutcome, max_chars: int) -> ToolResultEvent:
@@ -72,7 +84,49 @@ def result_event(state: TurnState, outcome: CallOutcome, max_chars: int) -> Tool
         phase=outcome.phase,
         background_task=outcome.background_task,
         cached=outcome.cached,
+        **event_data(outcome.data, max_chars),
     )
+
+
+def event_data(value: Any, max_chars: int) -> dict[str, Any]:
+    """The `data` fields of a terminal event: `value` as JSON, scrubbed, whole or left out.
+
+    A JSON structure cannot be cut part-way and stay JSON, so data longer than `max_chars` (when
+    positive) is left out and its length reported in `data_omitted_chars`.
+    """
+    if value is None:
+        return {}
+    try:
+        shown = scrub_value(to_jsonable_python(value, fallback=repr))
+        size = len(json.dumps(shown, ensure_ascii=False, separators=(",", ":")))
+    except (ValueError, TypeError, RecursionError) as exc:
+        return {
+            "data": f"[structured data not shown: not renderable as JSON ({type(exc).__name__})]"
+        }
+    if 0 < max_chars < size:
+        return {"data_omitted_chars": size}
+    return {"data": shown}
+
+
+PLAN_TOOL = "update_plan"
+"""The built-in plan tool (`heron.toolsets.plan`): its successful calls are followed by a
+`plan` event carrying the whole plan."""
+
+
+def plan_event(state: TurnState, call: ExecutableCall, outcome: CallOutcome) -> PlanEvent | None:
+    """The `plan` event after a successful `update_plan` call, built from the arguments it ran
+    with (so a cached result still reports the plan); None for any other call."""
+    if call.name != PLAN_TOOL or call.tool.spec.owner != "builtin" or outcome.status != "ok":
+        return None
+    try:
+        return PlanEvent(
+            turn_id=state.turn_id,
+            call_id=outcome.call_id,
+            items=call.arguments.get("plan", ()),
+            explanation=call.arguments.get("explanation"),
+        )
+    except ValidationError:
+        return None  # the tool validated its arguments; a mismatch here is no plan to show
 
 
 def emit_synthetic_pair(

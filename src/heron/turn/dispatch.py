@@ -24,6 +24,7 @@ from heron.turn.calls import (
     ExecutableCall,
     ParsedCall,
     emit_synthetic_pair,
+    plan_event,
     result_event,
 )
 from heron.turn.cancel import wait_task
@@ -271,8 +272,11 @@ def _completed(
 ) -> CallOutcome:
     """The outcome of a call whose task finished: mapped result, receipt, cache upkeep."""
     spec = call.tool.spec
+    data: Any = None
     try:
-        success, output = _map_result(call, task.result())
+        result = task.result()
+        success, output = _map_result(call, result)
+        data = result.data if isinstance(result, ToolResult) else None
     except Exception as exc:
         success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
     outcome = CallOutcome(
@@ -284,6 +288,7 @@ def _completed(
         duration_ms=duration_ms,
         executed=True,
         read_only=spec.annotations.read_only,
+        data=data,
     )
     if success and exec_.receipts is not None:
         outcome.receipt = exec_.receipts.sign(call.name, call.arguments, output)
@@ -315,6 +320,9 @@ def _finish(
     if exec_.spill is not None and outcome.status in ("ok", "error"):
         outcome.visible = exec_.spill.spill(call.name, call.call_id, outcome.output)
     state.sink(result_event(state, outcome, exec_.knobs.max_tool_result_chars))
+    plan = plan_event(state, call, outcome)
+    if plan is not None:
+        state.sink(plan)
     return outcome
 
 
@@ -346,8 +354,8 @@ async def run_nested_call(
     if outcome.executed and state.run_budget is not None:
         state.run_budget.record_tool_call()
     if outcome.success:
-        return ToolResult.ok(outcome.output)
-    return ToolResult.fail(outcome.output)
+        return ToolResult.ok(outcome.output, data=outcome.data)
+    return ToolResult.fail(outcome.output, data=outcome.data)
 
 
 async def _stop(task: asyncio.Task[Any], grace_s: float) -> None:

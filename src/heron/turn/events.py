@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 ToolStatus = Literal[
     "ok",
@@ -64,6 +64,52 @@ class ToolResultEvent(BaseEvent):
     phase: InterruptPhase | None = None
     background_task: str | None = None
     cached: bool = False
+    data: JsonValue = None
+    """The tool's structured data beside its text (`ToolResult.data`, an MCP server's
+    `structuredContent`) as JSON, scrubbed like `output`. None when the tool returned none, for a
+    cached result, or when the JSON is longer than `max_tool_result_chars` (see
+    `data_omitted_chars`); structured data is never cut part-way."""
+    data_omitted_chars: int | None = None
+    """Length of the JSON of `data` when it was left out for being over the limit."""
+
+
+class CallIdRenamedEvent(BaseEvent):
+    """The model sent a call id that was already taken, so heron gave the call a fresh one.
+
+    Providers reject a history with two calls of one id, and results are matched by id, so the
+    call runs (and appears in the history and in every later event) under `new_id`. `reason`:
+    `in_history` when an earlier turn of the conversation used the id, `in_turn` when this turn
+    already did (another call of the same response, or of an earlier step)."""
+
+    type: Literal["call_id_renamed"] = "call_id_renamed"
+    old_id: str
+    new_id: str
+    name: str
+    """The tool the call names."""
+    reason: Literal["in_history", "in_turn"]
+
+
+PlanStatus = Literal["pending", "in_progress", "completed"]
+"""Where one step of a plan stands."""
+
+
+class PlanItem(BaseModel):
+    """One step of the model's plan (`update_plan`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    text: str
+    status: PlanStatus
+
+
+class PlanEvent(BaseEvent):
+    """The model's whole plan after a successful `update_plan` call, right after that call's
+    `tool_result` (same `call_id`). Each event replaces the previous plan; no items clears it."""
+
+    type: Literal["plan"] = "plan"
+    call_id: str
+    items: tuple[PlanItem, ...]
+    explanation: str | None = None
+    """Why the plan changed, when the model said."""
 
 
 class ProgressEvent(BaseEvent):
@@ -170,6 +216,8 @@ class ErrorEvent(BaseEvent):
 TurnEvent = Annotated[
     ToolCallEvent
     | ToolResultEvent
+    | CallIdRenamedEvent
+    | PlanEvent
     | ProgressEvent
     | ApprovalRequestEvent
     | ApprovalDecisionEvent

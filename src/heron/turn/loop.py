@@ -38,6 +38,7 @@ from heron.turn.cancel import wait_task
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
 from heron.turn.dispatch import execute_batch, should_run_parallel
 from heron.turn.events import (
+    CallIdRenamedEvent,
     CancelledEvent,
     ErrorEvent,
     FinalEvent,
@@ -373,14 +374,32 @@ class _Loop:
             known += self.exec.catalogue.names()
         parsed = text_protocol.parse_text_tool_calls(response.text, known)
         calls = [
-            ParsedCall(index=i, call_id=self._unique(c.call_id), name=c.name, arguments=c.arguments)
+            ParsedCall(
+                index=i, call_id=self._unique(c.call_id, c.name), name=c.name, arguments=c.arguments
+            )
             for i, c in enumerate(parsed.calls)
         ]
         return calls, parsed.text, parsed.issue
 
-    def _unique(self, call_id: str | None) -> str:
-        if not call_id or self._used(call_id):
+    def _unique(self, call_id: str | None, name: str) -> str:
+        """`call_id`, or a fresh id when it is missing or taken; a rename is reported."""
+        if not call_id:
             call_id = _new_call_id()
+        elif self._used(call_id):
+            reason: Literal["in_history", "in_turn"] = (
+                "in_turn" if call_id in self.call_ids else "in_history"
+            )
+            new_id = _new_call_id()
+            self.state.sink(
+                CallIdRenamedEvent(
+                    turn_id=self.state.turn_id,
+                    old_id=call_id,
+                    new_id=new_id,
+                    name=name,
+                    reason=reason,
+                )
+            )
+            call_id = new_id
         self.call_ids.add(call_id)
         return call_id
 
@@ -388,7 +407,7 @@ class _Loop:
         return call_id in self.call_ids or call_id in self.known_call_ids
 
     def _pin(self, index: int, call: ModelToolCall) -> ParsedCall:
-        call_id = self._unique(call.id)
+        call_id = self._unique(call.id, call.name)
         if call.arguments is not None:
             return ParsedCall(
                 index=index, call_id=call_id, name=call.name, arguments=call.arguments

@@ -9,7 +9,7 @@ the server is `trusted`, heron assumes the tool may write, destroy and reach the
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import jsonschema
@@ -25,7 +25,7 @@ from heron.tools.definition import (
 )
 from heron.tools.validation import SchemaValidator
 
-__all__ = ["McpTool", "ToolCaller", "render_call_result", "render_content"]
+__all__ = ["STRUCTURED_LABEL", "McpTool", "ToolCaller", "render_call_result", "render_content"]
 
 
 def render_content(block: Any) -> str:
@@ -47,22 +47,75 @@ def render_content(block: Any) -> str:
     return f"[{getattr(block, 'type', 'unknown')} content]"
 
 
+STRUCTURED_LABEL = "Structured content (JSON):"
+"""Heads the compact JSON of `structuredContent` appended to a result's text."""
+
+
 def render_call_result(result: mcp_types.CallToolResult) -> ToolResult:
     """Turn an MCP `CallToolResult` into a heron `ToolResult`.
 
     Text blocks become the output; other blocks are summarised in place. Structured content
-    goes to `data` (its JSON is the output when there is no text); without structured content,
-    non-text blocks are kept in `data["content"]`. `isError` makes a failed result.
+    goes to `data`, and the model must see it too: its JSON is the output when there is no
+    text, and is appended to the text (compact, after `STRUCTURED_LABEL`) unless a text block
+    already carries it, as the MCP spec asks servers to do. Without structured content, non-text
+    blocks are kept in `data["content"]`. `isError` makes a failed result.
     """
     text = "\n".join(render_content(b) for b in result.content)
-    data: Any = result.structured_content
+    structured = result.structured_content
+    data: Any = structured
     if data is None and any(not isinstance(b, mcp_types.TextContent) for b in result.content):
         data = {"content": [b.model_dump(by_alias=True, exclude_none=True) for b in result.content]}
+    if structured is not None:
+        if not text:
+            text = json.dumps(structured, ensure_ascii=False)
+        elif not _carries(result.content, text, structured):
+            compact = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+            text = f"{text}\n\n{STRUCTURED_LABEL}\n{compact}"
     if result.is_error:
         return ToolResult.fail(text or "the tool reported an error without details", data=data)
-    if not text and result.structured_content is not None:
-        text = json.dumps(result.structured_content, ensure_ascii=False)
     return ToolResult.ok(text, data=data)
+
+
+def _carries(blocks: Sequence[Any], text: str, value: Any) -> bool:
+    """Whether the text already holds `value`: one text block that parses to it as JSON, its
+    JSON (compact, spaced or indented) somewhere in the text, or every value in it written out
+    (`{"result": "42"}` beside the text `42`, the way SDKs wrap a plain return value)."""
+    for block in blocks:
+        if isinstance(block, mcp_types.TextContent) and block.text.lstrip()[:1] in ("{", "["):
+            try:
+                if json.loads(block.text) == value:
+                    return True
+            except (ValueError, RecursionError):
+                pass
+    if any(
+        json.dumps(value, ensure_ascii=escaped, **layout) in text
+        for escaped in (False, True)
+        for layout in _JSON_LAYOUTS
+    ):
+        return True
+    return _values_in(text, value)
+
+
+def _values_in(text: str, value: Any, limit: int = 1000) -> bool:
+    """Whether every string, number and boolean in `value` appears in `text` (at most `limit`
+    of them are checked; more means no)."""
+    stack = [value]
+    checked = 0
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif item is not None and item != "":
+            checked += 1
+            written = item if isinstance(item, str) else json.dumps(item)
+            if checked > limit or written not in text:
+                return False
+    return True
+
+
+_JSON_LAYOUTS: tuple[dict[str, Any], ...] = ({"separators": (",", ":")}, {}, {"indent": 2})
 
 
 def _annotations(hints: Mapping[str, Any], trusted: bool) -> ToolAnnotations:
