@@ -196,3 +196,38 @@ def test_a_credential_cut_by_the_result_limit_is_still_masked_in_events(heron: H
     # Masking keeps four characters of a credential; no longer piece may reach any event.
     pieces = {secret[i : i + 8] for i in range(len(secret) - 7)}
     assert [p for p in pieces if p in done.stdout] == [], result["output"]
+
+
+PLAN_TURNS: list[dict[str, Any]] = [
+    {
+        "tool_calls": [
+            {
+                "id": "p1",
+                "name": "update_plan",
+                "arguments": {
+                    "plan": [
+                        {"text": "Read the notes", "status": "completed"},
+                        {"text": "Write the digest", "status": "in_progress"},
+                        {"text": "Tell the user", "status": "pending"},
+                    ]
+                },
+            }
+        ]
+    },
+    {"text": "Plan noted."},
+]
+
+
+def test_update_plan_is_drawn_as_a_checklist_and_streamed_as_a_plan_event(heron: Heron) -> None:
+    script = heron.script("plan.yaml", PLAN_TURNS)
+
+    shown = heron.run("run", "go", "--model", script, "--builtin", "planning", "--events", "pretty")
+    streamed = heron.run_turn(script, "--builtin", "planning")
+
+    assert shown.code == 0, shown.stderr
+    checklist = [line.strip() for line in shown.stdout.splitlines() if line.strip()[:3] in (
+        "[x]", "[>]", "[ ]")]  # fmt: skip
+    assert checklist == ["[x] Read the notes", "[>] Write the digest", "[ ] Tell the user"]
+    assert streamed.code == 0, streamed.stderr
+    [plan] = [e for e in streamed.events() if e["type"] == "plan"]
+    assert [item["status"] for item in plan["items"]] == ["completed", "in_progress", "pending"]

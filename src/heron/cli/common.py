@@ -45,7 +45,7 @@ class UsageError(HeronError):
 
 # -- flags --------------------------------------------------------------------------------
 
-BUILTIN_SETS = ("perception", "execution", "connectors", "events")
+BUILTIN_SETS = ("perception", "execution", "connectors", "events", "planning")
 
 
 def add_agent_flags(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +78,7 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
         default=[],
         choices=BUILTIN_SETS,
         metavar="SET",
-        help="give the agent heron's SET tools: perception, execution, connectors, events "
+        help="give the agent heron's SET tools: perception, execution, connectors, events, planning "
         "(repeatable; replaces [tools.builtin] sets)",
     )
     g.add_argument(

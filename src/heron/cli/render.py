@@ -13,14 +13,17 @@ from rich.text import Text
 
 from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from heron.tools.definition import ToolSpec
+from heron.toolsets.plan import render_plan
 from heron.turn.events import (
     ApprovalDecisionEvent,
     ApprovalRequestEvent,
     BaseEvent,
+    CallIdRenamedEvent,
     CancelledEvent,
     ErrorEvent,
     FinalEvent,
     LoopDetectedEvent,
+    PlanEvent,
     ProgressEvent,
     ReasoningDeltaEvent,
     TextDeltaEvent,
@@ -132,6 +135,16 @@ class PrettyRenderer:
             self._print(Text(f"■ cancelled: {event.reason}", style="magenta"))
         elif isinstance(event, ErrorEvent):
             self._print(Text(f"✘ error: {event.message}", style="bold red"))
+        elif isinstance(event, PlanEvent):
+            for line in render_plan(event.items, explanation=event.explanation):
+                body = line.lstrip()
+                style = (
+                    "cyan" if body.startswith("[>]") else "dim" if body.startswith("[x]") else ""
+                )
+                self._print(Text(line, style=style))
+        elif isinstance(event, CallIdRenamedEvent):
+            note = f"  call id {event.old_id} was taken ({event.reason}); now {event.new_id}"
+            self._print(Text(note, style="dim"))
         elif isinstance(event, FinalEvent) and event.reason != "answer":
             self._print(Text(f"(turn ended: {event.reason})", style="dim"))
 
