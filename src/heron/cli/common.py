@@ -78,7 +78,8 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
         default=[],
         choices=BUILTIN_SETS,
         metavar="SET",
-        help="give the agent heron's SET tools: perception, execution, connectors, events, planning "
+        help="give the agent heron's SET tools: perception, execution, connectors, events, "
+        "planning "
         "(repeatable; replaces [tools.builtin] sets)",
     )
     g.add_argument(

@@ -136,12 +136,10 @@ class PrettyRenderer:
         elif isinstance(event, ErrorEvent):
             self._print(Text(f"✘ error: {event.message}", style="bold red"))
         elif isinstance(event, PlanEvent):
-            for line in render_plan(event.items, explanation=event.explanation):
-                body = line.lstrip()
-                style = (
-                    "cyan" if body.startswith("[>]") else "dim" if body.startswith("[x]") else ""
-                )
-                self._print(Text(line, style=style))
+            for step in render_plan(event.items, explanation=event.explanation):
+                mark = step.lstrip()[:3]
+                style = {"[>]": "cyan", "[x]": "dim"}.get(mark, "")
+                self._print(Text(step, style=style))
         elif isinstance(event, CallIdRenamedEvent):
             note = f"  call id {event.old_id} was taken ({event.reason}); now {event.new_id}"
             self._print(Text(note, style="dim"))
