@@ -13,7 +13,7 @@ under `if __name__ == "__main__":`).
 A timeout or a cancel kills the worker's process group with SIGKILL, so the work really stops
 (whatever it had already done stays done). On Linux the worker also dies when heron does. What
 the tool prints goes to heron's stderr, never into the result or heron's stdout. Each call pays
-an interpreter start plus importing the tool's module (a few hundred milliseconds with heron and
+an interpreter start plus importing the tool's module (half a second or more with heron and
 pydantic): the mode is for slow work that must be stoppable, not for quick helpers.
 
 This module imports only the standard library and `heron.errors`, so the worker starts light.
