@@ -80,6 +80,7 @@ if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron.turn.events import CancelledEvent as CancelledEvent
     from heron.turn.events import ErrorEvent as ErrorEvent
     from heron.turn.events import EventSink as EventSink
+    from heron.turn.events import ExtensionErrorEvent as ExtensionErrorEvent
     from heron.turn.events import FinalEvent as FinalEvent
     from heron.turn.events import HistoryTrimmedEvent as HistoryTrimmedEvent
     from heron.turn.events import LoopDetectedEvent as LoopDetectedEvent
@@ -201,6 +202,7 @@ _EXPORTS: dict[str, str] = {
     "CancelledEvent": "heron.turn.events",
     "ErrorEvent": "heron.turn.events",
     "EventSink": "heron.turn.events",
+    "ExtensionErrorEvent": "heron.turn.events",
     "FinalEvent": "heron.turn.events",
     "HistoryTrimmedEvent": "heron.turn.events",
     "LoopDetectedEvent": "heron.turn.events",

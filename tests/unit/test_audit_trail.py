@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from heron.sessions.session import CliSession
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
 from heron.turn.cancel import CancelScope
 from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
+from support.killed_turn import kill_mid_call
 
 
 @tool(read_only=True)
@@ -173,26 +173,7 @@ async def test_credentials_in_the_reason_are_masked(
 async def test_a_call_whose_process_died_stays_running_until_resume_marks_it_lost(
     tmp_path: Path, conn: sqlite3.Connection
 ) -> None:
-    started = asyncio.Event()
-
-    @tool(read_only=True)
-    async def hang() -> str:
-        """Wait until cancelled."""
-        started.set()
-        await asyncio.Event().wait()
-        return "unreachable"
-
-    session = CliSession.open(tmp_path, "s1")
-    agent = Agent(model=ScriptedModel([turn({"id": "h1", "name": "hang"})]), tools=[hang])
-    session.attach(agent)
-    task = asyncio.create_task(
-        session.run_turn(agent, "go", sink=lambda _: None, cancel=CancelScope(), channel="cli")
-    )
-    await asyncio.wait_for(started.wait(), timeout=5)
-    task.cancel()  # the process dies mid-call
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    session.close()
+    await kill_mid_call(tmp_path, "s1", turn({"id": "h1", "name": "hang"}), autonomy="supervised")
     assert [(r.call_id, r.status, r.ended) for r in query_executions(conn)] == [
         ("h1", "running", None)
     ]
