@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from heron.toolsets.builtin import BuiltinConfig, build_builtin
+from heron.config.builtin import BuiltinConfig, build_builtin
 
 from heron import Agent, PlanEvent, PlanItem, ScriptedModel
 from heron.toolsets.cache import WorkspaceResultCache
