@@ -64,10 +64,7 @@ def report(
 
 
 def guard_sink(raw: EventSink, turn_id: str) -> EventSink:
-    """`raw`, made safe: an exception it raises is reported instead of ending the turn.
-
-    A closed pipe is not a fault of the sink: the reader of the run's output has gone, which
-    ends the run as SIGPIPE would (the front end exits quietly), so it propagates."""
+    """`raw`, made safe: an exception it raises is reported instead of ending the turn."""
     if raw is discard:
         return raw
     failed = False
@@ -77,8 +74,6 @@ def guard_sink(raw: EventSink, turn_id: str) -> EventSink:
         nonlocal failed, reporting
         try:
             raw(event)
-        except BrokenPipeError:
-            raise
         except Exception as exc:
             kind = getattr(event, "type", type(event).__name__)
             if reporting:
