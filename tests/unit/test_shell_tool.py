@@ -126,7 +126,7 @@ async def test_a_high_risk_command_is_refused_even_when_approved(
     assert result.data == {"policy": result.data["policy"], "ran": False}
 
 
-async def test_a_deployment_that_allows_high_risk_runs_it_once_approved(
+async def test_a_deployment_that_allows_high_risk_runs_it_once_approved_inside_the_sandbox(
     workspace: Path, history: ShellHistory, tmp_path: Path
 ) -> None:
     lenient = CommandPolicy(workspace=workspace, allow_high_risk=True)
@@ -134,8 +134,12 @@ async def test_a_deployment_that_allows_high_risk_runs_it_once_approved(
     target = tmp_path / "outside.txt"
     unapproved = await run(shell, command=f"echo ok > {target}")
     assert not unapproved.success and not target.exists()
-    approved = await run(shell, command=f"echo ok > {target}", approved=True)
-    assert approved.success and target.read_text() == "ok\n"
+    assert unapproved.data["ran"] is False
+    approved = await run(shell, command=f"echo ok; echo ok > {target}", approved=True)
+    # The policy let it run; the sandbox still holds the write outside the workspace.
+    assert approved.data["policy"]["risk"] == "high" and approved.data["exit_code"] == 1
+    assert "--- stdout ---\nok" in approved.output
+    assert not target.exists()
 
 
 async def test_oversize_output_keeps_head_and_tail_and_saves_the_full_text(
