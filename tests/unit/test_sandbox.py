@@ -27,6 +27,7 @@ from heron.sandbox import (
     SandboxUnavailable,
     make_sandbox,
 )
+from heron.sandbox.confine import Confinement
 
 BOUND = 5.0  # seconds; an upper bound for waits that normally take milliseconds
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -464,3 +465,21 @@ async def test_without_confinement_only_the_limits_apply(workspace: Path) -> Non
     result = await plain.run(["id", "-u"], cwd=workspace, env=ENV, timeout_s=BOUND)
     assert result.stdout.decode().strip() == str(os.geteuid())
     assert "confinement" not in result.metadata
+
+
+def test_herons_python_inside_the_workspace_is_bound_read_only() -> None:
+    facts = ProcessSandbox(limits=FAST).facts
+    if facts is None or not facts.namespaces:
+        pytest.skip("no mount namespace for the process level on this host")
+    plan = Confinement.plan(
+        facts,
+        writable=Path("/srv/project"),
+        cwd=Path("/srv/project"),
+        exposed=[Path("/srv/project/.venv"), Path("/opt/elsewhere")],
+        network="host",
+        run_as=None,
+        idmap_fd=-1,
+        private_size_bytes=None,
+    )
+    assert ("/srv/project/.venv", False) in plan.binds
+    assert not any(path == "/opt/elsewhere" for path, _ in plan.binds)  # reachable as it is

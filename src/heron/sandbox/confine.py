@@ -9,7 +9,8 @@ and `Confinement.apply()` carries it out in the child between `fork` and `exec`:
 2. private `/tmp`, `/var/tmp` and `/dev/shm` (size-limited tmpfs), and every directory the
    command's user may not enter (`/root`, a private home, pytest's temporary root) replaced by
    an empty one, with the paths heron must keep reachable (the workspace, heron's Python, extra
-   read-only paths) bound back at their own place;
+   read-only paths) bound back at their own place (heron's Python read-only even inside the
+   workspace);
 3. as root: the workspace bound **idmapped**, so the dedicated unprivileged user (`nobody` by
    default) owns what heron's user owns there and files it creates belong to heron's user on
    disk; a fresh `/proc` with `hidepid`, so heron and every other process of another user are
@@ -334,7 +335,10 @@ class Confinement:
                 text = str(path)
                 is_writable = path == writable
                 under_cover = any(_within(text, c) for c, _ in covers)
-                if under_cover or (is_writable and idmap_fd >= 0):
+                # heron's own Python inside the workspace stays read-only: code planted there
+                # would run in heron itself.
+                in_workspace = not is_writable and _within(text, str(writable))
+                if under_cover or in_workspace or (is_writable and idmap_fd >= 0):
                     binds.append((text, is_writable))
             if idmap_fd >= 0:
                 tags.append("idmap")

@@ -417,6 +417,16 @@ def _process(sandbox: ProcessSandbox, writable: Path) -> ContainmentReport:
     if sandbox.network_mode == "host" or facts.network_namespace:
         items += _network(sandbox.network_mode, "its own network namespace")
     notes.append(f"identity: {who.why}")
+    if who.idmap_fd >= 0:
+        try:
+            owner = writable.stat().st_uid
+        except OSError:
+            owner = euid
+        if owner != euid:
+            notes.append(
+                f"the workspace belongs to uid {owner}, not heron's: only files of heron's "
+                "user are writable for the command (the idmap maps that one)"
+            )
     order = list(ASPECTS)
     items.sort(key=lambda i: order.index(i.aspect))
     return ContainmentReport(

@@ -335,6 +335,7 @@ class ProcessSandbox:
         """Paths kept reachable (read-only) although a parent directory is hidden."""
         self.pids_limit: PidsLimit = "none"
         """The mechanism that binds `max_processes` for commands of this sandbox."""
+        self._plans: dict[tuple[Path, Path, str], Confinement] = {}
         self._check_network(self._network)
         if self.limits.max_processes is None:
             return
@@ -427,17 +428,23 @@ class ProcessSandbox:
         writable = self.workspace or cwd.resolve()
         if writable == Path("/"):
             raise ValueError("a sandbox's writable tree cannot be `/`; give it a workspace")
-        who = self.identity(writable)
-        return Confinement.plan(
-            self.facts,
-            writable=writable,
-            cwd=cwd.resolve(),
-            exposed=self.exposed,
-            network=network or self._network,
-            run_as=who.run_as,
-            idmap_fd=who.idmap_fd,
-            private_size_bytes=self.limits.tmp_size_bytes,
-        )
+        mode = network or self._network
+        key = (writable, cwd.resolve(), mode)
+        if key not in self._plans:
+            if len(self._plans) > 64:
+                self._plans.clear()
+            who = self.identity(writable)
+            self._plans[key] = Confinement.plan(
+                self.facts,
+                writable=writable,
+                cwd=key[1],
+                exposed=self.exposed,
+                network=mode,
+                run_as=who.run_as,
+                idmap_fd=who.idmap_fd,
+                private_size_bytes=self.limits.tmp_size_bytes,
+            )
+        return self._plans[key]
 
     async def run(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from heron.sandbox.escape.attempt import Attempt
@@ -226,6 +227,13 @@ ATTEMPTS: tuple[Attempt, ...] = (
         python=True,
         script=lambda r: f"open('{r.outside}/open/p-{r.token}', 'w').write('x')",
         escaped=host_file(_f("p")),
+    ),
+    Attempt(
+        name="plant_in_herons_python",
+        aspect="files_outside_write",
+        description="write into heron's own Python installation (code heron would import)",
+        script=lambda r: f"echo 'raise SystemExit' > {sys.prefix}/heron-escape-{r.token}.py",
+        escaped=none_created(f"{sys.prefix}/heron-escape-{{tok}}.py"),
     ),
     Attempt(
         name="tmp_then_read",
