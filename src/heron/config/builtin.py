@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from heron.errors import ConfigurationError
+from heron.sandbox.base import NetworkMode, SandboxUnavailable
 from heron.tools.definition import Tool
 
 if TYPE_CHECKING:
@@ -138,6 +139,10 @@ class BuiltinConfig(_Section):
     """Where `shell`, `run_python` and jobs run: a limited process, or bubblewrap namespaces."""
     network: bool = True
     """False: no web tools, and commands run without network (needs `sandbox = "bwrap"`)."""
+    command_network: dict[Literal["execution", "events"], NetworkMode] = Field(default_factory=dict)
+    """The network commands of a set get (`none`, `loopback` or `host`), e.g.
+    `command_network = {execution = "host"}`; unset: the sandbox level's default (`bwrap`:
+    none, `process`: host). Every result's sandbox line names the network the call had."""
     web: WebSection = Field(default_factory=WebSection)
     search: SearchSection = Field(default_factory=SearchSection)
     knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
@@ -192,7 +197,7 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
     (no such workspace, `network = false` with the `process` sandbox, a bad mail section)."""
     from heron.artifacts.store import ArtifactSpill, ArtifactStore
     from heron.safety.workspace import Workspace, WorkspaceError
-    from heron.sandbox import SandboxUnavailable, make_sandbox
+    from heron.sandbox import make_sandbox
     from heron.toolsets.cache import WorkspaceResultCache
 
     root = cfg.workspace_path()
@@ -219,7 +224,8 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
                 built.tools[name] = _perception(cfg, ws, store, state_dir)
             elif name == "execution":
                 assert sandbox is not None
-                built.tools[name] = _execution(cfg, ws, sandbox, state_dir, built)
+                confined = _networked(sandbox, cfg, "execution")
+                built.tools[name] = _execution(cfg, ws, confined, state_dir, built)
             elif name == "connectors":
                 built.tools[name] = _connectors(cfg, ws, built, state_dir)
             elif name == "planning":
@@ -228,7 +234,8 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
                 built.tools[name] = plan_tools()
             else:
                 assert sandbox is not None
-                built.tools[name] = await _events(ws, sandbox, state_dir, built)
+                confined = _networked(sandbox, cfg, "events")
+                built.tools[name] = await _events(ws, confined, state_dir, built)
     except BaseException:
         await built.aclose()
         raise
@@ -405,6 +412,18 @@ def _pages(section: PagesSection, policy: Any) -> list[Tool]:
     except ValueError as exc:
         raise BuiltinError(f"pages: {exc}") from exc
     return pages_tools(config, policy=policy)
+
+
+def _networked(
+    sandbox: Sandbox, cfg: BuiltinConfig, name: Literal["execution", "events"]
+) -> Sandbox:
+    mode = cfg.command_network.get(name)
+    if mode is None:
+        return sandbox
+    try:
+        return sandbox.with_network(mode)
+    except (SandboxUnavailable, ValueError) as exc:
+        raise BuiltinError(f"command_network.{name}: {exc}") from exc
 
 
 async def _events(ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin) -> list[Tool]:

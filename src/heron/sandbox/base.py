@@ -145,6 +145,11 @@ class Sandbox(Protocol):
         """The limits every command runs under."""
         ...
 
+    def with_network(self, mode: NetworkMode) -> Sandbox:
+        """The same sandbox with another default network; `SandboxUnavailable` for a mode
+        the back end cannot provide."""
+        ...
+
     async def run(
         self,
         argv: Sequence[str],
