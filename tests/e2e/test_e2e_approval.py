@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from heron._support.state import open_db
-from heron.audit.approvals import AuditStore
+from heron.audit.sqlite_store import SqliteApprovalAudit
 from support.cli import Heron, assert_one_result_per_call, stable
 
 MAKE_FILE_TURNS: list[dict[str, Any]] = [
@@ -50,7 +50,7 @@ def test_an_approval_required_call_is_denied_by_policy_when_no_operator_can_answ
     assert not (heron.root / "made.txt").exists()
 
     with closing(open_db(heron.state_dir)) as conn:
-        decided = [(r.tool, r.decision, r.decided_by) for r in AuditStore(conn).list()]
+        decided = [(r.tool, r.decision, r.decided_by) for r in SqliteApprovalAudit(conn).list()]
     assert decided == [("make_file", "unavailable", "policy")]
 
 

@@ -1,17 +1,27 @@
 """heron's state directory and its SQLite database.
 
-Every module that persists state shares one database, `<state_dir>/heron.db`. Each module creates
-its own tables (`CREATE TABLE IF NOT EXISTS`) on the connection returned by `open_db`, so this
-module knows nothing about their schemas.
+Every SQLite store implementation (the `sqlite_*` modules next to each store protocol) shares
+one database, `<state_dir>/heron.db`. Each creates its own tables (`CREATE TABLE IF NOT
+EXISTS`) on the connection returned by `open_db`, so this module knows nothing about their
+schemas. It also holds what those implementations share: explicit write transactions
+(`transaction`, `write_transaction`) and the translation of `sqlite3` errors into
+`heron.errors.StoreError` (`sqlite_errors`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
+
+from heron.errors import StoreError
+
+_T = TypeVar("_T", bound=type)
 
 
 def default_state_dir() -> Path:
@@ -72,3 +82,54 @@ def write_transaction(state_dir: Path) -> Iterator[sqlite3.Connection]:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """An explicit write transaction (`BEGIN IMMEDIATE` … `COMMIT`), rolled back on any error.
+
+    `IMMEDIATE` takes the write lock at the start, so a read-check-write inside it (the head
+    check of a session append) cannot race another process. Needs `isolation_level = None`.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def sqlite_errors(cls: _T) -> _T:
+    """Class decorator for a SQLite store: its public methods (sync, async and class methods)
+    raise `StoreError` where SQLite raised `sqlite3.Error`, so callers name no back end."""
+    for name, member in list(vars(cls).items()):
+        if name.startswith("_"):
+            continue
+        if isinstance(member, classmethod):
+            setattr(cls, name, classmethod(_translated(member.__func__)))
+        elif inspect.isfunction(member):
+            setattr(cls, name, _translated(member))
+    return cls
+
+
+def _translated(func: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await func(*args, **kwargs)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
+
+        return run_async
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
+
+    return run
