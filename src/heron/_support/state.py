@@ -14,7 +14,7 @@ import functools
 import inspect
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -98,6 +98,25 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def update_row(
+    conn: sqlite3.Connection,
+    table: str,
+    row_id: str,
+    changes: dict[str, Any],
+    *,
+    fields: Collection[str],
+    what: str,
+) -> None:
+    """`UPDATE table SET <changes> WHERE id = row_id`, committed; `ValueError` (and nothing
+    changed) when a name in `changes` is not one of `fields` of a `what` (`job`, `timer`)."""
+    unknown = set(changes) - set(fields)
+    if unknown:
+        raise ValueError(f"unknown {what} fields: {sorted(unknown)}")
+    sets = ", ".join(f"{name} = ?" for name in changes)
+    with conn:
+        conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [*changes.values(), row_id])
 
 
 def sqlite_errors(cls: _T) -> _T:

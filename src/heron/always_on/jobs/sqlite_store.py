@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from heron._support.state import sqlite_errors
+from heron._support.state import sqlite_errors, update_row
 from heron.always_on.jobs.store import JOB_FIELDS, JobRecord
 
 _SCHEMA = """
@@ -68,12 +68,7 @@ class SqliteJobStore:
             )
 
     def update(self, job_id: str, **changes: Any) -> JobRecord:
-        unknown = set(changes) - set(JOB_FIELDS)
-        if unknown:
-            raise ValueError(f"unknown job fields: {sorted(unknown)}")
-        sets = ", ".join(f"{name} = ?" for name in changes)
-        with self._conn:
-            self._conn.execute(f"UPDATE jobs SET {sets} WHERE id = ?", [*changes.values(), job_id])
+        update_row(self._conn, "jobs", job_id, changes, fields=JOB_FIELDS, what="job")
         job = self.get(job_id)
         if job is None:
             raise KeyError(job_id)

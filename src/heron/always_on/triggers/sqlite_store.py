@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from heron._support.state import open_db, sqlite_errors
+from heron._support.state import open_db, sqlite_errors, update_row
 from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.triggers.monitor import MONITOR_FIELDS, MonitorRecord
 from heron.always_on.triggers.runtime import TriggerStores
@@ -88,14 +88,7 @@ class SqliteTimerStore:
             )
 
     def update(self, timer_id: str, **changes: Any) -> TimerRecord:
-        unknown = set(changes) - set(TIMER_FIELDS)
-        if unknown:
-            raise ValueError(f"unknown timer fields: {sorted(unknown)}")
-        sets = ", ".join(f"{name} = ?" for name in changes)
-        with self._conn:
-            self._conn.execute(
-                f"UPDATE timers SET {sets} WHERE id = ?", [*changes.values(), timer_id]
-            )
+        update_row(self._conn, "timers", timer_id, changes, fields=TIMER_FIELDS, what="timer")
         row = self._conn.execute(
             f"SELECT {_TIMER_COLUMNS} FROM timers WHERE id = ?", (timer_id,)
         ).fetchone()
