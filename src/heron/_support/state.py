@@ -74,14 +74,8 @@ def connect(state_dir: Path) -> Iterator[sqlite3.Connection]:
 def write_transaction(state_dir: Path) -> Iterator[sqlite3.Connection]:
     """A connection inside `BEGIN IMMEDIATE`: committed when the block ends, rolled back when
     it raises."""
-    with connect(state_dir) as db:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+    with connect(state_dir) as db, transaction(db):
+        yield db
 
 
 @contextmanager
