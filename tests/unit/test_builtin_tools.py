@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from heron.audit.approvals import MemoryAuditStore
 from heron.config import HeronConfig
 from heron.config.builtin import Builtin, BuiltinConfig, BuiltinError, build_builtin
 from heron.mcp.server import ToolServer, mcp_annotations
 from heron.tools.definition import ToolResult
 from heron.turn.approval import ApprovalManager, ApprovalPolicy
+from heron.turn.approval_audit import MemoryAuditStore
 
 PERCEPTION = {
     "read_file",

@@ -14,7 +14,8 @@ from heron._support.clock import FakeClock
 from heron._support.state import open_db
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.mail_inbound import MaildirSource, MailIngressConfig, SmtpIngress
-from heron.always_on.triggers.subscriptions import SubscriptionFilter, SubscriptionStore
+from heron.always_on.triggers.sqlite_store import SqliteSubscriptionStore
+from heron.always_on.triggers.subscriptions import SubscriptionFilter, Subscriptions
 from heron.connectors.mail.maildir import Maildir
 
 BOUND = 5.0
@@ -171,7 +172,7 @@ async def test_mail_no_subscription_wants_waits_in_the_maildir_without_an_event(
 ) -> None:
     conn = open_db(tmp_path / "state")
     try:
-        subscriptions = SubscriptionStore(conn, session="main")
+        subscriptions = Subscriptions(SqliteSubscriptionStore(conn), session="main")
         subscriptions.add("mail", SubscriptionFilter(sender="*@example.com"), now=0.0)
         source = MaildirSource(
             box, bus.publish_many, MailIngressConfig(session="main"), wake=subscriptions.should_wake

@@ -17,7 +17,7 @@ from heron.messages import (
 )
 from heron.models.history_rules import HistoryChecker
 from heron.models.scripted import ScriptedCall
-from heron.sessions import ConcurrentWriteError, SessionStore
+from heron.sessions import ConcurrentWriteError, SessionStore, SqliteSessionStore
 from heron.sessions.lock import SessionInUseError, SessionLock
 from heron.sessions.repair import (
     INTERRUPTED_RESULT,
@@ -43,7 +43,7 @@ FIRST_RESULT = ToolResultMessage(call_id="c1", name="read", content="alpha")
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SessionStore]:
-    sessions = SessionStore.open(tmp_path)
+    sessions = SqliteSessionStore.open(tmp_path)
     yield sessions
     sessions.close()
 
@@ -157,7 +157,7 @@ def test_new_sessions_get_fresh_ids_and_names_are_checked(tmp_path: Path) -> Non
 
 async def test_messages_are_stored_before_events_show_them(tmp_path: Path) -> None:
     session = CliSession.open(tmp_path, "s")
-    reader = SessionStore.open(tmp_path)
+    reader = SqliteSessionStore.open(tmp_path)
     seen: list[tuple[str, list[str]]] = []
 
     def sink(event: BaseEvent) -> None:

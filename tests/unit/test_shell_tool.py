@@ -14,6 +14,7 @@ from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import ProcessSandbox, ResourceLimits
 from heron.tools.definition import Tool
 from heron.toolsets.shell import AGENT_ENV, ShellHistory, shell_tool
+from heron.toolsets.sqlite_shell_history import SqliteShellHistory
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
 from support.engine import Events, call, calls_turn
 
@@ -28,7 +29,7 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def history(tmp_path: Path) -> Iterator[ShellHistory]:
-    store = ShellHistory.open(tmp_path / "state")
+    store = SqliteShellHistory.open(tmp_path / "state")
     yield store
     store.close()
 
@@ -208,7 +209,7 @@ async def test_history_persists_commands_with_outcome_exit_code_and_duration(
     await run(shell, command="exit 4")
     await run(shell, command="rm notes.txt")
     await run(shell, command="sudo true")
-    reopened = ShellHistory.open(tmp_path / "state")
+    reopened = SqliteShellHistory.open(tmp_path / "state")
     try:
         entries = reopened.recent()
     finally:

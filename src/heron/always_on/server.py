@@ -16,6 +16,9 @@ One process owns one session of the durable event bus and everything that feeds 
   notifications, and the trigger tools;
 - polling, so events other processes write into the database are found too.
 
+The server is where `heron serve`'s stores are built: the SQLite bus with its session store,
+the notification store and the triggers' stores, all in `<state_dir>/heron.db`.
+
 A stop request (an interrupt the router turns into `cancel`) also cancels the running
 background jobs: the engine cancels the tools it detached, jobs belong to this server.
 
@@ -49,8 +52,10 @@ from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
 from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.jobs.manager import JobManager
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime
+from heron.always_on.triggers.sqlite_store import open_trigger_stores
 from heron.always_on.triggers.subscriptions import SubscriptionFilter, SubscriptionSource
-from heron.collaboration.notify import NotificationStore, NotifyConfig, notify_tools
+from heron.collaboration.notify import NotifyConfig, notify_tools
+from heron.collaboration.sqlite_store import SqliteNotificationStore
 from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.errors import HeronError
 from heron.safety.command_policy import CommandPolicy
@@ -128,7 +133,7 @@ class HeronServer:
         self.announce = announce or (lambda _record: None)
         self.clock: Clock = clock or RealClock()
         self.bus: SqliteBusStore | None = None
-        self.notifications: NotificationStore | None = None
+        self.notifications: SqliteNotificationStore | None = None
         self.triggers: TriggerRuntime | None = None
         self.maildir: Maildir | None = None
         self.mail: MaildirSource | None = None
@@ -176,9 +181,10 @@ class HeronServer:
         workspace = (cfg.workspace or cfg.state_dir / "workspace").resolve()
         workspace.mkdir(parents=True, exist_ok=True)
         self.bus = bus = SqliteBusStore.open(cfg.state_dir)
-        self.notifications = NotificationStore.open(cfg.state_dir)
+        self.notifications = SqliteNotificationStore.open(cfg.state_dir)
         self.triggers = triggers = TriggerRuntime(
             state_dir=cfg.state_dir,
+            stores=open_trigger_stores(cfg.state_dir),
             bus=bus,
             workspace=workspace,
             sandbox=make_sandbox(cfg.sandbox, workspace=workspace),

@@ -195,6 +195,7 @@ class Builtin:
 async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
     """Build the sets `cfg.sets` names. Raises `BuiltinError` for an impossible configuration
     (no such workspace, `network = false` with the `process` sandbox, a bad mail section)."""
+    from heron.artifacts.sqlite_store import SqliteArtifactCatalog
     from heron.artifacts.store import ArtifactSpill, ArtifactStore
     from heron.safety.workspace import Workspace, WorkspaceError
     from heron.sandbox import make_sandbox
@@ -211,7 +212,7 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
             sandbox = make_sandbox(cfg.sandbox, workspace=ws.root, network=cfg.network)
         except SandboxUnavailable as exc:
             raise BuiltinError(f"sandbox: {exc}") from exc
-    store = ArtifactStore(state_dir)
+    store = ArtifactStore(SqliteArtifactCatalog(state_dir), state_dir / "artifacts")
     built = Builtin(
         workspace=ws.root,
         tools={},
@@ -290,14 +291,15 @@ def _execution(
     from heron.safety.command_policy import CommandPolicy
     from heron.toolsets.files import file_tools
     from heron.toolsets.python_exec import run_python_tool
-    from heron.toolsets.shell import ShellHistory, shell_tool
+    from heron.toolsets.shell import shell_tool
+    from heron.toolsets.sqlite_shell_history import SqliteShellHistory
     from heron.toolsets.web import WebLimits, web_tools
 
     tools = [t for t in file_tools(ws) if not t.spec.annotations.read_only]
     if cfg.network:
         web = web_tools(policy=_policy(cfg), workspace_root=ws.root, limits=WebLimits())
         tools += [t for t in web if t.spec.name == "download_file"]
-    history = ShellHistory.open(state_dir)
+    history = SqliteShellHistory.open(state_dir)
 
     async def close_history() -> None:
         history.close()
@@ -316,21 +318,23 @@ def _execution(
 def _mail(section: MailSection, state_dir: Path) -> list[Tool]:
     from heron.connectors.mail.send import MailConfig, mail_tools
     from heron.safety.idempotency import Confirmations, IdempotencyStore
+    from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 
     try:
         config = MailConfig(**section.model_dump())
     except ValueError as exc:
         raise BuiltinError(f"mail: {exc}") from exc
-    return mail_tools(config, Confirmations(IdempotencyStore(state_dir)))
+    return mail_tools(config, Confirmations(IdempotencyStore(SqliteIdempotencyLedger(state_dir))))
 
 
 def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin, state_dir: Path) -> list[Tool]:
     from heron.safety.idempotency import Confirmations, IdempotencyStore
+    from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
     from heron.toolsets.spreadsheets import spreadsheet_tools
 
     tools = spreadsheet_tools(ws.root)
     # Irreversible actions (invitations, pull requests, webhooks) go through preflight → confirm.
-    store = IdempotencyStore(state_dir)
+    store = IdempotencyStore(SqliteIdempotencyLedger(state_dir))
     if cfg.calendar:
         tools += _calendar(cfg, ws, Confirmations(store))
     ocr = _ocr()
@@ -429,12 +433,14 @@ def _networked(
 async def _events(ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin) -> list[Tool]:
     from heron.always_on.bus.sqlite_store import SqliteBusStore
     from heron.always_on.triggers.runtime import TriggerRuntime
+    from heron.always_on.triggers.sqlite_store import open_trigger_stores
     from heron.safety.command_policy import CommandPolicy
 
     bus = SqliteBusStore.open(state_dir)
     # The default session of `heron serve`: what fires here is answered by its agent.
     runtime = TriggerRuntime(
         state_dir=state_dir,
+        stores=open_trigger_stores(state_dir),
         bus=bus,
         workspace=ws.root,
         sandbox=sandbox,

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from heron.mcp.tool_search import TOOL_SEARCH as TOOL_SEARCH
     from heron.mcp.tool_search import ToolSearchTool as ToolSearchTool
     from heron.mcp.tool_search import resolve_unactivated as resolve_unactivated
+    from heron.mcp.trust import SqliteTrustStore as SqliteTrustStore
     from heron.mcp.trust import TrustStore as TrustStore
     from heron.mcp.trust import lethal_trifecta as lethal_trifecta
     from heron.mcp.trust import scan_definitions as scan_definitions
@@ -69,6 +70,7 @@ _EXPORTS: dict[str, str] = {
     "TOOL_SEARCH": "heron.mcp.tool_search",
     "ToolSearchTool": "heron.mcp.tool_search",
     "resolve_unactivated": "heron.mcp.tool_search",
+    "SqliteTrustStore": "heron.mcp.trust",
     "TrustStore": "heron.mcp.trust",
     "lethal_trifecta": "heron.mcp.trust",
     "scan_definitions": "heron.mcp.trust",

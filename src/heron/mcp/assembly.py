@@ -332,9 +332,11 @@ async def assemble_mcp(
     `aclose()` at the end of the session.
     """
     from heron.mcp.client import McpClientManager, resource_tools
-    from heron.mcp.trust import TrustStore
+    from heron.mcp.trust import SqliteTrustStore
 
-    manager = McpClientManager(cfg, trust=TrustStore(state_dir), builtin_names=tuple(builtin_names))
+    manager = McpClientManager(
+        cfg, trust=SqliteTrustStore(state_dir), builtin_names=tuple(builtin_names)
+    )
     try:
         tools, unavailable = await manager.tools()
         return assemble_tools(

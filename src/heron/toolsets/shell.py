@@ -1,5 +1,6 @@
 """The `shell` tool: a bash command in the workspace, checked by the command policy and run in
-the agent's sandbox, with its history kept in SQLite.
+the agent's sandbox, with its history kept in a `ShellHistory` (SQLite by default:
+`heron.toolsets.sqlite_shell_history`).
 
 Layers, in order: the arguments are validated (no empty command, no NUL bytes, a timeout in
 range; nothing is "fixed"); the command is parsed and classified (`CommandPolicy`); low risk
@@ -21,13 +22,11 @@ import os
 import re
 import shutil
 import signal
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from heron._support.state import open_db
 from heron.safety.command_policy import CommandPolicy, CommandVerdict
 from heron.sandbox.base import NetworkMode, RunResult, Sandbox, SandboxUnavailable
 from heron.tools.definition import Tool, ToolContext, ToolResult
@@ -89,21 +88,6 @@ def agent_environment(workspace: Path, passthrough: Sequence[str] = ()) -> dict[
 
 # --- history ------------------------------------------------------------------------------
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS shell_history (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    at TEXT NOT NULL,
-    agent TEXT,
-    command TEXT NOT NULL,
-    cwd TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    risk TEXT NOT NULL,
-    exit_code INTEGER,
-    duration_s REAL,
-    timed_out INTEGER NOT NULL DEFAULT 0
-)
-"""
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ShellHistoryEntry:
@@ -121,23 +105,9 @@ class ShellHistoryEntry:
     timed_out: bool
 
 
-class ShellHistory:
-    """Shell command history in heron's SQLite database (table `shell_history`)."""
-
-    def __init__(self, conn: sqlite3.Connection, *, owns_connection: bool = False) -> None:
-        self._conn = conn
-        self._owns = owns_connection
-        with conn:
-            conn.execute(_SCHEMA)
-
-    @classmethod
-    def open(cls, state_dir: Path) -> ShellHistory:
-        """History in `<state_dir>/heron.db`; `close()` closes the connection."""
-        return cls(open_db(state_dir), owns_connection=True)
-
-    def close(self) -> None:
-        if self._owns:
-            self._conn.close()
+class ShellHistory(Protocol):
+    """The durable history of the shell tool (synchronous; a back-end failure raises
+    `heron.errors.StoreError`)."""
 
     def record(
         self,
@@ -151,40 +121,12 @@ class ShellHistory:
         duration_s: float | None = None,
         timed_out: bool = False,
     ) -> None:
-        at = dt.datetime.now(dt.UTC).isoformat()
-        with self._conn:
-            self._conn.execute(
-                "INSERT INTO shell_history (at, agent, command, cwd, outcome, risk, exit_code, "
-                "duration_s, timed_out) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (at, agent, command, str(cwd), outcome, risk, exit_code, duration_s, timed_out),
-            )
+        """Append one command and what became of it, stamped with the current UTC time."""
+        ...
 
     def recent(self, limit: int = 20, *, agent: str | None = None) -> list[ShellHistoryEntry]:
-        """The newest entries first."""
-        query = (
-            "SELECT id, at, agent, command, cwd, outcome, risk, exit_code, duration_s, timed_out "
-            "FROM shell_history"
-        )
-        params: tuple[Any, ...] = ()
-        if agent is not None:
-            query += " WHERE agent = ?"
-            params = (agent,)
-        rows = self._conn.execute(query + " ORDER BY id DESC LIMIT ?", (*params, limit))
-        return [
-            ShellHistoryEntry(
-                id=row[0],
-                at=dt.datetime.fromisoformat(row[1]),
-                agent=row[2],
-                command=row[3],
-                cwd=row[4],
-                outcome=row[5],
-                risk=row[6],
-                exit_code=row[7],
-                duration_s=row[8],
-                timed_out=bool(row[9]),
-            )
-            for row in rows
-        ]
+        """The newest `limit` entries (of one agent, if given), newest first."""
+        ...
 
 
 # --- output rendering ---------------------------------------------------------------------
