@@ -89,7 +89,10 @@ def _edges(module: str, path: Path) -> Iterator[Edge]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            # `from pkg import sub` imports the submodule; `from mod import name`, the module.
+            known = modules()
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
+            names = subs if len(subs) == len(node.names) else [base, *subs]
         for name in names:
             if name == "heron" or name.startswith("heron."):
                 target = _resolve(name)
