@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from heron.mcp.conformance_client import main, run_scenario
+from heron.mcp.conformance_client import main, run_scenario, server_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "run-mcp-conformance.sh"
@@ -27,43 +27,47 @@ MUST_PASS = frozenset(
         "initialize",
         "tools_call",
         "sse-retry",
-        # Passes only because heron never starts an OAuth flow (see NO_OAUTH).
-        "auth/resource-mismatch",
+        # heron's OAuth: the SDK's provider, heron's token store and non-blocking login.
+        *(
+            f"auth/{name}"
+            for name in (
+                "metadata-default",
+                "metadata-var1",
+                "metadata-var2",
+                "metadata-var3",
+                "basic-cimd",
+                "scope-from-www-authenticate",
+                "scope-from-scopes-supported",
+                "scope-omitted-when-undefined",
+                "scope-step-up",
+                "scope-retry-limit",
+                "token-endpoint-auth-basic",
+                "token-endpoint-auth-post",
+                "token-endpoint-auth-none",
+                "pre-registration",
+                "2025-03-26-oauth-endpoint-fallback",
+                "resource-mismatch",
+                "offline-access-scope",
+                "offline-access-not-supported",
+                "client-credentials-jwt",
+                "client-credentials-basic",
+            )
+        ),
     }
 )
 
-NO_OAUTH = "heron has no MCP OAuth: HTTP servers get operator-provisioned header credentials"
 UNSUPPORTED = {
     "elicitation-sep1034-client-defaults": (
         "heron declares no elicitation capability: unattended agents reach the operator only "
         "through heron's approval flow"
     ),
-    **{
-        f"auth/{name}": NO_OAUTH
-        for name in (
-            "metadata-default",
-            "metadata-var1",
-            "metadata-var2",
-            "metadata-var3",
-            "basic-cimd",
-            "scope-from-www-authenticate",
-            "scope-from-scopes-supported",
-            "scope-omitted-when-undefined",
-            "scope-step-up",
-            "scope-retry-limit",
-            "token-endpoint-auth-basic",
-            "token-endpoint-auth-post",
-            "token-endpoint-auth-none",
-            "pre-registration",
-            "2025-03-26-oauth-metadata-backcompat",
-            "2025-03-26-oauth-endpoint-fallback",
-            "offline-access-scope",
-            "offline-access-not-supported",
-            "client-credentials-jwt",
-            "client-credentials-basic",
-            "cross-app-access-complete-flow",
-        )
-    },
+    "auth/2025-03-26-oauth-metadata-backcompat": (
+        "the SDK refuses authorization server metadata whose issuer is not the one it was "
+        "fetched for (RFC 8414 section 3.3); this scenario's server serves such metadata"
+    ),
+    "auth/cross-app-access-complete-flow": (
+        "enterprise-managed authorization needs an identity provider heron does not configure"
+    ),
 }
 
 _ROW = re.compile(r"^(\S+)\s+(pass|unsupported)\s+(pass|fail)\s+(\d+)/(\d+)$")
@@ -94,6 +98,10 @@ def test_every_client_scenario_passes_or_is_a_listed_unsupported_one(tmp_path: P
     # heron really ran the tool call the tools_call scenario checks, through its own McpTool.
     client_log = next(results.glob("tools_call-*/stderr.txt")).read_text(encoding="utf-8")
     assert "conformance__add_numbers ok: The sum of 5 and 3 is 8" in client_log, client_log
+    # The step-up scenario went through heron's non-blocking path: the call was refused for
+    # want of scopes, heron logged in again in the background, and the retried call ran.
+    step_up = next(results.glob("auth/scope-step-up-*/stderr.txt")).read_text(encoding="utf-8")
+    assert "needs more OAuth scopes" in step_up and " ok: " in step_up, step_up
 
 
 def test_the_entry_point_wants_exactly_one_server_url(capsys: pytest.CaptureFixture[str]) -> None:
@@ -108,3 +116,29 @@ async def test_an_unreachable_server_exits_1_with_heron_s_reason(
     assert await run_scenario("http://127.0.0.1:1/mcp", "initialize") == 1
     err = capsys.readouterr().err
     assert "initialize: cannot list tools:" in err, err
+
+
+def test_oauth_scenarios_are_configured_from_the_provisioned_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("HERON_CONFORMANCE_CLIENT_SECRET", raising=False)
+    url = "http://127.0.0.1:1/mcp"
+    plain = server_config(url, "tools_call")
+    cimd = server_config(url, "auth/metadata-default")
+    pre = server_config(url, "auth/pre-registration", {"client_id": "c", "client_secret": "s"})
+    machine = server_config(
+        url, "auth/client-credentials-basic", {"client_id": "c", "client_secret": "s"}
+    )
+    jwt = server_config(
+        url, "auth/client-credentials-jwt", {"client_id": "c", "private_key_pem": "k"}
+    )
+
+    assert plain.auth == "none"
+    assert cimd.oauth.client_metadata_url and cimd.oauth.client_id is None
+    assert (pre.oauth.grant, pre.oauth.client_id, pre.oauth.client_secret()) == (
+        "authorization_code",
+        "c",
+        "s",
+    )
+    assert machine.oauth.grant == "client_credentials" and machine.oauth.client_secret() == "s"
+    assert jwt.oauth.grant == "client_credentials" and jwt.oauth.private_key_env

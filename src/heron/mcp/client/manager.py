@@ -12,6 +12,12 @@
   outcome is unknown; the next call starts the server again. Repeated failures back off
   exponentially, and a call during the back-off fails at once with the retry time.
 - **frugal**: a server idle for `idle_timeout_s` is stopped.
+- **never blocked by a login**: a server with `auth = "oauth"` connects with the SDK's OAuth
+  provider over its stored tokens (refreshed when due). When they are missing or expired, or a
+  call needs more scopes, the server goes `auth_required`: its calls fail at once with that
+  reason, the other servers go on, and — when the `McpAuth` has a consent channel — heron asks
+  the operator once, in the background; the server is used again as soon as the login
+  completes (or another process, `heron mcp login`, stored new tokens).
 """
 
 from __future__ import annotations
@@ -29,8 +35,11 @@ from mcp.shared.exceptions import MCPError
 
 import heron.mcp.client.admission as admission
 import heron.mcp.client.resources as resources
+from heron.mcp.auth import AuthorizationRequired, LoginFailed, LoginState, McpAuth
+from heron.mcp.auth.consent import ConsentChannel
+from heron.mcp.auth.storage import TokenStoreLocked
 from heron.mcp.client.connection import Connection, describe_start_failure
-from heron.mcp.client.errors import ServerRefused, ServerUnavailable
+from heron.mcp.client.errors import ServerAuthRequired, ServerRefused, ServerUnavailable
 from heron.mcp.client.resources import (
     McpPrompt,
     McpPromptResult,
@@ -59,7 +68,7 @@ class ServerStatus:
 
     name: str
     transport: Literal["stdio", "http"]
-    state: Literal["stopped", "running", "backing-off", "refused"]
+    state: Literal["stopped", "running", "backing-off", "refused", "auth_required"]
     starts: int
     """How many times the server was started in this process."""
     crashes: int
@@ -71,6 +80,8 @@ class ServerStatus:
     server_version: str
     tools: int | None
     """Tools the server lists (None when unknown: never started and not pinned)."""
+    login: LoginState | None = None
+    """The OAuth login (servers with `auth = "oauth"` only)."""
 
 
 def _progress_line(progress: float, total: float | None, message: str | None) -> str:
@@ -94,6 +105,22 @@ class _Slot:
     """`approved_at` of the pin in force when the server was refused (None: no pin)."""
     findings: tuple[Finding, ...] = ()
     known_tools: int | None = None
+    consent: _PendingConsent | None = None
+    """Set while the server waits for an operator's OAuth consent (`auth_required`)."""
+
+
+@dataclass(kw_only=True)
+class _PendingConsent:
+    reason: str
+    scope: str | None
+    step_up: bool
+    """The login works but a call needs more scopes: the server stays usable meanwhile."""
+    tokens_at: float | None
+    """The token file's modification time when consent became necessary: a newer file (a
+    login in another process) ends the wait."""
+    login: asyncio.Task[None] | None = None
+    outcome: str | None = None
+    """Why the background login failed (a refusal); heron does not ask again by itself."""
 
 
 class McpClientManager:
@@ -102,6 +129,8 @@ class McpClientManager:
     Use as an async context manager (or call `aclose()`) so servers are stopped at the end.
     `trust=None` disables pinning (findings are still computed); with a `TrustStore`, servers
     are admitted at every start (`heron.mcp.client.admission`) and refused when they changed.
+    `auth` holds the OAuth token store of servers with `auth = "oauth"`; its consent channel,
+    when it has one, is how a running manager asks an operator (once per need).
     """
 
     def __init__(
@@ -109,6 +138,7 @@ class McpClientManager:
         config: McpConfig | Mapping[str, McpServerConfig],
         *,
         trust: TrustStore | None = None,
+        auth: McpAuth | None = None,
         builtin_names: Sequence[str] = (),
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
@@ -122,6 +152,7 @@ class McpClientManager:
             self.approval = "first-use"
         self._slots = {n: _Slot(name=n, config=c) for n, c in servers.items()}
         self._trust = trust
+        self._auth = auth
         self._builtin_names = tuple(builtin_names)
         self._backoff_base = backoff_base_s
         self._backoff_max = backoff_max_s
@@ -185,18 +216,123 @@ class McpClientManager:
             if problems:
                 slot.last_error = "; ".join(problems)
                 raise ServerUnavailable(server, slot.last_error)
+            http_auth = self._http_auth(slot)
             try:
-                conn = await self._open(slot)
+                conn = await self._open(slot, http_auth)
             except ServerRefused as refused:
                 self._refuse(slot, refused)
                 raise
             except Exception as exc:
+                required = _authorization_required(exc, http_auth)
+                if required is not None:
+                    raise self._need_consent(slot, required) from None
                 reason = describe_start_failure(exc)
                 self._note_failure(slot, reason)
                 raise ServerUnavailable(server, reason) from exc
             slot.conn = conn
             slot.starts += 1
             return conn
+
+    # -- OAuth ---------------------------------------------------------------------------------
+
+    def _http_auth(self, slot: _Slot) -> Any:
+        """The OAuth provider of a new connection (None without `auth = "oauth"`); raises
+        `ServerAuthRequired` while the server waits for consent."""
+        if slot.config.auth != "oauth":
+            return None
+        if self._auth is None:
+            slot.last_error = "it uses OAuth and this process has no token store"
+            raise ServerUnavailable(slot.name, slot.last_error)
+        try:
+            pending = slot.consent
+            if pending is not None and not pending.step_up:
+                if self._auth.storage(slot.name).modified_at() == pending.tokens_at:
+                    raise self._auth_required(slot, pending)
+                slot.consent = None  # new tokens arrived (another process logged in): try them
+            return self._auth.provider(slot.name)
+        except TokenStoreLocked as exc:
+            slot.last_error = str(exc)
+            raise ServerUnavailable(slot.name, slot.last_error) from None
+
+    def _need_consent(self, slot: _Slot, required: AuthorizationRequired) -> ServerAuthRequired:
+        """Mark `slot` as waiting for consent and ask the operator once (in the background)."""
+        assert self._auth is not None
+        pending = slot.consent
+        if pending is None or (pending.outcome is not None and pending.scope != required.scope):
+            what = f"more OAuth scopes ({required.scope})" if required.step_up else "an OAuth login"
+            pending = slot.consent = _PendingConsent(
+                reason=f"it needs {what} with an operator's consent",
+                scope=required.scope,
+                step_up=required.step_up,
+                tokens_at=self._auth.storage(slot.name).modified_at(),
+            )
+            if self._auth.consent is not None:
+                pending.login = asyncio.get_running_loop().create_task(
+                    self._background_login(slot, pending), name=f"mcp-login-{slot.name}"
+                )
+        return self._auth_required(slot, pending)
+
+    def _auth_required(self, slot: _Slot, pending: _PendingConsent) -> ServerAuthRequired:
+        if pending.outcome is not None:
+            how = f"the last login failed ({pending.outcome}); run `heron mcp login {slot.name}`"
+        elif pending.login is not None:
+            how = "heron asked the operator; it is used again once they consent"
+        else:
+            how = f"run `heron mcp login {slot.name}`"
+        slot.last_error = f"{pending.reason}: {how}"
+        return ServerAuthRequired(slot.name, slot.last_error, scope=pending.scope)
+
+    async def _background_login(self, slot: _Slot, pending: _PendingConsent) -> None:
+        assert self._auth is not None
+        try:
+            await self._auth.login(
+                slot.name, scope=pending.scope if pending.step_up else None, timeout_s=None
+            )
+        except LoginFailed as exc:
+            pending.outcome = exc.reason
+            pending.login = None
+            slot.last_error = f"{pending.reason}: the login failed ({exc.reason})"
+            return
+        if slot.consent is pending:
+            slot.consent = None
+            slot.last_error = None
+            slot.failures = 0
+            slot.retry_at = 0.0
+        await self.stop(slot.name)  # the next call connects with the new tokens
+
+    async def wait_for_login(self, server: str, within_s: float | None = None) -> bool:
+        """Wait (at most `within_s`) for the background login of `server` to end; True when
+        the server no longer waits for consent."""
+        slot = self._slot(server)
+        pending = slot.consent
+        if pending is not None and pending.login is not None:
+            await asyncio.wait({pending.login}, timeout=within_s)
+        return slot.consent is None
+
+    async def login(self, server: str, *, channel: ConsentChannel | None = None) -> LoginState:
+        """Log in to `server` now (the operator consents through `channel`, default the
+        `McpAuth`'s); the next call uses the new tokens. Raises `LoginFailed`."""
+        slot = self._slot(server)
+        if self._auth is None:
+            raise LoginFailed(server, "this process has no token store")
+        pending = slot.consent
+        state = await self._auth.login(
+            server, channel=channel, scope=pending.scope if pending is not None else None
+        )
+        if pending is not None and pending.login is not None:
+            pending.login.cancel()
+        slot.consent = None
+        slot.last_error = None
+        await self.stop(server)
+        return state
+
+    async def logout(self, server: str) -> Any:
+        """Revoke and delete `server`'s tokens (`McpAuth.logout`); stops the server."""
+        self._slot(server)
+        if self._auth is None:
+            raise LoginFailed(server, "this process has no token store")
+        await self.stop(server)
+        return await self._auth.logout(server)
 
     def _refuse(self, slot: _Slot, refused: ServerRefused) -> None:
         slot.refusal = refused
@@ -216,8 +352,8 @@ class McpClientManager:
         slot.refused_pin_at = None
         return True
 
-    async def _open(self, slot: _Slot) -> Connection:
-        conn = Connection(slot.name, slot.config, self._clock)
+    async def _open(self, slot: _Slot, http_auth: Any = None) -> Connection:
+        conn = Connection(slot.name, slot.config, self._clock, http_auth=http_auth)
         try:
             await conn.open()
         except Exception as exc:
@@ -299,7 +435,16 @@ class McpClientManager:
             await conn.close()
 
     async def aclose(self) -> None:
-        """Stop every server."""
+        """Stop every server (and any login waiting for consent)."""
+        logins = [
+            s.consent.login
+            for s in self._slots.values()
+            if s.consent is not None and s.consent.login is not None
+        ]
+        for task in logins:
+            task.cancel()
+        if logins:
+            await asyncio.wait(logins, timeout=5.0)
         await asyncio.gather(*(self.stop(name) for name in self._slots))
 
     async def wait_stopped(self, server: str, within_s: float) -> bool:
@@ -320,8 +465,11 @@ class McpClientManager:
         for slot in self._slots.values():
             conn = slot.conn
             running = conn is not None and conn.usable
+            state: Literal["stopped", "running", "backing-off", "refused", "auth_required"]
             if slot.refusal is not None or (conn is not None and conn.refusal is not None):
-                state: Literal["stopped", "running", "backing-off", "refused"] = "refused"
+                state = "refused"
+            elif slot.consent is not None:
+                state = "auth_required"
             elif running:
                 state = "running"
             elif slot.retry_at > now:
@@ -344,9 +492,17 @@ class McpClientManager:
                     last_error=slot.last_error,
                     server_version=conn.server_version if conn is not None else "",
                     tools=known,
+                    login=self.login_state(slot.name),
                 )
             )
         return out
+
+    def login_state(self, server: str) -> LoginState | None:
+        """The OAuth login of `server` (None when it does not use OAuth)."""
+        slot = self._slot(server)
+        if slot.config.auth != "oauth" or self._auth is None:
+            return None
+        return self._auth.login_state(server)
 
     def findings(self, server: str | None = None) -> list[Finding]:
         """Scan findings from the last start of `server` (or of every server)."""
@@ -380,11 +536,18 @@ class McpClientManager:
         """Start `server` without pin enforcement and report what approving it would pin:
         its identity, definitions, scan findings and the comparison with the current pin."""
         slot = self._slot(server)
-        conn = Connection(server, slot.config, self._clock)
         problems = slot.config.credential_problems(datetime.now(UTC))
         if problems:
             raise ServerUnavailable(server, "; ".join(problems))
-        await conn.open()
+        http_auth = self._http_auth(slot)
+        conn = Connection(server, slot.config, self._clock, http_auth=http_auth)
+        try:
+            await conn.open()
+        except Exception as exc:
+            required = _authorization_required(exc, http_auth)
+            if required is not None:
+                raise self._need_consent(slot, required) from None
+            raise
         try:
             definitions = await asyncio.wait_for(
                 conn.list_definitions(), slot.config.startup_timeout_s
@@ -489,6 +652,8 @@ class McpClientManager:
         except ServerUnavailable as exc:
             return ToolResult.fail(str(exc))
         except MCPError as exc:
+            if (required := _authorization_required(exc, conn.http_auth)) is not None:
+                return self._step_up(slot, conn, tool, required)
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 return self._crashed(slot, conn, tool)
             if exc.code == mcp_types.REQUEST_TIMEOUT:
@@ -507,13 +672,29 @@ class McpClientManager:
                 f"MCP server {server!r} returned an invalid result for {tool!r}: {exc}",
                 data={"mcp_error": {"kind": "invalid_result"}},
             )
-        except Exception:
+        except Exception as exc:
+            if (required := _authorization_required(exc, conn.http_auth)) is not None:
+                return self._step_up(slot, conn, tool, required)
             # Transport failures (broken pipe, HTTP connection lost) end the connection.
             return self._crashed(slot, conn, tool)
         slot.failures = 0
         return render_call_result(result)
 
+    def _step_up(
+        self, slot: _Slot, conn: Connection, tool: str, required: AuthorizationRequired
+    ) -> ToolResult:
+        """A call the server refused for want of consent (more scopes, or a token that can
+        no longer be refreshed). The connection ended with it; nothing ran."""
+        conn.broken = True
+        refused = self._need_consent(slot, required)
+        return ToolResult.fail(
+            f"MCP tool {slot.name}__{tool} was not run: {refused.reason}",
+            data={"mcp_error": {"kind": "auth_required", "scope": required.scope}},
+        )
+
     def _crashed(self, slot: _Slot, conn: Connection, tool: str) -> ToolResult:
+        if (required := _authorization_required(None, conn.http_auth)) is not None:
+            return self._step_up(slot, conn, tool, required)
         conn.broken = True
         slot.crashes += 1
         tail = conn.stderr_summary()
@@ -546,3 +727,24 @@ class McpClientManager:
     ) -> McpPromptResult:
         """Render one prompt template with its arguments."""
         return await resources.get_prompt(await self._connection(server), name, arguments)
+
+
+def _authorization_required(
+    exc: BaseException | None, http_auth: Any
+) -> AuthorizationRequired | None:
+    """The `AuthorizationRequired` behind a failure: raised in the exception (a failed
+    connect) or recorded by the connection's provider (the SDK transport ended under it)."""
+    seen: BaseException | None = exc
+    for _ in range(20):
+        if seen is None:
+            break
+        if isinstance(seen, AuthorizationRequired):
+            return seen
+        if isinstance(seen, BaseExceptionGroup):
+            for inner in seen.exceptions:
+                found = _authorization_required(inner, None)
+                if found is not None:
+                    return found
+        seen = seen.__cause__ or seen.__context__
+    recorded = getattr(http_auth, "authorization_required", None)
+    return recorded if isinstance(recorded, AuthorizationRequired) else None
