@@ -1,0 +1,642 @@
+"""`ToolServer`: heron tools served over MCP, every call through heron's own lifecycle.
+
+A `tools/call` is one call of a one-call batch in the engine's lifecycle (`heron.turn`):
+before-hooks, availability, delivery defaults, the approval-marker scrub, strict validation,
+the duplicate and repeat guards, call checks, the approval gate, dispatch with its timeout and
+cancellation, observer records, after-hooks, the spill of oversize output, loop detection,
+bounding and receipts — exactly what an agent's own call gets. Each MCP session (the
+`Mcp-Session-Id` of Streamable HTTP; stdio is one session) is one "turn" for the guards, the loop
+detector and the "always" answers.
+
+Approval asks the human behind the connected client (`asking`): `input_required` rounds on
+protocol 2026-07-28, `elicitation/create` before it. `human` replaces that with another
+approver — the seam through which heron's own durable approval requests answer later. When
+nobody can be asked, a call that needs approval is denied by policy, never silently run.
+
+The engine's events become MCP notifications on the call's own stream: progress lines are
+`notifications/progress` (when the client asked for progress), and every event is a log message
+(`notifications/message`, logger `heron`) at or above the level the client set with
+`logging/setLevel` (on 2026-07-28, the level its request opted into). A spilled output comes
+with a `resource_link` to the whole of it, readable page by page (`artifacts`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import socket
+import sys
+import warnings
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from heron.artifacts.store import ArtifactStore
+from heron.mcp.server.artifacts import ArtifactResources, TrackingSpill
+from heron.mcp.server.asking import (
+    APPROVAL_KEY,
+    APPROVAL_SCHEMA,
+    Exchange,
+    Rounds,
+    answer_from,
+    approval_message,
+    asker_for,
+    uses_input_required,
+)
+from heron.tools.definition import Tool, ToolContext, ToolResult, ToolSpec
+from heron.tools.registry import Autonomy, ToolRegistry
+from heron.turn.approval import (
+    ApprovalManager,
+    ApprovalPolicy,
+    Approver,
+    GateResult,
+    NoApprover,
+    unavailable_denied,
+)
+from heron.turn.call_prep import TurnGuards, prepare_calls
+from heron.turn.calls import CallOutcome, ParsedCall
+from heron.turn.cancel import CancelScope
+from heron.turn.context import ResolvedAgentExecution, RuntimeKnobs, TurnState
+from heron.turn.dispatch import execute_batch
+from heron.turn.events import BaseEvent, ProgressEvent
+from heron.turn.extensions import CallCheck, OutputSpill
+from heron.turn.hooks import ToolHook, sort_hooks
+from heron.turn.loop_detector import LoopDetector
+from heron.turn.observer import NullObserver, Observer
+from heron.turn.receipts import ReceiptSigner
+from heron.turn.results import collect_results
+
+__all__ = ["ToolServer", "Transport", "mcp_annotations"]
+
+Transport = Literal["stdio", "http"]
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+_LEVELS: tuple[LogLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+_SESSIONS = 256
+"""MCP sessions whose guards and "always" answers are remembered (the oldest is forgotten)."""
+NO_CLIENT_WHY = "this MCP server cannot ask an operator"
+_call_ids = itertools.count(1)
+
+
+def mcp_annotations(spec: ToolSpec) -> types.ToolAnnotations:
+    """heron's annotations as MCP hints. An irreversible tool is reported destructive; a
+    read-only tool is never destructive (MCP's default for that hint is true)."""
+    ann = spec.annotations
+    return types.ToolAnnotations(
+        read_only_hint=ann.read_only,
+        destructive_hint=not ann.read_only and (ann.destructive or ann.irreversible),
+        idempotent_hint=ann.idempotent,
+        open_world_hint=ann.open_world,
+    )
+
+
+class _NoModel:
+    """The engine's bundle wants a model; a served call never asks one."""
+
+    name = "mcp-server"
+    native_tools = True
+
+    def stream(self, request: Any) -> Any:
+        raise RuntimeError("an MCP server's calls never call a model")
+
+
+@dataclass(kw_only=True)
+class _ServerApproval(ApprovalManager):
+    """The server's approval gate: when nobody can be asked, a prompt-required call is
+    refused by policy (recorded as such) instead of waiting for an answer that cannot come."""
+
+    can_ask: bool = True
+
+    async def decide(self, spec: ToolSpec, arguments: dict[str, Any], **kwargs: Any) -> GateResult:
+        if self.can_ask:
+            return await super().decide(spec, arguments, **kwargs)
+        self.record_refusal(
+            spec,
+            arguments,
+            call_id=kwargs["call_id"],
+            turn_id=kwargs["turn_id"],
+            decided_by="policy",
+            reason=NO_CLIENT_WHY,
+        )
+        return GateResult(
+            proceed=False, status="denied", output=unavailable_denied(spec.name, NO_CLIENT_WHY)
+        )
+
+
+class _Recording:
+    """A served tool, keeping its raw `ToolResult` (structured data included) per call id."""
+
+    def __init__(self, tool: Tool, results: dict[str, ToolResult]) -> None:
+        self.tool = tool
+        self._results = results
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self.tool.spec
+
+    def validate(self, arguments: Any) -> dict[str, Any]:
+        return self.tool.validate(arguments)
+
+    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        result = await self.tool.execute(arguments, ctx)
+        if isinstance(result, ToolResult):
+            self._results[ctx.call_id] = result
+        return result
+
+
+@dataclass(kw_only=True)
+class _Session:
+    """What lives for one MCP session (the server's "turn")."""
+
+    turn_id: str
+    guards: TurnGuards = field(default_factory=TurnGuards)
+    detector: LoopDetector = field(default_factory=LoopDetector)
+    allowlist: set[str] = field(default_factory=set)
+    log_level: LogLevel | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallRecord:
+    """One served call as the lifecycle ended it."""
+
+    result: ToolResult
+    receipt: str | None
+    call_id: str
+    status: str
+
+
+@dataclass(kw_only=True)
+class _Served:
+    """One `tools/call` in progress, across its `input_required` rounds."""
+
+    tool: str
+    task: asyncio.Task[CallRecord]
+    exchange: Exchange | None
+    notifier: _Notifier
+    cancel: CancelScope
+
+
+class _Notifier:
+    """The engine's event sink for one served call: events become MCP notifications on the
+    stream of the request currently serving the call."""
+
+    def __init__(self, session: _Session) -> None:
+        self.session = session
+        self.ctx: ServerRequestContext[Any] | None = None
+        self._sending: set[asyncio.Task[None]] = set()
+        self._progress = 0
+
+    def __call__(self, event: BaseEvent) -> None:
+        ctx = self.ctx
+        if ctx is None:
+            return
+        if isinstance(event, ProgressEvent):
+            self._progress += 1
+            self._send(ctx.session.report_progress(self._progress, None, event.message))
+        level = _event_level(event)
+        wanted = self.session.log_level
+        modern = uses_input_required(ctx)  # the request's own opt-in decides there
+        if modern or (wanted is not None and _LEVELS.index(level) >= _LEVELS.index(wanted)):
+            data = event.model_dump(mode="json", exclude={"output", "turn_id"})
+            self._send(_log(ctx, level, data))
+
+    def _send(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def flush(self) -> None:
+        """Wait until every notification so far is sent (before the result is)."""
+        if self._sending:
+            await asyncio.gather(*self._sending, return_exceptions=True)
+
+
+def _event_level(event: BaseEvent) -> LogLevel:
+    kind = getattr(event, "type", "")
+    if kind == "tool_result":
+        return "info" if getattr(event, "success", False) else "warning"
+    if kind in ("approval_request", "approval_decision"):
+        return "notice"
+    if kind == "loop_detected":
+        return "warning"
+    if kind == "truncated":
+        return "info"
+    return "debug"
+
+
+async def _log(ctx: ServerRequestContext[Any], level: LogLevel, data: Any) -> None:
+    with warnings.catch_warnings():
+        # Deprecated with the logging capability in 2026-07-28; still what older clients read.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        await ctx.session.send_log_message(
+            level, data, logger="heron", related_request_id=ctx.request_id
+        )
+
+
+class ToolServer:
+    """An MCP server over `tools` (see the module docstring).
+
+    `approval` holds the policy (autonomy, `auto_approve`, `always_ask`) and the audit log;
+    `human` answers approvals instead of the connected client (default: `approval`'s approver
+    when it has one). `hooks`, `checks`, `knobs`, `observer`, `receipts` and `spill` are the
+    engine's; `timeout_s` is the per-call timeout (`knobs.tool_timeout_s`).
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[Tool],
+        *,
+        name: str = "heron",
+        version: str = "",
+        approval: ApprovalManager | None = None,
+        human: Approver | None = None,
+        observer: Observer | None = None,
+        receipts: ReceiptSigner | None = None,
+        spill: OutputSpill | None = None,
+        workspace: Path | None = None,
+        timeout_s: float | None = None,
+        hooks: Sequence[ToolHook] = (),
+        checks: Sequence[CallCheck] = (),
+        knobs: RuntimeKnobs | None = None,
+        input_ttl_s: float = 600.0,
+    ) -> None:
+        self.name = name
+        self.approval = approval or ApprovalManager(policy=ApprovalPolicy())
+        own = self.approval.approver
+        self.human = human if human is not None else (None if isinstance(own, NoApprover) else own)
+        autonomy: Autonomy = self.approval.policy.autonomy
+        self._raw: dict[str, ToolResult] = {}
+        scoped = ToolRegistry([_Recording(t, self._raw) for t in tools]).scope(autonomy=autonomy)
+        self.registry = scoped
+        originals = {t.spec.name: t for t in tools}
+        self.tools: dict[str, Tool] = {n: originals[n] for n in scoped.names() if n in originals}
+        self.observer = observer or NullObserver()
+        self.receipts = receipts
+        self.workspace = workspace
+        base = knobs or RuntimeKnobs()
+        self.knobs = replace(base, tool_timeout_s=timeout_s) if timeout_s is not None else base
+        self.hooks = sort_hooks(hooks)
+        self.checks = tuple(checks)
+        self.spill = TrackingSpill(spill) if spill is not None else None
+        store = getattr(spill, "store", None)
+        self.resources = (
+            ArtifactResources(store, self.spill)
+            if isinstance(store, ArtifactStore) and self.spill is not None
+            else None
+        )
+        self.rounds = Rounds(ttl_s=input_ttl_s)
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._running: set[asyncio.Task[Any]] = set()
+        handlers: dict[str, Any] = {}
+        if self.resources is not None:
+            handlers = {
+                "on_list_resources": self._list_resources,
+                "on_list_resource_templates": self._list_resource_templates,
+                "on_read_resource": self._read_resource,
+            }
+        with warnings.catch_warnings():
+            # `logging/setLevel` is deprecated in 2026-07-28, and what older clients use.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            self.server: Server[Any] = Server(
+                name,
+                version=version,
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_set_logging_level=self._set_logging_level,
+                **handlers,
+            )
+        # Seals `request_state` (encrypted, bound to the request and principal, expiring).
+        self.server.middleware.append(
+            RequestStateBoundary(
+                RequestStateSecurity.ephemeral(ttl=input_ttl_s), default_audience=name
+            )
+        )
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def _session(self, ctx: ServerRequestContext[Any] | None) -> _Session:
+        key = "default"
+        request = ctx.request if ctx is not None else None
+        headers = getattr(request, "headers", None)
+        if headers is not None:
+            key = headers.get("mcp-session-id") or key
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = _Session(turn_id=f"mcp-{len(self._sessions) + 1}")
+            while len(self._sessions) > _SESSIONS:
+                self._sessions.popitem(last=False)
+        self._sessions.move_to_end(key)
+        return session
+
+    # -- protocol handlers ------------------------------------------------------------------
+
+    async def _list_tools(
+        self, _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[self.describe(t.spec) for t in self.tools.values()])
+
+    async def _set_logging_level(
+        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        self._session(ctx).log_level = params.level
+        return types.EmptyResult()
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        if params.request_state is not None:
+            return await self._resume(ctx, params)
+        session = self._session(ctx)
+        notifier = _Notifier(session)
+        notifier.ctx = ctx
+        exchange = Exchange() if uses_input_required(ctx) else None
+        asker = asker_for(ctx, exchange)
+        cancel = CancelScope()
+        task = asyncio.get_running_loop().create_task(
+            self._lifecycle(
+                params.name,
+                dict(params.arguments or {}),
+                session=session,
+                asker=asker,
+                sink=notifier,
+                cancel=cancel,
+            )
+        )
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        served = _Served(
+            tool=params.name, task=task, exchange=exchange, notifier=notifier, cancel=cancel
+        )
+        return await self._round(ctx, served)
+
+    async def _resume(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The client's answer to an `input_required` round (its `request_state` is already
+        unsealed and checked by the SDK's boundary)."""
+        try:
+            key = json.loads(params.request_state or "").get("heron")
+        except (ValueError, AttributeError):
+            key = None
+        taken = self.rounds.take(key, params.name) if isinstance(key, str) else None
+        if taken is None:
+            return _error(
+                "This approval request has expired or was already answered; nothing was run. "
+                "Call the tool again."
+            )
+        question, served = taken
+        assert isinstance(served, _Served) and served.exchange is not None
+        response = (params.input_responses or {}).get(APPROVAL_KEY)
+        result = response if isinstance(response, types.ElicitResult) else None
+        question.answer.set_result(answer_from(result, served.exchange.decided_by))
+        served.notifier.ctx = ctx
+        return await self._round(ctx, served)
+
+    async def _round(
+        self, ctx: ServerRequestContext[Any], served: _Served
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Serve one request of a call: until it ends, or (2026 protocol) until it asks."""
+        task, exchange, notifier, cancel = (
+            served.task,
+            served.exchange,
+            served.notifier,
+            served.cancel,
+        )
+        waits: set[asyncio.Future[Any]] = {task}
+        question = None
+        if exchange is not None:
+            question = asyncio.get_running_loop().create_task(exchange.next_question())
+            waits.add(question)
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # The client cancelled the request: the call is interrupted like an agent's.
+            cancel.cancel("cancelled by the MCP client")
+            await asyncio.wait({task}, timeout=self.knobs.cancel_grace_s + 1)
+            raise
+        finally:
+            if question is not None and not question.done():
+                question.cancel()
+        await notifier.flush()
+        notifier.ctx = None
+        if question is not None and question.done() and not task.done():
+            asked = question.result()
+            key = self.rounds.open_round(asked, served, task, served.tool)
+            return types.InputRequiredResult(
+                input_requests={
+                    APPROVAL_KEY: types.ElicitRequest(
+                        params=types.ElicitRequestFormParams(
+                            message=approval_message(asked.request),
+                            requested_schema=APPROVAL_SCHEMA,
+                        )
+                    )
+                },
+                request_state=json.dumps({"heron": key}),
+            )
+        record = task.result()
+        return self.to_mcp(record.result, record.receipt, links=self._links(record.call_id))
+
+    async def _list_resources(
+        self, _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        assert self.resources is not None
+        return self.resources.list()
+
+    async def _list_resource_templates(
+        self, _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        assert self.resources is not None
+        return self.resources.templates()
+
+    async def _read_resource(
+        self, _ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        assert self.resources is not None
+        return self.resources.read(params.uri)
+
+    def _links(self, call_id: str) -> list[types.ResourceLink]:
+        if self.resources is None or self.spill is None:
+            return []
+        artifact = self.spill.artifact_of(call_id)
+        link = self.resources.link(artifact) if artifact is not None else None
+        return [link] if link is not None else []
+
+    @staticmethod
+    def describe(spec: ToolSpec) -> types.Tool:
+        """The MCP listing entry of one tool."""
+        return types.Tool(
+            name=spec.name,
+            description=spec.description,
+            input_schema=dict(spec.parameters),
+            annotations=mcp_annotations(spec),
+        )
+
+    @staticmethod
+    def to_mcp(
+        result: ToolResult,
+        receipt: str | None = None,
+        *,
+        links: Sequence[types.ResourceLink] = (),
+    ) -> types.CallToolResult:
+        """Text content (the output, or the error and any output), structured content when
+        `data` is a JSON object, `isError` for failures, the receipt in `_meta`, and a link to
+        each stored full output."""
+        if result.success:
+            text = result.output or "(no output)"
+        else:
+            reason = result.error or result.output or "the tool failed without a message"
+            text = f"{reason}\n{result.output}" if result.error and result.output else reason
+        structured: dict[str, Any] | None = None
+        if isinstance(result.data, dict):
+            try:
+                structured = json.loads(json.dumps(result.data))
+            except (TypeError, ValueError):
+                structured = None  # not JSON: the text says it all
+        meta = {"heron/receipt": receipt} if receipt else None
+        content: list[Any] = [types.TextContent(text=text), *links]
+        return types.CallToolResult(
+            content=content,
+            structured_content=structured,
+            is_error=not result.success,
+            _meta=meta,
+        )
+
+    # -- the lifecycle ----------------------------------------------------------------------
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[ToolResult, str | None]:
+        """Run one call through the lifecycle with no client to ask (approval goes to
+        `human`, else is denied by policy); returns the result and its receipt (None without
+        receipts or when the call did not succeed)."""
+        record = await self._lifecycle(
+            name,
+            arguments,
+            session=self._session(None),
+            asker=None,
+            sink=lambda _event: None,
+            cancel=CancelScope(),
+        )
+        return record.result, record.receipt
+
+    async def _lifecycle(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        session: _Session,
+        asker: Approver | None,
+        sink: Any,
+        cancel: CancelScope,
+    ) -> CallRecord:
+        call_id = f"mcp-{next(_call_ids)}"
+        if name not in self.tools:
+            known = ", ".join(sorted(self.tools)) or "none"
+            result = ToolResult.fail(f"no tool named {name!r} here; tools: {known}")
+            return CallRecord(result=result, receipt=None, call_id=call_id, status="unknown")
+        approver = self.human or asker
+        approval = _ServerApproval(
+            policy=self.approval.policy,
+            approver=approver or NoApprover(),
+            audit=self.approval.audit,
+            session_allowlist=session.allowlist,
+            auto_approvals=self.approval.auto_approvals,
+            can_ask=approver is not None,
+        )
+        exec_ = ResolvedAgentExecution(
+            model=_NoModel(),
+            registry=self.registry,
+            approval=approval,
+            knobs=self.knobs,
+            observer=self.observer,
+            hooks=self.hooks,
+            receipts=self.receipts,
+            checks=self.checks,
+            spill=self.spill,
+            workspace=self.workspace,
+            agent=self.name,
+        )
+        state = TurnState(
+            history=[], sink=sink, cancel=cancel, turn_id=session.turn_id, channel="mcp"
+        )
+        parsed = ParsedCall(index=0, call_id=call_id, name=name, arguments=arguments)
+        try:
+            batch = await prepare_calls(exec_, state, [parsed], session.guards)
+            await execute_batch(exec_, state, batch, parallel=False)
+            outcome = batch.slots[0]
+            assert outcome is not None  # execute_batch fills every slot
+            message = collect_results(exec_, state, [parsed], [outcome], session.detector)
+            raw = self._raw.get(call_id)
+        finally:
+            for key in [k for k in self._raw if k == call_id or k.startswith(call_id + ".")]:
+                del self._raw[key]
+        text = message.messages[0].content
+        return CallRecord(
+            result=_as_result(outcome, text, raw),
+            receipt=outcome.receipt,
+            call_id=call_id,
+            status=outcome.status,
+        )
+
+    # -- transports -------------------------------------------------------------------------
+
+    async def serve_stdio(self) -> None:
+        """Serve one client on stdin/stdout until it closes the connection."""
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read, write):
+            await self.server.run(read, write, self.server.create_initialization_options())
+
+    async def serve_http(self, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Serve Streamable HTTP at `http://HOST:PORT/mcp` until interrupted; port 0 takes a
+        free one. The URL is written to stderr once the socket listens."""
+        import uvicorn
+
+        app = self.server.streamable_http_app(host=host)
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen()
+        shown = f"[{host}]" if ":" in host else host
+        sys.stderr.write(f"heron: MCP server at http://{shown}:{sock.getsockname()[1]}/mcp\n")
+        sys.stderr.flush()
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        try:
+            await uvicorn.Server(config).serve(sockets=[sock])
+        finally:
+            sock.close()
+
+    async def serve(self, transport: Transport, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Serve on `transport`."""
+        if transport == "stdio":
+            await self.serve_stdio()
+        else:
+            await self.serve_http(host=host, port=port)
+
+
+def _as_result(outcome: CallOutcome, text: str, raw: ToolResult | None) -> ToolResult:
+    """The lifecycle's terminal slot as a `ToolResult`: the text the model would see (bounded,
+    loop-detector notes, receipt marker), and the tool's own structured data."""
+    data = raw.data if raw is not None and outcome.executed else None
+    if outcome.success:
+        return ToolResult(success=True, output=text, data=data)
+    return ToolResult(success=False, output="", error=text, data=data)
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
