@@ -61,21 +61,30 @@ def big(lines: int) -> str:
     return "\n".join(f"line {i}" for i in range(1, lines + 1))
 
 
+@heron.tool(read_only=True)
+async def wait_forever() -> str:
+    """Wait until cancelled."""
+    await asyncio.Event().wait()
+    return "never"
+
+
 class Recorder(Observer):
     def __init__(self) -> None:
         self.started: list[ToolCallStartRecord] = []
         self.ended: list[ToolCallRecord] = []
+        self.one_ended = asyncio.Event()
 
     def tool_call_start(self, record: ToolCallStartRecord) -> None:
         self.started.append(record)
 
     def tool_call_end(self, record: ToolCallRecord) -> None:
         self.ended.append(record)
+        self.one_ended.set()
 
 
 def _server(audit: MemoryAuditStore | None = None, **kw: Any) -> ToolServer:
     approval = ApprovalManager(policy=ApprovalPolicy(), audit=audit or MemoryAuditStore())
-    return ToolServer([touch, look, slow_count, big], approval=approval, **kw)
+    return ToolServer([touch, look, slow_count, big, wait_forever], approval=approval, **kw)
 
 
 def _text(result: types.CallToolResult) -> str:
@@ -243,6 +252,19 @@ async def test_loop_detection_watches_each_session() -> None:
     assert texts[0] == "nothing at same"
     assert any("[heron loop detector]" in t for t in texts)
     assert "result withheld" in texts[-1]
+
+
+async def test_a_call_the_client_cancels_is_interrupted_and_recorded_like_an_agent_s() -> None:
+    observer = Recorder()
+    async with Client(_server(observer=observer).server, mode=LEGACY) as client:
+        with pytest.raises(MCPError):
+            await client.call_tool("wait_forever", {}, read_timeout_seconds=0.3)
+        # The cancellation reaches the server after the client gave up.
+        await asyncio.wait_for(observer.one_ended.wait(), 10)
+
+    assert [(r.tool, r.status, r.success) for r in observer.ended] == [
+        ("wait_forever", "interrupted", False)
+    ]
 
 
 # -- notifications ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from heron.mcp.auth.causes import find_cause
 from heron.safety.redact import scrub_text
 
 __all__ = ["install_log_filter", "remember_secret", "scrub_secrets"]
@@ -57,7 +58,7 @@ class _ScrubFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None and _caused_by(exc, self._quiet):
+        if exc is not None and self._quiet and find_cause(exc, self._quiet) is not None:
             return False
         try:
             message = record.getMessage()
@@ -69,17 +70,6 @@ class _ScrubFilter(logging.Filter):
             formatted = logging.Formatter().formatException(record.exc_info)
             record.exc_text, record.exc_info = scrub_secrets(formatted), None
         return True
-
-
-def _caused_by(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
-    seen = 0
-    current: BaseException | None = exc
-    while current is not None and seen < 20:
-        if isinstance(current, kinds):
-            return True
-        current = current.__cause__ or current.__context__
-        seen += 1
-    return False
 
 
 _installed = False

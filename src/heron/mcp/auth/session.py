@@ -37,6 +37,7 @@ from mcp.client.auth.utils import (
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 
+from heron.mcp.auth.causes import find_cause
 from heron.mcp.auth.consent import ConsentChannel, ConsentError, ConsentRefused
 from heron.mcp.auth.provider import AuthorizationRequired, build_provider, registration_kind
 from heron.mcp.auth.scrub import scrub_secrets
@@ -102,7 +103,7 @@ class LogoutResult:
 
 def _describe_failure(exc: BaseException) -> tuple[str, bool]:
     """A reason for a failed login, and whether it was a refusal."""
-    found = _find(exc, (ConsentRefused, ConsentError, AuthorizationRequired, OAuthFlowError))
+    found = find_cause(exc, (ConsentRefused, ConsentError, AuthorizationRequired, OAuthFlowError))
     if isinstance(found, ConsentRefused):
         return str(found), True
     if found is not None:
@@ -110,18 +111,6 @@ def _describe_failure(exc: BaseException) -> tuple[str, bool]:
     if isinstance(exc, TimeoutError):
         return "no consent arrived in time", False
     return scrub_secrets(str(exc) or type(exc).__name__), False
-
-
-def _find(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> BaseException | None:
-    if isinstance(exc, kinds):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _find(inner, kinds)
-            if found is not None:
-                return found
-    cause = exc.__cause__ or exc.__context__
-    return _find(cause, kinds) if cause is not None else None
 
 
 class McpAuth:

@@ -36,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 import heron.mcp.client.admission as admission
 import heron.mcp.client.resources as resources
 from heron.mcp.auth import AuthorizationRequired, LoginFailed, LoginState, McpAuth
+from heron.mcp.auth.causes import find_cause
 from heron.mcp.auth.consent import ConsentChannel
 from heron.mcp.auth.storage import TokenStoreLocked
 from heron.mcp.client.connection import Connection, describe_start_failure
@@ -734,17 +735,8 @@ def _authorization_required(
 ) -> AuthorizationRequired | None:
     """The `AuthorizationRequired` behind a failure: raised in the exception (a failed
     connect) or recorded by the connection's provider (the SDK transport ended under it)."""
-    seen: BaseException | None = exc
-    for _ in range(20):
-        if seen is None:
-            break
-        if isinstance(seen, AuthorizationRequired):
-            return seen
-        if isinstance(seen, BaseExceptionGroup):
-            for inner in seen.exceptions:
-                found = _authorization_required(inner, None)
-                if found is not None:
-                    return found
-        seen = seen.__cause__ or seen.__context__
+    found = find_cause(exc, AuthorizationRequired)
+    if found is not None:
+        return found
     recorded = getattr(http_auth, "authorization_required", None)
     return recorded if isinstance(recorded, AuthorizationRequired) else None

@@ -332,14 +332,22 @@ class ToolServer:
     # -- sessions --------------------------------------------------------------------------
 
     def _session(self, ctx: ServerRequestContext[Any] | None) -> _Session:
-        key = "default"
+        """The session of a request: Streamable HTTP's `Mcp-Session-Id`; one for stdio (and
+        in-process) clients. An HTTP request without a session id is a session of its own,
+        so no answer ("always") or guard of one client can ever apply to another."""
         request = ctx.request if ctx is not None else None
-        headers = getattr(request, "headers", None)
-        if headers is not None:
-            key = headers.get("mcp-session-id") or key
+        key = "default"
+        if request is not None:
+            headers = getattr(request, "headers", None)
+            found = headers.get("mcp-session-id") if headers is not None else None
+            if not found:
+                return _Session(turn_id=f"mcp-{next(_call_ids)}")
+            key = str(found)
         session = self._sessions.get(key)
         if session is None:
-            session = self._sessions[key] = _Session(turn_id=f"mcp-{len(self._sessions) + 1}")
+            session = self._sessions[key] = _Session(
+                turn_id=f"mcp-session-{len(self._sessions) + 1}"
+            )
             while len(self._sessions) > _SESSIONS:
                 self._sessions.popitem(last=False)
         self._sessions.move_to_end(key)
