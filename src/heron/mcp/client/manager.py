@@ -35,12 +35,12 @@ from mcp.shared.exceptions import MCPError
 
 import heron.mcp.client.admission as admission
 import heron.mcp.client.resources as resources
-from heron.mcp.auth import AuthorizationRequired, LoginFailed, LoginState, McpAuth
-from heron.mcp.auth.causes import find_cause
+from heron.mcp.auth import AuthorizationRequired, LoginState, McpAuth
 from heron.mcp.auth.consent import ConsentChannel
-from heron.mcp.auth.storage import TokenStoreLocked
+from heron.mcp.auth.session import LogoutResult
 from heron.mcp.client.connection import Connection, describe_start_failure
 from heron.mcp.client.errors import ServerAuthRequired, ServerRefused, ServerUnavailable
+from heron.mcp.client.login_gate import LoginGate, authorization_required
 from heron.mcp.client.resources import (
     McpPrompt,
     McpPromptResult,
@@ -106,22 +106,6 @@ class _Slot:
     """`approved_at` of the pin in force when the server was refused (None: no pin)."""
     findings: tuple[Finding, ...] = ()
     known_tools: int | None = None
-    consent: _PendingConsent | None = None
-    """Set while the server waits for an operator's OAuth consent (`auth_required`)."""
-
-
-@dataclass(kw_only=True)
-class _PendingConsent:
-    reason: str
-    scope: str | None
-    step_up: bool
-    """The login works but a call needs more scopes: the server stays usable meanwhile."""
-    tokens_at: float | None
-    """The token file's modification time when consent became necessary: a newer file (a
-    login in another process) ends the wait."""
-    login: asyncio.Task[None] | None = None
-    outcome: str | None = None
-    """Why the background login failed (a refusal); heron does not ask again by itself."""
 
 
 class McpClientManager:
@@ -153,7 +137,7 @@ class McpClientManager:
             self.approval = "first-use"
         self._slots = {n: _Slot(name=n, config=c) for n, c in servers.items()}
         self._trust = trust
-        self._auth = auth
+        self._gate = LoginGate(auth, logged_in=self._logged_in)
         self._builtin_names = tuple(builtin_names)
         self._backoff_base = backoff_base_s
         self._backoff_max = backoff_max_s
@@ -224,7 +208,7 @@ class McpClientManager:
                 self._refuse(slot, refused)
                 raise
             except Exception as exc:
-                required = _authorization_required(exc, http_auth)
+                required = authorization_required(exc, http_auth)
                 if required is not None:
                     raise self._need_consent(slot, required) from None
                 reason = describe_start_failure(exc)
@@ -234,106 +218,44 @@ class McpClientManager:
             slot.starts += 1
             return conn
 
-    # -- OAuth ---------------------------------------------------------------------------------
+    # -- OAuth (heron.mcp.client.login_gate) ------------------------------------------------
 
     def _http_auth(self, slot: _Slot) -> Any:
-        """The OAuth provider of a new connection (None without `auth = "oauth"`); raises
-        `ServerAuthRequired` while the server waits for consent."""
-        if slot.config.auth != "oauth":
-            return None
-        if self._auth is None:
-            slot.last_error = "it uses OAuth and this process has no token store"
-            raise ServerUnavailable(slot.name, slot.last_error)
         try:
-            pending = slot.consent
-            if pending is not None and not pending.step_up:
-                if self._auth.storage(slot.name).modified_at() == pending.tokens_at:
-                    raise self._auth_required(slot, pending)
-                slot.consent = None  # new tokens arrived (another process logged in): try them
-            return self._auth.provider(slot.name)
-        except TokenStoreLocked as exc:
-            slot.last_error = str(exc)
-            raise ServerUnavailable(slot.name, slot.last_error) from None
+            return self._gate.http_auth(slot.name, slot.config)
+        except ServerUnavailable as exc:
+            slot.last_error = exc.reason
+            raise
 
     def _need_consent(self, slot: _Slot, required: AuthorizationRequired) -> ServerAuthRequired:
-        """Mark `slot` as waiting for consent and ask the operator once (in the background)."""
-        assert self._auth is not None
-        pending = slot.consent
-        if pending is None or (pending.outcome is not None and pending.scope != required.scope):
-            what = f"more OAuth scopes ({required.scope})" if required.step_up else "an OAuth login"
-            pending = slot.consent = _PendingConsent(
-                reason=f"it needs {what} with an operator's consent",
-                scope=required.scope,
-                step_up=required.step_up,
-                tokens_at=self._auth.storage(slot.name).modified_at(),
-            )
-            if self._auth.consent is not None:
-                pending.login = asyncio.get_running_loop().create_task(
-                    self._background_login(slot, pending), name=f"mcp-login-{slot.name}"
-                )
-        return self._auth_required(slot, pending)
+        refused = self._gate.need_consent(slot.name, required)
+        slot.last_error = refused.reason
+        return refused
 
-    def _auth_required(self, slot: _Slot, pending: _PendingConsent) -> ServerAuthRequired:
-        if pending.outcome is not None:
-            how = f"the last login failed ({pending.outcome}); run `heron mcp login {slot.name}`"
-        elif pending.login is not None:
-            how = "heron asked the operator; it is used again once they consent"
-        else:
-            how = f"run `heron mcp login {slot.name}`"
-        slot.last_error = f"{pending.reason}: {how}"
-        return ServerAuthRequired(slot.name, slot.last_error, scope=pending.scope)
-
-    async def _background_login(self, slot: _Slot, pending: _PendingConsent) -> None:
-        assert self._auth is not None
-        try:
-            await self._auth.login(
-                slot.name, scope=pending.scope if pending.step_up else None, timeout_s=None
-            )
-        except LoginFailed as exc:
-            pending.outcome = exc.reason
-            pending.login = None
-            slot.last_error = f"{pending.reason}: the login failed ({exc.reason})"
-            return
-        if slot.consent is pending:
-            slot.consent = None
-            slot.last_error = None
-            slot.failures = 0
-            slot.retry_at = 0.0
-        await self.stop(slot.name)  # the next call connects with the new tokens
+    async def _logged_in(self, server: str) -> None:
+        slot = self._slot(server)
+        slot.last_error = None
+        slot.failures = 0
+        slot.retry_at = 0.0
+        await self.stop(server)  # the next call connects with the new tokens
 
     async def wait_for_login(self, server: str, within_s: float | None = None) -> bool:
         """Wait (at most `within_s`) for the background login of `server` to end; True when
         the server no longer waits for consent."""
-        slot = self._slot(server)
-        pending = slot.consent
-        if pending is not None and pending.login is not None:
-            await asyncio.wait({pending.login}, timeout=within_s)
-        return slot.consent is None
+        self._slot(server)
+        return await self._gate.wait(server, within_s)
 
     async def login(self, server: str, *, channel: ConsentChannel | None = None) -> LoginState:
         """Log in to `server` now (the operator consents through `channel`, default the
         `McpAuth`'s); the next call uses the new tokens. Raises `LoginFailed`."""
-        slot = self._slot(server)
-        if self._auth is None:
-            raise LoginFailed(server, "this process has no token store")
-        pending = slot.consent
-        state = await self._auth.login(
-            server, channel=channel, scope=pending.scope if pending is not None else None
-        )
-        if pending is not None and pending.login is not None:
-            pending.login.cancel()
-        slot.consent = None
-        slot.last_error = None
-        await self.stop(server)
-        return state
+        self._slot(server)
+        return await self._gate.login(server, channel)
 
-    async def logout(self, server: str) -> Any:
+    async def logout(self, server: str) -> LogoutResult:
         """Revoke and delete `server`'s tokens (`McpAuth.logout`); stops the server."""
         self._slot(server)
-        if self._auth is None:
-            raise LoginFailed(server, "this process has no token store")
         await self.stop(server)
-        return await self._auth.logout(server)
+        return await self._gate.logout(server)
 
     def _refuse(self, slot: _Slot, refused: ServerRefused) -> None:
         slot.refusal = refused
@@ -437,15 +359,7 @@ class McpClientManager:
 
     async def aclose(self) -> None:
         """Stop every server (and any login waiting for consent)."""
-        logins = [
-            s.consent.login
-            for s in self._slots.values()
-            if s.consent is not None and s.consent.login is not None
-        ]
-        for task in logins:
-            task.cancel()
-        if logins:
-            await asyncio.wait(logins, timeout=5.0)
+        await self._gate.aclose()
         await asyncio.gather(*(self.stop(name) for name in self._slots))
 
     async def wait_stopped(self, server: str, within_s: float) -> bool:
@@ -469,7 +383,7 @@ class McpClientManager:
             state: Literal["stopped", "running", "backing-off", "refused", "auth_required"]
             if slot.refusal is not None or (conn is not None and conn.refusal is not None):
                 state = "refused"
-            elif slot.consent is not None:
+            elif self._gate.waiting(slot.name):
                 state = "auth_required"
             elif running:
                 state = "running"
@@ -490,7 +404,7 @@ class McpClientManager:
                     crashes=slot.crashes,
                     failures=slot.failures,
                     retry_in_s=max(slot.retry_at - now, 0.0) if slot.retry_at > now else None,
-                    last_error=slot.last_error,
+                    last_error=self._gate.reason(slot.name) or slot.last_error,
                     server_version=conn.server_version if conn is not None else "",
                     tools=known,
                     login=self.login_state(slot.name),
@@ -500,10 +414,7 @@ class McpClientManager:
 
     def login_state(self, server: str) -> LoginState | None:
         """The OAuth login of `server` (None when it does not use OAuth)."""
-        slot = self._slot(server)
-        if slot.config.auth != "oauth" or self._auth is None:
-            return None
-        return self._auth.login_state(server)
+        return self._gate.login_state(server, self._slot(server).config)
 
     def findings(self, server: str | None = None) -> list[Finding]:
         """Scan findings from the last start of `server` (or of every server)."""
@@ -545,7 +456,7 @@ class McpClientManager:
         try:
             await conn.open()
         except Exception as exc:
-            required = _authorization_required(exc, http_auth)
+            required = authorization_required(exc, http_auth)
             if required is not None:
                 raise self._need_consent(slot, required) from None
             raise
@@ -653,7 +564,7 @@ class McpClientManager:
         except ServerUnavailable as exc:
             return ToolResult.fail(str(exc))
         except MCPError as exc:
-            if (required := _authorization_required(exc, conn.http_auth)) is not None:
+            if (required := authorization_required(exc, conn.http_auth)) is not None:
                 return self._step_up(slot, conn, tool, required)
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 return self._crashed(slot, conn, tool)
@@ -674,7 +585,7 @@ class McpClientManager:
                 data={"mcp_error": {"kind": "invalid_result"}},
             )
         except Exception as exc:
-            if (required := _authorization_required(exc, conn.http_auth)) is not None:
+            if (required := authorization_required(exc, conn.http_auth)) is not None:
                 return self._step_up(slot, conn, tool, required)
             # Transport failures (broken pipe, HTTP connection lost) end the connection.
             return self._crashed(slot, conn, tool)
@@ -694,7 +605,7 @@ class McpClientManager:
         )
 
     def _crashed(self, slot: _Slot, conn: Connection, tool: str) -> ToolResult:
-        if (required := _authorization_required(None, conn.http_auth)) is not None:
+        if (required := authorization_required(None, conn.http_auth)) is not None:
             return self._step_up(slot, conn, tool, required)
         conn.broken = True
         slot.crashes += 1
@@ -728,15 +639,3 @@ class McpClientManager:
     ) -> McpPromptResult:
         """Render one prompt template with its arguments."""
         return await resources.get_prompt(await self._connection(server), name, arguments)
-
-
-def _authorization_required(
-    exc: BaseException | None, http_auth: Any
-) -> AuthorizationRequired | None:
-    """The `AuthorizationRequired` behind a failure: raised in the exception (a failed
-    connect) or recorded by the connection's provider (the SDK transport ended under it)."""
-    found = find_cause(exc, AuthorizationRequired)
-    if found is not None:
-        return found
-    recorded = getattr(http_auth, "authorization_required", None)
-    return recorded if isinstance(recorded, AuthorizationRequired) else None

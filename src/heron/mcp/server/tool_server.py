@@ -23,14 +23,13 @@ with a `resource_link` to the whole of it, readable page by page (`artifacts`).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import socket
 import sys
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,47 +51,22 @@ from heron.mcp.server.asking import (
     asker_for,
     uses_input_required,
 )
-from heron.tools.definition import Tool, ToolContext, ToolResult, ToolSpec
-from heron.tools.registry import Autonomy, ToolRegistry
-from heron.turn.approval import (
-    ApprovalManager,
-    ApprovalPolicy,
-    Approver,
-    GateResult,
-    NoApprover,
-    unavailable_denied,
-)
-from heron.turn.call_prep import TurnGuards, prepare_calls
-from heron.turn.calls import CallOutcome, ParsedCall
+from heron.mcp.server.lifecycle import CallRecord, ServedTools, Session
+from heron.mcp.server.notifications import Notifier
+from heron.tools.definition import Tool, ToolResult, ToolSpec
+from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApprover
 from heron.turn.cancel import CancelScope
-from heron.turn.context import ResolvedAgentExecution, RuntimeKnobs, TurnState
-from heron.turn.dispatch import execute_batch
-from heron.turn.events import BaseEvent, ProgressEvent
+from heron.turn.context import RuntimeKnobs
 from heron.turn.extensions import CallCheck, OutputSpill
 from heron.turn.hooks import ToolHook, sort_hooks
-from heron.turn.loop_detector import LoopDetector
 from heron.turn.observer import NullObserver, Observer
 from heron.turn.receipts import ReceiptSigner
-from heron.turn.results import collect_results
 
 __all__ = ["ToolServer", "Transport", "mcp_annotations"]
 
 Transport = Literal["stdio", "http"]
-LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
-_LEVELS: tuple[LogLevel, ...] = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
 _SESSIONS = 256
 """MCP sessions whose guards and "always" answers are remembered (the oldest is forgotten)."""
-NO_CLIENT_WHY = "this MCP server cannot ask an operator"
-_call_ids = itertools.count(1)
 
 
 def mcp_annotations(spec: ToolSpec) -> types.ToolAnnotations:
@@ -107,81 +81,6 @@ def mcp_annotations(spec: ToolSpec) -> types.ToolAnnotations:
     )
 
 
-class _NoModel:
-    """The engine's bundle wants a model; a served call never asks one."""
-
-    name = "mcp-server"
-    native_tools = True
-
-    def stream(self, request: Any) -> Any:
-        raise RuntimeError("an MCP server's calls never call a model")
-
-
-@dataclass(kw_only=True)
-class _ServerApproval(ApprovalManager):
-    """The server's approval gate: when nobody can be asked, a prompt-required call is
-    refused by policy (recorded as such) instead of waiting for an answer that cannot come."""
-
-    can_ask: bool = True
-
-    async def decide(self, spec: ToolSpec, arguments: dict[str, Any], **kwargs: Any) -> GateResult:
-        if self.can_ask:
-            return await super().decide(spec, arguments, **kwargs)
-        self.record_refusal(
-            spec,
-            arguments,
-            call_id=kwargs["call_id"],
-            turn_id=kwargs["turn_id"],
-            decided_by="policy",
-            reason=NO_CLIENT_WHY,
-        )
-        return GateResult(
-            proceed=False, status="denied", output=unavailable_denied(spec.name, NO_CLIENT_WHY)
-        )
-
-
-class _Recording:
-    """A served tool, keeping its raw `ToolResult` (structured data included) per call id."""
-
-    def __init__(self, tool: Tool, results: dict[str, ToolResult]) -> None:
-        self.tool = tool
-        self._results = results
-
-    @property
-    def spec(self) -> ToolSpec:
-        return self.tool.spec
-
-    def validate(self, arguments: Any) -> dict[str, Any]:
-        return self.tool.validate(arguments)
-
-    async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        result = await self.tool.execute(arguments, ctx)
-        if isinstance(result, ToolResult):
-            self._results[ctx.call_id] = result
-        return result
-
-
-@dataclass(kw_only=True)
-class _Session:
-    """What lives for one MCP session (the server's "turn")."""
-
-    turn_id: str
-    guards: TurnGuards = field(default_factory=TurnGuards)
-    detector: LoopDetector = field(default_factory=LoopDetector)
-    allowlist: set[str] = field(default_factory=set)
-    log_level: LogLevel | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CallRecord:
-    """One served call as the lifecycle ended it."""
-
-    result: ToolResult
-    receipt: str | None
-    call_id: str
-    status: str
-
-
 @dataclass(kw_only=True)
 class _Served:
     """One `tools/call` in progress, across its `input_required` rounds."""
@@ -189,65 +88,8 @@ class _Served:
     tool: str
     task: asyncio.Task[CallRecord]
     exchange: Exchange | None
-    notifier: _Notifier
+    notifier: Notifier
     cancel: CancelScope
-
-
-class _Notifier:
-    """The engine's event sink for one served call: events become MCP notifications on the
-    stream of the request currently serving the call."""
-
-    def __init__(self, session: _Session) -> None:
-        self.session = session
-        self.ctx: ServerRequestContext[Any] | None = None
-        self._sending: set[asyncio.Task[None]] = set()
-        self._progress = 0
-
-    def __call__(self, event: BaseEvent) -> None:
-        ctx = self.ctx
-        if ctx is None:
-            return
-        if isinstance(event, ProgressEvent):
-            self._progress += 1
-            self._send(ctx.session.report_progress(self._progress, None, event.message))
-        level = _event_level(event)
-        wanted = self.session.log_level
-        modern = uses_input_required(ctx)  # the request's own opt-in decides there
-        if modern or (wanted is not None and _LEVELS.index(level) >= _LEVELS.index(wanted)):
-            data = event.model_dump(mode="json", exclude={"output", "turn_id"})
-            self._send(_log(ctx, level, data))
-
-    def _send(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
-
-    async def flush(self) -> None:
-        """Wait until every notification so far is sent (before the result is)."""
-        if self._sending:
-            await asyncio.gather(*self._sending, return_exceptions=True)
-
-
-def _event_level(event: BaseEvent) -> LogLevel:
-    kind = getattr(event, "type", "")
-    if kind == "tool_result":
-        return "info" if getattr(event, "success", False) else "warning"
-    if kind in ("approval_request", "approval_decision"):
-        return "notice"
-    if kind == "loop_detected":
-        return "warning"
-    if kind == "truncated":
-        return "info"
-    return "debug"
-
-
-async def _log(ctx: ServerRequestContext[Any], level: LogLevel, data: Any) -> None:
-    with warnings.catch_warnings():
-        # Deprecated with the logging capability in 2026-07-28; still what older clients read.
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        await ctx.session.send_log_message(
-            level, data, logger="heron", related_request_id=ctx.request_id
-        )
 
 
 class ToolServer:
@@ -281,20 +123,24 @@ class ToolServer:
         self.approval = approval or ApprovalManager(policy=ApprovalPolicy())
         own = self.approval.approver
         self.human = human if human is not None else (None if isinstance(own, NoApprover) else own)
-        autonomy: Autonomy = self.approval.policy.autonomy
-        self._raw: dict[str, ToolResult] = {}
-        scoped = ToolRegistry([_Recording(t, self._raw) for t in tools]).scope(autonomy=autonomy)
-        self.registry = scoped
-        originals = {t.spec.name: t for t in tools}
-        self.tools: dict[str, Tool] = {n: originals[n] for n in scoped.names() if n in originals}
-        self.observer = observer or NullObserver()
-        self.receipts = receipts
-        self.workspace = workspace
         base = knobs or RuntimeKnobs()
         self.knobs = replace(base, tool_timeout_s=timeout_s) if timeout_s is not None else base
-        self.hooks = sort_hooks(hooks)
-        self.checks = tuple(checks)
         self.spill = TrackingSpill(spill) if spill is not None else None
+        self.served = ServedTools(
+            tools,
+            name=name,
+            approval=self.approval,
+            human=self.human,
+            observer=observer or NullObserver(),
+            receipts=receipts,
+            spill=self.spill,
+            workspace=workspace,
+            knobs=self.knobs,
+            hooks=sort_hooks(hooks),
+            checks=tuple(checks),
+        )
+        self.tools: dict[str, Tool] = self.served.tools
+        """The served tools by name (those the autonomy level lets an agent see)."""
         store = getattr(spill, "store", None)
         self.resources = (
             ArtifactResources(store, self.spill)
@@ -302,7 +148,7 @@ class ToolServer:
             else None
         )
         self.rounds = Rounds(ttl_s=input_ttl_s)
-        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._running: set[asyncio.Task[Any]] = set()
         handlers: dict[str, Any] = {}
         if self.resources is not None:
@@ -331,7 +177,7 @@ class ToolServer:
 
     # -- sessions --------------------------------------------------------------------------
 
-    def _session(self, ctx: ServerRequestContext[Any] | None) -> _Session:
+    def _session(self, ctx: ServerRequestContext[Any] | None) -> Session:
         """The session of a request: Streamable HTTP's `Mcp-Session-Id`; one for stdio (and
         in-process) clients. An HTTP request without a session id is a session of its own,
         so no answer ("always") or guard of one client can ever apply to another."""
@@ -341,11 +187,11 @@ class ToolServer:
             headers = getattr(request, "headers", None)
             found = headers.get("mcp-session-id") if headers is not None else None
             if not found:
-                return _Session(turn_id=f"mcp-{next(_call_ids)}")
+                return self.served.new_session()
             key = str(found)
         session = self._sessions.get(key)
         if session is None:
-            session = self._sessions[key] = _Session(
+            session = self._sessions[key] = self.served.new_session(
                 turn_id=f"mcp-session-{len(self._sessions) + 1}"
             )
             while len(self._sessions) > _SESSIONS:
@@ -372,13 +218,13 @@ class ToolServer:
         if params.request_state is not None:
             return await self._resume(ctx, params)
         session = self._session(ctx)
-        notifier = _Notifier(session)
+        notifier = Notifier(session)
         notifier.ctx = ctx
         exchange = Exchange() if uses_input_required(ctx) else None
         asker = asker_for(ctx, exchange)
         cancel = CancelScope()
         task = asyncio.get_running_loop().create_task(
-            self._lifecycle(
+            self.served.run(
                 params.name,
                 dict(params.arguments or {}),
                 session=session,
@@ -532,7 +378,7 @@ class ToolServer:
         """Run one call through the lifecycle with no client to ask (approval goes to
         `human`, else is denied by policy); returns the result and its receipt (None without
         receipts or when the call did not succeed)."""
-        record = await self._lifecycle(
+        record = await self.served.run(
             name,
             arguments,
             session=self._session(None),
@@ -541,65 +387,6 @@ class ToolServer:
             cancel=CancelScope(),
         )
         return record.result, record.receipt
-
-    async def _lifecycle(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        session: _Session,
-        asker: Approver | None,
-        sink: Any,
-        cancel: CancelScope,
-    ) -> CallRecord:
-        call_id = f"mcp-{next(_call_ids)}"
-        if name not in self.tools:
-            known = ", ".join(sorted(self.tools)) or "none"
-            result = ToolResult.fail(f"no tool named {name!r} here; tools: {known}")
-            return CallRecord(result=result, receipt=None, call_id=call_id, status="unknown")
-        approver = self.human or asker
-        approval = _ServerApproval(
-            policy=self.approval.policy,
-            approver=approver or NoApprover(),
-            audit=self.approval.audit,
-            session_allowlist=session.allowlist,
-            auto_approvals=self.approval.auto_approvals,
-            can_ask=approver is not None,
-        )
-        exec_ = ResolvedAgentExecution(
-            model=_NoModel(),
-            registry=self.registry,
-            approval=approval,
-            knobs=self.knobs,
-            observer=self.observer,
-            hooks=self.hooks,
-            receipts=self.receipts,
-            checks=self.checks,
-            spill=self.spill,
-            workspace=self.workspace,
-            agent=self.name,
-        )
-        state = TurnState(
-            history=[], sink=sink, cancel=cancel, turn_id=session.turn_id, channel="mcp"
-        )
-        parsed = ParsedCall(index=0, call_id=call_id, name=name, arguments=arguments)
-        try:
-            batch = await prepare_calls(exec_, state, [parsed], session.guards)
-            await execute_batch(exec_, state, batch, parallel=False)
-            outcome = batch.slots[0]
-            assert outcome is not None  # execute_batch fills every slot
-            message = collect_results(exec_, state, [parsed], [outcome], session.detector)
-            raw = self._raw.get(call_id)
-        finally:
-            for key in [k for k in self._raw if k == call_id or k.startswith(call_id + ".")]:
-                del self._raw[key]
-        text = message.messages[0].content
-        return CallRecord(
-            result=_as_result(outcome, text, raw),
-            receipt=outcome.receipt,
-            call_id=call_id,
-            status=outcome.status,
-        )
 
     # -- transports -------------------------------------------------------------------------
 
@@ -635,15 +422,6 @@ class ToolServer:
             await self.serve_stdio()
         else:
             await self.serve_http(host=host, port=port)
-
-
-def _as_result(outcome: CallOutcome, text: str, raw: ToolResult | None) -> ToolResult:
-    """The lifecycle's terminal slot as a `ToolResult`: the text the model would see (bounded,
-    loop-detector notes, receipt marker), and the tool's own structured data."""
-    data = raw.data if raw is not None and outcome.executed else None
-    if outcome.success:
-        return ToolResult(success=True, output=text, data=data)
-    return ToolResult(success=False, output="", error=text, data=data)
 
 
 def _error(text: str) -> types.CallToolResult:
