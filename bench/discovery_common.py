@@ -104,3 +104,38 @@ MULTILINGUAL: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Wie viele Kalorien hat eine Banane?", ("DietTool",)),
     ("Quels sont les derniers titres de l'actualité ?", ("NewsTool",)),
 )
+
+
+# Requests for the reference MCP servers' real tools (written for this benchmark) → acceptable
+# qualified names. Servers here have several tools each, where hierarchical matching can help.
+MCP_QUERIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("show me what is inside config.yaml", ("filesystem__read_text_file", "filesystem__read_file")),
+    ("read the first 20 lines of the log file", ("filesystem__read_text_file",)),
+    ("save this text to notes.txt", ("filesystem__write_file",)),
+    ("replace the word foo with bar in main.py", ("filesystem__edit_file",)),
+    ("make a new folder called reports", ("filesystem__create_directory",)),
+    (
+        "what files are in the src folder",
+        ("filesystem__list_directory", "filesystem__list_directory_with_sizes"),
+    ),
+    ("which files in this folder are the biggest", ("filesystem__list_directory_with_sizes",)),
+    ("show the whole folder structure as a tree", ("filesystem__directory_tree",)),
+    ("rename draft.md to final.md", ("filesystem__move_file",)),
+    ("find every file whose name ends in .csv", ("filesystem__search_files",)),
+    ("when was report.pdf last modified", ("filesystem__get_file_info",)),
+    ("which directories am I allowed to access", ("filesystem__list_allowed_directories",)),
+    ("look at this photo file", ("filesystem__read_media_file",)),
+    ("open these three files together", ("filesystem__read_multiple_files",)),
+    ("what time is it in Tokyo right now", ("time__get_current_time",)),
+    ("if it is 9am in London what time is it in New York", ("time__convert_time",)),
+    ("remember that Alice works at Acme", ("memory__create_entities", "memory__add_observations")),
+    ("record that Bob is Alice's manager", ("memory__create_relations",)),
+    ("forget everything about project X", ("memory__delete_entities",)),
+    ("what do you remember about Alice", ("memory__search_nodes", "memory__open_nodes")),
+    ("show the whole knowledge graph", ("memory__read_graph",)),
+    ("think through this problem step by step", ("sequential-thinking__sequentialthinking",)),
+    ("add 17 and 25", ("everything__get-sum",)),
+    ("repeat back what I say", ("everything__echo",)),
+    ("print the environment variables of the server", ("everything__get-env",)),
+    ("compress this file with gzip", ("everything__gzip-file-as-resource",)),
+)

@@ -180,6 +180,10 @@ def recall(r: np.ndarray, k: int) -> float:
     return float((r < k).mean())
 
 
+def _r(r: np.ndarray) -> str:
+    return f"r@5 {recall(r, 5):.3f}  r@10 {recall(r, 10):.3f}"
+
+
 def rrf(*score_sets: np.ndarray, k: float = 60.0) -> np.ndarray:
     total = np.zeros_like(score_sets[0])
     for s in score_sets:
@@ -266,18 +270,14 @@ def main() -> None:
         for label, lex in lexical.items():
             for k in (10.0, 30.0, 60.0):
                 rf = ranks_of(rrf(dense, lex, k=k), gold)
-                print(
-                    f"  rrf k={k:<3.0f} {label:11}: r@5 {recall(rf, 5):.3f}  r@10 {recall(rf, 10):.3f}"
-                )
+                print(f"  rrf k={k:<3.0f} {label:11}: {_r(rf)}")
             mx = dense.max(1, keepdims=True)
             mn = dense.min(1, keepdims=True)
             dn = (dense - mn) / np.maximum(mx - mn, 1e-9)
             ln = lex / np.maximum(lex.max(1, keepdims=True), 1e-9)
             for alpha in (0.3, 0.5, 0.7):
                 rl = ranks_of(alpha * dn + (1 - alpha) * ln, gold)
-                print(
-                    f"  linear a={alpha} {label:11}: r@5 {recall(rl, 5):.3f}  r@10 {recall(rl, 10):.3f}"
-                )
+                print(f"  linear a={alpha} {label:11}: {_r(rl)}")
 
 
 if __name__ == "__main__":

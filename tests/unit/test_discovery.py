@@ -362,3 +362,22 @@ def test_bundled_model_matches_requests_across_languages(monkeypatch: pytest.Mon
         "markets__fx_rate"
     ]
     assert not index.search("book a table at an italian restaurant tonight").found
+
+
+def test_discovery_imports_only_its_layer_and_below() -> None:
+    allowed = (
+        "heron.discovery",
+        "heron._support",
+        "heron.errors",
+        "heron.messages",
+        "heron.tools",
+        "heron.safety",
+    )
+    package = Path(__file__).resolve().parents[2] / "src/heron/discovery"
+    imported = set()
+    for source in package.glob("*.py"):
+        for line in source.read_text().splitlines():
+            words = line.split()
+            if len(words) >= 2 and words[0] in {"import", "from"} and words[1].startswith("heron"):
+                imported.add(words[1])
+    assert imported and all(name.startswith(allowed) for name in imported), imported

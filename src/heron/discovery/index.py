@@ -67,14 +67,12 @@ _SUMMARY_CHARS = 160
 class DiscoveryParams:
     """Ranking knobs (defaults chosen on the MetaTool tune split)."""
 
-    hybrid_lexical: LexicalParams = field(
-        default_factory=lambda: LexicalParams(expansion_weight=0.0)
-    )
-    """Lexical ranker when embeddings are on (the related-words lexicon no longer helps)."""
+    hybrid_lexical: LexicalParams = field(default_factory=LexicalParams)
+    """Lexical ranker when embeddings are on (the related-words lexicon still helps there)."""
     lexical_only: LexicalParams = field(default_factory=LexicalParams)
-    """Lexical ranker without embeddings (the lexicon still helps there)."""
+    """Lexical ranker without embeddings."""
     fusion: FusionMethod = "linear"
-    alpha: float = 0.5
+    alpha: float = 0.7
     """Weight of the dense score in the linear mix."""
     rrf_k: float = 60.0
     min_margin: float = 0.01
@@ -247,6 +245,20 @@ class DiscoveryIndex:
                 hits.extend(self._by_name.get(_name_key(token), ()))
         return list(dict.fromkeys(hits))
 
+    def closeness(
+        self, query: str, *, query_vector: Vectors | None = None
+    ) -> tuple[FloatArray | None, FloatArray]:
+        """Per tool: the dense margin over the contentless baseline (None in lexical mode) and
+        the word-level BM25 relevance — the two quantities the "nothing close" test compares."""
+        scores = self._lexical.scores(query)
+        if self._tool_vectors is None or self._null_vectors is None:
+            return None, scores.relevance
+        relevance = scores.direct
+        vector = query_vector if query_vector is not None else self.embed_query(query)
+        assert vector is not None
+        baseline = float(np.max(self._null_vectors @ vector))
+        return np.asarray(self._tool_vectors @ vector, dtype=np.float64) - baseline, relevance
+
     def search(
         self,
         query: str,
@@ -271,7 +283,7 @@ class DiscoveryIndex:
             cosine = np.asarray(self._tool_vectors @ vector, dtype=np.float64)
             baseline = float(np.max(self._null_vectors @ vector))
             score = fuse(lexical.score, cosine, method=p.fusion, alpha=p.alpha, rrf_k=p.rrf_k)
-            close = (cosine - baseline >= p.min_margin) | (lexical.relevance >= p.min_relevance)
+            close = (cosine - baseline >= p.min_margin) | (lexical.direct >= p.min_relevance)
         else:
             score = normalised(lexical.score)
             close = lexical.relevance >= max(p.min_relevance, 1e-9)

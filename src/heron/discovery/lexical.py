@@ -3,12 +3,12 @@
 Word-level BM25 (name tokens weighted double, words reduced by a light suffix stemmer) plus a
 character n-gram BM25 for compound and misspelt names (`airqualityforecast`, `get-env`).
 Request words that say nothing about the capability (`find`, `help`, `please`, `tool`) are
-dropped from the query. An optional hand-written lexicon of related words per common tool
-domain expands the query at a lower weight; with embeddings on it is off (it no longer helps,
-see docs/discovery.md), and the lexical-only mode keeps it.
+dropped from the query. A hand-written lexicon of related words per common tool domain
+expands the query at a lower weight (it still helps once embeddings are on, docs/discovery.md).
 
-`relevance` (the word-level score, direct plus expanded terms) is what the lexical path's
-"nothing close" threshold compares; n-gram similarity alone never makes a hit.
+`relevance` (the word-level score, direct plus expanded terms) is what the lexical-only
+"nothing close" threshold compares, `direct` (the query's own words) what the hybrid one
+compares; n-gram similarity alone never makes a hit.
 """
 
 from __future__ import annotations
@@ -190,7 +190,11 @@ class LexicalScores:
     score: FloatArray
     """Combined rank score per document (relative; comparable within one query)."""
     relevance: FloatArray
-    """Word-level BM25 per document (direct + weighted expansion): the threshold's quantity."""
+    """Word-level BM25 per document (direct + weighted expansion): the lexical-only mode's
+    "nothing close" quantity."""
+    direct: FloatArray
+    """Word-level BM25 of the query's own words only: the hybrid mode's quantity (the
+    lexicon's guesses help ranking but do not vouch that a tool is close)."""
 
 
 class _Bm25:
@@ -241,7 +245,7 @@ class LexicalRanker:
         """Scores of every document for a natural-language query."""
         if self._words is None or self._grams is None:
             empty = np.zeros(0)
-            return LexicalScores(score=empty, relevance=empty)
+            return LexicalScores(score=empty, relevance=empty, direct=empty)
         p = self.params
         raw = _words(query)
         content = raw
@@ -262,4 +266,6 @@ class LexicalRanker:
             + p.expansion_weight * normalised(expanded)
             + p.ngram_weight * normalised(grams)
         )
-        return LexicalScores(score=score, relevance=direct + p.expansion_weight * expanded)
+        return LexicalScores(
+            score=score, relevance=direct + p.expansion_weight * expanded, direct=direct
+        )
