@@ -120,7 +120,7 @@ def main() -> None:
     def index(params: DiscoveryParams) -> DiscoveryIndex:
         return DiscoveryIndex(tools, embedder=embedder, cache=cache, params=params)
 
-    no_threshold = DiscoveryParams(min_margin=-1.0)
+    no_threshold = DiscoveryParams(min_margin=-1.0, tool_floor=-1.0)
     if "fusion" not in skip:
         print("fusion (no threshold):            r@5    r@10")
         lexical = DiscoveryIndex(tools, embedder=None, params=no_threshold)
