@@ -171,6 +171,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/heron-discovery-tune"))
     parser.add_argument("--latency-queries", type=int, default=300)
     parser.add_argument("--scale-only", action="store_true", help="sections 4-6 only")
+    parser.add_argument("--recall-only", action="store_true", help="sections 1-3 only")
     args = parser.parse_args()
     data = require(args.data)
     print(
@@ -186,6 +187,8 @@ def main() -> None:
     tune, test = queries(data)
     if not args.scale_only:
         recall_sections(data, embedder, tools, tune, test, args.work)
+    if args.recall_only:
+        return
     large = large_catalogue(data)
     thousand = large[:1000]
     tmp = Path(tempfile.mkdtemp(prefix="heron-discovery-bench-"))

@@ -133,6 +133,12 @@ def test_related_words_lexicon_expands_only_when_enabled() -> None:
     assert off.relevance[0] == 0
 
 
+def test_lexical_ranker_reads_chinese_by_character_bigrams() -> None:
+    ranker = LexicalRanker([("weather", "查询城市天气预报"), ("stocks", "查询股票价格")])
+    scores = ranker.scores("明天的天气预报")
+    assert scores.relevance[0] > 0 and scores.relevance[1] == 0
+
+
 def test_lexical_mode_finds_tools_and_reports_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(EMBEDDINGS_SWITCH, "off")
     index = DiscoveryIndex(CATALOGUE)

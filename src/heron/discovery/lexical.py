@@ -134,12 +134,19 @@ def _split_identifiers(text: str) -> str:
     return re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", text)
 
 
+# Han, kana and hangul are written without spaces: index their character bigrams instead.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+
+
 def _words(text: str) -> list[str]:
-    return [
+    words = [
         w
         for w in re.findall(r"[a-z0-9]+", _split_identifiers(text).lower())
         if len(w) >= 2 and w not in _stopwords()
     ]
+    for run in _CJK.findall(text):
+        words.extend(run[i : i + 2] for i in range(max(1, len(run) - 1)))
+    return words
 
 
 def tokenize(text: str) -> list[str]:
