@@ -34,7 +34,7 @@ from heron.discovery import ToolDoc, dump_catalogue, load_catalogue
 
 DATA_DIR = Path(__file__).resolve().parent / "discovery_data"
 REFERENCE = DATA_DIR / "reference_mcp_tools.json"
-MIRRORS = ("eu", "us", "apac")
+MIRRORS = ("eu", "us", "apac", "latam", "africa")
 
 
 def _plugin_schema(text: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ each definition's hash, so a rebuild embeds only new or changed tools.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -184,16 +185,20 @@ class DiscoveryIndex:
         for i, d in enumerate(self.docs):
             self._by_name.setdefault(_name_key(d.qualified), []).append(i)
             self._by_name.setdefault(_name_key(d.name), []).append(i)
-        self._servers = list(dict.fromkeys(d.server for d in self.docs))
-        self._server_of = np.array([self._servers.index(d.server) for d in self.docs], dtype=int)
+        by_server: dict[str, list[ToolDoc]] = {}
+        for d in self.docs:
+            by_server.setdefault(d.server, []).append(d)
+        self._servers = list(by_server)
+        position = {s: j for j, s in enumerate(self._servers)}
+        self._server_of = np.array([position[d.server] for d in self.docs], dtype=int)
         descriptions = server_descriptions or {}
         self.directory = tuple(
             ServerSummary(
                 server=s,
-                tools=int((self._server_of == j).sum()),
-                summary=_server_summary(s, descriptions.get(s), self.docs),
+                tools=len(tools),
+                summary=_server_summary(descriptions.get(s), tools),
             )
-            for j, s in enumerate(self._servers)
+            for s, tools in by_server.items()
         )
 
         lexical_params = self.params.hybrid_lexical if self.embedder else self.params.lexical_only
@@ -362,15 +367,13 @@ class DiscoveryIndex:
 
 
 def _text_key(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _server_summary(server: str, description: str | None, docs: Sequence[ToolDoc]) -> str:
+def _server_summary(description: str | None, docs: Sequence[ToolDoc]) -> str:
     if description and description.strip():
         return " ".join(description.split())[:_SUMMARY_CHARS]
-    names = [identifier_words(d.name) for d in docs if d.server == server]
+    names = [identifier_words(d.name) for d in docs]
     shown = ", ".join(names[:_SUMMARY_TOOLS])
     more = f" and {len(names) - _SUMMARY_TOOLS} more" if len(names) > _SUMMARY_TOOLS else ""
     return f"tools: {shown}{more}"
