@@ -173,6 +173,9 @@ def main() -> None:
     parser.add_argument("--scale-only", action="store_true", help="sections 4-6 only")
     parser.add_argument("--recall-only", action="store_true", help="sections 1-3 only")
     parser.add_argument("--threads", type=int, default=1, help="embedding threads (OpenMP)")
+    parser.add_argument(
+        "--keep-cache", type=Path, help="build into this cache dir and keep it (else a temp dir)"
+    )
     args = parser.parse_args()
     data = require(args.data)
     print(
@@ -192,7 +195,8 @@ def main() -> None:
         return
     large = large_catalogue(data)
     thousand = large[:1000]
-    tmp = Path(tempfile.mkdtemp(prefix="heron-discovery-bench-"))
+    tmp = args.keep_cache or Path(tempfile.mkdtemp(prefix="heron-discovery-bench-"))
+    tmp.mkdir(parents=True, exist_ok=True)
     try:
         print(f"4. query latency over {len(thousand)} tools, {args.latency_queries} test queries")
         t0 = time.perf_counter()
@@ -256,7 +260,8 @@ def main() -> None:
         )
         del lexical_large
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep_cache is None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
