@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("heron._support", "heron.errors"),
     ("heron.messages", "heron.tools"),
-    ("heron.safety",),
+    ("heron.safety", "heron.discovery"),
     ("heron.models", "heron.sandbox", "heron.artifacts"),
     ("heron.turn",),
     # The durable audit trails sit above the engine: the execution trail is a turn observer
