@@ -7,7 +7,6 @@ exact names first, and an explicit not-found result carrying the server director
 docs/discovery.md for the design and the measurements behind each default.
 """
 
-from heron.discovery.cache import EmbeddingCache, default_cache_path, embed_cached
 from heron.discovery.catalogue import (
     CatalogueError,
     dump_catalogue,
@@ -33,6 +32,7 @@ from heron.discovery.index import (
 )
 from heron.discovery.lexical import LexicalParams
 from heron.discovery.prior import UsagePrior, UsageQuery, UsageRecord, UsageTable
+from heron.discovery.sqlite_cache import EmbeddingCache, default_cache_path, embed_cached
 
 __all__ = [
     "EMBEDDINGS_SWITCH",

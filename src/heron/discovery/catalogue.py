@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from heron.discovery.documents import ToolDoc
+from heron.errors import HeronError
 
 __all__ = ["CatalogueError", "dump_catalogue", "load_catalogue", "parse_catalogue"]
 
 
-class CatalogueError(ValueError):
+class CatalogueError(HeronError, ValueError):
     """A catalogue file that cannot be used; `problems` lists every problem found."""
 
     def __init__(self, problems: list[str]) -> None:

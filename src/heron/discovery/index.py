@@ -32,12 +32,12 @@ from typing import Literal
 
 import numpy as np
 
-from heron.discovery.cache import EmbeddingCache, embed_cached
 from heron.discovery.documents import ToolDoc, identifier_words
 from heron.discovery.embeddings import Embedder, Vectors, load_embedder
 from heron.discovery.fusion import FusionMethod, fuse, minmax
 from heron.discovery.lexical import FloatArray, LexicalParams, LexicalRanker, normalised
 from heron.discovery.prior import UsagePrior, UsageQuery
+from heron.discovery.sqlite_cache import EmbeddingCache, embed_cached
 
 __all__ = [
     "TEXT_FORMAT",
