@@ -26,11 +26,12 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from heron.discovery.documents import ToolDoc, identifier_words
 from heron.discovery.embeddings import Embedder, Vectors, load_embedder
@@ -51,6 +52,7 @@ __all__ = [
 ]
 
 Mode = Literal["hybrid", "lexical"]
+BoolArray = npt.NDArray[np.bool_]
 TEXT_FORMAT = "t1"
 """Version of `ToolDoc.embedding_text()` and of the server summary text (in cache keys)."""
 NULL_PASSAGES = (
@@ -191,7 +193,7 @@ class DiscoveryIndex:
         self._servers = list(by_server)
         position = {s: j for j, s in enumerate(self._servers)}
         self._server_of = np.array([position[d.server] for d in self.docs], dtype=int)
-        descriptions = server_descriptions or {}
+        descriptions = self._descriptions = dict(server_descriptions or {})
         self.directory = tuple(
             ServerSummary(
                 server=s,
@@ -286,27 +288,44 @@ class DiscoveryIndex:
         *,
         query_vector: Vectors | None = None,
         prior: UsagePrior | None = None,
+        allowed: BoolArray | None = None,
     ) -> SearchResult:
-        """The best `limit` close tools for `query`, or a not-found result with the directory."""
+        """The best `limit` close tools for `query`, or a not-found result with the directory.
+
+        `allowed` (one flag per document, from `mask`) limits the answer to a grant: other
+        documents are never returned, exact names included, and the directory lists only the
+        servers that have allowed documents."""
         text = query.strip()
-        if not text or not self.docs:
-            return SearchResult(query=query, mode=self.mode, directory=self.directory)
+        directory = self.directory if allowed is None else self._directory_of(allowed)
+        if not text or not self.docs or (allowed is not None and not allowed.any()):
+            return SearchResult(query=query, mode=self.mode, directory=directory)
         p = self.params
         exact = self.exact(text)
+        within: BoolArray | slice = slice(None)
+        if allowed is not None:
+            exact = [i for i in exact if allowed[i]]
+            within = allowed
         lexical = self._lexical.scores(text)
         cosine: FloatArray | None = None
         vector = query_vector
         if self._tool_vectors is not None:
             vector, cosine, margin = self._dense(text, vector)
             score = fuse(lexical.score, cosine, method=p.fusion, alpha=p.alpha, rrf_k=p.rrf_k)
-            gate = bool(margin.max() >= p.min_margin or lexical.direct.max() >= p.min_relevance)
+            # The gate looks at the allowed documents only: a grant's "nothing close" is about
+            # what it may use.
+            gate = bool(
+                margin[within].max() >= p.min_margin
+                or lexical.direct[within].max() >= p.min_relevance
+            )
             close = (margin >= p.tool_floor) | (lexical.direct > 0)
         else:
             score = normalised(lexical.score)
             close = lexical.relevance >= max(p.lexical_min_relevance, 1e-9)
-            gate = bool(close.any())
+            gate = bool(close[within].any())
         if not gate:
             close = np.zeros(len(self.docs), dtype=bool)
+        if allowed is not None:
+            close = close & allowed
         score = minmax(score) if p.fusion == "rrf" else score
         if p.hierarchical and len(self._servers) > 1:
             score = self._hierarchical(score, vector)
@@ -320,7 +339,7 @@ class DiscoveryIndex:
         ranked = [int(i) for i in order if int(i) not in exact]
         chosen = (exact + ranked)[:limit]
         if not chosen:
-            return SearchResult(query=query, mode=self.mode, directory=self.directory)
+            return SearchResult(query=query, mode=self.mode, directory=directory)
         top = float(score[order[0]]) if len(order) else 1.0
         matches = tuple(
             Match(
@@ -334,6 +353,26 @@ class DiscoveryIndex:
             for i in chosen
         )
         return SearchResult(query=query, mode=self.mode, matches=matches)
+
+    def mask(self, predicate: Callable[[ToolDoc], bool]) -> BoolArray:
+        """One flag per document: which ones `predicate` allows (for `search(allowed=...)`)."""
+        return np.fromiter((predicate(d) for d in self.docs), dtype=bool, count=len(self.docs))
+
+    def _directory_of(self, allowed: BoolArray) -> tuple[ServerSummary, ...]:
+        # Summaries are made again from the allowed tools only: a grant never learns the names
+        # of tools outside it.
+        by_server: dict[str, list[ToolDoc]] = {}
+        for i in np.flatnonzero(allowed):
+            doc = self.docs[int(i)]
+            by_server.setdefault(doc.server, []).append(doc)
+        return tuple(
+            ServerSummary(
+                server=s,
+                tools=len(tools),
+                summary=_server_summary(self._descriptions.get(s), tools),
+            )
+            for s, tools in by_server.items()
+        )
 
     def _hierarchical(self, score: FloatArray, vector: Vectors | None) -> FloatArray:
         """Tools of the best servers first: server score = its best tool, mixed with how well

@@ -190,6 +190,15 @@ class LexicalParams:
     """Weight of the related-words lexicon (0 turns it off)."""
     drop_request_words: bool = True
     """Drop words that only make a request (`find`, `help`, `please`) from the query."""
+    min_catalogue: int = 200
+    """Word scores of smaller catalogues are computed as if the catalogue were padded to this
+    size (about that of the MetaTool catalogue the thresholds were tuned on) with documents
+    that match nothing.
+
+    BM25's IDF depends on the catalogue's size: a word found in one tool out of N weighs
+    log(1 + (N - 0.5) / 1.5), 0.29 for N = 1 and 0.98 for N = 3 against 4.9 for N = 200.
+    Without the padding even an exact word of a tool's name would score under the relevance
+    thresholds in a catalogue of one to three tools, and the answer would be "nothing close"."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -207,18 +216,24 @@ class LexicalScores:
 class _Bm25:
     """A bm25s index over pre-tokenised documents, queried with token lists."""
 
-    def __init__(self, docs: Sequence[list[str]], *, k1: float, b: float) -> None:
+    def __init__(self, docs: Sequence[list[str]], *, k1: float, b: float, pad_to: int = 0) -> None:
         self._n = len(docs)
         self._model = _bm25s().BM25(k1=k1, b=b)
         # bm25s needs at least one token per document to build its vocabulary.
-        self._model.index([d or ["\x00"] for d in docs], show_progress=False)
+        indexed = [d or ["\x00"] for d in docs]
+        if 0 < len(indexed) < pad_to:
+            # Padding of the average length (length normalisation is unchanged), holding only a
+            # token no query can contain.
+            length = max(1, round(sum(map(len, indexed)) / len(indexed)))
+            indexed += [["\x01"] * length] * (pad_to - len(indexed))
+        self._model.index(indexed, show_progress=False)
         self._vocab: dict[str, int] = self._model.vocab_dict
 
     def scores(self, tokens: Sequence[str]) -> FloatArray:
         ids = [self._vocab[t] for t in tokens if t in self._vocab]
         if not ids:
             return np.zeros(self._n)
-        return np.asarray(self._model.get_scores(ids), dtype=np.float64)
+        return np.asarray(self._model.get_scores(ids), dtype=np.float64)[: self._n]
 
 
 def normalised(scores: FloatArray) -> FloatArray:
@@ -242,7 +257,7 @@ class LexicalRanker:
             name_words = _words(name)
             word_docs.append([_stem(w) for w in name_words] * p.name_weight + tokenize(body))
             gram_docs.append(_ngrams(name_words) * 2 + _ngrams(_words(body)))
-        self._words = _Bm25(word_docs, k1=p.k1, b=p.b) if fields else None
+        self._words = _Bm25(word_docs, k1=p.k1, b=p.b, pad_to=p.min_catalogue) if fields else None
         self._grams = _Bm25(gram_docs, k1=1.2, b=0.75) if fields else None
 
     def __len__(self) -> int:
