@@ -135,6 +135,11 @@ class ToolResultMessage(_Message):
     name: str
     content: str
     is_error: bool = False
+    loaded_tools: tuple[str, ...] = ()
+    """Tools this call loaded into the session; adapters with deferred loading reference them
+    here (`ToolResult.loaded_tools`)."""
+    keep: bool = False
+    """Protected from history trimming (`ToolResult.keep_in_context`)."""
 
 
 Message = Annotated[

@@ -13,12 +13,20 @@ Streaming: `text_delta` passes through, `thinking_delta` becomes `ReasoningDelta
 `tool_use` block is assembled from its `input_json_delta` fragments and emitted complete at
 its `content_block_stop`. Usage counts all input tokens (`input_tokens` plus cache reads and
 writes) as input and reports cache reads as cached.
+
+Deferred discovery keeps the prompt cache: with `deferred_loading` (the default) every tool of
+`ModelRequest.deferred_tools` is sent in every request after the other tools, marked
+`defer_loading: true`, so the `tools` array never changes during a session; the Messages API
+keeps deferred tools out of the model's context until a `tool_reference` block in a tool result
+loads them. A result that loaded tools (`ToolResultMessage.loaded_tools`) carries a
+`tool_reference` for each, after its text. Loading a tool therefore only appends to the
+conversation, and the cached prefix (tools, system, earlier messages) stays byte-identical.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from heron.messages import (
@@ -72,6 +80,10 @@ class AnthropicMessagesModel(SdkAdapter):
             the unchanged prefix of the conversation from the cache.
         request_options: Extra body fields sent with every request (`thinking`, …).
         vision: The model reads images and PDFs; None: by model name (`default_vision`).
+        deferred_loading: Send discoverable tools with `defer_loading: true` and load them
+            with `tool_reference` blocks (the Messages API's tool search mechanism), so loading
+            a tool never changes the cached prefix. False: loaded tools are appended to the
+            tool list, which costs one prompt-cache miss per loading.
     """
 
     _client: anthropic.AsyncAnthropic
@@ -88,6 +100,7 @@ class AnthropicMessagesModel(SdkAdapter):
         prompt_cache: bool = True,
         request_options: Mapping[str, Any] | None = None,
         vision: bool | None = None,
+        deferred_loading: bool = True,
     ) -> None:
         sdk = import_sdk("anthropic", "the Anthropic provider needs")
         super().__init__(
@@ -104,13 +117,21 @@ class AnthropicMessagesModel(SdkAdapter):
         )
         self._max_tokens = max_tokens
         self._prompt_cache = prompt_cache
+        self._deferred_loading = deferred_loading
+        self._deferred_for: tuple[Sequence[ToolSpec], Sequence[ToolSpec]] | None = None
+        self._deferred_body: list[dict[str, Any]] = []
 
     # -- request ----------------------------------------------------------------------------
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for `request`, request options included."""
+        deferred = request.deferred_tools if self._native and self._deferred_loading else ()
         system, messages = render_messages(
-            request.system, request.messages, native=self._native, vision=self.vision
+            request.system,
+            request.messages,
+            native=self._native,
+            vision=self.vision,
+            references=frozenset(s.name for s in deferred),
         )
         body: dict[str, Any] = {
             **self._options,
@@ -122,10 +143,30 @@ class AnthropicMessagesModel(SdkAdapter):
         if system:
             body["system"] = system
         if self._native and request.tools:
-            body["tools"] = self._tool_specs(request.tools)
+            body["tools"] = (
+                self._with_deferred(request.tools, deferred)
+                if deferred
+                else self._tool_specs(request.tools)
+            )
         if self._prompt_cache:
             body["cache_control"] = {"type": "ephemeral"}
         return body
+
+    def _with_deferred(
+        self, tools: Sequence[ToolSpec], deferred: Sequence[ToolSpec]
+    ) -> list[dict[str, Any]]:
+        """The loaded tools that are not deferred, then every deferred tool, marked: the same
+        list whatever has been loaded (loading happens through `tool_reference`s)."""
+        # The engine passes the same tuples while nothing changes; a new activation only adds
+        # a deferred tool to `tools`, which leaves the list as it was.
+        last = self._deferred_for
+        if last is None or last[0] is not tools or last[1] is not deferred:
+            names = {s.name for s in deferred}
+            self._deferred_body = [tool_param(s) for s in tools if s.name not in names] + [
+                {**tool_param(s), "defer_loading": True} for s in deferred
+            ]
+            self._deferred_for = (tools, deferred)
+        return self._deferred_body
 
     # -- response ---------------------------------------------------------------------------
 
@@ -237,14 +278,21 @@ def tool_param(spec: ToolSpec) -> dict[str, Any]:
 
 
 def render_messages(
-    system: str, messages: Sequence[Message], *, native: bool, vision: bool = True
+    system: str,
+    messages: Sequence[Message],
+    *,
+    native: bool,
+    vision: bool = True,
+    references: Collection[str] = frozenset(),
 ) -> tuple[str, list[dict[str, Any]]]:
     """Neutral history as `(system, messages)` for the Messages API.
 
     A leading `SystemMessage` joins `system`. Native: assistant turns carry `tool_use` blocks
-    and results are `tool_result` blocks at the start of the next user turn. Text protocol:
-    calls are `<tool_call>` blocks in the assistant text and each run of results becomes one
-    text block of `<tool_result>`s. Turns of the same role are merged into one.
+    and results are `tool_result` blocks at the start of the next user turn; a result's loaded
+    tools that are in `references` (the request's deferred tools) follow its text as
+    `tool_reference` blocks. Text protocol: calls are `<tool_call>` blocks in the assistant text
+    and each run of results becomes one text block of `<tool_result>`s. Turns of the same role
+    are merged into one.
     """
     system_parts = [system] if system else []
     out: list[dict[str, Any]] = []
@@ -266,10 +314,16 @@ def render_messages(
             if not native:
                 results.append((message.name, message.call_id, message.content, message.is_error))
                 continue
+            loaded = [n for n in message.loaded_tools if n in references]
+            content: str | list[dict[str, Any]] = message.content
+            if loaded:
+                content = [{"type": "text", "text": message.content}] + [
+                    {"type": "tool_reference", "tool_name": name} for name in loaded
+                ]
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": message.call_id,
-                "content": message.content,
+                "content": content,
             }
             if message.is_error:
                 block["is_error"] = True

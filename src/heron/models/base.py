@@ -23,6 +23,12 @@ class ModelRequest:
     messages: Sequence[Message]
     tools: Sequence[ToolSpec]
     """Native tool specs; empty for text-protocol models (the protocol is in `system`)."""
+    deferred_tools: Sequence[ToolSpec] = ()
+    """Tools the model may load during the conversation (deferred discovery), in an order that
+    stays the same for the whole session. An adapter with a deferred-loading mechanism sends
+    them all, marked deferred, and leaves the ones also in `tools` there (Anthropic
+    `defer_loading`, loaded by the `tool_reference`s of `ToolResultMessage.loaded_tools`);
+    every other adapter ignores this field."""
     turn_id: str = ""
     iteration: int = 0
 

@@ -106,16 +106,37 @@ class ToolResult:
     """The small result every tool returns: success flag, output, error.
 
     `output` is the text the model sees; `data` optionally carries structured content beside it.
+    Two fields are for the few tools that change what the model knows (tool discovery, skills):
+    `loaded_tools` and `keep_in_context`.
     """
 
     success: bool
     output: str = ""
     error: str | None = None
     data: Any = None
+    loaded_tools: tuple[str, ...] = ()
+    """Tools this call loaded into the session (discovery). A provider adapter with a
+    deferred-loading mechanism references them from this result (Anthropic `tool_reference`)."""
+    keep_in_context: bool = False
+    """Never trimmed from the history sent to the model (loaded skill instructions, results
+    that load tools): the model keeps what it was told to follow or use."""
 
     @classmethod
-    def ok(cls, output: str = "", *, data: Any = None) -> ToolResult:
-        return cls(success=True, output=output, data=data)
+    def ok(
+        cls,
+        output: str = "",
+        *,
+        data: Any = None,
+        loaded_tools: tuple[str, ...] = (),
+        keep_in_context: bool = False,
+    ) -> ToolResult:
+        return cls(
+            success=True,
+            output=output,
+            data=data,
+            loaded_tools=loaded_tools,
+            keep_in_context=keep_in_context,
+        )
 
     @classmethod
     def fail(cls, error: str, *, output: str = "", data: Any = None) -> ToolResult:

@@ -68,6 +68,10 @@ class CallOutcome:
     """What the model sees instead of `output` when the output was spilled to storage."""
     data: Any = None
     """The tool's structured data (`ToolResult.data`), raw; the event carries a bounded copy."""
+    loaded_tools: tuple[str, ...] = ()
+    """Tools the call loaded into the session (`ToolResult.loaded_tools`)."""
+    keep: bool = False
+    """The result is protected from history trimming (`ToolResult.keep_in_context`)."""
 
 
 def result_event(state: TurnState, outcome: CallOutcome, max_chars: int) -> ToolResultEvent:

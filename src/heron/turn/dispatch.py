@@ -1,7 +1,8 @@
 """Dispatch: run prepared calls sequentially or in parallel, honouring cancellation.
 
 Parallel only when the knob allows it, the batch has more than one executable call, no call in
-the response needed approval, no call is `tool_search`, and (in `read-only` mode) every call is
+the response needed approval, no call is a search tool (`tool_search`, `discover_tools`), and (in
+`read-only` mode) every call is
 read-only. Each executed call emits its pending `tool_call` event immediately before it runs and
 its terminal `tool_result` when it ends. Calls that never started get both at cancellation.
 
@@ -51,7 +52,8 @@ from heron.turn.faults import hook_failed, notify, observer_failed
 from heron.turn.hooks import HookCall, HookOutcome, run_after_hooks
 from heron.turn.observer import NullObserver, ToolCallRecord, ToolCallStartRecord
 
-TOOL_SEARCH = "tool_search"
+SEARCH_TOOLS = frozenset({"tool_search", "discover_tools"})
+"""The deferred-discovery tools: a batch with one of them runs sequentially (seed 000)."""
 OBSERVER_MAX_CHARS = 1000
 
 Ending = Literal["stopped", "killed", "thread", "unstopped"]
@@ -66,7 +68,7 @@ def should_run_parallel(knobs: RuntimeKnobs, batch: PreparedBatch, names: Sequen
         len(batch.executable) > 1
         and not batch.any_prompted
         and not batch.activated_from_catalogue
-        and TOOL_SEARCH not in names
+        and SEARCH_TOOLS.isdisjoint(names)
     )
     match knobs.parallel:
         case "off":
@@ -445,10 +447,13 @@ def _completed(
     """The outcome of a call whose task finished: mapped result, receipt, cache upkeep."""
     spec = call.tool.spec
     data: Any = None
+    loaded: tuple[str, ...] = ()
+    keep = False
     try:
         result = task.result()
         success, output = _map_result(call, result)
-        data = result.data if isinstance(result, ToolResult) else None
+        if isinstance(result, ToolResult):
+            data, loaded, keep = result.data, result.loaded_tools, result.keep_in_context
     except Exception as exc:
         success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
     outcome = CallOutcome(
@@ -461,6 +466,8 @@ def _completed(
         executed=True,
         read_only=spec.annotations.read_only,
         data=data,
+        loaded_tools=loaded,
+        keep=keep,
     )
     if success and exec_.receipts is not None:
         outcome.receipt = exec_.receipts.sign(call.name, call.arguments, output)

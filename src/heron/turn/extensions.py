@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
@@ -88,6 +89,11 @@ class ToolCatalogue(Protocol):
 
     def names(self) -> list[str]:
         """Every name the catalogue could resolve (for text-protocol parsing)."""
+        ...
+
+    def specs(self) -> Sequence[ToolSpec]:
+        """The specs of every tool the catalogue could resolve, in a stable order (sent as
+        deferred tools to adapters that have a deferred-loading mechanism)."""
         ...
 
     def resolve(self, name: str) -> Tool | None:

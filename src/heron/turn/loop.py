@@ -168,6 +168,7 @@ class _Loop:
         self._open: list[ParsedCall] | None = None
         """The calls of the round in progress, until their results are in the history."""
         self._open_batch: PreparedBatch | None = None
+        self._deferred: tuple[ToolSpec, ...] | None = None
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -236,6 +237,11 @@ class _Loop:
         parallel = should_run_parallel(exec_.knobs, batch, [c.name for c in calls])
         await execute_batch(exec_, state, batch, parallel=parallel)
         slots: list[CallOutcome] = [s for s in batch.slots if s is not None]
+        for slot in slots:
+            if slot.executed and slot.name in batch.activated_from_catalogue:
+                # Loaded by being called: its result is where a deferred-loading provider
+                # learns the tool (as from a search tool's result).
+                slot.loaded_tools = (*slot.loaded_tools, slot.name)
         if state.run_budget is not None:
             for slot in slots:
                 if slot.executed:
@@ -265,6 +271,7 @@ class _Loop:
             system=system,
             messages=self._trimmed(system, specs),
             tools=specs,
+            deferred_tools=self._deferred_specs() if specs else (),
             turn_id=self.state.turn_id,
             iteration=self.iterations,
         )
@@ -492,12 +499,29 @@ class _Loop:
             return static  # the registry already removed the agent's exclusions
         return tuple(s for s in static if not is_excluded(self.exec, self.state, s.name))
 
+    def _deferred_specs(self) -> tuple[ToolSpec, ...]:
+        """The catalogue's loadable tools this turn may see (constant for the turn)."""
+        if self._deferred is None:
+            catalogue = self.exec.catalogue
+            self._deferred = (
+                ()
+                if catalogue is None
+                else tuple(
+                    s for s in catalogue.specs() if not is_excluded(self.exec, self.state, s.name)
+                )
+            )
+        return self._deferred
+
     def _system(self, specs: tuple[ToolSpec, ...]) -> str:
         if self._system_cache is not None and self._system_cache[0] == len(specs):
             return self._system_cache[1]
         parts = [self.exec.system_prompt] if self.exec.system_prompt else []
         if not self.exec.model.native_tools and self._text_protocol_on(specs):
-            parts.append(text_protocol.render_tool_protocol_prompt([s.to_wire() for s in specs]))
+            # Tools loaded from the catalogue are described in the results that loaded them:
+            # the system prompt stays byte-identical for the provider's prompt cache.
+            deferred = {s.name for s in self._deferred_specs()}
+            shown = [s.to_wire() for s in specs if s.name not in deferred]
+            parts.append(text_protocol.render_tool_protocol_prompt(shown))
         if self.exec.receipts is not None:
             parts.append(RECEIPT_PROMPT_NOTE)
         system = "\n\n".join(parts)

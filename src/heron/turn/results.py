@@ -85,6 +85,8 @@ def collect_results(
                 name=outcome.name,
                 content=content,
                 is_error=not outcome.success,
+                loaded_tools=outcome.loaded_tools,
+                keep=outcome.keep,
             )
         )
     return Collected(messages=messages, stop=stop)
