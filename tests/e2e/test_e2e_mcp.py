@@ -102,6 +102,8 @@ def test_heron_run_loads_a_deferred_tool_with_tool_search_and_calls_it(heron: He
                 "not_found": [],
                 "suggestions": [],
                 "nothing_found": False,
+                "skills": [],
+                "loaded": ["everything__echo", "everything__get-annotated-message"],
             },
         },
         {

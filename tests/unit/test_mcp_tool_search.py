@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from heron import Agent, ScriptedModel
+from heron.discovery import DiscoveryParams
 from heron.mcp.catalogue import (
     McpAccessPolicy,
     McpCatalogue,
@@ -18,7 +19,7 @@ from heron.mcp.catalogue import (
 )
 from heron.mcp.config import ToolFilterGroup
 from heron.mcp.filter_groups import compute_turn_filter
-from heron.mcp.tool_search import SearchParams, ToolSearchTool, resolve_unactivated
+from heron.mcp.tool_search import ToolSearchTool, resolve_unactivated
 from heron.tools.definition import ToolAnnotations, ToolContext, ToolResult, ToolSpec
 from heron.tools.registry import ActivatedToolSet
 from heron.tools.validation import SchemaValidator
@@ -111,7 +112,7 @@ async def run_search(tool: ToolSearchTool, query: str, **extra: Any) -> ToolResu
 def test_catalogue_lists_names_with_one_line_summaries_in_name_order() -> None:
     catalogue = McpCatalogue(reversed(sample_tools()))
     section = catalogue.prompt_section()
-    lines = section.split("<mcp-tool-catalogue>\n")[1].split("\n</mcp-tool-catalogue>")[0]
+    lines = section.split("<tool-catalogue>\n")[1].split("\n</tool-catalogue>")[0]
     assert lines.splitlines() == [
         "files__read_file - Read a text file from the workspace and return its contents.",
         "files__write_file - Write text to a file in the workspace, replacing it.",
@@ -138,7 +139,7 @@ def test_catalogue_section_is_empty_when_every_tool_is_excluded() -> None:
 def test_a_catalogue_over_its_budget_lists_names_grouped_by_server() -> None:
     catalogue = McpCatalogue(sample_tools())
     section = catalogue.prompt_section(budget_chars=100)
-    body = section.split("<mcp-tool-catalogue>\n")[1].split("\n</mcp-tool-catalogue>")[0]
+    body = section.split("<tool-catalogue>\n")[1].split("\n</tool-catalogue>")[0]
     assert body.splitlines() == [
         "files (2): read_file, write_file",
         "finance (1): stock_quote",
@@ -273,7 +274,9 @@ async def test_an_unrelated_query_still_finds_nothing_in_a_tiny_catalogue(size: 
 def test_search_order_is_deterministic_for_ties() -> None:
     twins = [FakeMcpTool(f"srv__tool_{c}", "Convert currency amounts.") for c in "dcba"]
     catalogue = McpCatalogue([*twins, *sample_tools()])
-    search = ToolSearchTool(catalogue, ActivatedToolSet(), params=SearchParams(min_score=0.5))
+    search = ToolSearchTool(
+        catalogue, ActivatedToolSet(), params=DiscoveryParams(lexical_min_relevance=0.5)
+    )
     names = [t.spec.name for t in search.search("convert currency", 4).listed]
     assert names == ["srv__tool_a", "srv__tool_b", "srv__tool_c", "srv__tool_d"]
 

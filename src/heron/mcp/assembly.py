@@ -6,16 +6,18 @@ pins and start on first call), applies the agent's access policy and decides the
 - **direct** (fewer policy-allowed MCP tools than `deferred_threshold`, or `exposure =
   "direct"`): every allowed MCP tool is registered as a normal tool, in the bundle
   `mcp:<server>`. Filter groups hide tools per turn through `turn_exclusions`.
-- **deferred** (from the threshold on, or `exposure = "deferred"`): only `tool_search` is
-  registered; the model sees a compact catalogue in the system prompt and loads schemas into the
-  session's `ActivatedToolSet`. Tools of `always` filter groups are activated up front. A call
-  to an exact catalogue name that was never loaded still runs (the never-unreachable rule),
-  through `catalogue`.
+- **deferred** (from the threshold on, or `exposure = "deferred"`, or whenever heron's own
+  tools are deferred too, `local_tools`): only the search tool (`tool_search` or
+  `discover_tools`, `DiscoveryOptions.tool`) is registered; the model sees a catalogue section
+  of at most `CATALOGUE_TOKENS` tokens with the meta-tools, and loads schemas into the session's
+  `ActivatedToolSet`. Tools of `always` filter groups are activated up front. A call to an
+  exact catalogue name that was never loaded still runs (the never-unreachable rule), through
+  `catalogue`.
 
 The catalogue section is rendered once, here. It never changes afterwards — tools loaded later
 are not taken out of it — so the system prompt stays byte-identical for the whole session and
-provider prompt caches keep working; loaded schemas are appended after the static tools, in
-activation order, and stay there.
+provider prompt caches keep working (docs/discovery.md, "The prompt cache", says what each
+provider adapter does with a loaded tool).
 
 Typical use (the CLI does exactly this)::
 
@@ -40,17 +42,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from heron.discovery import DiscoveryParams
 from heron.mcp.catalogue import Exposure, McpAccessPolicy, McpCatalogue, choose_exposure
 from heron.mcp.config import McpConfig, name_matches
 from heron.mcp.filter_groups import compute_turn_filter
 from heron.mcp.tool_search import (
-    TOOL_SEARCH,
-    SearchParams,
+    SEARCH_TOOL_NAMES,
+    Companion,
+    DiscoveryEngine,
+    SearchToolName,
     ToolSearchTool,
     resolve_unactivated,
 )
 from heron.mcp.trust import ToolDefinition, detect_shadowing
-from heron.tools.definition import Tool
+from heron.models.tokens import EstimateCounter, count_tools
+from heron.tools.definition import Tool, ToolSpec
 from heron.tools.registry import ActivatedToolSet, Autonomy, ToolRegistry, normalize_name
 
 if TYPE_CHECKING:
@@ -59,6 +65,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAPABILITY_BUNDLE",
+    "CATALOGUE_TOKENS",
+    "DiscoveryOptions",
     "McpAssembly",
     "McpGrant",
     "McpToolCatalogue",
@@ -67,7 +75,27 @@ __all__ = [
 ]
 
 CAPABILITY_BUNDLE = "mcp"
-"""Registry bundle of `tool_search` and the resource/prompt tools (`mcp_resources`, …)."""
+"""Registry bundle of the search tool and the resource/prompt tools (`mcp_resources`, …)."""
+CATALOGUE_TOKENS = 2000
+"""The catalogue section and the meta-tools' definitions together stay within this many
+prompt tokens (counted with the conservative `anthropic` estimate), however many tools exist."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DiscoveryOptions:
+    """How deferred tools are found and shown (`[discovery]`, with `[mcp] search_min_score`)."""
+
+    tool: SearchToolName = "tool_search"
+    """The search tool's name: `tool_search` or `discover_tools` (the same tool)."""
+    catalogue_tokens: int = CATALOGUE_TOKENS
+    embeddings: bool = True
+    """Rank with the embeddings extra when it is installed; False: lexical only."""
+    params: DiscoveryParams | None = None
+    """Ranking knobs; None: the engine's defaults with `[mcp] search_min_score`."""
+    companions: Sequence[Companion] = ()
+    """Skills the search also finds."""
+    meta_tools: Sequence[ToolSpec] = ()
+    """Other always-present discovery tools (`load_skill`, …) counted in `catalogue_tokens`."""
 
 
 class McpToolCatalogue:
@@ -79,18 +107,36 @@ class McpToolCatalogue:
     so the engine reports them as unknown.
     """
 
-    __slots__ = ("_activated", "_catalogue", "_policy")
+    __slots__ = ("_activated", "_catalogue", "_policy", "_preloaded", "_specs")
 
     def __init__(
-        self, catalogue: McpCatalogue, activated: ActivatedToolSet, policy: McpAccessPolicy
+        self,
+        catalogue: McpCatalogue,
+        activated: ActivatedToolSet,
+        policy: McpAccessPolicy,
+        *,
+        preloaded: Collection[str] = (),
     ) -> None:
         self._catalogue = catalogue
         self._activated = activated
         self._policy = policy
+        self._preloaded = frozenset(preloaded)
+        self._specs: tuple[ToolSpec, ...] | None = None
 
     def names(self) -> list[str]:
         """Every name `resolve` could hand out (the text protocol parses calls to them)."""
         return [e.name for e in self._catalogue.entries if self._policy.allows(e.tool.spec)]
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The loadable tools' specs in catalogue order, without those loaded at assembly (the
+        deferred tools of a provider with deferred loading; the same tuple every time)."""
+        if self._specs is None:
+            self._specs = tuple(
+                e.tool.spec
+                for e in self._catalogue.entries
+                if self._policy.allows(e.tool.spec) and e.name not in self._preloaded
+            )
+        return self._specs
 
     def resolve(self, name: str) -> Tool | None:
         """The tool with exactly this catalogue name, activated; None when absent or denied."""
@@ -106,9 +152,9 @@ class McpGrant:
     catalogue: McpToolCatalogue | None
     """Exact-name resolution within the grant (deferred exposure only)."""
     tools: tuple[Tool, ...] = ()
-    """`tool_search` over the granted part of the catalogue (deferred exposure only)."""
+    """The search tool over the granted part of the catalogue (deferred exposure only)."""
     prompt_section: str = ""
-    """The granted catalogue for the sub-agent's system prompt (with its `tool_search`)."""
+    """The granted catalogue for the sub-agent's system prompt (with its search tool)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -134,9 +180,12 @@ class McpAssembly:
     tool_catalogue: McpCatalogue
     """Every policy-allowed MCP tool, whatever the exposure."""
     search_registered: bool = False
-    """Whether `tool_search` is among the tools (deferred exposure with something to load)."""
-    search_params: SearchParams | None = None
-    """`tool_search` ranking (`[mcp] search_min_score`), shared with sub-agents' searches."""
+    """Whether the search tool is among the tools (deferred exposure with something to load)."""
+    engine: DiscoveryEngine | None = None
+    """The ranking index over the catalogue, shared with sub-agents' searches."""
+    discovery: DiscoveryOptions = DiscoveryOptions()
+    preloaded: tuple[str, ...] = ()
+    """Catalogue tools loaded at assembly (`always` filter groups, `[discovery] prompt_tools`)."""
     manager: McpClientManager | None = None
 
     @property
@@ -183,17 +232,16 @@ class McpAssembly:
                 activated.activate(tool)
         if self.exposure == "direct":
             return McpGrant(activated=activated, catalogue=None)
-        granted = McpCatalogue(self.tool_catalogue.tools(), policy=policy)
-        section = granted.prompt_section(exclude=activated.names())
-        if not (self.search_registered and section):
-            return McpGrant(
-                activated=activated, catalogue=McpToolCatalogue(granted, activated, policy)
-            )
+        granted = self.tool_catalogue.narrowed(policy)
+        resolver = McpToolCatalogue(granted, activated, policy, preloaded=activated.names())
+        if not self.search_registered or self.engine is None:
+            return McpGrant(activated=activated, catalogue=resolver)
+        search = ToolSearchTool(granted, activated, name=self.discovery.tool, engine=self.engine)
+        section = _section(granted, activated.names(), search.spec, self.discovery)
+        if not section:
+            return McpGrant(activated=activated, catalogue=resolver)
         return McpGrant(
-            activated=activated,
-            catalogue=McpToolCatalogue(granted, activated, policy),
-            tools=(ToolSearchTool(granted, activated, params=self.search_params),),
-            prompt_section=section,
+            activated=activated, catalogue=resolver, tools=(search,), prompt_section=section
         )
 
     async def aclose(self) -> None:
@@ -219,6 +267,24 @@ def _shadowing_problems(tools: Sequence[Tool], builtin_names: Collection[str]) -
     return [f"MCP tool {f.server}__{f.tool}: {f.message}" for f in findings]
 
 
+def _section(
+    catalogue: McpCatalogue,
+    preloaded: Collection[str],
+    search: ToolSpec,
+    options: DiscoveryOptions,
+) -> str:
+    """The catalogue section within what the meta-tools leave of `catalogue_tokens`."""
+    counter = EstimateCounter("anthropic")
+    meta = count_tools(counter, [search, *options.meta_tools])
+    return catalogue.prompt_section(
+        exclude=preloaded,
+        budget_chars=None,
+        budget_tokens=max(0, options.catalogue_tokens - meta),
+        search_tool=search.name,
+        counter=counter,
+    )
+
+
 def assemble_tools(
     cfg: McpConfig,
     tools: Sequence[Tool],
@@ -231,6 +297,9 @@ def assemble_tools(
     capability_tools: Sequence[Tool] = (),
     unavailable: Mapping[str, str] | None = None,
     manager: McpClientManager | None = None,
+    local_tools: Mapping[str, Sequence[Tool]] | None = None,
+    prompt_tools: Collection[str] = (),
+    discovery: DiscoveryOptions | None = None,
 ) -> McpAssembly:
     """The assembly over MCP tools already listed (`assemble_mcp` lists them from servers).
 
@@ -238,18 +307,30 @@ def assemble_tools(
     `capability_tools` are always registered directly when policy allows them (the
     `mcp_resources` / `mcp_prompts` tools); `unavailable` maps servers that could not be
     listed to the reason.
+
+    `local_tools` (heron's own and the user's tools, by group label) join the deferred
+    catalogue: with them the exposure is deferred whatever `[mcp] exposure` says, and only the
+    MCP tools named in `prompt_tools` are loaded up front (`[discovery] prompt_tools`).
+    `discovery` names the search tool, the token budget and the skills it also finds.
     """
+    options = discovery or DiscoveryOptions()
     policy = McpAccessPolicy(
         allowed_tools=allowed_tools,
         excluded_tools=excluded_tools,
         read_only=autonomy == "read-only",
     )
-    catalogue = McpCatalogue(tools, policy=policy)
+    groups = {t.spec.name: g for g, ts in (local_tools or {}).items() for t in ts}
+    local = [t for ts in (local_tools or {}).values() for t in ts]
+    catalogue = McpCatalogue([*tools, *local], policy=policy, groups=groups)
     capabilities = tuple(t for t in capability_tools if policy.allows(t.spec))
-    exposure = choose_exposure(len(catalogue), cfg.exposure, cfg.deferred_threshold)
+    exposure: Exposure = (
+        "deferred"
+        if local
+        else choose_exposure(len(catalogue), cfg.exposure, cfg.deferred_threshold)
+    )
     problems = [f"MCP server {s!r} is unavailable: {r}" for s, r in (unavailable or {}).items()]
     problems += _shadowing_problems(catalogue.tools(), builtin_names)
-    groups = cfg.tool_filter_groups
+    groups_cfg = cfg.tool_filter_groups
     bundles: dict[str, tuple[Tool, ...]] = {}
 
     if exposure == "direct":
@@ -260,12 +341,12 @@ def assemble_tools(
         if capabilities:
             bundles[CAPABILITY_BUNDLE] = capabilities
         turn_exclusions: Callable[[str], Collection[str]] | None = None
-        if groups:
+        if groups_cfg:
             mcp_names = [*catalogue.names(), *(t.spec.name for t in capabilities)]
 
             def turn_exclusions(message: str) -> Collection[str]:
                 return compute_turn_filter(
-                    groups, mcp_names, message, allowed=policy.allows_name, exposure="direct"
+                    groups_cfg, mcp_names, message, allowed=policy.allows_name, exposure="direct"
                 ).excluded
 
         return McpAssembly(
@@ -279,22 +360,33 @@ def assemble_tools(
             policy=policy,
             tool_catalogue=catalogue,
             manager=manager,
+            discovery=options,
         )
 
-    preactivate = compute_turn_filter(
-        groups, catalogue.names(), "", allowed=policy.allows_name, exposure="deferred"
+    always = compute_turn_filter(
+        groups_cfg, catalogue.names(), "", allowed=policy.allows_name, exposure="deferred"
     ).preactivate
+    preactivate = list(dict.fromkeys([*always, *(n for n in prompt_tools if n in catalogue)]))
     for name in preactivate:
         tool = catalogue.get(name)
         if tool is not None:
             activated.activate(tool)
+    params = options.params or DiscoveryParams(lexical_min_relevance=cfg.search_min_score)
+    engine = DiscoveryEngine(
+        [e for e in catalogue.entries if e.name not in preactivate],
+        companions=options.companions,
+        embedder="auto" if options.embeddings else None,
+        params=params,
+    )
+    search = ToolSearchTool(catalogue, activated, name=options.tool, engine=engine)
     # Computed once: the static prefix of the prompt never changes afterwards.
-    section = catalogue.prompt_section(exclude=preactivate)
-    search_registered = bool(section) and not _excluded(TOOL_SEARCH, excluded_tools)
-    search_params = SearchParams(min_score=cfg.search_min_score)
+    section = _section(catalogue, preactivate, search.spec, options)
+    search_registered = bool(section) and not any(
+        _excluded(n, excluded_tools) for n in SEARCH_TOOL_NAMES
+    )
     surface: list[Tool] = []
     if search_registered:
-        surface.append(ToolSearchTool(catalogue, activated, params=search_params))
+        surface.append(search)
     surface.extend(capabilities)
     if surface:
         bundles[CAPABILITY_BUNDLE] = tuple(surface)
@@ -304,14 +396,16 @@ def assemble_tools(
         # The registry and the prompt move together: no search tool, no catalogue to search.
         prompt_section=section if search_registered else "",
         activated=activated,
-        catalogue=McpToolCatalogue(catalogue, activated, policy),
+        catalogue=McpToolCatalogue(catalogue, activated, policy, preloaded=preactivate),
         turn_exclusions=None,
         problems=tuple(problems),
         policy=policy,
         tool_catalogue=catalogue,
         manager=manager,
         search_registered=search_registered,
-        search_params=search_params,
+        engine=engine,
+        discovery=options,
+        preloaded=tuple(preactivate),
     )
 
 
@@ -325,6 +419,9 @@ async def assemble_mcp(
     builtin_names: Collection[str],
     activated: ActivatedToolSet,
     consent: ConsentChannel | None = None,
+    local_tools: Mapping[str, Sequence[Tool]] | None = None,
+    prompt_tools: Collection[str] = (),
+    discovery: DiscoveryOptions | None = None,
 ) -> McpAssembly:
     """Connect the configured servers and assemble their tools for one agent.
 
@@ -358,6 +455,9 @@ async def assemble_mcp(
             capability_tools=resource_tools(manager),
             unavailable=unavailable,
             manager=manager,
+            local_tools=local_tools,
+            prompt_tools=prompt_tools,
+            discovery=discovery,
         )
     except BaseException:
         await manager.aclose()

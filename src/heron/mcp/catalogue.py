@@ -1,13 +1,15 @@
-"""The MCP tool catalogue: what exists, what policy allows, and how it is shown to the model.
+"""The deferred tool catalogue: what exists, what policy allows, and how it is shown to the
+model.
 
 With few MCP tools every schema goes to the model directly. With many (five servers can cost
 tens of thousands of tokens of definitions) heron switches to **deferred** exposure: the model
-sees one `tool_search` tool and a compact catalogue of names with one-line descriptions; full
-schemas are loaded on demand into the session's `ActivatedToolSet`.
+sees one search tool (`tool_search` or `discover_tools`) and a catalogue section bounded in
+tokens however many tools exist; full schemas are loaded on demand into the session's
+`ActivatedToolSet`. With `[discovery] prompt_tools` heron's own tools can be deferred too.
 
 The catalogue section is built once per session and never changes afterwards: tools activated
 later are *not* removed from it, so the prompt prefix stays byte-identical and provider prompt
-caches keep working (loaded schemas are appended after it, in activation order).
+caches keep working.
 
 `McpAccessPolicy` decides which MCP tools may exist at all. A denied tool is not in the
 catalogue, is never found by `tool_search` and can never be activated.
@@ -16,11 +18,12 @@ catalogue, is never found by `tool_search` and can never be activated.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from heron.mcp.config import name_matches
+from heron.models.tokens import EstimateCounter, TokenCounter
 from heron.tools.definition import Tool, ToolSpec
 from heron.tools.registry import NAMESPACE_SEP, ActivatedToolSet, normalize_name
 
@@ -142,11 +145,13 @@ class CatalogueEntry:
     tool: Tool
 
 
-def _entry(tool: Tool) -> CatalogueEntry:
+def _entry(tool: Tool, group: str | None = None) -> CatalogueEntry:
     spec = tool.spec
     definition = getattr(tool, "definition", None)
     if definition is not None:
         server, tool_name, title = definition.server, definition.name, definition.title or ""
+    elif group is not None:
+        server, tool_name, title = group, spec.name, ""
     else:
         server, _, tool_name = spec.name.partition(NAMESPACE_SEP)
         if not tool_name:
@@ -167,11 +172,24 @@ def _entry(tool: Tool) -> CatalogueEntry:
 
 
 class McpCatalogue:
-    """The policy-allowed MCP tools of a session, in deterministic (name) order."""
+    """The policy-allowed deferred tools of a session, in deterministic (name) order.
 
-    def __init__(self, tools: Iterable[Tool], *, policy: Policy | None = None) -> None:
+    Mostly MCP tools; with `[discovery] prompt_tools` also heron's own and the user's tools,
+    each listed under its `groups` label (the built-in set it comes from, `user`)."""
+
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        *,
+        policy: Policy | None = None,
+        groups: Mapping[str, str] | None = None,
+    ) -> None:
+        labels = groups or {}
         allowed = [t for t in tools if _allowed(policy, t.spec)]
-        entries = sorted((_entry(t) for t in allowed), key=lambda e: e.name)
+        entries = sorted(
+            (_entry(t, labels.get(t.spec.name)) for t in allowed), key=lambda e: e.name
+        )
+        self._groups = dict(labels)
         self._entries = tuple(entries)
         self._by_name = {e.name: e for e in entries}
 
@@ -196,43 +214,97 @@ class McpCatalogue:
     def tools(self) -> list[Tool]:
         return [e.tool for e in self._entries]
 
+    @property
+    def groups(self) -> Mapping[str, str]:
+        """The labels of tools that are not MCP tools, by name."""
+        return self._groups
+
+    def narrowed(self, policy: Policy) -> McpCatalogue:
+        """The part of this catalogue `policy` allows (a sub-agent's grant)."""
+        return McpCatalogue(self.tools(), policy=policy, groups=self._groups)
+
     def prompt_section(
-        self, *, exclude: Collection[str] = (), budget_chars: int | None = DETAIL_BUDGET_CHARS
+        self,
+        *,
+        exclude: Collection[str] = (),
+        budget_chars: int | None = DETAIL_BUDGET_CHARS,
+        budget_tokens: int | None = None,
+        search_tool: str = "tool_search",
+        counter: TokenCounter | None = None,
     ) -> str:
         """The deferred-tools section for the system prompt; empty when nothing is listed.
 
-        Each tool is listed as `name - one-line summary`. When that listing would be longer than
-        `budget_chars`, the section lists tool names only, grouped by server (server level
-        first; `tool_search` finds tools by meaning). `exclude` is for tools pre-activated at
-        assembly (their schemas are sent anyway). Do not pass tools activated later in the
-        session: the section must stay unchanged for prompt caching.
+        The richest form that fits both budgets (characters of the listing, tokens of the
+        whole section counted with `counter`, by default the conservative `anthropic`
+        estimate) is chosen, so the section stays bounded however many tools exist:
+
+        1. each tool as `name - one-line summary`;
+        2. tool names only, one line per server;
+        3. one line per server: its tool count and first tool names;
+        4. as many of those server lines as fit, then how many servers and tools are left
+           (`search_tool` searches them all).
+
+        `exclude` is for tools pre-activated at assembly (their schemas are sent anyway). Do
+        not pass tools activated later in the session: the section must stay unchanged for
+        prompt caching.
         """
         skip = set(exclude)
         entries = [e for e in self._entries if e.name not in skip]
         if not entries:
             return ""
-        lines = [f"{e.name} - {e.summary}" for e in entries]
-        body = "\n".join(lines)
-        if budget_chars is not None and len(body) > budget_chars:
-            return _COMPACT_HEAD + "\n".join(_server_lines(entries)) + _TAIL
-        return _DETAIL_HEAD + body + _TAIL
+        count = (counter or EstimateCounter("anthropic")).count
+
+        def fits(text: str) -> bool:
+            return budget_tokens is None or count(text) <= budget_tokens
+
+        intro = _intro(search_tool)
+        body = "\n".join(f"{e.name} - {e.summary}" for e in entries)
+        section = intro + _DETAIL + _OPEN + body + _CLOSE
+        if (budget_chars is None or len(body) <= budget_chars) and fits(section):
+            return section
+        compact = intro + _COMPACT + _OPEN + "\n".join(_server_lines(entries)) + _CLOSE
+        if fits(compact):
+            return compact
+        servers = _directory_lines(entries)
+        head = intro + _DIRECTORY.format(tool=search_tool) + _OPEN
+        directory = head + "\n".join(line for line, _ in servers) + _CLOSE
+        if fits(directory):
+            return directory
+        kept: list[str] = []
+        for n, (line, _) in enumerate(servers):
+            left = servers[n:]
+            rest = _rest_line(len(left), sum(k for _, k in left), search_tool)
+            if not fits(head + "\n".join([*kept, rest]) + _CLOSE):
+                break
+            kept.append(line)
+        left = servers[len(kept) :]
+        rest = _rest_line(len(left), sum(k for _, k in left), search_tool)
+        return head + "\n".join([*kept, rest]) + _CLOSE
 
 
-_INTRO = (
-    "## MCP tools (load before use)\n\n"
-    "These tools exist but their schemas are not loaded. Call `tool_search` first: "
-    '`"select:name1,name2"` loads the named tools, any other text searches the list by '
-    "meaning. Loaded tools stay callable for the rest of the session."
+def _intro(search_tool: str) -> str:
+    return (
+        "## More tools (load before use)\n\n"
+        "These tools exist but their schemas are not loaded. When you need a capability that "
+        f"none of your loaded tools has, call `{search_tool}` first with the need in plain "
+        'words ("I need stock prices"): it loads the best matches for the rest of the session '
+        'and lists their schemas. `"select:name1,name2"` loads exact names. Do not guess '
+        "tools that are not loaded."
+    )
+
+
+_DETAIL = ""
+_COMPACT = (
+    " Each line is one server and its tool names; the full name of a tool is `<server>__<tool>`."
 )
-_DETAIL_HEAD = _INTRO + "\n\n<mcp-tool-catalogue>\n"
-_COMPACT_HEAD = (
-    _INTRO + " Each line is one server and its tool names; the full name of a tool is "
-    "`<server>__<tool>`.\n\n<mcp-tool-catalogue>\n"
-)
-_TAIL = "\n</mcp-tool-catalogue>"
+_DIRECTORY = " Each line is one server: how many tools it has and some of their names; `{tool}` "
+_DIRECTORY += "finds tools by meaning across all of them."
+_OPEN = "\n\n<tool-catalogue>\n"
+_CLOSE = "\n</tool-catalogue>"
+_DIRECTORY_NAMES = 6
 
 
-def _server_lines(entries: Sequence[CatalogueEntry]) -> list[str]:
+def _grouped(entries: Sequence[CatalogueEntry]) -> tuple[dict[str, list[str]], list[str]]:
     by_server: dict[str, list[str]] = {}
     loose: list[str] = []
     for e in entries:
@@ -240,10 +312,35 @@ def _server_lines(entries: Sequence[CatalogueEntry]) -> list[str]:
             by_server.setdefault(e.server, []).append(e.tool_name)
         else:
             loose.append(e.name)
+    return by_server, loose
+
+
+def _server_lines(entries: Sequence[CatalogueEntry]) -> list[str]:
+    by_server, loose = _grouped(entries)
     lines = [f"{server} ({len(names)}): {', '.join(names)}" for server, names in by_server.items()]
     if loose:
         lines.append(f"other tools, full names ({len(loose)}): {', '.join(loose)}")
     return lines
+
+
+def _directory_lines(entries: Sequence[CatalogueEntry]) -> list[tuple[str, int]]:
+    """One `(line, tool count)` per server (and per group of tools without a server prefix)."""
+    groups: dict[str, list[str]] = {}
+    for e in entries:
+        key = e.server if e.name == f"{e.server}{NAMESPACE_SEP}{e.tool_name}" else f"({e.server})"
+        groups.setdefault(key, []).append(e.tool_name)
+    lines = []
+    for server, names in groups.items():
+        shown = ", ".join(names[:_DIRECTORY_NAMES])
+        more = ", …" if len(names) > _DIRECTORY_NAMES else ""
+        lines.append((f"{server} ({len(names)} tools): {shown}{more}", len(names)))
+    return lines
+
+
+def _rest_line(servers: int, tools: int, search_tool: str) -> str:
+    if not servers:
+        return ""
+    return f"… and {servers} more servers with {tools} tools: `{search_tool}` searches them all."
 
 
 def choose_exposure(
@@ -257,10 +354,10 @@ def choose_exposure(
     return "deferred" if catalogue_size >= threshold else "direct"
 
 
-def loaded_status_line(activated: ActivatedToolSet) -> str:
-    """A short line naming the MCP tools loaded so far (append it at the end of the context,
-    never into the static prefix)."""
+def loaded_status_line(activated: ActivatedToolSet, label: str = "MCP tools") -> str:
+    """A short line naming the tools loaded so far (append it at the end of the context, never
+    into the static prefix)."""
     names = activated.names()
     if not names:
-        return "Loaded MCP tools: none yet."
-    return "Loaded MCP tools: " + ", ".join(names) + "."
+        return f"Loaded {label}: none yet."
+    return f"Loaded {label}: " + ", ".join(names) + "."

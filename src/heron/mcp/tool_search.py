@@ -1,358 +1,220 @@
-"""`tool_search`: find deferred MCP tools and load their schemas into the session.
+"""`tool_search` and `discover_tools`: one search tool over the deferred catalogue, offered under
+one name or the other per agent (`[discovery] tool`), never both.
 
 Two query forms:
 
-- `select:a,b` loads exactly the named tools (namespaced names from the catalogue);
-- anything else is a natural-language search ranked by BM25 over each tool's name, server,
-  title, description and parameter names.
+- `select:a,b` loads exactly the named tools (names from the catalogue);
+- anything else is a need in plain words ("I need to look up stock prices"), ranked by the
+  discovery engine (`heron.discovery`: lexical BM25 fused with multilingual embeddings when
+  `heron[embeddings]` is installed, exact names first, an honest "nothing close").
 
-The ranker is lexical, and tuned on a held-out split of the MetaTool queries (see
-`bench/mcp_tool_search.py`). Besides word-level BM25 (name tokens weighted double, words
-reduced by a light suffix stemmer) it adds
+The best 3–5 matches are activated into the session's `ActivatedToolSet` (append-only: loaded
+schemas stay where they were inserted) and listed with their full schemas, followed by any
+skills that fit the need and a one-line status of every tool loaded so far. When nothing is
+close the answer says so, lists the server directory and close names, and loads nothing.
 
-- a character n-gram BM25, for compound and misspelt names (`airqualityforecast`, `get-env`);
-- request words that say nothing about the capability (`find`, `help`, `please`, `tool`) are
-  dropped from the query;
-- a small built-in lexicon of related words per common tool domain (weather, finance, travel,
-  code, …) expands the query at a lower weight, so "chance of precipitation" finds a weather
-  tool whose description only says "forecast".
-
-A tool is a hit only when its word-level score (direct plus expanded terms) reaches
-`min_score`; n-gram similarity alone never makes a hit. When nothing reaches it, the answer is
-an explicit "nothing found" with close names, so the model can rephrase instead of guessing.
-
-Matches are activated into the session's `ActivatedToolSet` in rank order (append-only: loaded
-schemas stay where they were inserted) and listed with their full schemas. Policy-denied tools
-are not in the catalogue, so they never appear, never activate and never use up a result slot.
+`DiscoveryEngine` holds the one ranking index over a catalogue (and the skills), built on first
+use in a worker thread (the embedding model and the index cost tens of milliseconds to seconds;
+the event loop never waits for them), and shared by the search tools of an agent and of its
+sub-agents. A sub-agent's search sees only its grant: the index answers over the granted
+tools alone, exact names included. Policy-denied tools are not in the catalogue, so they never
+appear, never activate and never use up a result slot.
 """
 
 from __future__ import annotations
 
+import asyncio
 import difflib
-import functools
 import json
-import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
-import numpy as np
-import numpy.typing as npt
-
-from heron.mcp.catalogue import CatalogueEntry, McpAccessPolicy, McpCatalogue
-from heron.tools.definition import (
-    Tool,
-    ToolAnnotations,
-    ToolContext,
-    ToolResult,
-    ToolSpec,
+from heron.discovery import (
+    DiscoveryIndex,
+    DiscoveryParams,
+    Embedder,
+    EmbeddingCache,
+    Match,
+    ServerSummary,
+    ToolDoc,
+    default_cache_path,
 )
+from heron.discovery.index import BoolArray, Mode
+from heron.discovery.lexical import tokenize
+from heron.mcp.catalogue import CatalogueEntry, McpAccessPolicy, McpCatalogue, loaded_status_line
+from heron.tools.definition import Tool, ToolAnnotations, ToolContext, ToolResult, ToolSpec
 from heron.tools.registry import ActivatedToolSet
 from heron.tools.validation import SchemaValidator
 
 __all__ = [
+    "DEFAULT_MAX_RESULTS",
+    "DISCOVER_TOOLS",
+    "SEARCH_TOOL_NAMES",
     "TOOL_SEARCH",
-    "SearchHit",
-    "SearchParams",
-    "ToolSearchIndex",
+    "Companion",
+    "DiscoveryEngine",
+    "Ranked",
+    "SearchToolName",
     "ToolSearchOutcome",
     "ToolSearchTool",
     "resolve_unactivated",
-    "tokenize",
 ]
 
-TOOL_SEARCH = "tool_search"
+TOOL_SEARCH: Final = "tool_search"
+DISCOVER_TOOLS: Final = "discover_tools"
+SearchToolName = Literal["tool_search", "discover_tools"]
+SEARCH_TOOL_NAMES: tuple[SearchToolName, ...] = (TOOL_SEARCH, DISCOVER_TOOLS)
 DEFAULT_MAX_RESULTS = 5
 MAX_RESULTS_CAP = 20
 SELECT_PREFIX = "select:"
-
-
-@functools.cache
-def _bm25s() -> Any:
-    # bm25s takes a fifth of a second to import: only when a catalogue is indexed.
-    import bm25s  # type: ignore[import-untyped]
-
-    return bm25s
-
-
-@functools.cache
-def _stopwords() -> frozenset[str]:
-    return frozenset(_bm25s().stopwords.STOPWORDS_EN)
-
-
-# Words of a request that say nothing about which capability is wanted.
-def _word_set(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_REQUEST_WORDS = _word_set(
-    """find get help give provide show tell want need like would could please know use using
-    tool tools information info recommend suggest search look looking app something way best
-    good new make create assist any some also me my i you can what which where how when who
-    there this that it"""
-)
-
-# Related words per common tool domain (one group per line). A query word in a group adds the
-# group's other words at a lower weight. General vocabulary, not names of particular tools.
-_RELATED = """
-weather forecast temperature rain precipitation snow wind humidity climate storm sunny
-finance financial stock stocks share shares market invest investment investing investor \
-portfolio trading trade crypto cryptocurrency bitcoin ethereum nft fund dividend earnings \
-volatility ticker nasdaq economy
-currency exchange convert conversion dollar euro yen forex
-news headline headlines article articles breaking politics political journalism press
-music song songs album artist band playlist lyrics chart charts billboard spotify concert singer
-movie movies film films cinema actor actress cast director tv series trailer netflix
-video videos youtube clip
-podcast podcasts episode interview interviews audio listen
-book books novel author reading literature ebook story stories
-recipe recipes cook cooking meal meals food dish dishes ingredient ingredients bake baking \
-kitchen dinner lunch breakfast pizza pasta cuisine
-diet nutrition calorie calories healthy protein vitamin weight fitness workout exercise gym
-health medical medicine doctor symptom symptoms disease clinic hospital drug drugs treatment \
-therapy mental
-travel trip trips vacation holiday tour tourist itinerary destination flight flights airline \
-hotel hotels accommodation booking resort sightseeing
-restaurant restaurants dining eat cafe reservation review reviews
-house home apartment rent renting lease property properties estate mortgage housing realtor
-job jobs career careers hiring hire resume cv salary employment recruit recruiter vacancy openings
-course courses class classes lesson lessons learn learning teach teacher tutor student students \
-school university education training curriculum
-research paper papers academic scholar scientific study studies journal citation publication arxiv
-law legal lawyer attorney court contract regulation statute lawsuit divorce
-shop shopping buy purchase product products deal deals discount coupon store order cheapest \
-affordable sale
-code coding programming developer software github repository repo api bug debug script python \
-javascript
-sql database query table analytics
-seo keyword keywords ranking visibility traffic marketing
-website web site page domain url hosting blog wordpress
-image images picture pictures photo photos art drawing draw design illustration graphic logo
-translate translation language languages english spanish french chinese japanese
-email mail inbox message messages letter outreach
-calendar schedule meeting meetings event events appointment reminder
-map maps location locations address directions route navigation nearby place places
-car cars vehicle vehicles ev electric charging dealer automobile
-sport sports team teams score scores match league nba nfl mlb nhl soccer football basketball \
-baseball
-game games gaming puzzle trivia quiz
-pdf document documents file files summarize summary
-qr barcode
-astrology horoscope zodiac fortune tarot
-math calculate calculator calculation equation formula compute arithmetic
-gift gifts present birthday anniversary
-pet pets dog dogs cat cats animal animals
-plant plants garden gardening flower flowers
-company companies business businesses startup startups corporate enterprise firm
-social media twitter instagram facebook tiktok followers
-habit habits routine productivity goal goals meditation mindfulness
-"""
-
-_SUFFIXES = (
-    ("ies", "y"),
-    ("sses", "ss"),
-    ("ied", "y"),
-    ("ing", ""),
-    ("edly", ""),
-    ("ed", ""),
-    ("ly", ""),
-    ("es", ""),
-    ("s", ""),
-)
-
-
-def _stem(word: str) -> str:
-    """A light suffix stemmer: plural and verb endings only, stems of at least 3 letters."""
-    for suffix, replacement in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)] + replacement
-    return word
-
-
-def _split_identifiers(text: str) -> str:
-    text = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
-    return re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", text)
-
-
-def _words(text: str) -> list[str]:
-    return [
-        w
-        for w in re.findall(r"[a-z0-9]+", _split_identifiers(text).lower())
-        if len(w) >= 2 and w not in _stopwords()
-    ]
-
-
-def tokenize(text: str) -> list[str]:
-    """Index tokens: identifiers split (`getWeather` → get, weather), lower-cased, stop words
-    dropped, lightly stemmed."""
-    return [_stem(w) for w in _words(text)]
-
-
-def _ngrams(words: Sequence[str], low: int = 3, high: int = 5) -> list[str]:
-    grams: list[str] = []
-    for word in words:
-        padded = f"#{word}#"
-        for n in range(low, high + 1):
-            grams.extend(padded[i : i + n] for i in range(len(padded) - n + 1))
-    return grams
-
-
-def _related_index() -> dict[str, tuple[str, ...]]:
-    related: dict[str, set[str]] = {}
-    for line in _RELATED.replace("\\\n", " ").strip().splitlines():
-        group = [_stem(w) for w in line.split()]
-        for word in group:
-            related.setdefault(word, set()).update(w for w in group if w != word)
-    return {w: tuple(sorted(ws)) for w, ws in related.items()}
-
-
-_RELATED_INDEX = _related_index()
-_REQUEST_STEMS = frozenset(_stem(w) for w in _REQUEST_WORDS)
+COMPANION_SERVER = "(skills)"
+"""The server of companion documents in the shared index (no MCP server can have this name)."""
+MAX_COMPANIONS = 3
+DIRECTORY_LINES = 12
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SearchParams:
-    """Ranking knobs (defaults tuned on the MetaTool tune split)."""
+class Companion:
+    """Something besides tools that a search also finds (a skill), and how to use it."""
 
-    k1: float = 2.0
-    b: float = 0.3
-    name_weight: int = 2
-    """How many times the name's tokens count (names carry the most signal)."""
-    ngram_weight: float = 0.43
-    expansion_weight: float = 1.0
-    drop_request_words: bool = True
-    """Drop words that only make a request (`find`, `help`, `please`) from the query."""
-    min_score: float = 1.0
-    """Word-level BM25 score (direct + weighted expansion) a tool needs to count as a hit."""
+    name: str
+    description: str
+    hint: str = ""
+    """How the model uses it, for the answer's heading (`load_skill` reads one)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SearchHit:
-    entry: CatalogueEntry
-    score: float
-    """Combined rank score (relative; comparable within one query)."""
-    relevance: float
-    """Word-level BM25 score, the quantity compared with `min_score`."""
+class Ranked:
+    """One search's answer from the engine, before anything is activated."""
+
+    tools: tuple[CatalogueEntry, ...] = ()
+    skills: tuple[Companion, ...] = ()
+    directory: tuple[ServerSummary, ...] = ()
+    mode: Mode = "lexical"
+    matches: tuple[Match, ...] = ()
+    """The engine's matches behind `tools` (scores, exact flags)."""
 
 
-_FloatArray = npt.NDArray[np.float64]
+def _doc(entry: CatalogueEntry) -> ToolDoc:
+    return ToolDoc(
+        server=entry.server,
+        name=entry.tool_name,
+        description=entry.description,
+        title=entry.title or None,
+        input_schema=entry.tool.spec.parameters,
+    )
 
 
-TUNED_CATALOGUE_SIZE = 200
-"""Word scores of smaller catalogues are computed as if the catalogue were padded to this size
-(about that of the MetaTool catalogue `min_score` was tuned on) with tools that match nothing.
-
-BM25's IDF depends on the catalogue's size: a word found in one tool out of N weighs
-log(1 + (N - 0.5) / 1.5), 0.29 for N = 1 and 0.98 for N = 3 against 4.9 for N = 200. Without the
-padding, even an exact word of a tool's name scored under `min_score` in a catalogue of one to
-three tools (and a word of its description in one of a few dozen), so the answer was "nothing
-found". With it a word weighs what it would in the catalogue the threshold was tuned on."""
+def _default_cache() -> EmbeddingCache | None:
+    try:
+        return EmbeddingCache(default_cache_path())
+    except (OSError, ValueError):  # an unwritable cache directory: embed without a cache
+        return None
 
 
-class _Bm25:
-    """A bm25s index over pre-tokenised documents, queried with token lists."""
+class DiscoveryEngine:
+    """The ranking index over a catalogue's tools and companions (skills), built once on first
+    use and shared by every search tool over the catalogue (an agent's and its sub-agents').
 
-    def __init__(self, docs: Sequence[list[str]], *, k1: float, b: float, pad_to: int = 0) -> None:
-        self._n = len(docs)
-        self._model = _bm25s().BM25(k1=k1, b=b)
-        # bm25s needs at least one token per document to build its vocabulary.
-        indexed = [d or ["\x00"] for d in docs]
-        if 0 < len(indexed) < pad_to:
-            # Padding of the average length (so length normalisation is unchanged), holding only
-            # a token no query can contain.
-            length = max(1, round(sum(map(len, indexed)) / len(indexed)))
-            indexed += [["\x01"] * length] * (pad_to - len(indexed))
-        self._model.index(indexed, show_progress=False)
-        self._vocab: dict[str, int] = self._model.vocab_dict
+    `embedder`: "auto" (the bundled model when `heron[embeddings]` is installed and not
+    switched off), an `Embedder`, or None for lexical ranking. `cache`: "default" (the user
+    cache file, `heron.discovery.default_cache_path()`), an `EmbeddingCache`, or None.
+    """
 
-    def scores(self, tokens: Sequence[str]) -> _FloatArray:
-        ids = [self._vocab[t] for t in tokens if t in self._vocab]
-        if not ids:
-            return np.zeros(self._n)
-        return np.asarray(self._model.get_scores(ids), dtype=np.float64)[: self._n]
+    def __init__(
+        self,
+        entries: Sequence[CatalogueEntry],
+        *,
+        companions: Sequence[Companion] = (),
+        embedder: Embedder | Literal["auto"] | None = "auto",
+        cache: EmbeddingCache | Literal["default"] | None = "default",
+        params: DiscoveryParams | None = None,
+        server_descriptions: Mapping[str, str] | None = None,
+    ) -> None:
+        self.entries = tuple(entries)
+        self.companions = tuple(companions)
+        self.params = params or DiscoveryParams()
+        self._embedder = embedder
+        self._cache = cache
+        self._descriptions = dict(server_descriptions or {})
+        self._index: DiscoveryIndex | None = None
+        self._lock = threading.Lock()
+        self._masks: dict[frozenset[str] | None, tuple[BoolArray, BoolArray]] = {}
+        self._position: dict[int, int] = {}
 
+    @property
+    def built(self) -> bool:
+        return self._index is not None
 
-def _normalised(scores: _FloatArray) -> _FloatArray:
-    top = float(scores.max()) if scores.size else 0.0
-    return scores / top if top > 0 else scores
+    def index(self) -> DiscoveryIndex:
+        """The index, built on the first call (blocking: call it from a worker thread)."""
+        with self._lock:
+            if self._index is None:
+                docs = [_doc(e) for e in self.entries] + [
+                    ToolDoc(server=COMPANION_SERVER, name=c.name, description=c.description)
+                    for c in self.companions
+                ]
+                cache = _default_cache() if self._cache == "default" else self._cache
+                self._index = DiscoveryIndex(
+                    docs,
+                    embedder=self._embedder,
+                    cache=cache if isinstance(cache, EmbeddingCache) else None,
+                    params=self.params,
+                    server_descriptions=self._descriptions,
+                )
+                n = len(self.entries)
+                self._position = {id(d): i for i, d in enumerate(self._index.docs[:n])}
+            return self._index
 
+    async def ready(self) -> DiscoveryIndex:
+        """The index, built in a worker thread when it does not exist yet."""
+        if self._index is not None:
+            return self._index
+        return await asyncio.to_thread(self.index)
 
-class ToolSearchIndex:
-    """The ranking index over a catalogue's entries (built once per catalogue)."""
+    def _masks_for(self, granted: frozenset[str] | None) -> tuple[BoolArray, BoolArray]:
+        """(tools the grant may find, companions): one flag per document of the index."""
+        masks = self._masks.get(granted)
+        if masks is None:
+            index = self.index()
+            n = len(self.entries)
+            names = [e.name for e in self.entries]
+            tools = index.mask(lambda _: False)
+            for i, name in enumerate(names):
+                tools[i] = granted is None or name in granted
+            companions = index.mask(lambda _: False)
+            companions[n:] = True
+            masks = self._masks[granted] = (tools, companions)
+        return masks
 
-    def __init__(self, entries: Sequence[CatalogueEntry], params: SearchParams | None = None):
-        self.params = params or SearchParams()
-        self._entries = tuple(entries)
-        self._names = [e.name for e in self._entries]
-        if not self._entries:
-            self._words: _Bm25 | None = None
-            self._grams: _Bm25 | None = None
-            return
-        p = self.params
-        word_docs = []
-        gram_docs = []
-        for e in self._entries:
-            name_words = _words(f"{e.tool_name} {e.title}")
-            body = " ".join((e.server, e.description, " ".join(e.parameters)))
-            word_docs.append([_stem(w) for w in name_words] * p.name_weight + tokenize(body))
-            gram_docs.append(_ngrams(name_words) * 2 + _ngrams(_words(body)))
-        self._words = _Bm25(word_docs, k1=p.k1, b=p.b, pad_to=TUNED_CATALOGUE_SIZE)
-        self._grams = _Bm25(gram_docs, k1=1.2, b=0.75)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def search(self, query: str, limit: int | None = None) -> list[SearchHit]:
-        """Hits for a natural-language query, best first (ties in catalogue order)."""
-        if self._words is None or self._grams is None:
-            return []
-        p = self.params
-        raw = _words(query)
-        content = raw
-        if p.drop_request_words:
-            content = [w for w in raw if _stem(w) not in _REQUEST_STEMS] or raw
-        terms = [_stem(w) for w in content]
-        direct = self._words.scores(terms)
-        expanded_terms = (
-            [r for t in terms for r in _RELATED_INDEX.get(t, ()) if r not in terms]
-            if p.expansion_weight
-            else []
+    def rank(self, need: str, limit: int, *, granted: frozenset[str] | None = None) -> Ranked:
+        """The best `limit` tools of the grant (all tools when `granted` is None) and the
+        companions that fit `need` (blocking: the query's embedding is CPU work)."""
+        index = self.index()
+        tools_mask, companions_mask = self._masks_for(granted)
+        vector = index.embed_query(need)
+        found = index.search(need, limit, query_vector=vector, allowed=tools_mask)
+        skills: tuple[Companion, ...] = ()
+        if self.companions:
+            extra = index.search(need, MAX_COMPANIONS, query_vector=vector, allowed=companions_mask)
+            by_name = {c.name: c for c in self.companions}
+            skills = tuple(by_name[m.doc.name] for m in extra.matches if m.doc.name in by_name)
+        positions = self._position
+        matches = tuple(m for m in found.matches if id(m.doc) in positions)
+        return Ranked(
+            tools=tuple(self.entries[positions[id(m.doc)]] for m in matches),
+            skills=skills,
+            directory=found.directory,
+            mode=index.mode,
+            matches=matches,
         )
-        expanded = self._words.scores(expanded_terms) if expanded_terms else np.zeros(len(direct))
-        grams = self._grams.scores(_ngrams(content)) if p.ngram_weight else np.zeros(len(direct))
-        relevance = direct + p.expansion_weight * expanded
-        score = (
-            _normalised(direct)
-            + p.expansion_weight * _normalised(expanded)
-            + p.ngram_weight * _normalised(grams)
-        )
-        candidates = np.flatnonzero(relevance >= max(p.min_score, 1e-9))
-        order = candidates[np.lexsort((candidates, -score[candidates]))]
-        if limit is not None:
-            order = order[:limit]
-        return [
-            SearchHit(entry=self._entries[i], score=float(score[i]), relevance=float(relevance[i]))
-            for i in order
-        ]
-
-    def suggest(self, query: str, count: int = 3) -> list[str]:
-        """Catalogue names close to the query's words (for "nothing found" answers)."""
-        by_key: dict[str, str] = {}
-        for e in self._entries:
-            by_key.setdefault(e.tool_name.lower(), e.name)
-            by_key.setdefault(e.name.lower(), e.name)
-        found: list[str] = []
-        probes = [query.strip().lower(), *(w for w in _words(query) if len(w) >= 3)]
-        for probe in probes:
-            for key in difflib.get_close_matches(probe, list(by_key), n=count, cutoff=0.6):
-                if by_key[key] not in found:
-                    found.append(by_key[key])
-        return found[:count]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolSearchOutcome:
-    """What one `tool_search` call did."""
+    """What one search-tool call did."""
 
     listed: tuple[Tool, ...] = ()
     """Tools whose schemas the answer lists (rank order)."""
@@ -362,6 +224,11 @@ class ToolSearchOutcome:
     """`select:` names that are not in the catalogue (or are denied)."""
     suggestions: tuple[str, ...] = ()
     nothing_found: bool = False
+    skills: tuple[Companion, ...] = ()
+    directory: tuple[ServerSummary, ...] = ()
+    """The server directory, when nothing was close."""
+    mode: Mode | None = None
+    """How the search ranked (`hybrid` or `lexical`); None for `select:`."""
 
 
 def _schema_line(spec: ToolSpec) -> str:
@@ -371,56 +238,91 @@ def _schema_line(spec: ToolSpec) -> str:
     )
 
 
-_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {
-            "type": "string",
-            "description": (
-                'What you need, in plain words ("convert a timestamp between time zones"), or '
-                '"select:" followed by exact tool names separated by commas '
-                '("select:time__convert_time,files__read_file").'
-            ),
+def _schema(argument: str, example: str) -> Mapping[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            argument: {
+                "type": "string",
+                "description": (
+                    f'What you need, in plain words ("{example}"), or "select:" followed by '
+                    "exact tool names separated by commas "
+                    '("select:time__convert_time,files__read_file").'
+                ),
+            },
+            "max_results": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_RESULTS_CAP,
+                "description": f"How many tools a search may load (default {DEFAULT_MAX_RESULTS}).",
+            },
         },
-        "max_results": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_RESULTS_CAP,
-            "description": f"How many tools a search may load (default {DEFAULT_MAX_RESULTS}).",
-        },
-    },
-    "required": ["query"],
-    "additionalProperties": False,
+        "required": [argument],
+        "additionalProperties": False,
+    }
+
+
+_DESCRIPTIONS: Mapping[SearchToolName, str] = {
+    TOOL_SEARCH: (
+        "Load the full schemas of tools listed in the tool catalogue of your instructions so you "
+        'can call them. Pass "select:name1,name2" with exact catalogue names, or describe the '
+        "capability in plain words to search. The best matches are loaded, callable from your "
+        "next step and for the rest of the session; skills that fit are named too. When "
+        "nothing is close it says so and lists the tool servers; then rephrase, or do the work "
+        "with the tools you have."
+    ),
+    DISCOVER_TOOLS: (
+        "Find and load tools for a capability you do not have. When a task needs something none "
+        'of your tools can do, describe the need in plain words ("I need to look up stock '
+        'prices", "convert currencies"): you get the 3-5 best matching tools with their full '
+        "schemas, loaded and callable from your next step for the rest of the session, plus "
+        'skills that fit. "select:name1,name2" loads exact names. When nothing is close it says '
+        "so and lists what exists; then rephrase, or do the work with the tools you have."
+    ),
+}
+_ARGUMENTS: Mapping[SearchToolName, tuple[str, str]] = {
+    TOOL_SEARCH: ("query", "convert a timestamp between time zones"),
+    DISCOVER_TOOLS: ("need", "I need to look up stock prices"),
 }
 
 
 class ToolSearchTool:
-    """The `tool_search` tool over one session's catalogue and activated set."""
+    """The search tool (`tool_search` or `discover_tools`) over one session's catalogue and
+    activated set.
+
+    `engine` is shared with the other search tools over the same catalogue (a sub-agent's);
+    without one, the tool builds its own over `catalogue` with `params`. The tool searches only
+    `catalogue` (a narrowed catalogue is a grant).
+    """
 
     def __init__(
         self,
         catalogue: McpCatalogue,
         activated: ActivatedToolSet,
         *,
-        params: SearchParams | None = None,
+        name: SearchToolName = TOOL_SEARCH,
+        engine: DiscoveryEngine | None = None,
+        params: DiscoveryParams | None = None,
         on_activate: Callable[[list[Tool]], None] | None = None,
     ) -> None:
+        if name not in SEARCH_TOOL_NAMES:
+            raise ValueError(
+                f"a search tool is named {' or '.join(SEARCH_TOOL_NAMES)}, not {name!r}"
+            )
         self.catalogue = catalogue
         self.activated = activated
-        self.index = ToolSearchIndex(catalogue.entries, params)
+        self.engine = engine or DiscoveryEngine(catalogue.entries, params=params)
+        engine_names = {e.name for e in self.engine.entries}
+        names = frozenset(catalogue.names())
+        self._granted: frozenset[str] | None = None if names >= engine_names else names
         self._on_activate = on_activate
-        self._validator = SchemaValidator(TOOL_SEARCH, _SCHEMA)
+        self._argument = _ARGUMENTS[name][0]
+        schema = _schema(*_ARGUMENTS[name])
+        self._validator = SchemaValidator(name, schema)
         self._spec = ToolSpec(
-            name=TOOL_SEARCH,
-            description=(
-                "Load the full schemas of MCP tools listed in the MCP tool catalogue so you can "
-                "call them. Use it when the catalogue has a tool for what you need: pass "
-                '"select:name1,name2" with exact catalogue names, or describe the capability in '
-                "plain words to search. Loaded tools are callable from your next step and stay "
-                "loaded for the session. When nothing matches it says so and suggests close "
-                "names; then rephrase, or do the work with the tools you have."
-            ),
-            parameters=_SCHEMA,
+            name=name,
+            description=_DESCRIPTIONS[name],
+            parameters=schema,
             annotations=ToolAnnotations(read_only=True, idempotent=True),
             owner="builtin",
         )
@@ -438,75 +340,132 @@ class ToolSearchTool:
             self._on_activate(new)
         return tuple(t.spec.name for t in new)
 
+    def _select(self, text: str) -> ToolSearchOutcome:
+        names = [n.strip() for n in text[len(SELECT_PREFIX) :].split(",") if n.strip()]
+        found: list[Tool] = []
+        missing: list[str] = []
+        for name in dict.fromkeys(names):
+            tool = self.catalogue.get(name)
+            if tool is None:
+                missing.append(name)
+            else:
+                found.append(tool)
+        suggestions = tuple(dict.fromkeys(s for m in missing for s in self.suggest(m, 2)))
+        return ToolSearchOutcome(
+            listed=tuple(found),
+            activated=self._activate(found),
+            not_found=tuple(missing),
+            suggestions=suggestions,
+            nothing_found=not found,
+        )
+
+    def rank(self, need: str, max_results: int = DEFAULT_MAX_RESULTS) -> Ranked:
+        """The engine's answer for `need` within this tool's catalogue (blocking)."""
+        return self.engine.rank(need, max_results, granted=self._granted)
+
+    def take(self, need: str, ranked: Ranked) -> ToolSearchOutcome:
+        """Activate what `rank` found (on the event loop, where the session's set lives)."""
+        tools = [e.tool for e in ranked.tools]
+        if not tools:
+            return ToolSearchOutcome(
+                nothing_found=True,
+                suggestions=tuple(self.suggest(need)),
+                skills=ranked.skills,
+                directory=ranked.directory,
+                mode=ranked.mode,
+            )
+        return ToolSearchOutcome(
+            listed=tuple(tools),
+            activated=self._activate(tools),
+            skills=ranked.skills,
+            mode=ranked.mode,
+        )
+
     def search(self, query: str, max_results: int = DEFAULT_MAX_RESULTS) -> ToolSearchOutcome:
-        """Run one query (select or search), activating what it finds."""
+        """Run one query (select or search) synchronously, activating what it finds."""
         text = query.strip()
         if text.startswith(SELECT_PREFIX):
-            names = [n.strip() for n in text[len(SELECT_PREFIX) :].split(",") if n.strip()]
-            found: list[Tool] = []
-            missing: list[str] = []
-            for name in dict.fromkeys(names):
-                tool = self.catalogue.get(name)
-                if tool is None:
-                    missing.append(name)
-                else:
-                    found.append(tool)
-            suggestions = tuple(dict.fromkeys(s for m in missing for s in self.index.suggest(m, 2)))
-            return ToolSearchOutcome(
-                listed=tuple(found),
-                activated=self._activate(found),
-                not_found=tuple(missing),
-                suggestions=suggestions,
-                nothing_found=not found,
-            )
-        hits = self.index.search(text, max_results)
-        if not hits:
-            return ToolSearchOutcome(
-                nothing_found=True, suggestions=tuple(self.index.suggest(text))
-            )
-        tools = [h.entry.tool for h in hits]
-        return ToolSearchOutcome(listed=tuple(tools), activated=self._activate(tools))
+            return self._select(text)
+        return self.take(text, self.rank(text, max_results))
 
     async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        query = str(arguments["query"]).strip()
+        query = str(arguments[self._argument]).strip()
         if not query or query == SELECT_PREFIX:
             return ToolResult.fail(
-                'query is empty: describe the capability you need, or pass "select:" with '
-                "exact tool names"
+                f"{self._argument} is empty: describe the capability you need, or pass "
+                '"select:" with exact tool names'
             )
-        outcome = self.search(query, int(arguments.get("max_results", DEFAULT_MAX_RESULTS)))
-        return ToolResult.ok(_render(query, outcome), data=_data(outcome))
-
-
-def _render(query: str, outcome: ToolSearchOutcome) -> str:
-    lines: list[str] = []
-    if outcome.listed:
-        new = set(outcome.activated)
-        lines.append(
-            f"Loaded {len(outcome.listed)} tool(s); call them from your next step on "
-            f"({len(new)} newly loaded):"
+        limit = int(arguments.get("max_results", DEFAULT_MAX_RESULTS))
+        if query.startswith(SELECT_PREFIX):
+            outcome = self._select(query)
+        else:
+            # The query's embedding (and, once, the index) is CPU work: off the event loop.
+            ranked = await asyncio.to_thread(self.rank, query, limit)
+            outcome = self.take(query, ranked)
+        listed = tuple(t.spec.name for t in outcome.listed)
+        return ToolResult.ok(
+            self._render(query, outcome),
+            data=_data(outcome, self.activated),
+            loaded_tools=listed,
+            keep_in_context=bool(listed),
         )
-        lines.extend(_schema_line(t.spec) for t in outcome.listed)
-    elif outcome.nothing_found and not outcome.not_found:
-        lines.append(
-            f"Nothing found for {query!r}: no MCP tool in the catalogue matches well enough. "
-            "Rephrase with other words, select an exact name from the catalogue, or do it "
-            "with the tools you already have."
-        )
-    if outcome.not_found:
-        lines.append("Not found: " + ", ".join(outcome.not_found))
-    if outcome.suggestions:
-        lines.append("Close names: " + ", ".join(outcome.suggestions))
-    return "\n".join(lines)
+
+    def suggest(self, query: str, count: int = 3) -> list[str]:
+        """Catalogue names close to the query's words (for "nothing found" answers)."""
+        by_key: dict[str, str] = {}
+        for e in self.catalogue.entries:
+            by_key.setdefault(e.tool_name.lower(), e.name)
+            by_key.setdefault(e.name.lower(), e.name)
+        found: list[str] = []
+        probes = [query.strip().lower(), *(w for w in tokenize(query) if len(w) >= 3)]
+        for probe in probes:
+            for key in difflib.get_close_matches(probe, list(by_key), n=count, cutoff=0.6):
+                if by_key[key] not in found:
+                    found.append(by_key[key])
+        return found[:count]
+
+    def _render(self, query: str, outcome: ToolSearchOutcome) -> str:
+        lines: list[str] = []
+        if outcome.listed:
+            lines.append(
+                f"Loaded {len(outcome.listed)} tool(s); call them from your next step on "
+                f"({len(outcome.activated)} newly loaded):"
+            )
+            lines.extend(_schema_line(t.spec) for t in outcome.listed)
+        elif outcome.nothing_found and not outcome.not_found:
+            size = len(self.catalogue)
+            lines.append(
+                f"Nothing found for {query!r}: no tool among the {size} of the catalogue is "
+                "close enough. Rephrase with other words, select an exact name, or do it with "
+                "the tools you already have."
+            )
+            if outcome.directory:
+                lines.append("The tool servers:")
+                shown = outcome.directory[:DIRECTORY_LINES]
+                lines.extend(f"- {s.server} ({s.tools} tools): {s.summary}" for s in shown)
+                if len(outcome.directory) > len(shown):
+                    lines.append(f"- … and {len(outcome.directory) - len(shown)} more servers")
+        if outcome.not_found:
+            lines.append("Not found: " + ", ".join(outcome.not_found))
+        if outcome.suggestions:
+            lines.append("Close names: " + ", ".join(outcome.suggestions))
+        if outcome.skills:
+            hint = outcome.skills[0].hint
+            lines.append("Skills that may help" + (f" ({hint}):" if hint else ":"))
+            lines.extend(f"- {s.name}: {s.description}" for s in outcome.skills)
+        lines.append(loaded_status_line(self.activated, "tools so far"))
+        return "\n".join(lines)
 
 
-def _data(outcome: ToolSearchOutcome) -> dict[str, Any]:
+def _data(outcome: ToolSearchOutcome, activated: ActivatedToolSet) -> dict[str, Any]:
     return {
         "listed": [t.spec.name for t in outcome.listed],
         "activated": list(outcome.activated),
         "not_found": list(outcome.not_found),
         "suggestions": list(outcome.suggestions),
         "nothing_found": outcome.nothing_found,
+        "skills": [s.name for s in outcome.skills],
+        "loaded": activated.names(),
     }
 
 
