@@ -9,8 +9,10 @@ that keep the result valid and useful:
   first, so no answer is left without its question; only when the current turn alone is too
   big are its oldest tool rounds dropped;
 * a leading system message, the newest user-authored message (the request being answered) and
-  the newest unit (what the model reacts to) are never dropped. When they alone exceed the
-  budget the result says `over_budget` rather than cutting them;
+  the newest unit (what the model reacts to) are never dropped, nor a unit holding a result
+  kept in context (`ToolResultMessage.keep`: loaded skill instructions, results that loaded
+  tools). When they alone exceed the budget the result says `over_budget` rather than
+  cutting them;
 * a short runtime note tells the model that earlier messages were removed.
 
 `TrimReport` is the body of the engine's history-trimmed event (how many messages and tokens
@@ -180,6 +182,9 @@ def _plan(history: Sequence[Message]) -> tuple[set[int], list[list[int]]]:
         pinned.add(0)
     if units:
         pinned.update(units[-1])
+    for unit in units:
+        if any(isinstance(m := history[i], ToolResultMessage) and m.keep for i in unit):
+            pinned.update(unit)  # the call and its results stay together
     starts = [i for i, m in enumerate(history) if _is_turn_start(m)]
     current = starts[-1] if starts else 0
     if starts:

@@ -51,6 +51,7 @@ from heron.safety.command_policy._verdict import (
     RiskLevel,
 )
 from heron.safety.command_policy._walk import _Analysis, _Scope
+from heron.safety.command_policy.argv import simple_commands
 
 __all__ = [
     "DEFAULT_LOW_RISK_COMMANDS",
@@ -59,6 +60,7 @@ __all__ = [
     "Decision",
     "Finding",
     "RiskLevel",
+    "simple_commands",
 ]
 
 DEFAULT_LOW_RISK_COMMANDS: frozenset[str] = _names(

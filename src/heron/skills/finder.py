@@ -1,0 +1,154 @@
+"""Where skills are found, in order of precedence:
+
+1. the project: `.heron/skills/<name>/SKILL.md` and, for skills written for other agents,
+   `.agents/skills/<name>/SKILL.md` (both gated by trust, `heron.skills.trust`);
+2. the user's folder, `$XDG_CONFIG_HOME/heron/skills/` (default `~/.config/heron/skills/`), and
+   the folders `[skills] dirs` names;
+3. installed packages: a distribution declares an entry point in the group `heron.skills`
+   whose value is a package; its skills lie in that package's `skills/` folder, as package
+   data (`[project.entry-points."heron.skills"] mytools = "mytools"` →
+   `mytools/skills/<name>/SKILL.md`). An entry point that loads to a path (a `str` or
+   `Path`) names the folder itself.
+
+A name found twice is taken from the first place it is found; the later one is reported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+from heron.skills.skill import SKILL_FILE, Problem, Skill, SkillSource, parse_skill
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PROJECT_DIRS",
+    "SkillRoot",
+    "SkillScan",
+    "find_skills",
+    "skill_roots",
+    "user_skills_dir",
+]
+
+ENTRY_POINT_GROUP = "heron.skills"
+PROJECT_DIRS = (".heron/skills", ".agents/skills")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkillRoot:
+    """A folder whose sub-folders are skills."""
+
+    path: Path
+    source: SkillSource
+    label: str = ""
+    """Where it came from, for people (`project`, `user`, `package mytools`)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkillScan:
+    """Every usable skill (first of each name) and every problem met on the way."""
+
+    skills: tuple[Skill, ...] = ()
+    problems: tuple[Problem, ...] = ()
+    roots: tuple[SkillRoot, ...] = field(default=())
+
+
+def user_skills_dir() -> Path:
+    """`$XDG_CONFIG_HOME/heron/skills`, else `~/.config/heron/skills`."""
+    base = os.environ.get("XDG_CONFIG_HOME")
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".config"
+    return root / "heron" / "skills"
+
+
+EntryPoints = Callable[[], Iterable[Any]]
+
+
+def _entry_points() -> Iterable[Any]:
+    return metadata.entry_points(group=ENTRY_POINT_GROUP)
+
+
+def package_roots(entry_points: EntryPoints = _entry_points) -> tuple[list[SkillRoot], list[str]]:
+    """The skill folders installed packages declare, and the entry points that failed."""
+    roots: list[SkillRoot] = []
+    failed: list[str] = []
+    for ep in entry_points():
+        try:
+            loaded = ep.load()
+            if isinstance(loaded, str | os.PathLike):
+                path = Path(loaded)
+            else:
+                path = Path(str(resources.files(loaded.__name__) / "skills"))
+        except Exception as exc:  # a broken package must not stop the agent
+            failed.append(f"entry point {ep.name!r} ({ep.value}): {type(exc).__name__}: {exc}")
+            continue
+        roots.append(SkillRoot(path=path, source="package", label=f"package {ep.name}"))
+    return roots, failed
+
+
+def skill_roots(
+    project_dir: Path | None,
+    *,
+    user_dir: Path | None = None,
+    extra_dirs: Sequence[Path] = (),
+    packages: bool = True,
+    entry_points: EntryPoints = _entry_points,
+) -> tuple[list[SkillRoot], list[str]]:
+    """The folders to look in, in precedence order, and package entry points that failed."""
+    roots = (
+        [
+            SkillRoot(path=project_dir / d, source="project", label=f"project {d}")
+            for d in PROJECT_DIRS
+        ]
+        if project_dir is not None
+        else []
+    )
+    roots.append(SkillRoot(path=user_dir or user_skills_dir(), source="user", label="user"))
+    roots += [SkillRoot(path=d, source="user", label=f"folder {d}") for d in extra_dirs]
+    failed: list[str] = []
+    if packages:
+        found, failed = package_roots(entry_points)
+        roots += found
+    return roots, failed
+
+
+def find_skills(roots: Sequence[SkillRoot]) -> SkillScan:
+    """Every skill under `roots` (leniently read), first of each name winning."""
+    skills: dict[str, Skill] = {}
+    problems: list[Problem] = []
+    for root in roots:
+        if not root.path.is_dir():
+            continue
+        for folder in sorted(p for p in root.path.iterdir() if p.is_dir()):
+            if folder.name.startswith("."):
+                continue
+            if not (folder / SKILL_FILE).is_file():
+                if any(folder.iterdir()):
+                    problems.append(
+                        Problem(
+                            path=folder,
+                            message=f"{folder.name!r} is in a folder of skills but has no "
+                            f"{SKILL_FILE}",
+                            severity="warning",
+                        )
+                    )
+                continue
+            skill, found = parse_skill(folder, root.source)
+            problems.extend(found)
+            if skill is None:
+                continue
+            first = skills.get(skill.name)
+            if first is not None:
+                problems.append(
+                    Problem(
+                        path=folder,
+                        message=f"skill {skill.name!r} is also in {first.folder}, which wins",
+                        severity="warning",
+                    )
+                )
+                continue
+            skills[skill.name] = skill
+    return SkillScan(skills=tuple(skills.values()), problems=tuple(problems), roots=tuple(roots))

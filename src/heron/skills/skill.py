@@ -1,0 +1,300 @@
+"""One skill in the open Agent Skills layout, read leniently and checked strictly.
+
+A skill is a folder holding `SKILL.md`: YAML front matter between `---` lines, then Markdown
+instructions. The front matter has `name` (at most 64 characters of `[a-z0-9-]`, no leading,
+trailing or doubled hyphen, equal to the folder's name) and `description` (at most 1,024
+characters), optionally `license`, `compatibility` (at most 500), `metadata` (a string-to-string
+map) and `allowed-tools`. Beside it: `scripts/`, `references/`, `assets/`.
+
+Loading is lenient: `parse_skill` takes what it can and returns every problem it saw. Only a
+skill that cannot be used (no `SKILL.md`, no front matter, no description) is left out; a front
+matter that YAML refuses (the usual cause: an unquoted colon inside a value) is read line by
+line instead, an over-long description is cut, a name that does not match its folder is used
+under the folder's name — each with its problem, which `heron skills check` lists in full.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+__all__ = [
+    "COMPATIBILITY_MAX",
+    "DESCRIPTION_MAX",
+    "NAME_MAX",
+    "SKILL_FILE",
+    "Problem",
+    "Skill",
+    "SkillSource",
+    "parse_allowed_tools",
+    "parse_skill",
+]
+
+SKILL_FILE = "SKILL.md"
+NAME_MAX = 64
+DESCRIPTION_MAX = 1024
+COMPATIBILITY_MAX = 500
+SkillSource = Literal["project", "user", "package"]
+"""Where a skill was found: the project (gated by trust), the user's folders, a package."""
+
+_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_KNOWN_KEYS = frozenset(
+    {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
+)
+_MAX_FILES = 200
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Problem:
+    """One thing wrong with a skill; `error`s break the format, `warning`s are advice."""
+
+    path: Path
+    message: str
+    severity: Literal["error", "warning"] = "error"
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{where}: {self.severity}: {self.message}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Skill:
+    """A usable skill: its catalogue entry (`name`, `description`), where it lies, and its
+    instructions (`body`, the Markdown after the front matter)."""
+
+    name: str
+    description: str
+    folder: Path
+    source: SkillSource
+    body: str = ""
+    license: str | None = None
+    compatibility: str | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    allowed_tools: tuple[str, ...] | None = None
+    """The `allowed-tools` entries; None when the skill does not narrow what may run."""
+
+    @property
+    def skill_file(self) -> Path:
+        return self.folder / SKILL_FILE
+
+    def files(self) -> list[str]:
+        """The skill's other files, relative to its folder (hidden ones left out)."""
+        found: list[str] = []
+        for path in sorted(self.folder.rglob("*")):
+            rel = path.relative_to(self.folder)
+            if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+                continue
+            if rel.as_posix() != SKILL_FILE:
+                found.append(rel.as_posix())
+            if len(found) >= _MAX_FILES:
+                break
+        return found
+
+
+def parse_allowed_tools(value: Any) -> tuple[list[str], list[str]]:
+    """`allowed-tools` as entries, and what is wrong with the value itself.
+
+    The value is a YAML list, or one string of entries separated by spaces (or commas) where
+    an entry may hold spaces inside parentheses: `read_file shell(python scripts/report.py*)`.
+    """
+    if value is None:
+        return [], []
+    if isinstance(value, list):
+        listed = [str(v).strip() for v in value if str(v).strip()]
+        bad = [repr(v) for v in value if not isinstance(v, str)]
+        return listed, [f"allowed-tools: {b} is not a string" for b in bad]
+    if not isinstance(value, str):
+        return [], [f"allowed-tools: expected a list or a string, got {type(value).__name__}"]
+    entries: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in value:
+        if char in " \t\n," and depth == 0:
+            if current:
+                entries.append("".join(current))
+                current = []
+            continue
+        depth += char == "("
+        depth -= char == ")" and depth > 0
+        current.append(char)
+    if current:
+        entries.append("".join(current))
+    problems = ["allowed-tools: unbalanced parentheses"] if depth else []
+    return entries, problems
+
+
+def _front_matter(text: str) -> tuple[str, str, int] | None:
+    """(front matter, body, line of the body) or None when the file does not start with one."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return None
+    for n, line in enumerate(lines[1:], start=1):
+        if line.strip() == "---":
+            return "".join(lines[1:n]), "".join(lines[n + 1 :]), n + 2
+    return None
+
+
+def _lenient_yaml(text: str) -> dict[str, Any]:
+    """Top-level `key: value` lines taken literally (the first `: ` splits), with `metadata`
+    and list values read from their indented lines: what YAML would have meant in the
+    common mistakes (unquoted colons, stray quotes)."""
+    data: dict[str, Any] = {}
+    key: str | None = None
+    for raw in text.splitlines():
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        if raw[:1] in " \t" and key is not None:
+            item = raw.strip()
+            if item.startswith("- "):
+                current = data.get(key)
+                data[key] = [*(current if isinstance(current, list) else []), item[2:].strip()]
+            elif ":" in item:
+                sub, _, value = item.partition(":")
+                current = data.get(key)
+                mapping = current if isinstance(current, dict) else {}
+                mapping[sub.strip()] = _unquote(value.strip())
+                data[key] = mapping
+            elif isinstance(data.get(key), str):
+                data[key] = f"{data[key]} {item}".strip()
+            continue
+        name, sep, value = raw.partition(":")
+        if not sep:
+            continue
+        key = name.strip()
+        data[key] = _unquote(value.strip()) if value.strip() else None
+    return data
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value
+
+
+def _yaml_problem(exc: yaml.YAMLError, skill_file: Path, offset: int) -> Problem:
+    mark = getattr(exc, "problem_mark", None)
+    line = mark.line + offset if mark is not None else None
+    problem = getattr(exc, "problem", None) or str(exc)
+    if "mapping values are not allowed" in problem:
+        message = (
+            "YAML: an unquoted colon inside a value (mapping values are not allowed here); "
+            'quote the value ("...")'
+        )
+    else:
+        message = f"YAML: {problem}"
+    return Problem(path=skill_file, line=line, message=message + "; read line by line instead")
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else str(value)
+
+
+def parse_skill(folder: Path, source: SkillSource) -> tuple[Skill | None, list[Problem]]:
+    """Read the skill in `folder`: the skill (None when it cannot be used) and every problem."""
+    skill_file = folder / SKILL_FILE
+    problems: list[Problem] = []
+
+    def problem(message: str, severity: Literal["error", "warning"] = "error") -> None:
+        problems.append(Problem(path=skill_file, message=message, severity=severity))
+
+    try:
+        text = skill_file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, [Problem(path=folder, message=f"no {SKILL_FILE} in the skill's folder")]
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem(path=skill_file, message=f"cannot read it: {exc}")]
+    split = _front_matter(text)
+    if split is None:
+        problem("no YAML front matter: the file must start with a '---' line and close it")
+        return None, problems
+    head, body, _ = split
+    try:
+        loaded = yaml.safe_load(head) if head.strip() else {}
+    except yaml.YAMLError as exc:
+        problems.append(_yaml_problem(exc, skill_file, 2))
+        loaded = _lenient_yaml(head)
+    if not isinstance(loaded, dict):
+        problem("the front matter is not a mapping of keys to values")
+        return None, problems
+    data: dict[str, Any] = {str(k): v for k, v in loaded.items()}
+    for key in sorted(set(data) - _KNOWN_KEYS):
+        problem(f"unknown front-matter key {key!r}", "warning")
+
+    name = _text(data.get("name"))
+    if not name:
+        problem(f"'name' is missing; the folder's name {folder.name!r} is used")
+    else:
+        if len(name) > NAME_MAX:
+            problem(f"'name' is {len(name)} characters long (at most {NAME_MAX})")
+        if not _NAME.match(name):
+            problem(
+                f"'name' {name!r} must be lowercase letters, digits and single hyphens, "
+                "not starting or ending with a hyphen"
+            )
+        if name != folder.name:
+            problem(
+                f"'name' {name!r} does not match its folder {folder.name!r}; the folder's is used"
+            )
+
+    description = (_text(data.get("description")) or "").strip()
+    if not description:
+        problem("'description' is missing or empty: the skill cannot be offered without one")
+        return None, problems
+    if len(description) > DESCRIPTION_MAX:
+        problem(
+            f"'description' is {len(description)} characters long (at most {DESCRIPTION_MAX}); "
+            "it is cut"
+        )
+        description = description[: DESCRIPTION_MAX - 1].rstrip() + "…"
+
+    compatibility = _text(data.get("compatibility"))
+    if compatibility is not None and len(compatibility) > COMPATIBILITY_MAX:
+        problem(
+            f"'compatibility' is {len(compatibility)} characters long (at most "
+            f"{COMPATIBILITY_MAX}); it is cut"
+        )
+        compatibility = compatibility[:COMPATIBILITY_MAX]
+
+    metadata: dict[str, str] = {}
+    raw_metadata = data.get("metadata")
+    if isinstance(raw_metadata, dict):
+        for key, value in raw_metadata.items():
+            if isinstance(value, str | int | float | bool):
+                metadata[str(key)] = str(value)
+            else:
+                problem(f"metadata.{key}: values are strings; this one is ignored", "warning")
+    elif raw_metadata is not None:
+        problem("'metadata' must be a mapping of strings; it is ignored", "warning")
+
+    allowed: tuple[str, ...] | None = None
+    if "allowed-tools" in data:
+        entries, entry_problems = parse_allowed_tools(data["allowed-tools"])
+        for message in entry_problems:
+            problem(message)
+        allowed = tuple(entries)
+
+    license_ = _text(data.get("license"))
+    if not body.strip():
+        problem("the instructions after the front matter are empty", "warning")
+    return (
+        Skill(
+            name=folder.name,
+            description=" ".join(description.split()),
+            folder=folder,
+            source=source,
+            body=body.strip("\n"),
+            license=license_,
+            compatibility=compatibility,
+            metadata=metadata,
+            allowed_tools=allowed,
+        ),
+        problems,
+    )

@@ -1,0 +1,152 @@
+"""Project skills are gated by trust: a cloned repository cannot add instructions to the agent
+without an operator's approval, and a change after approval is shown and needs approval again.
+
+The approach is MCP's pins (`heron.mcp.trust`): a skill is pinned by its folder and the
+canonical content of every file in it (`SKILL.md`, scripts, references, assets — each file is
+one "definition": its path and its text, or the sha256 of a binary or large file), kept in the
+same `TrustStore` under the key `skill:<folder>`. `compare_pin` says whether the live folder
+matches; the verdict shows what changed as a unified diff of the files' text.
+
+Only project skills are gated (`.heron/skills`, `.agents/skills`). The user's folders and
+installed packages are the user's own choice and are trusted as they are.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from heron.mcp.trust.pins import (
+    PinCheck,
+    ServerIdentity,
+    ServerPin,
+    ToolDefinition,
+    TrustStore,
+    compare_pin,
+)
+from heron.skills.skill import Skill
+
+__all__ = [
+    "SKILL_PIN_PREFIX",
+    "SkillTrust",
+    "TrustVerdict",
+    "file_diff",
+    "skill_definitions",
+    "skill_key",
+]
+
+SKILL_PIN_PREFIX = "skill:"
+"""Pins of skills live in the trust store under `skill:<resolved folder>` (no MCP server name
+can contain a colon, so the two never meet)."""
+_TEXT_LIMIT = 64 * 1024
+
+
+def skill_key(skill: Skill) -> str:
+    return f"{SKILL_PIN_PREFIX}{skill.folder.resolve()}"
+
+
+def _content(data: bytes) -> str:
+    if len(data) <= _TEXT_LIMIT:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return f"sha256:{hashlib.sha256(data).hexdigest()} ({len(data)} bytes)"
+
+
+def skill_definitions(skill: Skill) -> list[ToolDefinition]:
+    """Every file of the skill as a pinned "definition": path, and text or digest."""
+    key = skill_key(skill)
+    files = ["SKILL.md", *skill.files()]
+    definitions = []
+    for rel in files:
+        try:
+            data = (skill.folder / rel).read_bytes()
+        except OSError as exc:
+            text = f"unreadable: {exc.strerror or exc}"
+        else:
+            text = _content(data)
+        definitions.append(ToolDefinition(server=key, name=rel, description=text))
+    return definitions
+
+
+def _identity(skill: Skill) -> ServerIdentity:
+    return ServerIdentity(launch=f"skill {skill.folder.resolve()}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrustVerdict:
+    """Whether a skill may be offered, and what an operator needs to know."""
+
+    status: Literal["trusted", "approved", "unapproved", "changed"]
+    """`trusted`: not a project skill; `approved`: pinned and unchanged; `unapproved`: never
+    approved; `changed`: different from what was approved (`changes`, `diff`)."""
+    check: PinCheck | None = None
+    changes: tuple[str, ...] = ()
+    """One line per file added, removed or changed since the approval."""
+    diff: str = ""
+    """A unified diff of the files' text, approved → live."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("trusted", "approved")
+
+
+def file_diff(
+    old: Sequence[ToolDefinition], new: Sequence[ToolDefinition]
+) -> tuple[tuple[str, ...], str]:
+    """What changed between two pinned states of a skill: one line per file, and the diff."""
+    before = {d.name: d.description for d in old}
+    after = {d.name: d.description for d in new}
+    changes: list[str] = []
+    lines: list[str] = []
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name), after.get(name)
+        if a == b:
+            continue
+        if a is None:
+            changes.append(f"file added: {name}")
+        elif b is None:
+            changes.append(f"file removed: {name}")
+        else:
+            changes.append(f"file changed: {name}")
+        lines.extend(
+            difflib.unified_diff(
+                (a or "").splitlines(),
+                (b or "").splitlines(),
+                fromfile=f"approved/{name}" if a is not None else "/dev/null",
+                tofile=f"live/{name}" if b is not None else "/dev/null",
+                lineterm="",
+            )
+        )
+    return tuple(changes), "\n".join(lines)
+
+
+class SkillTrust:
+    """Pins of project skills in a `TrustStore` (the one MCP servers use)."""
+
+    def __init__(self, store: TrustStore) -> None:
+        self.store = store
+
+    def verdict(self, skill: Skill) -> TrustVerdict:
+        if skill.source != "project":
+            return TrustVerdict(status="trusted")
+        pin = self.store.get(skill_key(skill))
+        live = skill_definitions(skill)
+        check = compare_pin(pin, _identity(skill), live)
+        if check.status == "match":
+            return TrustVerdict(status="approved", check=check)
+        if pin is None:
+            return TrustVerdict(status="unapproved", check=check)
+        changes, diff = file_diff(pin.definitions, live)
+        return TrustVerdict(status="changed", check=check, changes=changes, diff=diff)
+
+    def approve(self, skill: Skill) -> ServerPin:
+        """Pin the skill as it is now."""
+        return self.store.approve(skill_key(skill), _identity(skill), skill_definitions(skill))
+
+    def revoke(self, skill: Skill) -> bool:
+        return self.store.revoke(skill_key(skill))
