@@ -280,6 +280,7 @@ async def open_agent(
                     tools=tools,
                     model=model,
                     on_problem=lambda problem: err(f"mcp: {problem}"),
+                    on_notice=err,
                 )
             )
         yield agent

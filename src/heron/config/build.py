@@ -7,7 +7,10 @@ The pieces, in the order `open_agent` uses them:
   the choice into a configuration;
 - the user's tools: `load_user_tools` loads every `@heron.tool` of `[tools] modules`;
 - heron's built-in sets: `open_builtin` starts `[tools.builtin]` (the caller `aclose()`s it);
-- the MCP servers: `open_mcp` connects `[mcp.servers]` (the caller `aclose()`s it);
+- the skills: `open_skills` finds `[skills]` (project skills only once approved);
+- the MCP servers and the deferred catalogue: `open_mcp` connects `[mcp.servers]` and, with
+  `[discovery] prompt_tools`, puts every other tool behind the search tool too (the caller
+  `aclose()`s it);
 - `build_agent` puts them together with approval (its audit: the SQLite approval trail in the
   state directory), receipts, budgets and telemetry.
 
@@ -25,6 +28,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from heron._support.state import open_db
@@ -41,6 +45,7 @@ from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 if TYPE_CHECKING:
     from heron.config.builtin import Builtin
     from heron.mcp.assembly import McpAssembly
+    from heron.skills import SkillSet
 
 OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
 """What `detect_model` picks when `OPENAI_API_KEY` is set."""
@@ -191,15 +196,95 @@ async def open_builtin(config: HeronConfig) -> Builtin | None:
         raise BuildError(f"built-in tools: {exc}") from exc
 
 
-async def open_mcp(config: HeronConfig, known: Sequence[Tool]) -> McpAssembly | None:
-    """Connect the enabled `[mcp.servers]` (None when there are none); the caller `aclose()`s
-    the assembly. `known` are the agent's other tools, whose names MCP tools may not shadow;
-    servers left out and shadowed names are in the assembly's `problems`."""
-    if not config.mcp.enabled_servers():
+def open_skills(config: HeronConfig, *, project_dir: Path | None = None) -> SkillSet | None:
+    """The `[skills]` of the project (`project_dir`, default the current directory; offered
+    only once approved), the user's folders and installed packages; None when disabled."""
+    s = config.skills
+    if not s.enabled:
         return None
-    from heron.mcp.assembly import assemble_mcp
+    from heron.mcp.trust import SqliteTrustStore
+    from heron.skills import SkillTrust, load_skills
+
+    return load_skills(
+        project_dir or Path.cwd(),
+        trust=SkillTrust(SqliteTrustStore(config.state.path())),
+        extra_dirs=[Path(d).expanduser() for d in s.dirs],
+        packages=s.packages,
+    )
+
+
+def deferred_tools(
+    config: HeronConfig, user_tools: Sequence[Tool], builtin: Builtin | None
+) -> dict[str, list[Tool]]:
+    """The user's and heron's own tools that `[discovery] prompt_tools` puts behind the search
+    tool, by group (`user`, or the built-in set's name); empty when it is unset."""
+    keep = config.discovery.prompt_tools
+    if keep is None:
+        return {}
+    groups: dict[str, list[Tool]] = {}
+    sets = builtin.tools.items() if builtin is not None else ()
+    for group, tools in [("user", list(user_tools)), *sets]:
+        deferred = [t for t in tools if t.spec.name not in keep]
+        if deferred:
+            groups.setdefault(group, []).extend(deferred)
+    return groups
+
+
+def _discovery_options(config: HeronConfig, skills: SkillSet | None) -> Any:
+    from heron.mcp.assembly import DiscoveryOptions
+    from heron.mcp.tool_search import Companion
+    from heron.skills import LOAD_SKILL, skill_tools
+
+    d = config.discovery
+    companions: list[Companion] = []
+    meta: list[Any] = []
+    if skills is not None and len(skills.catalogue):
+        hint = f"`{LOAD_SKILL}` reads one"
+        companions = [
+            Companion(name=s.name, description=s.description, hint=hint) for s in skills.catalogue
+        ]
+        meta = [t.spec for t in skill_tools(skills.catalogue)[0]]
+    return DiscoveryOptions(
+        tool=d.tool,
+        catalogue_tokens=d.catalogue_tokens,
+        embeddings=d.embeddings,
+        companions=companions,
+        meta_tools=meta,
+    )
+
+
+async def open_mcp(
+    config: HeronConfig,
+    known: Sequence[Tool],
+    *,
+    deferred: Mapping[str, Sequence[Tool]] | None = None,
+    skills: SkillSet | None = None,
+) -> McpAssembly | None:
+    """Connect the enabled `[mcp.servers]` and assemble the deferred catalogue; None when there
+    are no servers and nothing is `deferred` (see `deferred_tools`). The caller `aclose()`s the
+    assembly. `known` are the agent's other tools, whose names MCP tools may not shadow;
+    servers left out and shadowed names are in the assembly's `problems`. The search tool
+    also finds `skills`."""
+    local = {g: list(ts) for g, ts in (deferred or {}).items() if ts}
+    if not config.mcp.enabled_servers() and not local:
+        return None
+    from heron.mcp.assembly import assemble_mcp, assemble_tools
 
     a = config.agent
+    options = _discovery_options(config, skills)
+    prompt_tools = config.discovery.prompt_tools or ()
+    if not config.mcp.enabled_servers():
+        return assemble_tools(
+            config.mcp,
+            (),
+            autonomy=a.autonomy,
+            allowed_tools=a.allowed_tools,
+            excluded_tools=a.excluded_tools,
+            activated=ActivatedToolSet(),
+            local_tools=local,
+            prompt_tools=prompt_tools,
+            discovery=options,
+        )
     return await assemble_mcp(
         config.mcp,
         state_dir=config.state.path(),
@@ -208,6 +293,9 @@ async def open_mcp(config: HeronConfig, known: Sequence[Tool]) -> McpAssembly | 
         excluded_tools=a.excluded_tools,
         builtin_names=[t.spec.name for t in known],
         activated=ActivatedToolSet(),
+        local_tools=local,
+        prompt_tools=prompt_tools,
+        discovery=options,
     )
 
 
@@ -222,12 +310,17 @@ def build_agent(
     model: Model | None = None,
     mcp: McpAssembly | None = None,
     builtin: Builtin | None = None,
+    skills: SkillSet | None = None,
+    on_problem: Callable[[str], None] | None = None,
 ) -> Agent:
     """The configured agent with `tools`. `model` replaces `[agent] model`; `approver` answers
     approval questions (default: none, so calls that need approval are denied by policy);
     `mcp` (from `open_mcp`) adds its tools, catalogue section, activated set,
-    never-unreachable resolver and per-turn filter groups; `builtin` (from `open_builtin`)
-    adds heron's tool sets as bundles, with their spill, cache and workspace."""
+    never-unreachable resolver and per-turn filter groups, and keeps the tools it defers out
+    of the prompt; `builtin` (from `open_builtin`) adds heron's tool sets as bundles, with
+    their spill, cache and workspace; `skills` (from `open_skills`) adds the skills section,
+    `load_skill`, `read_skill_file` and the `allowed-tools` guard. `on_problem` hears about
+    skills the prompt's budget left out."""
     state_dir = config.state.path()
     a = config.agent
     approval = ApprovalManager(
@@ -244,13 +337,16 @@ def build_agent(
     receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
     model = model or agent_model(config)
     try:
-        registry = ToolRegistry(tools)
+        # Tools the assembly deferred are in its catalogue, not in the prompt.
+        behind = set(mcp.tool_catalogue.groups) if mcp is not None else set()
+        registry = ToolRegistry(t for t in tools if t.spec.name not in behind)
         if builtin is not None:
             for bundle, bundled in builtin.tools.items():
-                registry.add_all(bundled, bundle=bundle)
+                registry.add_all((t for t in bundled if t.spec.name not in behind), bundle=bundle)
         system_prompt, allowed = a.system_prompt, a.allowed_tools
-        if builtin is not None and (section := builtin.catalogue_section()):
+        if builtin is not None and not behind and (section := builtin.catalogue_section()):
             system_prompt = f"{system_prompt}\n\n{section}" if system_prompt else section
+        hooks: list[Any] = []
         if mcp is not None:
             mcp.register(registry)
             system_prompt = mcp.system_prompt(
@@ -259,6 +355,12 @@ def build_agent(
                 strict_tool_parsing=a.strict_tool_parsing,
             )
             allowed = mcp.admit(allowed)
+        if skills is not None and len(skills.catalogue):
+            system_prompt, skill_names = _add_skills(
+                config, registry, system_prompt, skills, mcp, builtin, on_problem, hooks
+            )
+            if allowed is not None:
+                allowed = [*allowed, *skill_names]
         observer, telemetry = _telemetry(config)
         return Agent(
             model=model,
@@ -279,10 +381,42 @@ def build_agent(
             spill=builtin.spill if builtin is not None else None,
             cache=builtin.cache if builtin is not None else None,
             workspace=builtin.workspace if builtin is not None else None,
+            hooks=hooks,
         )
     except ToolDefinitionError as exc:
         # E.g. one tools file listed in heron.toml and again with --tools.
         raise BuildError(f"cannot build the tool set: {exc}") from exc
+
+
+def _add_skills(
+    config: HeronConfig,
+    registry: ToolRegistry,
+    system_prompt: str,
+    skills: SkillSet,
+    mcp: McpAssembly | None,
+    builtin: Builtin | None,
+    on_problem: Callable[[str], None] | None,
+    hooks: list[Any],
+) -> tuple[str, list[str]]:
+    """Register the skill tools and their guard; the system prompt with the skills section."""
+    from heron.skills import skill_tools
+
+    known = [t.spec.name for t in registry.tools()]
+    if mcp is not None:
+        known += mcp.tool_catalogue.names()
+    workspace = builtin.workspace if builtin is not None else Path.cwd()
+    tools, guard = skill_tools(skills.catalogue, known_tools=known, workspace=workspace)
+    registry.add_all(tools, bundle="skills")
+    hooks.append(guard)
+    search = mcp.discovery.tool if mcp is not None and mcp.search_registered else None
+    section = skills.catalogue.prompt_section(
+        budget_tokens=config.skills.catalogue_tokens, search_tool=search
+    )
+    report = section.report()
+    if report is not None and on_problem is not None:
+        on_problem(f"skills: {report}")
+    prompt = f"{system_prompt}\n\n{section.text}" if system_prompt else section.text
+    return prompt, [t.spec.name for t in tools]
 
 
 @asynccontextmanager
@@ -293,24 +427,43 @@ async def open_agent(
     tools: Sequence[Tool] | None = None,
     model: Model | None = None,
     on_problem: Callable[[str], None] | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> AsyncIterator[Agent]:
     """The whole configured agent, for the length of the `async with`: `tools` (default: the
-    `[tools] modules`), the built-in sets and the MCP servers, which are closed on exit.
-    `on_problem` hears about MCP servers left out and shadowed names."""
+    `[tools] modules`), the built-in sets, the skills and the MCP servers, which are closed on
+    exit. `on_problem` hears about MCP servers left out and shadowed names; `on_notice` (default
+    `on_problem`) about skills withheld until approved or left out of the prompt."""
     user_tools = load_user_tools(config) if tools is None else list(tools)
+    notice = on_notice or on_problem
     async with AsyncExitStack() as stack:
         builtin = await open_builtin(config)
         if builtin is not None:
             stack.push_async_callback(builtin.aclose)
         known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
-        mcp = await open_mcp(config, known)
+        skills = open_skills(config)
+        if skills is not None and notice is not None:
+            for line in skills.notices:
+                notice(line)
+        mcp = await open_mcp(
+            config,
+            known,
+            deferred=deferred_tools(config, user_tools, builtin),
+            skills=skills,
+        )
         if mcp is not None:
             stack.push_async_callback(mcp.aclose)
             for problem in mcp.problems:
                 if on_problem is not None:
                     on_problem(problem)
         yield build_agent(
-            config, tools=user_tools, approver=approver, model=model, mcp=mcp, builtin=builtin
+            config,
+            tools=user_tools,
+            approver=approver,
+            model=model,
+            mcp=mcp,
+            builtin=builtin,
+            skills=skills,
+            on_problem=notice,
         )
 
 

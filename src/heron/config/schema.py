@@ -104,6 +104,35 @@ class ToolsConfig(_Section):
     """`[tools.builtin]`: heron's own tool sets (see docs/tools.md)."""
 
 
+class DiscoveryConfig(_Section):
+    """`[discovery]`: how the agent finds tools it does not carry in its prompt
+    (docs/discovery.md)."""
+
+    tool: Literal["tool_search", "discover_tools"] = "tool_search"
+    """The search tool's name (one implementation, offered under one name or the other)."""
+    prompt_tools: list[str] | None = None
+    """The only tools whose schemas are always in the prompt (besides the search and skill
+    tools); every other tool — heron's own, yours and MCP's — is deferred behind the search
+    tool. Unset: heron's own and your tools are in the prompt, MCP tools follow `[mcp]
+    exposure`. Experiment 4-7: `["web_search", "run_python"]` with `tool = "discover_tools"`."""
+    catalogue_tokens: int = Field(default=2000, ge=200)
+    """The catalogue section and the meta-tools' definitions stay within this many tokens."""
+    embeddings: bool = True
+    """Rank with the `heron[embeddings]` extra when installed; false: lexical only."""
+
+
+class SkillsConfig(_Section):
+    """`[skills]`: Agent Skills (docs/skills.md)."""
+
+    enabled: bool = True
+    dirs: list[str] = Field(default_factory=list)
+    """More folders of skills (`~` expanded), trusted like the user's own folder."""
+    packages: bool = True
+    """Also the skills installed packages declare (entry point group `heron.skills`)."""
+    catalogue_tokens: int = Field(default=800, ge=50)
+    """Budget of the skills section of the system prompt (names and descriptions)."""
+
+
 class StateConfig(_Section):
     dir: str | None = None
     """The state directory (`~` expanded); unset: `default_state_dir()`."""
@@ -123,6 +152,8 @@ class HeronConfig(_Section):
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     """`[mcp]`, `[mcp.servers.NAME]`, `[[mcp.tool_filter_groups]]` (see docs/mcp.md)."""
+    discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
     def result_limit(self) -> int:
         """The tool-result bound: explicit, else a fraction of a known context window."""
