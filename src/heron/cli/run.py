@@ -1,13 +1,15 @@
-"""`heron run PROMPT` (one turn to a final answer) and `heron tools list|show` (the tools the
-configured agent gets)."""
+"""`heron run PROMPT` (one turn to a final answer), `heron tools list|show` (the tools the
+configured agent gets) and `heron tools search` (what discovery finds in a catalogue file)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from heron.cli import common
@@ -52,6 +54,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     show = tools_sub.add_parser("show", help="show one tool's full spec")
     show.add_argument("name")
     common.add_agent_flags(show)
+    search = tools_sub.add_parser(
+        "search",
+        help="rank a catalogue file's tools for needs in plain words, as discover_tools does",
+        description="FILE is JSON: an object mapping a server name to that server's "
+        'tools/list result (a list of {name, description, inputSchema}, or {"tools": [...]}).',
+    )
+    search.add_argument("--catalogue", type=Path, required=True, metavar="FILE")
+    needs = search.add_mutually_exclusive_group(required=True)
+    needs.add_argument("--query", metavar="TEXT", help="one need")
+    needs.add_argument(
+        "--queries",
+        type=Path,
+        metavar="FILE.jsonl",
+        help='one {"query": ...} per line; prints one JSON line of ranked results per query',
+    )
+    search.add_argument("--limit", type=int, default=5, metavar="K", help="results per query")
+    search.add_argument("--json", action="store_true", help="JSON output for --query")
     tools.set_defaults(handler=cmd_tools)
 
 
@@ -132,6 +151,8 @@ async def run_prompt(
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
+    if args.tools_command == "search":
+        return _search(args)
     from heron.cli.render import print_json, tool_line
     from heron.models.scripted import ScriptedModel
     from heron.turn.approval import NoApprover
@@ -161,6 +182,58 @@ def cmd_tools(args: argparse.Namespace) -> int:
     for spec in specs:
         flags, first = tool_line(spec)
         sys.stdout.write(f"{spec.name:28} {spec.owner:10} {flags:28} {first}\n")
+    return EXIT_OK
+
+
+def _read_queries(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--queries {path}: {exc}") from exc
+    queries: list[str] = []
+    bad: list[int] = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            item = None
+        if isinstance(item, dict) and isinstance(item.get("query"), str):
+            queries.append(item["query"])
+        else:
+            bad.append(n)
+    if bad:
+        shown = ", ".join(map(str, bad[:10])) + (" …" if len(bad) > 10 else "")
+        raise UsageError(f'--queries {path}: lines {shown} are not {{"query": "..."}} objects')
+    return queries
+
+
+def _search(args: argparse.Namespace) -> int:
+    from heron.discovery import CatalogueError, search_catalogue
+
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    queries = [args.query] if args.query is not None else _read_queries(args.queries)
+    try:
+        rankings = search_catalogue(args.catalogue, queries, limit=args.limit)
+        if args.queries is not None or args.json:
+            for ranking in rankings:
+                line = [r.to_json() for r in ranking.results]
+                sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+            return EXIT_OK
+        for ranking in rankings:
+            if not ranking.found:
+                common.out(f"nothing close to {ranking.query!r} ({ranking.mode}); the servers:")
+                for server in ranking.directory:
+                    common.out(f"  {server.server} ({server.tools} tools): {server.summary}")
+                continue
+            common.out(f"{ranking.query!r} ({ranking.mode}):")
+            for r in ranking.results:
+                mark = " (exact name)" if r.exact else ""
+                common.out(f"  {r.score:7.3f}  {r.server}__{r.name}{mark}")
+    except CatalogueError as exc:
+        raise UsageError(f"--catalogue: {exc}") from exc
     return EXIT_OK
 
 

