@@ -272,9 +272,9 @@ class McpCatalogue:
             return directory
         kept: list[str] = []
         for n, (line, _) in enumerate(servers):
-            left = servers[n:]
-            rest = _rest_line(len(left), sum(k for _, k in left), search_tool)
-            if not fits(head + "\n".join([*kept, rest]) + _CLOSE):
+            after = servers[n + 1 :]
+            rest = _rest_line(len(after), sum(k for _, k in after), search_tool)
+            if not fits(head + "\n".join([*kept, line, rest]) + _CLOSE):
                 break
             kept.append(line)
         left = servers[len(kept) :]
@@ -338,8 +338,7 @@ def _directory_lines(entries: Sequence[CatalogueEntry]) -> list[tuple[str, int]]
 
 
 def _rest_line(servers: int, tools: int, search_tool: str) -> str:
-    if not servers:
-        return ""
+    # Only reached when at least one server does not fit, so there is always a rest.
     return f"… and {servers} more servers with {tools} tools: `{search_tool}` searches them all."
 
 

@@ -442,7 +442,10 @@ class ToolSearchTool:
             if outcome.directory:
                 lines.append("The tool servers:")
                 shown = outcome.directory[:DIRECTORY_LINES]
-                lines.extend(f"- {s.server} ({s.tools} tools): {s.summary}" for s in shown)
+                lines.extend(
+                    f"- {s.server} ({s.tools} tool{'' if s.tools == 1 else 's'}): {s.summary}"
+                    for s in shown
+                )
                 if len(outcome.directory) > len(shown):
                     lines.append(f"- … and {len(outcome.directory) - len(shown)} more servers")
         if outcome.not_found:
