@@ -103,6 +103,10 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/heron-discovery-tune"))
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument(
+        "--margins", default="-0.02,-0.01,0,0.02,0.04", help="margin grid of the threshold table"
+    )
+    parser.add_argument("--relevances", default="1,2,3,inf", help="BM25 grid of that table")
+    parser.add_argument(
         "--skip", default="", help="comma list of: fusion,threshold,prior,hierarchy"
     )
     args = parser.parse_args()
@@ -147,8 +151,9 @@ def main() -> None:
         )
         names = [t.name for t in tools]
         # BM25 >= inf: the dense half alone (what a request in another script gets).
-        margins = (-0.02, -0.01, 0.0, 0.02, 0.04)
-        grid = [(m, r) for m in margins for r in (1.0, 2.0, 3.0, float("inf"))]
+        margins = [float(m) for m in args.margins.split(",")]
+        relevances = [float(r) for r in args.relevances.split(",")]
+        grid = [(m, r) for m in margins for r in relevances]
         rates = not_found_rates(
             index(base), [names.index(q.tool) for q in tune], tune, vectors, grid
         )
@@ -159,7 +164,7 @@ def main() -> None:
                 bool(((d >= margin) | (lex >= rel)).any()) for d, lex in evidence if d is not None
             )
             print(
-                f"  margin>={margin:+.2f} bm25>={rel:<4} : {100 * false_empty:5.1f} % | "
+                f"  margin>={margin:+.4f} bm25>={rel:<4} : {100 * false_empty:5.1f} % | "
                 f"{100 * loo:5.1f} % | {100 * wrong / len(tune):5.1f} %"
             )
 

@@ -90,6 +90,12 @@ CATALOGUE = [
 ]
 
 HYBRID = DiscoveryParams(min_margin=0.5)
+VIEWS = DiscoveryParams().dense_views
+"""Each tool is embedded once per dense view (full text, description, name)."""
+
+
+def view_texts(doc: ToolDoc) -> list[str]:
+    return [doc.view_text(v) for v in VIEWS]
 
 
 def hybrid(docs: Sequence[ToolDoc] = CATALOGUE, **kw: object) -> DiscoveryIndex:
@@ -300,7 +306,7 @@ def test_cache_re_embeds_only_new_or_changed_tools(tmp_path: Path) -> None:
     cache = EmbeddingCache(tmp_path / "emb.sqlite")
     first = ConceptEmbedder()
     DiscoveryIndex(CATALOGUE, embedder=first, cache=cache)
-    assert len(first.embedded) == len(CATALOGUE)
+    assert len(first.embedded) == len(CATALOGUE) * len(VIEWS)
 
     warm = ConceptEmbedder()
     index = DiscoveryIndex(CATALOGUE, embedder=warm, cache=cache)
@@ -315,10 +321,8 @@ def test_cache_re_embeds_only_new_or_changed_tools(tmp_path: Path) -> None:
     ] + [tool("files", "write_file", "Write a file.", path="File path")]
     again = ConceptEmbedder()
     index = DiscoveryIndex(changed, embedder=again, cache=cache)
-    assert sorted(again.embedded) == sorted(
-        [changed[5].embedding_text(), changed[-1].embedding_text()]
-    )
-    assert index.stats.embedded == 2
+    assert sorted(again.embedded) == sorted([*view_texts(changed[5]), *view_texts(changed[-1])])
+    assert index.stats.embedded == 2 * len(VIEWS)
     assert names(index, "write_file", 1) == ["files__write_file"]
 
 
@@ -332,7 +336,7 @@ def test_same_definition_on_two_servers_is_embedded_once(tmp_path: Path) -> None
     )
     embedder = ConceptEmbedder()
     DiscoveryIndex([CATALOGUE[5], twin], embedder=embedder, cache=cache)
-    assert len(embedder.embedded) == 1
+    assert len(embedder.embedded) == len(VIEWS)
 
 
 def test_cache_keys_include_the_model(tmp_path: Path) -> None:
@@ -341,8 +345,8 @@ def test_cache_keys_include_the_model(tmp_path: Path) -> None:
     other = ConceptEmbedder()
     other.model_id = "test/other-model"  # type: ignore[misc]
     DiscoveryIndex(CATALOGUE, embedder=other, cache=cache)
-    assert len(other.embedded) == len(CATALOGUE)
-    stored = len(CATALOGUE) + len(NULL_PASSAGES)
+    assert len(other.embedded) == len(CATALOGUE) * len(VIEWS)
+    stored = len(CATALOGUE) * len(VIEWS) + len(NULL_PASSAGES)
     assert cache.count("test/concepts-v1") == cache.count("test/other-model") == stored
 
 
@@ -392,3 +396,21 @@ def test_discovery_imports_only_its_layer_and_below() -> None:
             if len(words) >= 2 and words[0] in {"import", "from"} and words[1].startswith("heron"):
                 imported.add(words[1])
     assert imported and all(name.startswith(allowed) for name in imported), imported
+
+
+def test_a_repeated_query_is_embedded_once() -> None:
+    class Counting(ConceptEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.queries: list[str] = []
+
+        def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+            self.queries.extend(texts)
+            return super().embed_queries(texts)
+
+    embedder = Counting()
+    index = DiscoveryIndex(CATALOGUE, embedder=embedder, params=HYBRID)
+    embedder.queries.clear()  # the documents went through the same method
+    first = names(index, "exchange rate for euros")
+    assert names(index, " exchange rate for euros ") == first
+    assert embedder.queries == ["exchange rate for euros"]

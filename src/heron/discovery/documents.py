@@ -12,11 +12,15 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from heron.tools.registry import NAMESPACE_SEP
 
-__all__ = ["ToolDoc", "identifier_words"]
+__all__ = ["DenseView", "ToolDoc", "identifier_words"]
+
+DenseView = Literal["full", "description", "name"]
+"""A text a dense model embeds for one tool: `full` (readable name, description, parameters),
+the `description` alone, or the readable `name` alone."""
 
 _PARAM_DESCRIPTION_CHARS = 80
 
@@ -71,6 +75,15 @@ class ToolDoc:
             self.definition(), sort_keys=True, ensure_ascii=False, separators=(",", ":")
         )
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def view_text(self, view: DenseView) -> str:
+        """The text of one dense view of the tool (see `DenseView`)."""
+        name = self.title or identifier_words(self.name)
+        if view == "name":
+            return name
+        if view == "description":
+            return self.description.strip() or name
+        return self.embedding_text()
 
     def embedding_text(self) -> str:
         """The passage a dense model embeds: readable name, description, parameter names."""
