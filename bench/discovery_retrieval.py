@@ -55,6 +55,7 @@ from heron.discovery import (
     UsageTable,
 )
 from heron.discovery.embeddings import Vectors
+from heron.discovery.prior import DENSE_MIN_SIMILARITY
 
 
 def rss_mb() -> float:
@@ -123,11 +124,22 @@ def recall_sections(
         r5, r10, empty[label] = recall(index, test, qv)
         print(f"   {label:58} {r5:.3f}  {r10:.3f}")
     history = [UsageRecord(request=q.text, tool=f"metatool__{q.tool}") for q in tune]
-    table = UsageTable(history, vectors=tune_vectors, neighbours=10)
-    r5, r10, _ = recall(fused, test, vectors, prior=table)
-    print(
-        f"   {'fused + usage prior (tune split as the audit trail: warm)':58} {r5:.3f}  {r10:.3f}"
-    )
+    # A short history: 50 past requests, most of them about other things than the query.
+    few = slice(None, None, len(tune) // 50)
+    for label, records, rows, floor in (
+        ("+ prior, tune split as the audit trail, no floor", history, tune_vectors, 0.0),
+        ("+ prior, the same, the engine's similarity floor", history, tune_vectors, None),
+        ("+ prior, 50 past requests, no floor", history[few], tune_vectors[few], 0.0),
+        ("+ prior, 50 past requests, the engine's floor", history[few], tune_vectors[few], None),
+    ):
+        table = UsageTable(
+            records,
+            vectors=rows,
+            neighbours=10,
+            min_similarity=DENSE_MIN_SIMILARITY if floor is None else floor,
+        )
+        r5, r10, _ = recall(fused, test, vectors, prior=table)
+        print(f"   {'fused ' + label:58} {r5:.3f}  {r10:.3f}")
     print(
         "   'nothing close' answers on test queries (their tool is there): "
         f"fused {100 * empty['fused (default)']:.1f} %, "
@@ -172,7 +184,9 @@ def main() -> None:
     parser.add_argument("--latency-queries", type=int, default=300)
     parser.add_argument("--scale-only", action="store_true", help="sections 4-6 only")
     parser.add_argument("--recall-only", action="store_true", help="sections 1-3 only")
-    parser.add_argument("--threads", type=int, default=1, help="embedding threads (OpenMP)")
+    parser.add_argument(
+        "--threads", type=int, help="embedding threads (OpenMP; default: the engine's, all cores)"
+    )
     parser.add_argument(
         "--keep-cache", type=Path, help="build into this cache dir and keep it (else a temp dir)"
     )
@@ -180,7 +194,7 @@ def main() -> None:
     data = require(args.data)
     print(
         f"HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE')}  load {os.getloadavg()[0]:.1f} "
-        f"on {os.cpu_count()} cores, {args.threads} embedding thread(s)"
+        f"on {os.cpu_count()} cores, {args.threads or 'default'} embedding thread(s)"
     )
     rss0 = rss_mb()
     t0 = time.perf_counter()

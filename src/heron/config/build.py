@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from heron._support.state import open_db
 from heron.agent import Agent
-from heron.audit.sqlite_store import SqliteApprovalAudit
+from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.config.schema import ConfigError, HeronConfig
 from heron.models.base import Model, ModelError
 from heron.tools.definition import Tool, ToolDefinitionError
@@ -44,6 +44,7 @@ from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
 if TYPE_CHECKING:
     from heron.config.builtin import Builtin
+    from heron.discovery import UsageRecord
     from heron.mcp.assembly import McpAssembly
     from heron.skills import SkillSet
 
@@ -250,7 +251,27 @@ def _discovery_options(config: HeronConfig, skills: SkillSet | None) -> Any:
         embeddings=d.embeddings,
         companions=companions,
         meta_tools=meta,
+        usage=_usage_history(config.state.path()) if d.usage_prior else None,
+        hierarchical=d.hierarchical,
     )
+
+
+def _usage_history(state_dir: Path) -> Callable[[], Sequence[UsageRecord]]:
+    """Reads the usage prior's history from the execution audit trail (in the worker thread
+    that builds the discovery index: its own connection, closed after)."""
+
+    def read() -> Sequence[UsageRecord]:
+        from heron.audit.usage import usage_records
+
+        if not (state_dir / "heron.db").exists():
+            return ()  # nothing recorded yet: do not create the state directory here
+        conn = open_db(state_dir)
+        try:
+            return usage_records(SqliteExecutionStore(conn))
+        finally:
+            conn.close()
+
+    return read
 
 
 async def open_mcp(

@@ -119,6 +119,12 @@ class DiscoveryConfig(_Section):
     """The catalogue section and the meta-tools' definitions stay within this many tokens."""
     embeddings: bool = True
     """Rank with the `heron[embeddings]` extra when installed; false: lexical only."""
+    usage_prior: bool = True
+    """Rank tools that served similar needs before higher (learned from the execution audit
+    trail of the state directory)."""
+    hierarchical: bool = False
+    """Rank servers first, then the tools of the best three (for catalogues of few, large
+    servers; off by default, as measured on MetaTool)."""
 
 
 class SkillsConfig(_Section):

@@ -32,7 +32,7 @@ from heron.discovery.index import (
     ServerSummary,
 )
 from heron.discovery.lexical import LexicalParams
-from heron.discovery.prior import UsagePrior, UsageQuery, UsageRecord, UsageTable
+from heron.discovery.prior import UsagePrior, UsageQuery, UsageRecord, UsageTable, usage_table
 from heron.discovery.sqlite_cache import EmbeddingCache, default_cache_path, embed_cached
 
 __all__ = [
@@ -64,4 +64,5 @@ __all__ = [
     "load_embedder",
     "parse_catalogue",
     "search_catalogue",
+    "usage_table",
 ]

@@ -363,7 +363,8 @@ class DiscoveryIndex:
             score = score + boost
         candidates = np.flatnonzero(close)
         order = candidates[np.lexsort((candidates, -score[candidates]))]
-        ranked = [int(i) for i in order if int(i) not in exact]
+        # Only the head of the order can be chosen (exact names may take some of its places).
+        ranked = [int(i) for i in order[: limit + len(exact)] if int(i) not in exact]
         chosen = (exact + ranked)[:limit]
         if not chosen:
             return SearchResult(query=query, mode=self.mode, directory=directory)

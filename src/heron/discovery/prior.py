@@ -1,15 +1,18 @@
 """The usage prior: tools that worked for similar requests rank higher.
 
 A prior is any callable from a `UsageQuery` to a mapping of tool (qualified name) → success
-weight of past requests similar to this one. The audit trail will feed one (phase 2 of the
-discovery work); `UsageTable` is the in-memory implementation over `UsageRecord`s, used by the
-tests and the benchmark. The index scales the weights to [0, 1] (by the largest) and adds
+weight of past requests similar to this one. `UsageTable` is the implementation over
+`UsageRecord`s; `heron.audit.usage` reads them from the execution audit trail (a need given to
+the search tool, then the tools the turn called and whether they succeeded), and
+`usage_table` builds the table with the requests' embeddings from the embedding cache. The
+index scales the weights to [0, 1] (by the largest) and adds
 `prior_weight` times that to the fused score, so a prior reorders close candidates and never
 makes a distant tool a hit on its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -17,8 +20,25 @@ import numpy as np
 
 from heron.discovery.embeddings import Embedder, Vectors
 from heron.discovery.lexical import tokenize
+from heron.discovery.sqlite_cache import EmbeddingCache, embed_cached
 
-__all__ = ["UsagePrior", "UsageQuery", "UsageRecord", "UsageTable"]
+__all__ = [
+    "DENSE_MIN_SIMILARITY",
+    "LEXICAL_MIN_SIMILARITY",
+    "UsagePrior",
+    "UsageQuery",
+    "UsageRecord",
+    "UsageTable",
+    "usage_table",
+]
+
+DENSE_MIN_SIMILARITY = 0.87
+"""A past request counts when its embedding's cosine with the query reaches this. On the tune
+split 99 % of pairs of requests for *different* tools are below it (their median is 0.81, that
+of pairs for the same tool 0.85): a short, unrelated history must not pull every query to
+the few tools it used."""
+LEXICAL_MIN_SIMILARITY = 0.3
+"""The same without embeddings: the Jaccard overlap of the requests' index tokens."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,3 +109,32 @@ class UsageTable:
             tool = self.records[i].tool
             totals[tool] = totals.get(tool, 0.0) + float(self._net[i] * sim[i])
         return {tool: w for tool, w in totals.items() if w > 0}
+
+
+def usage_table(
+    records: Sequence[UsageRecord],
+    *,
+    embedder: Embedder | None,
+    cache: EmbeddingCache | None = None,
+    neighbours: int = 10,
+) -> UsageTable:
+    """A `UsageTable` over `records`, their requests embedded through `cache` (a rebuild embeds
+    only new requests), with the similarity floor of the mode (`DENSE_MIN_SIMILARITY` or
+    `LEXICAL_MIN_SIMILARITY`)."""
+    vectors: Vectors | None = None
+    if embedder is not None and records:
+        vectors, _ = embed_cached(
+            embedder,
+            (
+                (f"request:{hashlib.sha256(r.request.encode('utf-8')).hexdigest()}", r.request)
+                for r in records
+            ),
+            cache,
+            queries=True,
+        )
+    return UsageTable(
+        records,
+        vectors=vectors,
+        neighbours=neighbours,
+        min_similarity=DENSE_MIN_SIMILARITY if vectors is not None else LEXICAL_MIN_SIMILARITY,
+    )

@@ -86,11 +86,15 @@ def embed_cached(
     embedder: Embedder,
     items: Iterable[tuple[str, str]],
     cache: EmbeddingCache | None,
+    *,
+    queries: bool = False,
 ) -> tuple[Vectors, int]:
-    """Document vectors for `(key, text)` items, embedding only what the cache lacks.
+    """Document vectors (query vectors with `queries`: past requests of the usage prior) for
+    `(key, text)` items, embedding only what the cache lacks.
 
     Returns the matrix (rows in item order) and how many texts were embedded.
     """
+    embed = embedder.embed_queries if queries else embedder.embed_documents
     pairs = list(items)
     keys = [k for k, _ in pairs]
     known = cache.get(embedder.model_id, keys) if cache is not None else {}
@@ -99,7 +103,7 @@ def embed_cached(
         if key not in known:
             missing.setdefault(key, text)
     if missing:
-        fresh = embedder.embed_documents(list(missing.values()))
+        fresh = embed(list(missing.values()))
         new = dict(zip(missing, fresh, strict=True))
         if cache is not None:
             cache.put(embedder.model_id, new)
@@ -108,7 +112,7 @@ def embed_cached(
         return np.zeros((0, 0), dtype=np.float32), 0
     dims = {known[k].shape[0] for k in keys}
     if len(dims) != 1:  # a cache written by another build of the model: start over
-        fresh = embedder.embed_documents([t for _, t in pairs])
+        fresh = embed([t for _, t in pairs])
         if cache is not None:
             cache.put(embedder.model_id, dict(zip(keys, fresh, strict=True)))
         return np.asarray(fresh, dtype=np.float32), len(pairs)

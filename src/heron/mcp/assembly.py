@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from heron.discovery import DiscoveryParams
+from heron.discovery import DiscoveryParams, UsageRecord
 from heron.mcp.catalogue import Exposure, McpAccessPolicy, McpCatalogue, choose_exposure
 from heron.mcp.config import McpConfig, name_matches
 from heron.mcp.filter_groups import compute_turn_filter
@@ -96,6 +96,10 @@ class DiscoveryOptions:
     """Skills the search also finds."""
     meta_tools: Sequence[ToolSpec] = ()
     """Other always-present discovery tools (`load_skill`, …) counted in `catalogue_tokens`."""
+    usage: Callable[[], Sequence[UsageRecord]] | None = None
+    """The usage prior's history (read once, when the index is built); None: no prior."""
+    hierarchical: bool = False
+    """Servers ranked first, then their tools (`DiscoveryParams.hierarchical`)."""
 
 
 class McpToolCatalogue:
@@ -371,12 +375,15 @@ def assemble_tools(
         tool = catalogue.get(name)
         if tool is not None:
             activated.activate(tool)
-    params = options.params or DiscoveryParams(lexical_min_relevance=cfg.search_min_score)
+    params = options.params or DiscoveryParams(
+        lexical_min_relevance=cfg.search_min_score, hierarchical=options.hierarchical
+    )
     engine = DiscoveryEngine(
         [e for e in catalogue.entries if e.name not in preactivate],
         companions=options.companions,
         embedder="auto" if options.embeddings else None,
         params=params,
+        usage=options.usage,
     )
     search = ToolSearchTool(catalogue, activated, name=options.tool, engine=engine)
     # Computed once: the static prefix of the prompt never changes afterwards.

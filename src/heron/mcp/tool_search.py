@@ -24,8 +24,10 @@ appear, never activate and never use up a result slot.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import difflib
 import json
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +41,10 @@ from heron.discovery import (
     Match,
     ServerSummary,
     ToolDoc,
+    UsageRecord,
+    UsageTable,
     default_cache_path,
+    usage_table,
 )
 from heron.discovery.index import BoolArray, Mode
 from heron.discovery.lexical import tokenize
@@ -73,6 +78,8 @@ COMPANION_SERVER = "(skills)"
 """The server of companion documents in the shared index (no MCP server can have this name)."""
 MAX_COMPANIONS = 3
 DIRECTORY_LINES = 12
+
+_log = logging.getLogger("heron.mcp.tool_search")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -132,8 +139,10 @@ class DiscoveryEngine:
         cache: EmbeddingCache | Literal["default"] | None = "default",
         params: DiscoveryParams | None = None,
         server_descriptions: Mapping[str, str] | None = None,
+        usage: Callable[[], Sequence[UsageRecord]] | None = None,
     ) -> None:
         self.entries = tuple(entries)
+        self._usage = usage
         self.companions = tuple(companions)
         self.params = params or DiscoveryParams()
         self._embedder = embedder
@@ -166,7 +175,29 @@ class DiscoveryEngine:
                 )
                 n = len(self.entries)
                 self._position = {id(d): i for i, d in enumerate(self._index.docs[:n])}
+                if self._usage is not None:
+                    self._index.prior = self._prior(self._index, cache)
             return self._index
+
+    def _prior(self, index: DiscoveryIndex, cache: object) -> UsageTable | None:
+        """The usage prior over the recorded history, its tools under the index's names."""
+        assert self._usage is not None
+        try:
+            history = self._usage()
+        except Exception as exc:  # a damaged or locked state database: rank without a prior
+            _log.warning("discovery: the usage history cannot be read: %s", exc)
+            return None
+        qualified = {e.name: d.qualified for e, d in zip(self.entries, index.docs, strict=False)}
+        records = [
+            dataclasses.replace(r, tool=qualified[r.tool]) for r in history if r.tool in qualified
+        ]
+        if not records:
+            return None
+        return usage_table(
+            records,
+            embedder=index.embedder,
+            cache=cache if isinstance(cache, EmbeddingCache) else None,
+        )
 
     async def ready(self) -> DiscoveryIndex:
         """The index, built in a worker thread when it does not exist yet."""
