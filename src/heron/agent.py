@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from heron._support.limits import clean_text
 from heron.messages import MediaPart, Message, SystemMessage, UserMessage
 from heron.models.base import Model
 from heron.tools.definition import Tool
@@ -223,6 +224,7 @@ class Agent:
         if messages and isinstance(messages[0], SystemMessage):
             raise ValueError("pass the system prompt as Agent(system_prompt=...), not in history")
         parts = tuple(m if isinstance(m, MediaPart) else MediaPart.from_file(m) for m in media)
+        prompt = clean_text(prompt)  # e.g. a command line's undecodable bytes
         messages.append(UserMessage(content=prompt, media=parts))
         state = self.turn_state(
             history=messages,

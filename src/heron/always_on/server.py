@@ -107,6 +107,8 @@ class ServeConfig:
     notify_webhook: str | None = None
     notify_secret_env: str | None = None
     shutdown_grace_s: float = 10.0
+    max_attempts: int = 3
+    """Failed attempts to consume an event before it is quarantined (a dead letter)."""
 
 
 class HeronServer:
@@ -206,6 +208,7 @@ class HeronServer:
             clock=self.clock,
             sink=triggers.sink(self.sink),
             poll_interval=cfg.poll_interval_s,
+            max_attempts=cfg.max_attempts,
         )
         self._unwatch = bus.watch(self._on_published)
         await triggers.start()  # re-attach jobs, resume timers: what fell due meanwhile fires

@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from heron._support.timefmt import utc_rfc3339
 from heron.cli import common
 from heron.cli.common import EXIT_OK, UsageError
+from heron.safety.redact import scrub_text
 
 if TYPE_CHECKING:
     from heron.agent import Agent
-    from heron.always_on.bus.store import StoredEvent
+    from heron.always_on.bus.store import BusStore, DeadLetter, StoredEvent
     from heron.tools.definition import Tool
 
 
@@ -55,6 +57,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="let every inbound event of this channel wake the agent (repeatable)",
     )
     serve.add_argument("--heartbeat", type=float, metavar="SECONDS", help="heartbeat interval")
+    serve.add_argument(
+        "--max-attempts",
+        type=int,
+        default=3,
+        metavar="N",
+        help="quarantine an event after N failed attempts to consume it (default 3)",
+    )
     common.add_agent_flags(serve)
     serve.set_defaults(handler=cmd_serve)
 
@@ -64,6 +73,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     tail.add_argument("--session", help="only this session (default: all)")
     tail.add_argument("--limit", type=int, default=20, metavar="N", help="the last N events")
     tail.add_argument("--pending", action="store_true", help="only events not yet consumed")
+    tail.add_argument(
+        "--dead",
+        action="store_true",
+        help="the dead letters: events quarantined because they could not be consumed",
+    )
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     common.add_config_flags(tail)
@@ -129,6 +143,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workspace=workspace,
         sandbox=builtin_cfg.sandbox,
         shutdown_grace_s=args.shutdown_grace,
+        max_attempts=args.max_attempts,
         subscribe=tuple(args.subscribe),
         triggers=TriggerConfig(heartbeat=HeartbeatConfig(every_s=args.heartbeat))
         if args.heartbeat
@@ -185,6 +200,47 @@ def _print_event(stored: StoredEvent, as_json: bool) -> None:
     sys.stdout.flush()
 
 
+def _print_dead(letter: DeadLetter, as_json: bool) -> None:
+    if as_json:
+        _emit(
+            {
+                "seq": letter.seq,
+                "event_id": letter.event_id,
+                "session": letter.session,
+                "kind": letter.kind,
+                "attempts": letter.attempts,
+                "error": scrub_text(letter.error),
+                "dead_at": utc_rfc3339(letter.dead_at, precision="milliseconds"),
+                "event": None if letter.event is None else letter.event.model_dump(mode="json"),
+            }
+        )
+        return
+    sys.stdout.write(
+        f"{letter.seq:>6} {utc_rfc3339(letter.dead_at, precision='seconds')} "
+        f"{letter.session:<12} {letter.kind:<22} {letter.event_id} "
+        f"attempts={letter.attempts} {scrub_text(letter.error)[:120]}\n"
+    )
+    sys.stdout.flush()
+
+
+async def _tail_dead(bus: BusStore, args: argparse.Namespace) -> None:
+    """`heron events tail --dead`: the quarantined events, with why."""
+    import asyncio
+
+    last: int | None = None
+    while True:
+        letters = await bus.dead_letters(
+            session=args.session, after=last, limit=args.limit if last is None else None
+        )
+        for letter in letters:
+            _print_dead(letter, args.json)
+            last = letter.seq
+        if not args.follow:
+            return
+        last = last or 0
+        await asyncio.sleep(0.5)
+
+
 def cmd_events(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -193,6 +249,8 @@ def cmd_events(args: argparse.Namespace) -> int:
     bus = SqliteBusStore.open(common.state_dir(args))
 
     async def tail() -> None:
+        if args.dead:
+            return await _tail_dead(bus, args)
         last: int | None = None
         while True:
             # Without --follow: the last --limit events; then every event after the last seen.

@@ -25,6 +25,7 @@ import secrets
 import time
 from pathlib import Path
 
+from heron._support.limits import clean_text
 from heron.agent import Agent
 from heron.audit.executions import ExecutionAuditTrail
 from heron.audit.sqlite_store import SqliteExecutionStore
@@ -166,6 +167,7 @@ class CliSession:
         `agent` must be `attach`ed. Raises `ConcurrentWriteError` if another writer appended
         to the session meanwhile; what was stored before stays stored.
         """
+        prompt = clean_text(prompt)  # a command line's undecodable bytes
         self.writer.add(UserMessage(content=prompt))
         state = agent.turn_state(
             history=self.writer.history,

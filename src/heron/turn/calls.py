@@ -32,6 +32,9 @@ class ParsedCall:
     arguments: dict[str, Any]
     arguments_error: str | None = None
     """Set when the provider sent arguments that are not a JSON object."""
+    arguments_problem: str | None = None
+    """Set when the arguments broke an input limit (`heron._support.limits`: depth, size, a
+    non-finite number, a lone surrogate); refused like an argument validation error."""
 
 
 @dataclass(kw_only=True, slots=True)

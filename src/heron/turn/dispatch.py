@@ -25,7 +25,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal, assert_never
 
+from pydantic_core import to_jsonable_python
+
 from heron._support.canonical import canonical_json
+from heron._support.limits import InputRejected, check_value, clean_text, clean_value
 from heron.safety.redact import scrub_text, scrub_value
 from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.bounds import render_bounded
@@ -250,14 +253,38 @@ def _busy_text(call: ExecutableCall, running: Sequence[str]) -> str:
 
 
 def _map_result(call: ExecutableCall, result: Any) -> tuple[bool, str]:
+    """Success and the text the model sees. A tool's text is outside data: what is not Unicode
+    in it (a file name's undecodable byte) gets the documented replacement (`clean_text`)."""
     if not isinstance(result, ToolResult):
         return False, f"Error: '{call.name}' returned {type(result).__name__}, not a ToolResult"
     if result.success:
-        return True, result.output or "(no output)"
+        return True, clean_text(result.output or "(no output)")
     reason = result.error or result.output or "the tool failed without a message"
     if result.error and result.output:
-        return False, f"Error: {reason}\n{result.output}"
-    return False, f"Error: {reason}"
+        return False, clean_text(f"Error: {reason}\n{result.output}")
+    return False, clean_text(f"Error: {reason}")
+
+
+def _raised(call: ExecutableCall, exc: BaseException) -> str:
+    return clean_text(f"Error: '{call.name}' raised {type(exc).__name__}: {exc}")
+
+
+def taken_in_data(data: Any) -> tuple[Any, str]:
+    """A tool's structured data checked against the input limits where it enters the engine.
+
+    Returns the data to keep (as it is, or with the text replacement applied) and a note for
+    the output: data nested deeper or larger than the limits, or not renderable as JSON, is
+    dropped (the text result stays) and the note says why.
+    """
+    try:
+        shown = to_jsonable_python(data, fallback=repr)
+        check_value(shown, strict_text=False)
+    except InputRejected as exc:
+        return None, f"\n[structured data not kept: {exc.problem}]"
+    except ValueError as exc:  # pydantic's own serialisation depth guard
+        return None, f"\n[structured data not kept: {exc}]"
+    cleaned = clean_value(shown)
+    return (data if cleaned is shown else cleaned), ""
 
 
 async def execute_one(
@@ -310,7 +337,10 @@ async def execute_one(
     def emit_progress(message: str) -> None:
         state.sink(
             ProgressEvent(
-                turn_id=state.turn_id, id=call.call_id, name=call.name, message=scrub_text(message)
+                turn_id=state.turn_id,
+                id=call.call_id,
+                name=call.name,
+                message=scrub_text(clean_text(message)),
             )
         )
 
@@ -448,9 +478,11 @@ def _completed(
     try:
         result = task.result()
         success, output = _map_result(call, result)
-        data = result.data if isinstance(result, ToolResult) else None
+        if isinstance(result, ToolResult) and result.data is not None:
+            data, note = taken_in_data(result.data)
+            output += note
     except Exception as exc:
-        success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
+        success, output = False, _raised(call, exc)
     outcome = CallOutcome(
         call_id=call.call_id,
         name=call.name,
@@ -538,7 +570,7 @@ def _detach(state: TurnState, task: asyncio.Task[Any], task_id: str, call: Execu
         if t.cancelled():
             success, output = False, "Error: cancelled"
         elif (exc := t.exception()) is not None:
-            success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
+            success, output = False, _raised(call, exc)
         else:
             success, output = _map_result(call, t.result())
         if state.on_background_result is not None:

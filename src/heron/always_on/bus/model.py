@@ -13,8 +13,9 @@ import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from heron._support.limits import check_value, clean_text, clean_value
 from heron._support.timefmt import utc_rfc3339
 
 Source = Literal["user", "contact", "stranger", "system", "agent", "tool"]
@@ -57,6 +58,7 @@ EventKind = Literal[
     "system.process_timeout",
     "system.resource_alert",
     "system.heartbeat",
+    "system.dead_letter",
 ]
 
 URGENT_KINDS: frozenset[str] = frozenset(
@@ -71,16 +73,33 @@ def _now() -> str:
     return utc_rfc3339(time.time(), precision="milliseconds")
 
 
+def _clean_text(value: Any) -> Any:
+    """Text from outside (a mail header's undecodable bytes) gets the documented replacement
+    (`heron._support.limits.clean_text`), so every event can be stored and rendered."""
+    return clean_text(value) if isinstance(value, str) else value
+
+
 class EventContent(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     text: str = ""
     needs_reply: bool = False
     data: dict[str, Any] = Field(default_factory=dict)
-    """Structured payload with enough context to act without re-querying."""
+    """Structured payload with enough context to act without re-querying; within the input
+    limits (`heron._support.limits`), its text cleaned like `text`."""
+
+    _text = field_validator("text")(_clean_text)
+
+    @field_validator("data")
+    @classmethod
+    def _within_limits(cls, data: dict[str, Any]) -> dict[str, Any]:
+        check_value(data, strict_text=False)  # an `InputRejected` is a `ValueError`
+        cleaned: dict[str, Any] = clean_value(data)
+        return cleaned
 
 
 class EventContext(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+    _text = field_validator("*")(_clean_text)
     thread: str | None = None
     reply_to: str | None = None
     related_task: str | None = None
@@ -105,6 +124,8 @@ class BusEvent(BaseModel):
     timestamp: str = Field(default_factory=_now)
     side_question: bool = False
     """Set by a user or channel: answer in a side session, in parallel with the main task."""
+
+    _text = field_validator("id", "idempotency_key", "session", "timestamp")(_clean_text)
 
     @property
     def third_party(self) -> bool:

@@ -4,7 +4,9 @@ Each `WebhookRoute` binds a path to an adapter (`heron.always_on.channels.adapte
 secret. For every request: the path must be known (404) and the method POST (405); the body fits
 `max_body` (413) and comes with a `Content-Length` (411); the adapter verifies the signature
 with `heron.safety.signing` (401, without saying which part failed beyond what the adapter
-reports); the adapter builds the event (400 for a malformed body); the `wake` filter (trigger
+reports); the adapter builds the event (400 for a malformed body, 413 and 422 for one over the
+input limits of `heron._support.limits`: too large, nested too deep, a lone surrogate, a
+number that is not finite); the `wake` filter (trigger
 subscriptions) may drop it (200 `filtered`); otherwise it is published on the bus — 202
 `accepted` once durable, 200 `duplicate` when its idempotency key was seen before. The response
 is sent only after the publish returned, so a sender that got 202 may forget the event.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -33,7 +36,15 @@ Publish = Callable[[BusEvent], Awaitable[bool]]
 WakeFilter = Callable[[BusEvent], bool]
 """True when an event should reach the agent (e.g. `should_wake(event, subscriptions)`)."""
 
+log = logging.getLogger("heron.always_on.channels.webhook")
+
 MAX_HEADERS = 100
+_PAYLOAD_STATUS = {
+    400: HTTPStatus.BAD_REQUEST,
+    413: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    422: HTTPStatus.UNPROCESSABLE_ENTITY,
+}
+"""`PayloadError.status` → the answer: malformed, over the size limit, refused JSON."""
 READ_TIMEOUT_S = 10.0
 
 
@@ -117,8 +128,8 @@ class WebhookServer:
             return self._answer("rejected", HTTPStatus.UNAUTHORIZED, error=problem)
         try:
             event = route.adapter.to_event(request, self.session)
-        except PayloadError as exc:
-            return self._answer("invalid", HTTPStatus.BAD_REQUEST, error=str(exc))
+        except PayloadError as exc:  # 400, 413 or 422: refused once, never "retry later"
+            return self._answer("invalid", _PAYLOAD_STATUS[exc.status], error=str(exc))
         except (LookupError, TypeError, ValueError, AttributeError) as exc:
             # A payload of the right overall shape with a wrong part deep inside.
             error = f"malformed {route.adapter.name} payload ({type(exc).__name__}: {exc})"
@@ -159,7 +170,13 @@ class WebhookServer:
                     "invalid", HTTPStatus.BAD_REQUEST, error="incomplete request"
                 )
             else:
-                response = await self.handle(request)
+                try:
+                    response = await self.handle(request)
+                except Exception:  # a bug must still answer, and never end the listener
+                    log.exception("webhook %s failed", request.path)
+                    response = self._answer(
+                        "failed", HTTPStatus.INTERNAL_SERVER_ERROR, error="internal error"
+                    )
             _write(writer, response)
             await writer.drain()
         except ConnectionError:
