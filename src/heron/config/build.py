@@ -27,6 +27,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from heron._support.limits import set_input_limits
 from heron._support.state import open_db
 from heron.agent import Agent
 from heron.audit.sqlite_store import SqliteApprovalAudit
@@ -229,6 +230,7 @@ def build_agent(
     never-unreachable resolver and per-turn filter groups; `builtin` (from `open_builtin`)
     adds heron's tool sets as bundles, with their spill, cache and workspace."""
     state_dir = config.state.path()
+    set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
     a = config.agent
     approval = ApprovalManager(
         policy=ApprovalPolicy(

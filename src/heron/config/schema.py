@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from heron._support.limits import DEFAULT_LIMITS, MAX_DEPTH_CEILING, InputLimits
 from heron._support.state import default_state_dir
 from heron.config.builtin import BuiltinConfig
 from heron.errors import ConfigurationError
@@ -104,6 +105,19 @@ class ToolsConfig(_Section):
     """`[tools.builtin]`: heron's own tool sets (see docs/tools.md)."""
 
 
+class LimitsConfig(_Section):
+    """`[limits]`: the one limit on data from outside (`heron._support.limits.InputLimits`),
+    process-wide, applied when an agent is built (`heron.config.build_agent`)."""
+
+    max_depth: int = Field(default=DEFAULT_LIMITS.max_depth, ge=1, le=MAX_DEPTH_CEILING)
+    """Objects and arrays nested inside each other in tool arguments, tool data, webhook bodies."""
+    max_bytes: int = Field(default=DEFAULT_LIMITS.max_bytes, ge=1)
+    """Bytes of one such piece of JSON."""
+
+    def to_limits(self) -> InputLimits:
+        return InputLimits(max_depth=self.max_depth, max_bytes=self.max_bytes)
+
+
 class StateConfig(_Section):
     dir: str | None = None
     """The state directory (`~` expanded); unset: `default_state_dir()`."""
@@ -121,6 +135,7 @@ class HeronConfig(_Section):
     state: StateConfig = Field(default_factory=StateConfig)
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     """`[mcp]`, `[mcp.servers.NAME]`, `[[mcp.tool_filter_groups]]` (see docs/mcp.md)."""
 

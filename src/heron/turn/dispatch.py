@@ -276,9 +276,16 @@ def taken_in_data(data: Any) -> tuple[Any, str]:
     the output: data nested deeper or larger than the limits, or not renderable as JSON, is
     dropped (the text result stays) and the note says why.
     """
+    shown = data
     try:
-        shown = to_jsonable_python(data, fallback=repr)
-        check_value(shown, strict_text=False)
+        try:
+            check_value(shown, strict_text=False)
+        except InputRejected as exc:
+            if exc.kind != "type":
+                raise
+            # Not plain JSON (a datetime, a model): checked as the event will render it.
+            shown = to_jsonable_python(data, fallback=repr)
+            check_value(shown, strict_text=False)
     except InputRejected as exc:
         return None, f"\n[structured data not kept: {exc.problem}]"
     except ValueError as exc:  # pydantic's own serialisation depth guard
