@@ -197,6 +197,14 @@ def _serve(scenario: str) -> None:
         def record(value: float) -> str:
             return f"{type(value).__name__} {value!r}"
 
+        @server.tool(description="Answer with the arguments as they arrived, as JSON.")
+        def inspect(
+            count: int, ratio: float, label: str = "", tags: list[str] | None = None
+        ) -> str:
+            # NaN and Infinity come out as bare NaN / Infinity: a client that let them through
+            # is caught by a strict parse of this answer.
+            return json.dumps({"count": count, "ratio": ratio, "label": label, "tags": tags})
+
         @server.tool(description="Answer with structured content nested `levels` deep.")
         def nested(levels: int) -> CallToolResult:
             value: Any = "leaf"
@@ -242,7 +250,9 @@ def _raw_result(name: str, arguments: dict[str, Any]) -> str:
     levels = int(arguments.get("levels", 0))
     nested = '{"a":' * levels + "1" + "}" * levels
     if name == "deep":
-        return f'{{"content":[{{"type":"text","text":"deep"}}],"structuredContent":{{"x":{nested}}}}}'
+        return (
+            f'{{"content":[{{"type":"text","text":"deep"}}],"structuredContent":{{"x":{nested}}}}}'
+        )
     if name == "deep_text":
         return f'{{"content":[{{"type":"text","text":{json.dumps(nested)}}}]}}'
     return '{"content":[{"type":"text","text":"half: \\ud800"}],"structuredContent":{"n":NaN}}'

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from heron._support.limits import InputRejected, parse_json
 from heron.cli import common
 from heron.cli.common import BUILTIN_SETS, UsageError, err, out, when
 
@@ -225,7 +226,6 @@ async def _tools(args: argparse.Namespace, config: HeronConfig) -> int:
 
 
 async def _call(args: argparse.Namespace, config: HeronConfig) -> int:
-    import json
     import sys
 
     from heron.cli.render import print_json
@@ -237,9 +237,9 @@ async def _call(args: argparse.Namespace, config: HeronConfig) -> int:
     if not sep or not server or not tool_name:
         raise UsageError(f"name the tool as SERVER__TOOL, got {args.name!r}")
     try:
-        arguments = json.loads(args.arguments)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"the arguments are not JSON: {exc}") from exc
+        arguments = parse_json(args.arguments)
+    except InputRejected as exc:
+        raise UsageError(f"the arguments are not JSON heron takes in: {exc.problem}") from exc
     if not isinstance(arguments, dict):
         raise UsageError("the arguments must be a JSON object")
 

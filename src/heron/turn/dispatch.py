@@ -36,7 +36,7 @@ from heron.turn.call_prep import NOT_STARTED, PreparedBatch, TurnGuards, prepare
 from heron.turn.calls import (
     CallOutcome,
     ExecutableCall,
-    ParsedCall,
+    checked_call,
     emit_synthetic_pair,
     plan_event,
     result_event,
@@ -552,7 +552,7 @@ async def run_nested_call(
     batch = await prepare_calls(
         exec_,
         state,
-        [ParsedCall(index=0, call_id=call_id, name=name, arguments=arguments)],
+        [checked_call(0, call_id, name, arguments)],
         TurnGuards(),
     )
     await execute_batch(exec_, state, batch, parallel=False)

@@ -24,7 +24,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from heron._support.limits import InputRejected, check_value, clean_text, parse_json
+from heron._support.limits import InputRejected, clean_text, parse_json
 from heron.errors import HeronError
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage, UserMessage
 from heron.models import text_protocol
@@ -40,7 +40,7 @@ from heron.safety.redact import scrub_text
 from heron.tools.definition import ToolSpec
 from heron.turn.bounds import bound_text
 from heron.turn.call_prep import PreparedBatch, TurnGuards, is_excluded, prepare_calls, start_check
-from heron.turn.calls import CallOutcome, ParsedCall, result_event, synthetic
+from heron.turn.calls import CallOutcome, ParsedCall, checked_call, result_event, synthetic
 from heron.turn.cancel import absorb, bind_task, stop_task, take_absorbed, wait_task
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
 from heron.turn.dispatch import execute_batch, should_run_parallel
@@ -411,7 +411,7 @@ class _Loop:
             known += self.exec.catalogue.names()
         parsed = text_protocol.parse_text_tool_calls(response.text, known)
         calls = [
-            _checked(i, self._unique(c.call_id, c.name), c.name, c.arguments)
+            checked_call(i, self._unique(c.call_id, c.name), c.name, c.arguments)
             for i, c in enumerate(parsed.calls)
         ]
         return calls, parsed.text, parsed.issue
@@ -444,7 +444,7 @@ class _Loop:
     def _pin(self, index: int, call: ModelToolCall) -> ParsedCall:
         call_id = self._unique(call.id, call.name)
         if call.arguments is not None:
-            return _checked(index, call_id, call.name, call.arguments)
+            return checked_call(index, call_id, call.name, call.arguments)
         raw = call.arguments_json or "{}"
         try:
             # The one check of the arguments' depth, size, numbers and text (parse time).
@@ -591,15 +591,3 @@ class _Loop:
 
 def _new_call_id() -> str:
     return "call_" + uuid.uuid4().hex[:16]
-
-
-def _checked(index: int, call_id: str, name: str, arguments: dict[str, Any]) -> ParsedCall:
-    """A call whose arguments arrived as a value (a native adapter, a Python model, the text
-    protocol): the same input check `parse_json` runs on argument text."""
-    try:
-        check_value(arguments)
-    except InputRejected as exc:
-        return ParsedCall(
-            index=index, call_id=call_id, name=name, arguments={}, arguments_problem=exc.problem
-        )
-    return ParsedCall(index=index, call_id=call_id, name=name, arguments=arguments)
