@@ -396,22 +396,26 @@ def check_value(
     limits: InputLimits | None = None,
     measured: bool = False,
     strict_text: bool = True,
-) -> None:
+) -> bool:
     """Check a JSON-like value against `limits` without recursion; raises `InputRejected`.
 
     Objects are mappings with string keys, arrays lists or tuples; anything else is refused
     (`type`). The size is the length of the value's compact JSON, estimated from its strings
     and scalars (`measured`: the caller measured the text already, only the rest is checked).
     `strict_text=False` lets lone surrogates pass, for a caller that gives them the documented
-    replacement (`clean_value`) instead of refusing them.
+    replacement (`clean_value`) instead of refusing them: the result says whether there were
+    any (so the copy is made only then).
     """
     limits = limits or _current
     budget = None if measured else limits.max_bytes
+    dirty = False
+    if isinstance(value, str):
+        dirty = _odd_text(value, None, strict_text)
     size = _leaf_size(value, None, strict_text)
     if size >= 0:
         if budget is not None and size > budget:
             raise InputRejected("size", (), _too_large(size, limits))
-        return
+        return dirty
     size = 0
     # Containers still to look into, with their depth: a stack, never the Python call stack.
     stack: list[tuple[Any, int, _Trail]] = [(value, 1, None)]
@@ -419,7 +423,8 @@ def check_value(
         container, depth, trail = stack.pop()
         if depth > limits.max_depth:
             raise InputRejected("depth", _path(trail), _too_deep(limits))
-        is_object = isinstance(container, Mapping)
+        kind = type(container)
+        is_object = kind is dict or (kind is not list and isinstance(container, Mapping))
         children: Any = container.items() if is_object else enumerate(container)
         size += 2
         for key, child in children:
@@ -427,15 +432,34 @@ def check_value(
                 if not isinstance(key, str):
                     problem = f"object keys must be strings, got {type(key).__name__}"
                     raise InputRejected("type", _path(trail), problem)
-                size += _leaf_size(key, (trail, key), strict_text)
+                size += len(key) + 4
+                if not key.isascii():
+                    dirty = _odd_text(key, (trail, key), strict_text) or dirty
+            if type(child) is str:  # the common case, inline
+                size += len(child) + 3
+                if not child.isascii():
+                    dirty = _odd_text(child, (trail, key), strict_text) or dirty
+                continue
             at = (trail, key)
             leaf = _leaf_size(child, at, strict_text)
             if leaf < 0:
                 stack.append((child, depth + 1, at))
             else:
                 size += leaf
+                if isinstance(child, str):  # a str subclass
+                    dirty = _odd_text(child, at, strict_text) or dirty
         if budget is not None and size > budget:
             raise InputRejected("size", (), _too_large(size, limits))
+    return dirty
+
+
+def _odd_text(text: str, trail: _Trail, strict: bool) -> bool:
+    """Whether `text` holds a lone surrogate; refused (`InputRejected`) when `strict`."""
+    if not has_lone_surrogate(text):
+        return False
+    if strict:
+        raise InputRejected("text", _path(trail), _surrogate_problem(text))
+    return True
 
 
 def _surrogate_problem(text: str) -> str:

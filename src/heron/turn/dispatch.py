@@ -279,19 +279,18 @@ def taken_in_data(data: Any) -> tuple[Any, str]:
     shown = data
     try:
         try:
-            check_value(shown, strict_text=False)
+            odd = check_value(shown, strict_text=False)
         except InputRejected as exc:
             if exc.kind != "type":
                 raise
             # Not plain JSON (a datetime, a model): checked as the event will render it.
             shown = to_jsonable_python(data, fallback=repr)
-            check_value(shown, strict_text=False)
+            odd = check_value(shown, strict_text=False)
     except InputRejected as exc:
         return None, f"\n[structured data not kept: {exc.problem}]"
     except ValueError as exc:  # pydantic's own serialisation depth guard
         return None, f"\n[structured data not kept: {exc}]"
-    cleaned = clean_value(shown)
-    return (data if cleaned is shown else cleaned), ""
+    return (clean_value(shown) if odd else data), ""
 
 
 async def execute_one(

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 from heron._support.limits import check_value, clean_text, clean_value
 from heron._support.timefmt import utc_rfc3339
@@ -73,10 +73,26 @@ def _now() -> str:
     return utc_rfc3339(time.time(), precision="milliseconds")
 
 
-def _clean_text(value: Any) -> Any:
+STORED: Final = {"heron_stored": True}
+"""Validation context of events read back from a bus store: they were checked (and their text
+cleaned) when they were built, before they were stored, so the checks are not run again."""
+
+
+def _stored(info: ValidationInfo) -> bool:
+    context = info.context
+    return isinstance(context, dict) and context.get("heron_stored") is True
+
+
+def _clean_fields(model: BaseModel, names: tuple[str, ...]) -> None:
     """Text from outside (a mail header's undecodable bytes) gets the documented replacement
-    (`heron._support.limits.clean_text`), so every event can be stored and rendered."""
-    return clean_text(value) if isinstance(value, str) else value
+    (`heron._support.limits.clean_text`) in place, so every event can be stored and rendered.
+    One pass over the model's few text fields; ASCII text (nearly all of it) costs a check."""
+    for name in names:
+        value = getattr(model, name)
+        if isinstance(value, str) and not value.isascii():
+            cleaned = clean_text(value)
+            if cleaned is not value:
+                object.__setattr__(model, name, cleaned)  # frozen: still being validated
 
 
 class EventContent(BaseModel):
@@ -87,24 +103,30 @@ class EventContent(BaseModel):
     """Structured payload with enough context to act without re-querying; within the input
     limits (`heron._support.limits`), its text cleaned like `text`."""
 
-    _text = field_validator("text")(_clean_text)
-
-    @field_validator("data")
-    @classmethod
-    def _within_limits(cls, data: dict[str, Any]) -> dict[str, Any]:
-        check_value(data, strict_text=False)  # an `InputRejected` is a `ValueError`
-        cleaned: dict[str, Any] = clean_value(data)
-        return cleaned
+    @model_validator(mode="after")
+    def _within_limits(self, info: ValidationInfo) -> EventContent:
+        if _stored(info):
+            return self
+        _clean_fields(self, ("text",))
+        # An `InputRejected` is a `ValueError`: too deep, too large or non-finite data fails.
+        if self.data and check_value(self.data, strict_text=False):
+            object.__setattr__(self, "data", clean_value(self.data))
+        return self
 
 
 class EventContext(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    _text = field_validator("*")(_clean_text)
     thread: str | None = None
     reply_to: str | None = None
     related_task: str | None = None
     call_id: str | None = None
     """For late tool results and progress: the model call they belong to."""
+
+    @model_validator(mode="after")
+    def _clean(self, info: ValidationInfo) -> EventContext:
+        if not _stored(info):
+            _clean_fields(self, ("thread", "reply_to", "related_task", "call_id"))
+        return self
 
 
 class BusEvent(BaseModel):
@@ -125,7 +147,11 @@ class BusEvent(BaseModel):
     side_question: bool = False
     """Set by a user or channel: answer in a side session, in parallel with the main task."""
 
-    _text = field_validator("id", "idempotency_key", "session", "timestamp")(_clean_text)
+    @model_validator(mode="after")
+    def _clean(self, info: ValidationInfo) -> BusEvent:
+        if not _stored(info):
+            _clean_fields(self, ("id", "idempotency_key", "session", "timestamp"))
+        return self
 
     @property
     def third_party(self) -> bool:

@@ -33,7 +33,7 @@ from pydantic import TypeAdapter
 
 from heron._support.limits import model_json
 from heron._support.state import open_db, sqlite_errors, transaction
-from heron.always_on.bus.model import BusEvent
+from heron.always_on.bus.model import STORED, BusEvent
 from heron.always_on.bus.store import (
     AlreadyConsumedError,
     DeadLetter,
@@ -176,9 +176,8 @@ class SqliteBusStore:
             for chunk in _chunks(wanted):
                 marks = ",".join("?" * len(chunk))
                 found += conn.execute(
-                    "SELECT e.seq, e.ts FROM bus_events e JOIN bus_pending p"
-                    " ON p.session = e.session AND p.ts = e.ts AND p.seq = e.seq"
-                    f" WHERE e.id IN ({marks}) AND e.session = ?",
+                    f"SELECT seq, ts FROM bus_events WHERE id IN ({marks}) AND session = ?"
+                    " AND consumed_at IS NULL AND seq NOT IN (SELECT seq FROM bus_dead)",
                     (*chunk, session),
                 ).fetchall()
             if len(found) != len(wanted):
@@ -195,7 +194,9 @@ class SqliteBusStore:
                 "DELETE FROM bus_pending WHERE session = ? AND ts = ? AND seq = ?",
                 [(session, ts, seq) for seq, ts in found],
             )
-            conn.executemany("DELETE FROM bus_failures WHERE seq = ?", [(q,) for q, _ in found])
+            # Failed attempts are rare: look before deleting per event.
+            if conn.execute("SELECT 1 FROM bus_failures LIMIT 1").fetchone() is not None:
+                conn.executemany("DELETE FROM bus_failures WHERE seq = ?", [(q,) for q, _ in found])
         return head
 
     async def fail(
@@ -255,7 +256,7 @@ class SqliteBusStore:
         letters: list[DeadLetter] = []
         for seq, event_id, sess, kind, body, attempts, error, dead_at in reversed(rows):
             try:
-                event: BusEvent | None = BusEvent.model_validate_json(body)
+                event: BusEvent | None = BusEvent.model_validate_json(body, context=STORED)
             except ValueError:
                 event = None
             letters.append(
@@ -339,14 +340,15 @@ def _decode(rows: Sequence[tuple[int, str]]) -> tuple[list[BusEvent | None], lis
     """The events of `(seq, body)` rows (None where a body cannot be read) and the unreadable
     rows' seq with the reason. One validation for the whole batch when every body reads."""
     try:
-        return list(_EVENTS.validate_json("[" + ",".join(body for _, body in rows) + "]")), []
+        blob = "[" + ",".join(body for _, body in rows) + "]"
+        return list(_EVENTS.validate_json(blob, context=STORED)), []
     except ValueError:
         pass
     events: list[BusEvent | None] = []
     unreadable: list[tuple[int, str]] = []
     for seq, body in rows:
         try:
-            events.append(BusEvent.model_validate_json(body))
+            events.append(BusEvent.model_validate_json(body, context=STORED))
         except ValueError as exc:
             events.append(None)
             unreadable.append((seq, " ".join(str(exc).split())[:500]))
