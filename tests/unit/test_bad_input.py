@@ -87,6 +87,16 @@ async def run(*calls: tuple[str, Any], tools: list[Any] | None = None) -> tuple[
     return result, events
 
 
+def assert_storable(state_dir: Path, history: list[Any]) -> None:
+    """The history goes into a real session store and comes back the same."""
+    store = SqliteSessionStore.open(state_dir)
+    try:
+        store.append("s", history)
+        assert store.load("s") == history
+    finally:
+        store.close()
+
+
 def outputs(events: Events) -> list[str]:
     return [e.output.split(". Nothing was run")[0] for e in events.of("tool_result")]
 
@@ -148,12 +158,7 @@ async def test_a_lone_surrogate_in_arguments_is_refused_and_the_history_stays_st
         INVALID.format("store") + "value.k\\xff: " + problem.format("\\udcff") + " or a valid "
         "surrogate pair",
     ]
-    store = SqliteSessionStore.open(tmp_path)
-    try:
-        store.append("s", result.history)
-        assert store.load("s") == result.history
-    finally:
-        store.close()
+    assert_storable(tmp_path, result.history)
 
 
 async def test_tool_output_progress_and_model_text_that_are_not_unicode_get_the_replacement(
@@ -186,12 +191,7 @@ async def test_tool_output_progress_and_model_text_that_are_not_unicode_get_the_
     assert isinstance(result.history[-1], AssistantMessage)
     for event in events.all:
         json.loads(event.model_dump_json())
-    store = SqliteSessionStore.open(tmp_path)
-    try:
-        store.append("s", result.history)
-        assert store.load("s") == result.history
-    finally:
-        store.close()
+    assert_storable(tmp_path, result.history)
 
 
 async def test_structured_data_over_the_limits_is_dropped_and_the_text_result_kept() -> None:
