@@ -33,6 +33,8 @@ from heron.audit.executions import ExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.notify import NotificationStore
 from heron.collaboration.sqlite_store import SqliteNotificationStore
+from heron.humans.sqlite_store import SqliteRequestStore
+from heron.humans.store import RequestStore
 from heron.mcp.trust.pins import TrustStore
 from heron.mcp.trust.sqlite_store import SqliteTrustStore
 from heron.safety.idempotency import IdempotencyLedger
@@ -58,6 +60,7 @@ class StoreBackend(Protocol):
     def approval_audit(self) -> AuditLog: ...
     def executions(self) -> ExecutionStore: ...
     def notifications(self) -> NotificationStore: ...
+    def human_requests(self) -> RequestStore: ...
     def trust(self) -> TrustStore: ...
     def idempotency(self) -> IdempotencyLedger: ...
     def shell_history(self) -> ShellHistory: ...
@@ -106,6 +109,9 @@ class SqliteBackend:
 
     def notifications(self) -> SqliteNotificationStore:
         return SqliteNotificationStore(self._conn())
+
+    def human_requests(self) -> SqliteRequestStore:
+        return SqliteRequestStore(self._conn())
 
     def trust(self) -> SqliteTrustStore:
         return SqliteTrustStore(self.root)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from heron._support.state import default_state_dir
 from heron.config.builtin import BuiltinConfig
 from heron.errors import ConfigurationError
+from heron.humans.config import ApprovalsConfig
 from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
 from heron.turn.context import LoopDetectionKnobs, ParallelMode, RuntimeKnobs
@@ -116,6 +117,8 @@ class StateConfig(_Section):
 class HeronConfig(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    """`[approvals]`: who answers requests to a human, "always" rules, question timeouts."""
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     state: StateConfig = Field(default_factory=StateConfig)
