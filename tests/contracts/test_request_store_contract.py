@@ -260,3 +260,31 @@ def test_rules_are_listed_live_until_they_expire_or_are_revoked(
     [_, revoked] = store.rules()
     assert revoked.revoked_at == 260.0 and not revoked.live(150.0)
     assert dataclasses.replace(revoked, revoked_at=None).live(150.0)
+
+
+def test_an_ending_is_reported_exactly_once(store: RequestStore, backend: StoreBackend) -> None:
+    store.open(request("apr-1", gates_call=True))
+    store.open(request("apr-2", arguments={"x": 2}, session="side"))
+    store.open(request("apr-3", arguments={"x": 3}))
+    assert store.unreported() == []
+    assert store.mark_reported("apr-1") is False  # still active
+    store.settle("apr-1", answer(at=120.0))
+    store.settle("apr-2", answer(at=110.0))
+    assert [r.id for r in store.unreported()] == ["apr-2", "apr-1"]
+    [mine] = backend.human_requests().unreported(session="main")
+    assert mine.id == "apr-1" and mine.gates_call and not mine.reported
+    assert store.mark_reported("apr-1") is True
+    assert backend.human_requests().mark_reported("apr-1") is False
+    assert store.get("apr-1").reported  # type: ignore[union-attr]
+    assert [r.id for r in store.unreported()] == ["apr-2"]
+    assert store.mark_reported("apr-9") is False
+
+
+def test_the_next_deadline_is_the_earliest_of_the_active_requests(store: RequestStore) -> None:
+    assert store.next_deadline() is None
+    store.open(request("apr-1", deadline=170.0))
+    store.open(request("apr-2", arguments={"x": 2}, deadline=150.0))
+    store.open(request("apr-3", arguments={"x": 3}, deadline=None))
+    assert store.next_deadline() == 150.0
+    store.settle("apr-2", answer())
+    assert store.next_deadline() == 170.0

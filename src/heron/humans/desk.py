@@ -157,9 +157,11 @@ class RequestDesk:
         urgency: Urgency = "normal",
         risk: str | None = None,
         reason: str | None = None,
+        gates_call: bool = False,
     ) -> HumanRequest:
         """Open (or reuse) an approval for one call and deliver it. The result may already be
-        ended (`no_answer: no approver reachable`)."""
+        ended (`no_answer: no approver reachable`). `gates_call`: the engine's gate asks, and a
+        yes runs the call (`heron.humans.outcomes`)."""
         summary = summarize_args(arguments)
         text = question or f"May heron run {tool}({summary})?"
         if reason:
@@ -178,6 +180,7 @@ class RequestDesk:
             risk=risk,
             deadline_s=self.approval_timeout_s,
             on_timeout="no_answer",
+            gates_call=gates_call,
         )
 
     async def open_question(

@@ -50,12 +50,16 @@ CREATE TABLE IF NOT EXISTS human_requests (
     answered_at       REAL,
     reason            TEXT,
     signature         TEXT,
-    deliveries        TEXT NOT NULL DEFAULT '{}'
+    deliveries        TEXT NOT NULL DEFAULT '{}',
+    gates_call        INTEGER NOT NULL DEFAULT 0,
+    reported          INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS human_requests_active
     ON human_requests (status, deadline);
 CREATE INDEX IF NOT EXISTS human_requests_identical
     ON human_requests (session, tool, digest);
+CREATE INDEX IF NOT EXISTS human_requests_unreported
+    ON human_requests (reported, session);
 CREATE TABLE IF NOT EXISTS approval_rules (
     id             TEXT PRIMARY KEY,
     tool           TEXT NOT NULL,
@@ -74,7 +78,7 @@ _COLUMNS = (
     "id, kind, session, call_ids, tool, arguments, display_arguments, digest, question, "
     "options, schema, urgency, risk, approvers, created_at, deadline, on_timeout, "
     "default_value, remind_every_s, reminders, status, outcome, decision, answer, "
-    "answered_by, answered_at, reason, signature, deliveries"
+    "answered_by, answered_at, reason, signature, deliveries, gates_call, reported"
 )
 _RULE_COLUMNS = (
     "id, tool, scope, session, command_prefix, created_at, expires_at, created_by, "
@@ -123,6 +127,8 @@ def _row(request: HumanRequest) -> tuple[Any, ...]:
         r.reason,
         r.signature,
         _dump(dict(r.deliveries)),
+        int(r.gates_call),
+        int(r.reported),
     )
 
 
@@ -157,6 +163,8 @@ def _request(row: tuple[Any, ...]) -> HumanRequest:
         reason,
         signature,
         deliveries,
+        gates_call,
+        reported,
     ) = row
     return HumanRequest(
         id=id_,
@@ -188,6 +196,8 @@ def _request(row: tuple[Any, ...]) -> HumanRequest:
         reason=reason,
         signature=signature,
         deliveries=json.loads(deliveries),
+        gates_call=bool(gates_call),
+        reported=bool(reported),
     )
 
 
@@ -370,6 +380,33 @@ class SqliteRequestStore:
             (session,),
         ).fetchall()
         return {call_id for (call_ids,) in rows for call_id in json.loads(call_ids)}
+
+    def unreported(self, *, session: str | None = None) -> builtins.list[HumanRequest]:
+        where = f"status NOT IN ({_ACTIVE}) AND reported = 0"
+        params: builtins.list[Any] = []
+        if session is not None:
+            where += " AND session = ?"
+            params.append(session)
+        rows = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM human_requests WHERE {where} ORDER BY answered_at, rowid",
+            params,
+        ).fetchall()
+        return [_request(row) for row in rows]
+
+    def mark_reported(self, request_id: str) -> bool:
+        with transaction(self._conn) as conn:
+            cursor = conn.execute(
+                "UPDATE human_requests SET reported = 1"
+                f" WHERE id = ? AND reported = 0 AND status NOT IN ({_ACTIVE})",
+                (request_id,),
+            )
+        return cursor.rowcount == 1
+
+    def next_deadline(self) -> float | None:
+        row = self._conn.execute(
+            f"SELECT MIN(deadline) FROM human_requests WHERE status IN ({_ACTIVE})"
+        ).fetchone()
+        return None if row is None else row[0]
 
     # -- rules ------------------------------------------------------------------------------
 

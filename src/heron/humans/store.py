@@ -124,6 +124,11 @@ class HumanRequest:
     and the time (`heron.humans.signing`); `None` when no person decided."""
     deliveries: Mapping[str, str] = field(default_factory=dict, hash=False)
     """Channel → `ok` or `failed: <why>`."""
+    gates_call: bool = False
+    """The engine's approval gate opened it: the call `call_id` waits on it, and a decision
+    that runs the tool (`yes`, `always`, `edit`) runs it (`heron.humans.outcomes`)."""
+    reported: bool = False
+    """Its ending has been handed back to the session that asked (exactly once)."""
 
     @property
     def call_id(self) -> str:
@@ -228,6 +233,19 @@ class RequestStore(Protocol):
 
     def open_call_ids(self, session: str) -> set[str]:
         """The call ids of the session's active requests."""
+        ...
+
+    def unreported(self, *, session: str | None = None) -> builtins.list[HumanRequest]:
+        """Ended requests (of one session) whose ending is not reported yet, oldest first."""
+        ...
+
+    def mark_reported(self, request_id: str) -> bool:
+        """Mark an ended request's ending reported; `False` when it is active, unknown or
+        already reported."""
+        ...
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of an active request, if any: when `expire` next has work."""
         ...
 
     def add_rule(self, rule: AlwaysRule) -> None:
