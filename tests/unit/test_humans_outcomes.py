@@ -3,6 +3,7 @@ across a crash before the ending is published and a crash while the tool ran."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,3 +228,31 @@ async def test_a_tool_with_the_approval_marker_gets_it_after_a_persons_yes(
     desk.decide(request.id, HumanDecision.yes(), channel="console", name="a")
     [ending] = await reporter(store, tmp_path, Published()).report()
     assert ending.text.endswith("ran") and RUNS == [{"command": "deploy", "approved": True}]
+
+
+async def test_the_watcher_reports_answers_and_deadlines_as_they_fall_due(
+    desk: RequestDesk, store: SqliteRequestStore, tmp_path: Path, clock: FakeClock
+) -> None:
+    published = Published()
+    answered = await gated(desk, to="A", amount=1)
+    silent = await gated(desk, to="B", amount=2)
+    task = asyncio.ensure_future(
+        reporter(store, tmp_path, published).watch(
+            expire=desk.expire, clock=clock, interval_s=5.0, session="main"
+        )
+    )
+    try:
+        await asyncio.sleep(0)
+        desk.decide(answered.id, HumanDecision.yes(), channel="console", name="a")
+        clock.advance(5)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [e.request.id for e in published.endings] == [answered.id]
+        clock.advance(55)  # the other one's deadline
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [e.request.id for e in published.endings] == [answered.id, silent.id]
+        assert "no answer in 60 s" in published.endings[1].text
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

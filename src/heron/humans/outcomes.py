@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from heron._support.clock import Clock
 from heron._support.timefmt import utc_rfc3339
 from heron._support.vocabulary import Status
 from heron.humans.store import HumanRequest, RequestStore
@@ -117,6 +118,26 @@ class EndingReporter:
             self.store.mark_reported(request.id)
             done.append(ending)
         return done
+
+    async def watch(
+        self,
+        *,
+        expire: Callable[[], object],
+        clock: Clock,
+        interval_s: float = 0.5,
+        session: str | None = None,
+    ) -> None:
+        """Until cancelled: apply passed deadlines (`expire`, e.g. `RequestDesk.expire`) and
+        report what ended, every `interval_s` seconds of `clock` — sooner when a deadline
+        falls due. Answers come from other processes through the store, so this polls it: one
+        indexed query per interval, whatever the number of pending requests."""
+        while True:
+            expire()
+            await self.report(session=session)
+            now = clock.time()
+            deadline = self.store.next_deadline()
+            wake = now + interval_s if deadline is None else min(now + interval_s, deadline)
+            await clock.sleep_until(max(wake, now))
 
     async def ending(self, request: HumanRequest) -> RequestEnding:
         """The ending of one ended request, running the tool when the decision says so."""
