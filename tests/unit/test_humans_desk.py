@@ -432,3 +432,14 @@ def test_a_command_prefix_is_parsed_as_shell_words() -> None:
         assert command_words(compound) is None, compound
     with pytest.raises(ValueError):
         parse_prefix("   ")
+
+
+def test_answering_processes_share_the_state_directorys_decision_key(tmp_path: Path) -> None:
+    first = DecisionSigner(DecisionKeyStore(tmp_path))
+    second = DecisionSigner(DecisionKeyStore(tmp_path))
+    payload = {"request_id": "apr-1", "arguments": {}, "decision": {"kind": "yes"}}
+    one = first.sign(**payload, approver="console:a", epoch_ms=1)
+    two = second.sign(**payload, approver="console:a", epoch_ms=1)
+    assert one == two
+    assert len(list((tmp_path / "decision-keys").glob("*.key"))) == 1
+    assert (tmp_path / "decision-keys").stat().st_mode & 0o777 == 0o700

@@ -49,6 +49,19 @@ class DecisionKeyStore(ReceiptKeyStore):
         super().__init__(state_dir)
         self._dir = state_dir / "decision-keys"
 
+    def newest(self) -> ReceiptKey | None:
+        """The most recently saved key, if any (every answering process signs with it, so
+        keys do not pile up one per `heron approvals` run)."""
+        try:
+            paths = sorted(self._dir.glob("*.key"), key=lambda p: (p.stat().st_mtime, p.name))
+        except FileNotFoundError:
+            return None
+        for path in reversed(paths):
+            key = self.load(path.stem)
+            if key is not None:
+                return key
+        return None
+
 
 def decision_payload(request: HumanRequest) -> Mapping[str, Any] | None:
     """What was decided, as signed: the decision of an approval, the answer of a question;
@@ -82,13 +95,16 @@ def _b64url(data: bytes) -> str:
 
 
 class DecisionSigner:
-    """Signs decisions with one key, created (and saved) on first use."""
+    """Signs decisions with the state directory's newest decision key, created (and saved)
+    on first use when there is none."""
 
     def __init__(self, keys: DecisionKeyStore) -> None:
         self._keys = keys
         self._key: ReceiptKey | None = None
 
     def _current(self) -> ReceiptKey:
+        if self._key is None:
+            self._key = self._keys.newest()
         if self._key is None:
             key = ReceiptKey.generate()
             while True:
