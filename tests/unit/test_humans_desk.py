@@ -4,6 +4,7 @@ clock, signed, and exported — plus the "always" rules they leave behind."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -443,3 +444,34 @@ def test_answering_processes_share_the_state_directorys_decision_key(tmp_path: P
     assert one == two
     assert len(list((tmp_path / "decision-keys").glob("*.key"))) == 1
     assert (tmp_path / "decision-keys").stat().st_mode & 0o777 == 0o700
+
+
+async def test_of_many_simultaneous_answers_on_separate_connections_exactly_one_wins(
+    store: SqliteRequestStore, tmp_path: Path, clock: FakeClock
+) -> None:
+    request = await approval(desk_for(store, tmp_path, clock))
+    start = threading.Barrier(8)
+    results: list[str] = []
+
+    def answer(n: int) -> None:
+        own = SqliteRequestStore.open_dir(tmp_path)  # another connection, as another process
+        try:
+            desk = desk_for(own, tmp_path, clock)
+            start.wait()
+            try:
+                desk.decide(request.id, HumanDecision.yes(), channel="console", name=f"op{n}")
+                results.append("won")
+            except AlreadyAnswered as exc:
+                results.append(str(exc))
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=answer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert results.count("won") == 1 and len(results) == 8
+    winner = store.get(request.id)
+    assert winner is not None and winner.answered_by is not None
+    assert all(f"already answered by {winner.answered_by}" in r for r in results if r != "won")
