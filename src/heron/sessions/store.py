@@ -35,6 +35,7 @@ from heron.messages import Message
 MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 """Validates and serialises one history message (the `role` field discriminates)."""
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+_TAIL_CHUNK = 16
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_entries (
@@ -181,6 +182,40 @@ class SessionStore:
             return self.load(session), self.head(session)
         finally:
             self._conn.execute("COMMIT")
+
+    def load_tail(self, session: str) -> tuple[list[Message], int]:
+        """The end of the history and its head, read from one snapshot, without reading the
+        rest: the last message that is not a tool result and every message after it (its
+        last tool round, when it is an assistant message with calls). What a writer needs to
+        repair a session and decide whether it waits for the model; the cost does not grow
+        with the history's length."""
+        tail: list[str] = []
+        head = 0
+        self._conn.execute("BEGIN")
+        try:
+            before = 2**63 - 1
+            while True:
+                # Rows are stepped one at a time: the reading stops at the round's start.
+                cursor = self._conn.execute(
+                    "SELECT entry_id, role, message FROM session_entries"
+                    " WHERE session = ? AND entry_id < ? ORDER BY entry_id DESC LIMIT ?",
+                    (session, before, _TAIL_CHUNK),
+                )
+                rows, started = 0, False
+                for entry_id, role, body in cursor:
+                    rows += 1
+                    head = head or entry_id
+                    tail.append(body)
+                    before = entry_id
+                    if role != "tool":
+                        started = True
+                        break
+                cursor.close()
+                if started or rows < _TAIL_CHUNK:
+                    break
+        finally:
+            self._conn.execute("COMMIT")
+        return _MESSAGES.validate_json("[" + ",".join(reversed(tail)) + "]"), head
 
     def entries(self, session: str) -> list[SessionEntry]:
         """The session's entries with their ids, parents and timestamps, oldest first."""

@@ -20,6 +20,7 @@ wake it at once) and persists in `<state_dir>/heron.db`.
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,13 +45,14 @@ from heron.turn.events import EventSink
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TriggerConfig:
-    """Configuration of every trigger. `heartbeat=None` turns the heartbeat off; empty
-    `system.disk_paths` watch the state directory's and the workspace's disks."""
+    """Configuration of every trigger. `heartbeat=None` turns the heartbeat off, `system=None`
+    the system events; empty `system.disk_paths` watch the state directory's and the
+    workspace's disks."""
 
     jobs: JobConfig = field(default_factory=JobConfig)
     timers: TimerConfig = field(default_factory=TimerConfig)
     heartbeat: HeartbeatConfig | None = None
-    system: SystemEventConfig = field(default_factory=SystemEventConfig)
+    system: SystemEventConfig | None = field(default_factory=SystemEventConfig)
     monitor_poll_s: float = 0.5
 
 
@@ -72,13 +74,17 @@ class TriggerRuntime:
         clock: Clock | None = None,
         config: TriggerConfig | None = None,
         hooks: LifecycleHooks | None = None,
+        conn: sqlite3.Connection | None = None,
     ) -> None:
+        """`conn`: a connection to `<state_dir>/heron.db` to share (the caller closes it);
+        by default the runtime opens its own."""
         config = config or TriggerConfig()
         self.config = config
         self.clock: Clock = clock or RealClock()
         self.hooks = hooks or LifecycleHooks()
         self._bus = bus
-        self._conn = open_db(state_dir)
+        self._own_conn = conn is None
+        self._conn = conn if conn is not None else open_db(state_dir)
         self.tasks = TaskScope()
         """The task group every trigger's background loop runs in."""
         publish = bus.publish
@@ -111,10 +117,14 @@ class TriggerRuntime:
         )
         self.subscriptions = SubscriptionStore(self._conn, session=session)
         system = config.system
-        if not system.disk_paths:
+        if system is not None and not system.disk_paths:
             system = dataclasses.replace(system, disk_paths=(state_dir, workspace))
-        self.system = SystemEvents(
-            system, publish=publish, session=session, clock=self.clock, tasks=self.tasks
+        self.system = (
+            SystemEvents(
+                system, publish=publish, session=session, clock=self.clock, tasks=self.tasks
+            )
+            if system is not None
+            else None
         )
         self.heartbeat = (
             Heartbeat(
@@ -150,8 +160,9 @@ class TriggerRuntime:
         await self.jobs.start()
         await self.monitors.start()
         await self.timers.start()
-        self._unwatch = self._bus.watch(self.system.observe)
-        await self.system.start()
+        if self.system is not None:
+            self._unwatch = self._bus.watch(self.system.observe)
+            await self.system.start()
         if self.heartbeat is not None:
             await self.heartbeat.start()
         await self.hooks.started()
@@ -162,7 +173,8 @@ class TriggerRuntime:
         await self.hooks.stopped()
         if self.heartbeat is not None:
             await self.heartbeat.aclose()
-        await self.system.aclose()
+        if self.system is not None:
+            await self.system.aclose()
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
@@ -170,4 +182,5 @@ class TriggerRuntime:
         await self.monitors.aclose()
         await self.tasks.aclose()
         await self.jobs.aclose()
-        self._conn.close()
+        if self._own_conn:
+            self._conn.close()
