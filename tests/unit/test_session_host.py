@@ -4,6 +4,7 @@ and a wake whose cost does not grow with the history."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import hmac
 import json
@@ -11,6 +12,7 @@ import logging
 import re
 import sqlite3
 import time
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from email.message import EmailMessage
 from pathlib import Path
@@ -38,6 +40,7 @@ from heron.safety.signing import signed_headers
 from heron.sessions.lock import SessionLock
 from heron.sessions.repair import INTERRUPTED_RESULT
 from heron.sessions.store import SessionStore
+from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
 
 SECRET = "host-test-secret"
@@ -549,3 +552,109 @@ def test_a_lock_held_elsewhere_keeps_the_default_session_from_starting(tmp_path:
             asyncio.run(server.start())
     finally:
         lock.release()
+
+
+async def test_a_parked_session_keeps_little_memory(tmp_path: Path) -> None:
+    """Issue 17's budget is 20 KiB per idle session beyond its stored history."""
+    server = HeronServer(
+        ServeConfig(state_dir=tmp_path, workspace=tmp_path, idle_timeout_s=60),
+        lambda tools: Agent(model=FunctionModel(lambda _r: "ok"), tools=tools, autonomy="full"),
+    )
+    await server.start()
+    try:
+        host = server.host
+        assert host is not None
+
+        async def cycle(names: list[str]) -> None:
+            for name in names:
+                host.claim(name)
+                assert await host.wake(name)
+                assert await host.park(name, force=True)
+
+        await cycle([f"warm-{i}" for i in range(10)])  # caches filled once per process
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            await cycle([f"s-{i}" for i in range(40)])
+            gc.collect()
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        assert list(host.awake) == ["default"] and len(host.parked) == 50
+        assert grown / 40 < 20 * 1024, f"{grown / 40:.0f} bytes per parked session"
+    finally:
+        await server.aclose()
+
+
+def test_the_tail_of_a_history_is_its_last_round_however_long(tmp_path: Path) -> None:
+    store = SessionStore.open(tmp_path)
+    try:
+        calls = tuple(ToolCallPart(id=f"c{i}", name="t", arguments={}) for i in range(40))
+        results = [ToolResultMessage(call_id=f"c{i}", name="t", content="ok") for i in range(37)]
+        head = store.append(
+            "s", [UserMessage(content="go"), AssistantMessage(tool_calls=calls), *results]
+        )
+        tail, tail_head = store.load_tail("s")
+        assert tail_head == head and len(tail) == 38  # the round spans three chunks
+        assert isinstance(tail[0], AssistantMessage) and tail[1:] == results
+        assert store.load_tail("empty") == ([], 0)
+
+        writer = SessionWriter.wake(store, "s")
+        assert not writer.loaded and writer.open_calls == ()
+        assert [r.call_id for r in writer.repaired] == ["c37", "c38", "c39"]
+        assert writer.last == writer.repaired[-1] and writer.head == store.head("s")
+        writer.stored(
+            [UserMessage(content="next")],
+            store.append("s", [UserMessage(content="next")], expected_last_entry=writer.head),
+        )
+        assert writer.last == UserMessage(content="next") and not writer.loaded
+        assert len(writer.history) == 2 + 40 + 1 and writer.loaded
+        assert "c0" in writer.call_ids
+        HistoryChecker().check(writer.history)
+    finally:
+        store.close()
+
+
+def test_each_session_gets_its_own_view_of_the_processs_mcp_servers() -> None:
+    from heron.cli.serve import _session_mcp
+    from heron.config.schema import HeronConfig
+    from heron.mcp.assembly import assemble_tools
+    from heron.tools.definition import ToolContext, ToolResult, ToolSpec
+    from heron.tools.registry import ActivatedToolSet
+    from heron.tools.validation import SchemaValidator
+
+    class McpShaped:
+        def __init__(self, name: str) -> None:
+            schema: dict[str, Any] = {"type": "object", "properties": {}}
+            self._spec = ToolSpec(
+                name=name, description=f"{name} does a thing.", parameters=schema, owner="mcp:srv"
+            )
+            self._validator = SchemaValidator(name, schema)
+
+        @property
+        def spec(self) -> ToolSpec:
+            return self._spec
+
+        def validate(self, arguments: Any) -> dict[str, Any]:
+            return self._validator.validate(arguments)
+
+        async def execute(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            return ToolResult.ok("done")
+
+    config = HeronConfig.model_validate({"mcp": {"exposure": "deferred"}})
+    tools = [McpShaped(f"srv__tool{i}") for i in range(3)]
+    shared = assemble_tools(
+        config.mcp,
+        tools,
+        autonomy="full",
+        allowed_tools=None,
+        excluded_tools=(),
+        activated=ActivatedToolSet(),
+    )
+    one, two = _session_mcp(config, shared), _session_mcp(config, shared)
+    assert one.activated is not two.activated is not shared.activated
+    assert one.catalogue is not None and one.catalogue.resolve("srv__tool1") is not None
+    assert one.activated.names() == ["srv__tool1"] and two.activated.names() == []
+    assert one.prompt_section == shared.prompt_section == two.prompt_section
+    assert one.manager is None  # closing a session's view never stops the shared servers

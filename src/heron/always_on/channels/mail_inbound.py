@@ -103,12 +103,14 @@ class SqliteThreadIndex:
         rows = [(m, s, now) for m, s in pairs if m]
         if not rows:
             return
+        insert = (
+            "INSERT OR IGNORE INTO mail_threads (message_id, session, recorded_at) VALUES (?, ?, ?)"
+        )
+        if self._conn.in_transaction:  # joins the caller's transaction
+            self._conn.executemany(insert, rows)
+            return
         with transaction(self._conn) as conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO mail_threads (message_id, session, recorded_at)"
-                " VALUES (?, ?, ?)",
-                rows,
-            )
+            conn.executemany(insert, rows)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
