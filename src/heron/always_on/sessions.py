@@ -158,6 +158,8 @@ class SqliteHostIndex:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HostConfig:
+    """Which sessions a host serves and when it parks them."""
+
     state_dir: Path
     default: str = "default"
     """The server's own session: never parked; also the host's name in the index."""
