@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from heron.artifacts.sqlite_store import SqliteArtifactCatalog
 from heron.artifacts.store import ArtifactSpill, ArtifactStore
 from heron.artifacts.tools import artifact_tools
 from heron.tools.definition import Tool, ToolContext
@@ -55,7 +56,7 @@ async def timed(tool: Tool, arguments: dict[str, object]) -> tuple[float, str]:
 async def main() -> None:
     output = make_output()
     with tempfile.TemporaryDirectory() as tmp:
-        store = ArtifactStore(Path(tmp))
+        store = ArtifactStore(SqliteArtifactCatalog(Path(tmp)), Path(tmp) / "artifacts")
         start = time.perf_counter()
         preview = ArtifactSpill(store).spill("shell", "c1", output)
         stored = time.perf_counter() - start

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from heron.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
-from heron.sessions.store import SessionStore
+from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.writer import SessionWriter
 
 SESSION = "bench"
@@ -42,7 +42,7 @@ def turn_messages(
 def run(turns: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
-        store = SessionStore.open(state)
+        store = SqliteSessionStore.open(state)
         writer = SessionWriter.open(store, SESSION)
         timings: list[float] = []
         payload = 0
@@ -57,7 +57,7 @@ def run(turns: int) -> None:
         size = sum(p.stat().st_size for p in state.glob("heron.db*"))
         store.close()
 
-        reopened = SessionStore.open(state)
+        reopened = SqliteSessionStore.open(state)
         started = time.perf_counter()
         resumed = SessionWriter.open(reopened, SESSION)
         resume_ms = (time.perf_counter() - started) * 1000

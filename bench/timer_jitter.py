@@ -28,6 +28,7 @@ from pathlib import Path
 from heron._support.state import open_db
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.triggers.sqlite_store import SqliteTimerStore
 from heron.always_on.triggers.timers import TimerConfig, TimerScheduler
 
 TARGET_P99_MS = 50.0
@@ -71,7 +72,10 @@ async def main(seconds: float, timers: int, burners_n: int) -> None:
             return await bus.publish(event)
 
         scheduler = TimerScheduler(
-            conn, publish=publish, session="bench", config=TimerConfig(max_active=timers)
+            SqliteTimerStore(conn),
+            publish=publish,
+            session="bench",
+            config=TimerConfig(max_active=timers),
         )
         warmup = 1.0
         for index in range(timers):

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron.config.schema import ConfigError as ConfigError
     from heron.errors import ConfigurationError as ConfigurationError
     from heron.errors import HeronError as HeronError
+    from heron.errors import StoreError as StoreError
     from heron.mcp.config import McpConfigError as McpConfigError
     from heron.messages import AssistantMessage as AssistantMessage
     from heron.messages import MediaPart as MediaPart
@@ -80,6 +81,7 @@ if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron.turn.events import CancelledEvent as CancelledEvent
     from heron.turn.events import ErrorEvent as ErrorEvent
     from heron.turn.events import EventSink as EventSink
+    from heron.turn.events import ExtensionErrorEvent as ExtensionErrorEvent
     from heron.turn.events import FinalEvent as FinalEvent
     from heron.turn.events import HistoryTrimmedEvent as HistoryTrimmedEvent
     from heron.turn.events import LoopDetectedEvent as LoopDetectedEvent
@@ -113,9 +115,10 @@ _EXPORTS: dict[str, str] = {
     "Autonomy": "heron.tools.registry",
     "RunResult": "heron.agent",
     "TurnOutcome": "heron.turn.loop",
-    # errors: the root, the developer's mistakes, and what a model call can raise
+    # errors: the root, the developer's mistakes, a store's failure, what a model call can raise
     "HeronError": "heron.errors",
     "ConfigurationError": "heron.errors",
+    "StoreError": "heron.errors",
     "BuiltinError": "heron.config.builtin",
     "BuildError": "heron.config.build",
     "ConfigError": "heron.config.schema",
@@ -201,6 +204,7 @@ _EXPORTS: dict[str, str] = {
     "CancelledEvent": "heron.turn.events",
     "ErrorEvent": "heron.turn.events",
     "EventSink": "heron.turn.events",
+    "ExtensionErrorEvent": "heron.turn.events",
     "FinalEvent": "heron.turn.events",
     "HistoryTrimmedEvent": "heron.turn.events",
     "LoopDetectedEvent": "heron.turn.events",

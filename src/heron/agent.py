@@ -205,8 +205,19 @@ class Agent:
     ) -> RunResult:
         """Append `prompt` to `history` (a new list if none) and run the turn to its end.
 
-        `media`: images and PDFs attached to the prompt (paths become `MediaPart.from_file`);
-        the model adapter sends them, or a labelled placeholder when the model has no vision.
+        `history` is appended in place, message by message, so it always holds the conversation
+        so far. `media`: images and PDFs attached to the prompt (paths become
+        `MediaPart.from_file`); the model adapter sends them, or a labelled placeholder when the
+        model has no vision.
+
+        Cancelling the task that awaits `run` — `task.cancel()`, `asyncio.timeout`,
+        `asyncio.wait_for`, a failing `TaskGroup` sibling — ends the turn exactly as
+        `cancel.cancel()` would: finished calls keep their real results, the others are
+        answered as interrupted, every call's cards are closed and a `cancelled` event is sent
+        (the `cancel` scope, when given, ends up cancelled too). Then the `CancelledError`
+        propagates (`TimeoutError` from `asyncio.timeout` and `wait_for`). There is no
+        `RunResult` then: pass your own list as `history` to keep the conversation. It is
+        whole and valid — every call answered — and ready for the next `run(history=...)`.
         """
         messages: list[Message] = history if history is not None else []
         if messages and isinstance(messages[0], SystemMessage):
@@ -266,7 +277,10 @@ class Agent:
     async def run_turn(
         self, state: TurnState, *, allowed_tools: Collection[str] | None = None
     ) -> TurnOutcome:
-        """Run one turn on caller-owned state (event loops, sub-agents sharing a budget)."""
+        """Run one turn on caller-owned state (event loops, sub-agents sharing a budget).
+
+        A cancellation of the awaiting task closes the turn first (as in `run`): `state.history`
+        is whole when the `CancelledError` reaches the caller."""
         if state.run_budget is None and self.budget_limits is not None:
             from heron.turn.budgets import RunBudget
 

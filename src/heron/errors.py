@@ -3,6 +3,8 @@
 - `HeronError` is the root of every exception heron raises; `except heron.HeronError` catches
   them all. Each subclass keeps the standard-library base callers already catch (a
   `ToolArgumentsError` is still a `ValueError`, a `ModelError` still a `RuntimeError`).
+- `StoreError` is a durable store (`heron.sessions.store`, the bus, jobs, timers, the audits, …)
+  that could not read or write; the back end's own error is its `__cause__`.
 - `ConfigurationError` is a mistake of the developer — a tool definition, a configuration
   file, an MCP server entry, a provider setting, a built-in tool set. It is raised at start-up
   and carries every problem found (`problems`), so one run shows them all.
@@ -17,11 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["ConfigurationError", "HeronError"]
+__all__ = ["ConfigurationError", "HeronError", "StoreError"]
 
 
 class HeronError(Exception):
     """The root of every exception heron raises."""
+
+
+class StoreError(HeronError, RuntimeError):
+    """A durable store failed to read or write (the back end's error is the `__cause__`).
+
+    Every store implementation raises it, whatever its back end, so a caller that must survive
+    a storage failure (the execution audit, the job poller, the artifact spill) catches one
+    type.
+    """
 
 
 class ConfigurationError(HeronError):

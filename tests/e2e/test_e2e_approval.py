@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from contextlib import closing
 from typing import Any
 
 import pytest
 
 from heron._support.state import open_db
-from heron.audit.approvals import AuditStore
+from heron.audit.sqlite_store import SqliteApprovalAudit
 from support.cli import Heron, assert_one_result_per_call, stable
 
 MAKE_FILE_TURNS: list[dict[str, Any]] = [
@@ -50,8 +51,23 @@ def test_an_approval_required_call_is_denied_by_policy_when_no_operator_can_answ
     assert not (heron.root / "made.txt").exists()
 
     with closing(open_db(heron.state_dir)) as conn:
-        decided = [(r.tool, r.decision, r.decided_by) for r in AuditStore(conn).list()]
+        decided = [(r.tool, r.decision, r.decided_by) for r in SqliteApprovalAudit(conn).list()]
     assert decided == [("make_file", "unavailable", "policy")]
+    # `heron audit --approvals` reads the same trail.
+    listed = heron.run("audit", "--approvals", "--json")
+    assert listed.code == 0, listed.stderr
+    [row] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (row["tool"], row["decision"], row["decided_by"], row["arguments"]) == (
+        "make_file",
+        "unavailable",
+        "policy",
+        "name: made.txt",
+    )
+    assert row["reason"] == "no operator decision was available"
+    text = heron.run("audit", "--approvals")
+    assert "make_file" in text.stdout and "unavailable  by policy  name: made.txt" in text.stdout
+    refused = heron.run("audit", "--approvals", "--session", "s")
+    assert refused.code == 2 and "not --session or --since" in refused.stderr
 
 
 def test_full_autonomy_runs_an_approval_required_tool_without_asking(heron: Heron) -> None:

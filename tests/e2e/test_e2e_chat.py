@@ -23,7 +23,7 @@ import pytest
 
 from heron.messages import Message, ToolResultMessage, UserMessage
 from heron.models.history_rules import HistoryChecker
-from heron.sessions.store import SessionStore
+from heron.sessions.sqlite_store import SqliteSessionStore
 from support.cli import HERON, TIMEOUT_S, Heron
 from support.ollama import without_models
 from support.protocol_servers import Reply, openai_stream, openai_usage, serve
@@ -131,7 +131,7 @@ def start(heron: Heron, terminals: list[Terminal], *args: str) -> Terminal:
 
 
 def stored(heron: Heron, session: str) -> list[Message]:
-    store = SessionStore.open(heron.state_dir)
+    store = SqliteSessionStore.open(heron.state_dir)
     try:
         return store.load(session)
     finally:

@@ -108,6 +108,20 @@ def test_doctor_reports_ready_with_a_writable_state_dir(heron: Heron) -> None:
     assert (heron.state_dir / "heron.db").is_file()
 
 
+def test_doctor_says_what_each_sandbox_level_contains_on_this_machine(heron: Heron) -> None:
+    heron.write("heron.toml", '[tools.builtin]\nsandbox = "bwrap"\n')
+    done = heron.run("doctor")
+
+    assert done.code == 0, done.stdout + done.stderr
+    assert "\nsandbox bwrap (configured), network none:\n" in done.stdout
+    assert "\nsandbox process, network host:\n" in done.stdout
+    bwrap = done.stdout.split("sandbox bwrap (configured)")[1].split("\nsandbox process")[0]
+    for aspect in ("heron_environment", "files_outside_write", "network", "loopback"):
+        assert re.search(rf"^  contained +{aspect} ", bwrap, re.M), aspect
+    process = done.stdout.split("\nsandbox process")[1]
+    assert re.search(r"^  NOT contained +network +network host", process, re.M)
+
+
 def test_doctor_fails_on_a_broken_project_config(heron: Heron) -> None:
     heron.write("heron.toml", "[agent]\nmodle = 'x'\n")
     done = heron.run("doctor")

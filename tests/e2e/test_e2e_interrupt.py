@@ -1,4 +1,5 @@
 """Ctrl-C during `heron run`: running calls end as interrupted, the turn as cancelled, exit 130.
+Sync tools that time out or are interrupted say truthfully what became of their work.
 
 Every wait is on something the process reports (an event on stdout, a line a tool writes to
 stderr), bounded by the helper's timeout.
@@ -6,9 +7,46 @@ stderr), bounded by the helper's timeout.
 
 from __future__ import annotations
 
+import os
+import textwrap
 from typing import Any
 
-from support.cli import Heron, assert_one_result_per_call, stable
+from support.cli import Finished, Heron, Running, assert_one_result_per_call, stable
+
+SYNC_TOOLS = textwrap.dedent(
+    """
+    import os
+    import sys
+    import threading
+    import time
+    from pathlib import Path
+
+    from heron import tool
+
+    @tool(runs_in="process")
+    def crunch(seconds: float) -> str:
+        \"\"\"Work in a worker process, recording its pid in crunch.pid.
+
+        Args:
+            seconds: How long.
+        \"\"\"
+        Path("crunch.pid").write_text(str(os.getpid()), encoding="utf-8")
+        print("crunch started", file=sys.stderr, flush=True)
+        time.sleep(seconds)
+        Path("crunch.done").write_text("landed", encoding="utf-8")
+        return "crunched"
+
+    @tool(timeout_s=0.3)
+    def post(text: str) -> str:
+        \"\"\"Post a message, slowly (in a worker thread).
+
+        Args:
+            text: The message.
+        \"\"\"
+        threading.Event().wait(60)
+        return "posted"
+    """
+)
 
 PENDING = {"type": "tool_call", "owner": "user", "injected": []}
 INTERRUPTED = {
@@ -66,8 +104,13 @@ def test_ctrl_c_exits_at_once_although_a_sync_tool_still_blocks_its_thread(heron
     done = running.finish(timeout=10)
 
     assert done.code == 130, done.stderr
+    # The result says the truth: the thread was not stopped, it runs on in the background.
+    still_running = (
+        "[interrupted: cancelled, but it is still running in a worker thread (heron cannot stop "
+        "a thread)] Its result will be discarded."
+    )
     assert stable(done.events())[1:] == [
-        {**INTERRUPTED, "id": "b1", "name": "block_thread"},
+        {**INTERRUPTED, "id": "b1", "name": "block_thread", "output": still_running},
         CANCELLED,
     ]
 
@@ -83,3 +126,56 @@ def test_a_second_ctrl_c_exits_at_once_while_a_tool_is_slow_to_stop(heron: Heron
     assert done.code == 130, done.stderr
     # The hard exit comes before the cancel grace ends, so no terminal card is drawn.
     assert [e["type"] for e in done.events()] == ["tool_call"]
+
+
+def start_sync_tools_turn(heron: Heron, *rounds: list[dict[str, Any]]) -> Running:
+    heron.write("sync_tools.py", SYNC_TOOLS)
+    model = heron.script("script.yaml", [{"tool_calls": r} for r in rounds] + [{"text": "done"}])
+    flags = ["--tools", "sync_tools.py", "--events", "jsonl", "--autonomy", "full"]
+    return heron.start("run", "go", "--model", model, *flags)
+
+
+def test_ctrl_c_kills_a_process_tool_and_its_effect_never_lands(heron: Heron) -> None:
+    running = start_sync_tools_turn(
+        heron, [{"id": "p1", "name": "crunch", "arguments": {"seconds": 60}}]
+    )
+    running.wait_for_stderr("crunch started")
+    pid = int((heron.root / "crunch.pid").read_text())
+    running.interrupt()
+    done = running.finish()
+
+    assert done.code == 130, done.stderr
+    (result,) = [e for e in done.events() if e["type"] == "tool_result"]
+    assert result["output"].startswith(
+        "[interrupted: cancelled while running; heron killed its worker process]"
+    )
+    assert not _alive(pid)
+    assert not (heron.root / "crunch.done").exists()
+
+
+def test_a_timed_out_thread_tool_is_reported_running_and_is_not_started_again(
+    heron: Heron,
+) -> None:
+    post = {"name": "post", "arguments": {"text": "hello"}}
+    done: Finished = start_sync_tools_turn(
+        heron, [{"id": "t1", **post}], [{"id": "t2", **post}]
+    ).finish()
+
+    assert done.code == 0, done.stderr
+    results = {e["id"]: e for e in done.events() if e["type"] == "tool_result"}
+    assert results["t1"]["output"].startswith(
+        "Error: 'post' timed out after 0.3 s and is still running: heron cannot stop a worker "
+        "thread, so its outcome is unknown"
+    )
+    assert results["t2"]["output"].startswith(
+        "Error: 'post' was not started: an earlier call of it (t1) is still running"
+    )
+    assert stable(done.events())[-1] == {"type": "final", "text": "done", "reason": "answer"}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -1,4 +1,8 @@
-"""`heron mcp serve` seen through the official SDK's own client, and `heron run --builtin`."""
+"""`heron mcp serve` seen through the official SDK's own client, and `heron run --builtin`.
+
+Over Streamable HTTP the SDK's `Client` negotiates the 2026-07-28 protocol, so approvals travel
+as `input_required` rounds whose request state the server seals; the `ClientSession` tests speak
+the 2025 protocol."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from support.cli import HERON, TIMEOUT_S, Heron, assert_one_result_per_call
@@ -142,6 +146,54 @@ async def test_supervised_server_refuses_calls_that_need_approval(tmp_path: Path
     assert refused.is_error
     assert "needs approval" in _text(refused) and "denied it by policy" in _text(refused)
     assert not (ws / "a.txt").exists()
+
+
+async def test_http_server_asks_the_client_to_approve_and_runs_only_on_yes(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    decisions = iter(["yes", "no"])
+    asked: list[str] = []
+
+    async def elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": next(decisions)})
+
+    with _http_server(tmp_path, "execution", "--workspace", str(ws)) as url:
+        async with Client(url, elicitation_callback=elicit) as client:
+            approved = await client.call_tool("write_file", {"path": "a.txt", "content": "x"})
+            refused = await client.call_tool("write_file", {"path": "b.txt", "content": "y"})
+
+    assert not approved.is_error, _text(approved)
+    assert (ws / "a.txt").read_text(encoding="utf-8") == "x"
+    assert refused.is_error and "Denied by the operator" in _text(refused)
+    assert not (ws / "b.txt").exists()
+    assert len(asked) == 2 and asked[0].startswith("heron wants to run write_file")
+
+
+async def test_http_server_links_a_large_output_and_serves_it_page_by_page(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "long.txt").write_text("".join(f"row {i}\n" for i in range(1, 701)), encoding="utf-8")
+    with _http_server(tmp_path, "perception", "--workspace", str(ws)) as url:
+        async with Client(url) as client:
+            result = await client.call_tool("read_file", {"path": "long.txt", "limit": 700})
+            links = [c for c in result.content if isinstance(c, types.ResourceLink)]
+            assert len(links) == 1, _text(result)
+            listed = await client.list_resources()
+            first = (await client.read_resource(links[0].uri)).contents[0]
+            assert isinstance(first, types.TextResourceContents) and first.meta is not None
+            second = (await client.read_resource(first.meta["heron/next"])).contents[0]
+            assert isinstance(second, types.TextResourceContents)
+
+    assert "saved as artifact art_" in _text(result)
+    assert [r.uri for r in listed.resources] == [links[0].uri]
+    assert first.meta["heron/lines"] == "1-200" and first.meta["heron/total_lines"] > 700
+    assert "row 1" in first.text and "row 199" in first.text and "row 250" not in first.text
+    assert second.meta is not None and second.meta["heron/lines"] == "201-400"
 
 
 def test_run_with_builtin_sets_reads_and_edits_a_file(heron: Heron) -> None:

@@ -15,7 +15,8 @@ from heron.messages import (
     UserMessage,
 )
 from heron.models.history_rules import HistoryChecker
-from heron.sessions.store import MESSAGE, SessionStore
+from heron.sessions.sqlite_store import SqliteSessionStore
+from heron.sessions.store import MESSAGE
 from support.cli import Heron
 
 WAIT = [{"text": "Waiting.", "tool_calls": [{"id": "w1", "name": "wait_forever"}]}]
@@ -219,7 +220,7 @@ def test_the_audit_trail_records_who_ran_what_in_which_session_and_why(heron: He
 
 
 def test_a_history_broken_before_its_end_is_refused_with_a_way_out(heron: Heron) -> None:
-    store = SessionStore.open(heron.state_dir)
+    store = SqliteSessionStore.open(heron.state_dir)
     call = ToolCallPart(id="c1", name="echo", arguments={"text": "x"})
     store.append("broken", [UserMessage(content="go"), AssistantMessage(tool_calls=(call,))])
     store.append("broken", [UserMessage(content="hello?")])  # a foreign writer skipped the result

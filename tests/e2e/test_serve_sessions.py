@@ -22,7 +22,7 @@ from heron.messages import AssistantMessage, ToolResultMessage, UserMessage
 from heron.models.history_rules import HistoryChecker
 from heron.safety.signing import signed_headers
 from heron.sessions.lock import SessionInUseError, SessionLock
-from heron.sessions.store import SessionStore
+from heron.sessions.sqlite_store import SqliteSessionStore
 from support.cli import Heron, Running
 from support.mcp_servers import probe_server
 
@@ -36,7 +36,7 @@ def post(url: str, path: str, payload: dict[str, Any], **headers: str) -> httpx.
 
 
 def history(state_dir: Path, session: str) -> list[Any]:
-    store = SessionStore.open(state_dir)
+    store = SqliteSessionStore.open(state_dir)
     try:
         return store.load(session)
     finally:

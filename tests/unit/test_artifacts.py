@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult, tool
+from heron.artifacts.sqlite_store import SqliteArtifactCatalog
 from heron.artifacts.store import ArtifactError, ArtifactSpill, ArtifactStore
 from heron.artifacts.tools import artifact_tools
 from heron.messages import ToolResultMessage
@@ -38,13 +39,18 @@ def artifact_id(text: str) -> str:
     return found.group(0)
 
 
+def make_store(state_dir: Path, **options: Any) -> ArtifactStore:
+    """A store as heron builds it: metadata in the SQLite state database, files beside it."""
+    return ArtifactStore(SqliteArtifactCatalog(state_dir), state_dir / "artifacts", **options)
+
+
 async def run(t: Tool, **arguments: Any) -> ToolResult:
     return await t.execute(t.validate(arguments), CTX)
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> ArtifactStore:
-    return ArtifactStore(tmp_path / "state")
+    return make_store(tmp_path / "state")
 
 
 @pytest.fixture
@@ -55,7 +61,7 @@ def tools(store: ArtifactStore) -> dict[str, Tool]:
 def test_outputs_are_stored_by_content_hash_and_survive_a_new_store_object(
     tmp_path: Path,
 ) -> None:
-    first = ArtifactStore(tmp_path / "state")
+    first = make_store(tmp_path / "state")
     a = first.put("same output\n", tool="shell", call_id="c1")
     b = first.put("same output\n", tool="shell", call_id="c2")
     digest = hashlib.sha256(b"same output\n").hexdigest()
@@ -63,7 +69,7 @@ def test_outputs_are_stored_by_content_hash_and_survive_a_new_store_object(
     assert [p.name for p in (tmp_path / "state" / "artifacts").iterdir()] == [digest]
     for private in (tmp_path / "state", first.root, first.root / digest):
         assert private.stat().st_mode & 0o077 == 0  # outputs may hold secrets
-    reopened = ArtifactStore(tmp_path / "state")
+    reopened = make_store(tmp_path / "state")
     info = reopened.info(a.id)
     assert (info.tool, info.call_id, info.size, info.lines) == ("shell", "c1", 12, 1)
     assert info.expires == pytest.approx(info.created + 7 * 24 * 3600)
@@ -71,7 +77,7 @@ def test_outputs_are_stored_by_content_hash_and_survive_a_new_store_object(
 
 def test_expired_artifacts_are_removed_on_access_and_by_purge(tmp_path: Path) -> None:
     clock = Clock()
-    store = ArtifactStore(tmp_path, ttl_s=60, clock=clock)
+    store = make_store(tmp_path, ttl_s=60, clock=clock)
     short = store.put("shared\n", tool="t", call_id="c1")
     long = store.put("shared\n", tool="t", call_id="c2", ttl_s=600)
     alone = store.put("alone\n", tool="t", call_id="c3")
@@ -138,7 +144,7 @@ async def test_long_lines_and_big_pages_are_cut_with_visible_markers(
 
 async def test_unknown_malformed_and_expired_ids_are_clear_errors(tmp_path: Path) -> None:
     clock = Clock()
-    store = ArtifactStore(tmp_path, ttl_s=10, clock=clock)
+    store = make_store(tmp_path, ttl_s=10, clock=clock)
     read, grep = artifact_tools(store)
     malformed = await run(read, id="../../etc/passwd")
     assert not malformed.success and "is not an artifact id" in (malformed.error or "")
@@ -256,7 +262,7 @@ def test_artifact_readers_are_never_spilled_again(store: ArtifactStore) -> None:
 
 
 def test_a_failed_save_is_stated_in_the_preview(tmp_path: Path) -> None:
-    store = ArtifactStore(tmp_path)
+    store = make_store(tmp_path)
     shutil.rmtree(store.root)
     store.root.write_text("not a directory")  # every write into it now fails
     preview = ArtifactSpill(store).spill("shell", "c1", numbered(500))
@@ -273,7 +279,7 @@ async def test_the_model_sees_the_preview_and_reads_the_rest_through_the_engine(
         """Print the whole build log."""
         return "".join(f"step {n}: {'FAILED' if n == 777 else 'ok'}\n" for n in range(1, 2001))
 
-    store = ArtifactStore(tmp_path)
+    store = make_store(tmp_path)
     first = [calls_turn(call("build_log", "c1")), {"text": "looking"}]
     agent = Agent(
         model=ScriptedModel(first),

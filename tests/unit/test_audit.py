@@ -1,3 +1,5 @@
+"""The approval audit's record type, its SQLite trail, and the state database it lives in."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -9,13 +11,8 @@ from pathlib import Path
 import pytest
 
 from heron._support.state import default_state_dir, open_db
-from heron.audit.approvals import (
-    AuditLog,
-    AuditRecord,
-    AuditStore,
-    MemoryAuditStore,
-    audit_timestamp,
-)
+from heron.audit.sqlite_store import SqliteApprovalAudit
+from heron.turn.approval_audit import AuditRecord, audit_timestamp
 
 
 def make_record(n: int, *, tool: str = "shell", **extra: str | None) -> AuditRecord:
@@ -36,48 +33,6 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
         yield connection
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AuditLog]:
-    if request.param == "memory":
-        yield MemoryAuditStore()
-        return
-    with closing(open_db(tmp_path / "state")) as connection:
-        yield AuditStore(connection)
-
-
-def test_records_persist_across_a_reopen(tmp_path: Path) -> None:
-    full = make_record(
-        1,
-        turn_id="turn-1",
-        session_id="sess-1",
-        reason="operator typed y",
-    )
-    with closing(open_db(tmp_path)) as first:
-        store = AuditStore(first)
-        store.record(full)
-        store.record(make_record(2))
-    with closing(open_db(tmp_path)) as second:
-        assert AuditStore(second).list() == [full, make_record(2)]
-
-
-def test_every_decision_kind_round_trips(tmp_path: Path) -> None:
-    decisions = ["yes", "always", "no", "replace", "timeout", "unavailable", "policy_deny", "auto"]
-    with closing(open_db(tmp_path)) as connection:
-        store = AuditStore(connection)
-        for n, decision in enumerate(decisions):
-            store.record(
-                AuditRecord(
-                    timestamp=f"2024-03-15T14:30:{n:02d}Z",
-                    tool="file_write",
-                    arguments_summary="path: a.txt",
-                    decision=decision,  # type: ignore[arg-type]
-                    decided_by="policy",
-                    request_id=f"req-{n}",
-                )
-            )
-        assert [r.decision for r in store.list()] == decisions
-
-
 def test_database_uses_wal_and_normal_sync_and_foreign_keys(conn: sqlite3.Connection) -> None:
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     # synchronous: 0 = OFF, 1 = NORMAL, 2 = FULL
@@ -95,54 +50,17 @@ def test_database_lives_in_a_private_state_directory(tmp_path: Path) -> None:
 
 def test_store_shares_the_database_with_other_tables(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE other_module (x INTEGER)")
-    AuditStore(conn).record(make_record(1))
-    AuditStore(conn)  # creating the table again is harmless
+    SqliteApprovalAudit(conn).record(make_record(1))
+    SqliteApprovalAudit(conn)  # creating the table again is harmless
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"approval_audit", "other_module"} <= tables
-    assert AuditStore(conn).list() == [make_record(1)]
+    assert SqliteApprovalAudit(conn).list() == [make_record(1)]
 
 
-def test_record_is_committed_immediately(tmp_path: Path) -> None:
+def test_a_record_is_committed_at_once(tmp_path: Path) -> None:
     with closing(open_db(tmp_path)) as writer, closing(open_db(tmp_path)) as reader:
-        AuditStore(writer).record(make_record(1))
-        assert AuditStore(reader).list() == [make_record(1)]
-
-
-def test_list_returns_newest_last(store: AuditLog) -> None:
-    for n in (3, 1, 2):
-        store.record(make_record(n))
-    # Insertion order wins over timestamps, which a clock step could put out of order.
-    assert [r.request_id for r in store.list()] == ["req-3", "req-1", "req-2"]
-
-
-def test_limit_keeps_the_most_recent_records(store: AuditLog) -> None:
-    for n in range(5):
-        store.record(make_record(n))
-    assert [r.request_id for r in store.list(limit=2)] == ["req-3", "req-4"]
-    assert store.list(limit=0) == []
-    assert len(store.list(limit=50)) == 5
-
-
-def test_default_limit_is_one_hundred(store: AuditLog) -> None:
-    for n in range(105):
-        store.record(make_record(n % 60))
-    assert len(store.list()) == 100
-
-
-def test_tool_filter_selects_one_tool(store: AuditLog) -> None:
-    store.record(make_record(1, tool="shell"))
-    store.record(make_record(2, tool="file_write"))
-    store.record(make_record(3, tool="shell"))
-    store.record(make_record(4, tool="file_write"))
-    assert [r.request_id for r in store.list(tool="shell")] == ["req-1", "req-3"]
-    assert [r.request_id for r in store.list(tool="file_write", limit=1)] == ["req-4"]
-    assert store.list(tool="web_fetch") == []
-
-
-def test_negative_limit_is_refused(store: AuditLog) -> None:
-    store.record(make_record(1))
-    with pytest.raises(ValueError, match="limit"):
-        store.list(limit=-1)
+        SqliteApprovalAudit(writer).record(make_record(1))
+        assert SqliteApprovalAudit(reader).list() == [make_record(1)]
 
 
 def test_unknown_decision_is_refused() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,11 +11,14 @@ import pytest
 
 from heron import Agent, RecordingObserver, ScriptedModel, ToolContext, tool
 from heron._support.state import open_db
-from heron.audit.executions import ExecutionAuditTrail, query_executions
+from heron.audit.executions import Execution, ExecutionAuditTrail
+from heron.audit.sqlite_store import SqliteExecutionStore
+from heron.errors import StoreError
 from heron.sessions.session import CliSession
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
 from heron.turn.cancel import CancelScope
 from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
+from support.killed_turn import kill_mid_call
 
 
 @tool(read_only=True)
@@ -70,6 +72,10 @@ def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     db = open_db(tmp_path)
     yield db
     db.close()
+
+
+def query_executions(conn: sqlite3.Connection) -> list[Execution]:
+    return SqliteExecutionStore(conn).query()
 
 
 def turn(*calls: dict[str, Any], text: str = "") -> dict[str, Any]:
@@ -173,26 +179,7 @@ async def test_credentials_in_the_reason_are_masked(
 async def test_a_call_whose_process_died_stays_running_until_resume_marks_it_lost(
     tmp_path: Path, conn: sqlite3.Connection
 ) -> None:
-    started = asyncio.Event()
-
-    @tool(read_only=True)
-    async def hang() -> str:
-        """Wait until cancelled."""
-        started.set()
-        await asyncio.Event().wait()
-        return "unreachable"
-
-    session = CliSession.open(tmp_path, "s1")
-    agent = Agent(model=ScriptedModel([turn({"id": "h1", "name": "hang"})]), tools=[hang])
-    session.attach(agent)
-    task = asyncio.create_task(
-        session.run_turn(agent, "go", sink=lambda _: None, cancel=CancelScope(), channel="cli")
-    )
-    await asyncio.wait_for(started.wait(), timeout=5)
-    task.cancel()  # the process dies mid-call
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    session.close()
+    await kill_mid_call(tmp_path, "s1", turn({"id": "h1", "name": "hang"}), autonomy="supervised")
     assert [(r.call_id, r.status, r.ended) for r in query_executions(conn)] == [
         ("h1", "running", None)
     ]
@@ -224,28 +211,24 @@ def test_attaching_a_session_keeps_the_agents_observer_beside_the_trail(tmp_path
         session.close()
 
 
-def test_queries_filter_by_tool_session_and_start_time_and_keep_the_latest(
-    conn: sqlite3.Connection,
+class BrokenStore(SqliteExecutionStore):
+    """An execution store whose back end fails on every write."""
+
+    def start(self, execution: Execution) -> int:
+        raise StoreError("disk full")
+
+    def end(self, row: int, **_: Any) -> None:  # type: ignore[override]
+        raise StoreError("disk full")
+
+
+def test_a_store_failure_is_logged_and_never_breaks_the_call(
+    conn: sqlite3.Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = iter([100.0, 101.0, 200.0, 201.0, 300.0, 301.0, 400.0, 401.0])
-    for number, (session, name) in enumerate(
-        [("a", "look"), ("a", "cut"), ("b", "look"), ("a", "look")]
-    ):
-        trail = ExecutionAuditTrail(conn, session=session, clock=lambda: next(clock))
-        start = ToolCallStartRecord(
-            tool=name, call_id=f"c{number}", arguments="{}", turn_id="u", owner="o"
-        )
-        trail.tool_call_start(start)
-        trail.tool_call_end(
-            ToolCallRecord.ending(start, duration_ms=1, success=True, status="ok", result="")
-        )
-
-    def calls(**filters: Any) -> list[tuple[str | None, str, float]]:
-        return [(r.session, r.tool, r.started) for r in query_executions(conn, **filters)]
-
-    assert calls(tool="look") == [("a", "look", 100.0), ("b", "look", 300.0), ("a", "look", 400.0)]
-    assert calls(session="a", tool="look") == [("a", "look", 100.0), ("a", "look", 400.0)]
-    assert calls(since=250.0) == [("b", "look", 300.0), ("a", "look", 400.0)]
-    assert calls(limit=1) == [("a", "look", 400.0)]
-    with pytest.raises(ValueError, match="limit must not be negative"):
-        query_executions(conn, limit=-1)
+    trail = ExecutionAuditTrail(BrokenStore(conn), session="s")
+    start = ToolCallStartRecord(tool="look", call_id="c1", arguments="{}", turn_id="u", owner="o")
+    trail.tool_call_start(start)
+    trail.tool_call_end(
+        ToolCallRecord.ending(start, duration_ms=1, success=True, status="ok", result="")
+    )
+    assert "cannot record the start of look: disk full" in caplog.text
+    assert query_executions(conn) == []

@@ -13,6 +13,7 @@ from heron.always_on.background import BackgroundLoop, TaskScope
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.triggers.heartbeat import HeartbeatConfig
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime
+from heron.always_on.triggers.sqlite_store import open_trigger_stores
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import ProcessSandbox
 
@@ -105,6 +106,7 @@ async def test_the_trigger_runtime_owns_the_loops_of_every_trigger(tmp_path: Pat
     bus = SqliteBusStore.open(tmp_path / "state")
     runtime = TriggerRuntime(
         state_dir=tmp_path / "state",
+        stores=open_trigger_stores(tmp_path / "state"),
         bus=bus,
         workspace=workspace,
         sandbox=ProcessSandbox(),

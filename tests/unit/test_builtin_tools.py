@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from heron.audit.approvals import MemoryAuditStore
 from heron.config import HeronConfig
 from heron.config.builtin import Builtin, BuiltinConfig, BuiltinError, build_builtin
 from heron.mcp.server import ToolServer, mcp_annotations
 from heron.tools.definition import ToolResult
 from heron.turn.approval import ApprovalManager, ApprovalPolicy
+from heron.turn.approval_audit import MemoryAuditStore
 
 PERCEPTION = {
     "read_file",
@@ -198,3 +198,33 @@ def test_results_become_text_structured_content_and_is_error() -> None:
     assert not ok.is_error and ok.meta == {"heron/receipt": "r"}
     assert failed.is_error and failed.content[0].text == "broken\npartial"  # type: ignore[union-attr]
     assert listed.structured_content is None and listed.content[0].text == "(no output)"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("fields", "network"),
+    [({}, "network none"), ({"command_network": {"execution": "host"}}, "network host")],
+)
+async def test_command_network_is_per_set_and_named_in_the_shell_results_sandbox_line(
+    tmp_path: Path, fields: dict[str, object], network: str
+) -> None:
+    from heron import Agent, ScriptedModel
+
+    built = await _build(tmp_path, sets=["execution"], sandbox="bwrap", **fields)
+    model = ScriptedModel(
+        [
+            {"tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "echo hi"}}]},
+            {"text": "done"},
+        ]
+    )
+    try:
+        agent = Agent(model=model, tools=built.tools["execution"], autonomy="full")
+        result = await agent.run("go")
+    finally:
+        await built.aclose()
+    [output] = [m.content for m in result.history if m.role == "tool"]
+    assert "hi" in output and f"[sandbox bwrap, {network}]" in output
+
+
+def test_an_unknown_command_network_is_refused_with_the_modes_named() -> None:
+    with pytest.raises(ValueError, match="'none', 'loopback' or 'host'"):
+        BuiltinConfig.model_validate({"command_network": {"execution": "bogus"}})

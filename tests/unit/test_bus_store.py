@@ -1,4 +1,5 @@
-"""The SQLite bus store: durable idempotent publish, ordered pending, atomic consume."""
+"""The SQLite bus store: what SQLite adds to the `BusStore` contract
+(`tests/contracts/test_bus_store_contract.py`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ import pytest
 
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
-from heron.always_on.bus.store import AlreadyConsumedError, BusStore
-from heron.messages import UserMessage
-from heron.sessions import ConcurrentWriteError
+from heron.always_on.bus.store import BusStore
 
 
 @pytest.fixture
@@ -21,54 +20,15 @@ def bus(tmp_path: Path) -> Iterator[SqliteBusStore]:
     store.close()
 
 
-def event(
-    text: str, *, key: str | None = None, session: str = "s", ts: str | None = None
-) -> BusEvent:
-    extra = {"timestamp": ts} if ts else {}
+def event(text: str) -> BusEvent:
     return BusEvent(
-        kind="user.input",
-        source="user",
-        channel="cli",
-        content=EventContent(text=text),
-        idempotency_key=key,
-        session=session,
-        **extra,  # type: ignore[arg-type]
+        kind="user.input", source="user", channel="cli", content=EventContent(text=text)
     )
-
-
-def texts(events: list[BusEvent]) -> list[str]:
-    return [e.content.text for e in events]
 
 
 def test_the_sqlite_store_implements_the_protocol(bus: SqliteBusStore) -> None:
     store: BusStore = bus  # checked by mypy; the assertion keeps the test meaningful at runtime
     assert callable(store.publish) and callable(store.consume)
-
-
-async def test_a_duplicate_idempotency_key_is_stored_once(bus: SqliteBusStore) -> None:
-    assert await bus.publish(event("first", key="mail-42")) is True
-    assert await bus.publish(event("redelivered", key="mail-42")) is False
-    assert await bus.publish(event("other session", key="mail-42", session="t")) is True
-    assert texts(await bus.pending("s")) == ["first"]
-    assert texts(await bus.pending("t")) == ["other session"]
-
-
-async def test_republishing_the_same_event_is_a_duplicate(bus: SqliteBusStore) -> None:
-    once = event("hello")
-    assert await bus.publish(once) is True
-    assert await bus.publish(once) is False
-    assert len(await bus.pending("s")) == 1
-
-
-async def test_publish_many_flags_each_event_and_dedups_within_the_burst(
-    bus: SqliteBusStore,
-) -> None:
-    await bus.publish(event("old", key="k0"))
-    flags = await bus.publish_many(
-        [event("a", key="k1"), event("b", key="k0"), event("c", key="k1"), event("d")]
-    )
-    assert flags == [True, False, False, True]
-    assert texts(await bus.pending("s")) == ["old", "a", "d"]
 
 
 async def test_a_published_event_survives_reopening_the_database(
@@ -77,81 +37,26 @@ async def test_a_published_event_survives_reopening_the_database(
     await bus.publish(event("durable"))
     reopened = SqliteBusStore.open(tmp_path, synchronous="FULL")
     try:
-        assert texts(await reopened.pending("s")) == ["durable"]
+        assert [e.content.text for e in await reopened.pending("default")] == ["durable"]
     finally:
         reopened.close()
 
 
-async def test_pending_is_in_timestamp_order_then_arrival_order(bus: SqliteBusStore) -> None:
-    await bus.publish(event("late", ts="2025-01-01T10:00:05.000Z"))
-    await bus.publish(event("early, other zone", ts="2025-01-01T11:00:01.000+02:00"))
-    await bus.publish(event("tie 1", ts="2025-01-01T10:00:03.000Z"))
-    await bus.publish(event("tie 2", ts="2025-01-01T10:00:03.000Z"))
-    assert texts(await bus.pending("s")) == ["early, other zone", "tie 1", "tie 2", "late"]
-    assert texts(await bus.pending("s", limit=2)) == ["early, other zone", "tie 1"]
-
-
-async def test_consume_appends_the_history_and_marks_the_events_together(
-    bus: SqliteBusStore,
-) -> None:
-    a, b, c = event("a"), event("b"), event("c")
-    await bus.publish_many([a, b, c])
-    head = await bus.consume("s", [a.id, b.id], [UserMessage(content="a+b")])
-    assert texts(await bus.pending("s")) == ["c"]
-    assert bus.sessions.load("s") == [UserMessage(content="a+b")]
-    assert bus.consumed_into(a.id) == head and bus.consumed_into(c.id) is None
-
-
-async def test_an_event_is_never_consumed_twice(bus: SqliteBusStore) -> None:
-    a, b = event("a"), event("b")
-    await bus.publish_many([a, b])
-    await bus.consume("s", [a.id], [UserMessage(content="a")])
-    with pytest.raises(AlreadyConsumedError) as refused:
-        await bus.consume("s", [b.id, a.id], [UserMessage(content="a again")])
-    assert refused.value.event_ids == (a.id,)
-    # All or nothing: b is still pending and the history did not grow.
-    assert texts(await bus.pending("s")) == ["b"]
-    assert bus.sessions.load("s") == [UserMessage(content="a")]
-
-
-async def test_consume_refuses_events_of_another_session(bus: SqliteBusStore) -> None:
-    foreign = event("t's", session="t")
-    await bus.publish(foreign)
-    with pytest.raises(AlreadyConsumedError):
-        await bus.consume("s", [foreign.id], [UserMessage(content="stolen")])
-    assert bus.sessions.load("s") == []
-
-
-async def test_a_stale_writer_consumes_nothing(bus: SqliteBusStore) -> None:
-    a = event("a")
-    await bus.publish(a)
-    bus.sessions.append("s", [UserMessage(content="someone else")])
-    with pytest.raises(ConcurrentWriteError):
-        await bus.consume("s", [a.id], [UserMessage(content="a")], expected_last_entry=0)
-    assert texts(await bus.pending("s")) == ["a"]
-    assert bus.sessions.load("s") == [UserMessage(content="someone else")]
-
-
-async def test_watchers_hear_each_new_event_once_it_is_durable(
-    bus: SqliteBusStore, tmp_path: Path
-) -> None:
+async def test_a_watcher_runs_after_the_commit(bus: SqliteBusStore, tmp_path: Path) -> None:
     observer = SqliteBusStore.open(tmp_path)
-    heard: list[tuple[str, int]] = []
+    counts: list[int] = []
 
     def on_event(e: BusEvent) -> None:
         # Committed before the callback runs: another connection already sees the event.
         row = observer.sessions.conn.execute(
             "SELECT COUNT(*) FROM bus_events WHERE id = ?", (e.id,)
         ).fetchone()
-        heard.append((e.content.text, row[0]))
+        counts.append(row[0])
 
     try:
-        unwatch = bus.watch(on_event)
-        await bus.publish(event("one", key="k"))
-        await bus.publish(event("duplicate", key="k"))
+        bus.watch(on_event)
+        await bus.publish(event("one"))
         await bus.publish_many([event("two"), event("three")])
-        unwatch()
-        await bus.publish(event("unheard"))
-        assert heard == [("one", 1), ("two", 1), ("three", 1)]
+        assert counts == [1, 1, 1]
     finally:
         observer.close()

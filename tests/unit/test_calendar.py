@@ -28,6 +28,7 @@ from heron.connectors.calendar import (
     calendar_tools,
 )
 from heron.safety.idempotency import Confirmations, IdempotencyStore
+from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.tools.definition import Tool
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
@@ -171,7 +172,7 @@ def caldav_spec(url: str, **options: Any) -> CalDavCalendar:
 
 
 def build(tmp_path: Path, **calendars: IcsCalendar | CalDavCalendar) -> dict[str, Tool]:
-    confirmations = Confirmations(IdempotencyStore(tmp_path / "state"))
+    confirmations = Confirmations(IdempotencyStore(SqliteIdempotencyLedger(tmp_path / "state")))
     config = CalendarConfig(calendars=calendars, policy=LOCAL)
     return {t.spec.name: t for t in calendar_tools(config, confirmations)}
 
@@ -614,7 +615,7 @@ async def test_both_offers_expand_the_same_way(tmp_path: Path) -> None:
     paris = dt.timezone(dt.timedelta(hours=1))
     config = CalendarConfig(calendars={"me": IcsCalendar(path=path)}, default_tz=paris)
     [check_calendar] = calendar_tools(config, offer="availability")
-    confirmations = Confirmations(IdempotencyStore(tmp_path / "state"))
+    confirmations = Confirmations(IdempotencyStore(SqliteIdempotencyLedger(tmp_path / "state")))
     tools = {t.spec.name: t for t in calendar_tools(config, confirmations)}
 
     day = {"start": "2025-03-11T00:00:00Z", "end": "2025-03-12T00:00:00Z"}

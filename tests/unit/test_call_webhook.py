@@ -17,6 +17,7 @@ from test_connector_http import LOCAL, ApiServer, FakeTime, Reply, Seen, closed_
 from heron import ToolContext, ToolResult
 from heron.connectors.webhooks import WebhookConfig, webhook_tools
 from heron.safety.idempotency import IdempotencyStore
+from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.safety.url_policy import UrlPolicy
 from heron.tools.definition import Tool
 
@@ -64,7 +65,7 @@ def secret(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def build(tmp_path: Path, time: FakeTime, **options: Any) -> Tool:
     config = WebhookConfig(secret_env="TEST_WEBHOOK_SECRET", **({"policy": LOCAL} | options))
-    store = IdempotencyStore(tmp_path / "state")
+    store = IdempotencyStore(SqliteIdempotencyLedger(tmp_path / "state"))
     (webhook,) = webhook_tools(config, store, sleep=time.sleep, clock=time, wall_clock=time)
     return webhook
 

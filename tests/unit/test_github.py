@@ -15,6 +15,7 @@ from test_connector_http import LOCAL, ApiServer, FakeTime, Reply, Seen, closed_
 from heron import ToolContext, ToolResult
 from heron.connectors.github import GitHubConfig, github_tools
 from heron.safety.idempotency import Confirmations, IdempotencyStore
+from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.tools.definition import Tool
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
@@ -62,7 +63,7 @@ def token(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def build(base: str, time: FakeTime, tmp_path: Path, **options: Any) -> dict[str, Tool]:
     config = GitHubConfig(base_url=base, token_env="TEST_GH_TOKEN", policy=LOCAL, **options)
-    confirmations = Confirmations(IdempotencyStore(tmp_path / "state"))
+    confirmations = Confirmations(IdempotencyStore(SqliteIdempotencyLedger(tmp_path / "state")))
     tools = github_tools(config, confirmations, sleep=time.sleep, clock=time, wall_clock=time)
     return {t.spec.name: t for t in tools}
 

@@ -17,6 +17,7 @@ from heron.safety.idempotency import (
     Plan,
     PreflightConfirm,
 )
+from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 
 ARGS = {"to": ["ana@example.com"], "amount": 120}
 
@@ -50,7 +51,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def store(tmp_path: Path, clock: Clock) -> IdempotencyStore:
-    return IdempotencyStore(tmp_path, clock=clock)
+    return IdempotencyStore(SqliteIdempotencyLedger(tmp_path), clock=clock)
 
 
 async def test_a_retry_with_the_same_key_returns_the_first_result_without_acting(
@@ -64,7 +65,7 @@ async def test_a_retry_with_the_same_key_returns_the_first_result_without_acting
     assert again.success and again.output.endswith("nothing was done again]\npaid, run 1")
     assert again.data == {"receipt": "r-1", "replayed": True}
     # A new store object on the same state directory (a restart) still knows the key.
-    reopened = IdempotencyStore(tmp_path, clock=clock)
+    reopened = IdempotencyStore(SqliteIdempotencyLedger(tmp_path), clock=clock)
     assert (await reopened.run_once("pay", "inv-7", ARGS, action)).data["replayed"] is True
     assert action.runs == 1
     # Keys are per tool.
@@ -122,7 +123,7 @@ async def test_a_call_still_running_makes_a_concurrent_retry_answer_unknown(
 
 
 async def test_keys_are_forgotten_after_their_ttl(tmp_path: Path, clock: Clock) -> None:
-    store = IdempotencyStore(tmp_path, ttl_s=60, clock=clock)
+    store = IdempotencyStore(SqliteIdempotencyLedger(tmp_path), ttl_s=60, clock=clock)
     action = Action()
     await store.run_once("pay", "inv-7", ARGS, action)
     clock.now += 60

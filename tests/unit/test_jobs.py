@@ -20,9 +20,11 @@ from heron.always_on.bus.model import BusEvent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.jobs import supervisor as sup
 from heron.always_on.jobs.manager import JobConfig, JobManager
+from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.jobs.store import JobRecord
 from heron.always_on.jobs.tools import job_tools
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime
+from heron.always_on.triggers.sqlite_store import open_trigger_stores
 from heron.messages import ToolResultMessage
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import BwrapSandbox, ProcessSandbox, ResourceLimits, Sandbox
@@ -52,7 +54,7 @@ class Rig:
         conn = open_db(self.state)
         self.conns.append(conn)
         manager = JobManager(
-            conn,
+            SqliteJobStore(conn),
             state_dir=self.state,
             workspace=self.workspace,
             sandbox=sandbox or ProcessSandbox(limits=FAST),
@@ -420,6 +422,7 @@ async def test_the_trigger_runtime_offers_every_tool_and_reattaches_jobs_after_a
     def runtime() -> TriggerRuntime:
         return TriggerRuntime(
             state_dir=rig.state,
+            stores=open_trigger_stores(rig.state),
             bus=rig.bus,
             workspace=rig.workspace,
             sandbox=ProcessSandbox(limits=FAST),

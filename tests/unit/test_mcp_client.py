@@ -19,7 +19,7 @@ from heron.mcp.catalogue import McpCatalogue
 from heron.mcp.client import McpClientManager, McpTool, ServerRefused, resource_tools
 from heron.mcp.config import McpConfig, McpServerConfig
 from heron.mcp.tool_search import ToolSearchTool
-from heron.mcp.trust import TrustStore
+from heron.mcp.trust import SqliteTrustStore
 from heron.tools.definition import ToolArgumentsError, ToolContext, ToolResult
 from heron.tools.registry import ActivatedToolSet
 from support.engine import Events, call, calls_turn
@@ -320,7 +320,7 @@ async def test_a_missing_command_is_reported_as_such() -> None:
 async def test_first_use_pins_and_a_changed_definition_is_refused_until_reapproved(
     tmp_path: Path,
 ) -> None:
-    trust = TrustStore(tmp_path)
+    trust = SqliteTrustStore(tmp_path)
     async with McpClientManager({"probe": probe()}, trust=trust) as manager:
         assert (await manager.call("probe", "pid", {})).success
     pin = trust.get("probe")
@@ -347,7 +347,7 @@ async def test_first_use_pins_and_a_changed_definition_is_refused_until_reapprov
 
 async def test_explicit_approval_mode_refuses_an_unpinned_server(tmp_path: Path) -> None:
     config = McpConfig(approval="explicit", servers={"probe": probe()})
-    async with McpClientManager(config, trust=TrustStore(tmp_path)) as manager:
+    async with McpClientManager(config, trust=SqliteTrustStore(tmp_path)) as manager:
         result = await manager.call("probe", "pid", {})
         assert "has not been approved yet" in (result.error or "")
         await manager.approve("probe")
@@ -357,7 +357,7 @@ async def test_explicit_approval_mode_refuses_an_unpinned_server(tmp_path: Path)
 async def test_first_use_approval_is_withheld_when_descriptions_look_injected(
     tmp_path: Path,
 ) -> None:
-    trust = TrustStore(tmp_path)
+    trust = SqliteTrustStore(tmp_path)
     async with McpClientManager({"dict": probe("injected")}, trust=trust) as manager:
         result = await manager.call("dict", "define", {"word": "owl"})
         findings = manager.findings("dict")
@@ -391,7 +391,7 @@ async def test_two_servers_exposing_the_same_tool_are_reported_as_shadowing() ->
 async def test_tools_changed_while_running_are_refused_after_the_health_check(
     tmp_path: Path,
 ) -> None:
-    trust = TrustStore(tmp_path)
+    trust = SqliteTrustStore(tmp_path)
     config = probe("mutating", health_interval_s=0.1)
     async with McpClientManager({"m": config}, trust=trust) as manager:
         assert (await manager.call("m", "answer", {})).output == "42"

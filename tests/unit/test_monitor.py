@@ -17,7 +17,9 @@ from heron._support.state import open_db
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.jobs.manager import JobConfig, JobManager
+from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.triggers.monitor import MAX_LINES, LineBatcher, ShellMonitors
+from heron.always_on.triggers.sqlite_store import SqliteMonitorStore
 from heron.always_on.triggers.tools import monitor_tools
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import ProcessSandbox, ResourceLimits
@@ -98,7 +100,7 @@ class Rig:
         conn = open_db(self.state)
         self.conns.append(conn)
         jobs = JobManager(
-            conn,
+            SqliteJobStore(conn),
             state_dir=self.state,
             workspace=self.workspace,
             sandbox=ProcessSandbox(limits=FAST),
@@ -107,7 +109,9 @@ class Rig:
             session="main",
             config=JobConfig(poll_interval_s=0.05),
         )
-        monitors = ShellMonitors(conn, jobs, publish=self.bus.publish, clock=self.clock)
+        monitors = ShellMonitors(
+            SqliteMonitorStore(conn), jobs, publish=self.bus.publish, clock=self.clock
+        )
         await jobs.start()
         await monitors.start()
         self.running.append((jobs, monitors))

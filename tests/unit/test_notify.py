@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from heron.collaboration.notify import NotificationStore, NotifyConfig, notify_tools
+from heron.collaboration.sqlite_store import SqliteNotificationStore
 from heron.tools.definition import Tool, ToolContext, ToolResult
 
 CTX = ToolContext(call_id="c1", turn_id="t1")
@@ -62,7 +63,7 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[NotificationStore]:
-    s = NotificationStore.open(tmp_path)
+    s = SqliteNotificationStore.open(tmp_path)
     yield s
     s.close()
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from heron.toolsets.builtin import BuiltinConfig, build_builtin
 
 from heron import Agent, PlanEvent, PlanItem, ScriptedModel
+from heron.config.builtin import BuiltinConfig, build_builtin
 from heron.toolsets.cache import WorkspaceResultCache
 from heron.toolsets.plan import plan_tools, render_plan
 from support.engine import Events, call, calls_turn

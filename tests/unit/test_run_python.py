@@ -18,8 +18,7 @@ from heron.turn.approval import ApprovalAnswer, ApprovalRequest
 from heron.turn.events import ToolCallEvent, ToolResultEvent
 from support.engine import Events, call, calls_turn
 
-# No process-count limit: without a writable cgroup it would run scripts as `nobody`, who
-# cannot enter pytest's private temporary directories (tests/unit/test_sandbox.py covers it).
+# No process-count limit (no per-run cgroup); tests/unit/test_sandbox.py covers that limit.
 FAST = ResourceLimits(kill_grace_s=0.3, max_processes=None)
 
 
@@ -199,3 +198,12 @@ async def test_tool_calls_work_from_inside_the_bwrap_sandbox(
     result = await agent.run("go", sink=events)
     [message] = [m for m in result.history if isinstance(m, ToolResultMessage)]
     assert message.content.endswith("--- stdout ---\nnote 1\nTrue"), message.content
+
+
+async def test_the_description_and_the_status_line_state_the_sandbox_and_network(
+    workspace: Path,
+) -> None:
+    runner = make_tool(ProcessSandbox(limits=FAST), workspace)
+    assert "sandbox: process, network host" in runner.spec.description
+    result = await run_direct(runner, code="print('hi')")
+    assert result.output.splitlines()[0].endswith("[sandbox process, network host]")

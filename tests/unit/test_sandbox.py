@@ -1,6 +1,8 @@
-"""Sandboxes: limits, timeouts and process-tree cleanup (process), namespaces (bwrap).
+"""Sandboxes: limits, timeouts and process-tree cleanup (both levels), the process level's
+confinement (identity, private directories, Landlock), namespaces (bwrap).
 
-Every test runs real processes; the bwrap tests run the real bubblewrap binary.
+Every test runs real processes; the bwrap tests run the real bubblewrap binary. The escape
+suite (`test_sandbox_escape.py`) tries every way out against each level's containment report.
 """
 
 from __future__ import annotations
@@ -25,12 +27,11 @@ from heron.sandbox import (
     SandboxUnavailable,
     make_sandbox,
 )
+from heron.sandbox.confine import Confinement
 
 BOUND = 5.0  # seconds; an upper bound for waits that normally take milliseconds
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-# The process-count limit has its own tests below. Elsewhere it stays off: on a host without a
-# writable pids cgroup it would run commands as `nobody`, who cannot enter pytest's private
-# temporary directories.
+# The process-count limit has its own tests below; elsewhere it stays off (no per-run cgroup).
 FAST = ResourceLimits(kill_grace_s=0.3, max_processes=None)
 
 
@@ -313,7 +314,7 @@ async def test_a_cpu_bound_command_is_stopped_by_the_cpu_limit(workspace: Path) 
 
 
 async def test_without_a_cgroup_root_runs_commands_as_an_unprivileged_user_with_nproc(
-    tmp_path: Path,
+    tmp_path: Path, workspace: Path
 ) -> None:
     if os.geteuid() != 0:
         pytest.skip("the unprivileged-user fallback applies when heron runs as root")
@@ -322,13 +323,13 @@ async def test_without_a_cgroup_root_runs_commands_as_an_unprivileged_user_with_
         cgroup_root=tmp_path / "no-cgroups-here",
     )
     assert sandbox.pids_limit == "uid-rlimit"
-    who = await sandbox.run(["id", "-u"], cwd=Path("/"), env=ENV, timeout_s=BOUND)
+    who = await sandbox.run(["id", "-u"], cwd=workspace, env=ENV, timeout_s=BOUND)
     assert who.stdout.decode().strip() == who.metadata["run_as_uid"] != "0"
     forker = (
         "for (1..64) { my $pid = fork; if (!defined $pid) { print qq(limited after $_\\n); exit 0 }"
         " if ($pid == 0) { sleep 300; exit 0 } } print qq(not limited\\n);"
     )
-    result = await sandbox.run(["perl", "-e", forker], cwd=Path("/"), env=ENV, timeout_s=BOUND)
+    result = await sandbox.run(["perl", "-e", forker], cwd=workspace, env=ENV, timeout_s=BOUND)
     assert result.stdout.startswith(b"limited after"), result
 
 
@@ -379,12 +380,13 @@ async def test_network_is_unreachable_from_the_bwrap_sandbox(
     )
     assert blocked.exit_code != 0 and b"connected" not in blocked.stdout
     assert accepted == []
-    assert blocked.metadata["network"] == "off"
-    allowed = BwrapSandbox(workspace=workspace, limits=FAST, network=True)
+    assert blocked.metadata["network"] == "none"
+    allowed = BwrapSandbox(workspace=workspace, limits=FAST, network="host")
     reached = await allowed.run(
         ["/bin/bash", "-c", connect], cwd=workspace, env=ENV, timeout_s=BOUND
     )
     assert reached.stdout == b"connected\n"
+    assert reached.metadata["network"] == "host"
 
 
 async def test_bwrap_hides_host_processes(bwrap_sandbox: BwrapSandbox, workspace: Path) -> None:
@@ -413,3 +415,71 @@ def test_make_sandbox_builds_the_configured_level_and_never_fakes_isolation(
     assert isolated.level == "bwrap" and not isolated.network
     with pytest.raises(SandboxUnavailable, match="cannot block the network"):
         make_sandbox("process", workspace=workspace, network=False)
+
+
+# --- the process level's confinement -------------------------------------------------------
+
+
+async def test_as_root_commands_run_as_the_dedicated_user_and_files_stay_herons(
+    workspace: Path,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the dedicated user applies when heron runs as root")
+    sandbox = ProcessSandbox(workspace=workspace, limits=FAST)
+    (workspace / "mine.txt").write_text("heron's\n")
+    script = "id -u; echo more >> mine.txt && echo made > new.txt && echo ok"
+    result = await sandbox.run(["/bin/bash", "-c", script], cwd=workspace, env=ENV, timeout_s=BOUND)
+    uid, ok = result.stdout.decode().split()
+    assert uid == result.metadata["run_as_uid"] != "0" and ok == "ok", result
+    assert "idmap" in result.metadata["confinement"]
+    assert (workspace / "mine.txt").read_text() == "heron's\nmore\n"
+    assert (workspace / "new.txt").stat().st_uid == os.geteuid()  # heron's on disk
+
+
+async def test_tmp_is_private_and_directories_the_user_may_not_enter_are_hidden(
+    workspace: Path, tmp_path: Path
+) -> None:
+    sandbox = ProcessSandbox(workspace=workspace, limits=FAST)
+    name = f"heron-tmp-{secrets.token_hex(4)}"
+    sibling = tmp_path / "sibling.txt"
+    sibling.write_text("beside the workspace\n")
+    script = f"echo private > /tmp/{name} && cat /tmp/{name}; cat {sibling}; ls {workspace}"
+    result = await sandbox.run(["/bin/bash", "-c", script], cwd=workspace, env=ENV, timeout_s=BOUND)
+    assert result.stdout.decode().splitlines()[0] == "private"
+    assert not exists_on_host(f"/tmp/{name}")
+    assert b"beside the workspace" not in result.stdout  # pytest's /tmp tree is not shared
+
+
+async def test_a_working_directory_hidden_in_the_sandbox_is_refused(
+    workspace: Path, tmp_path: Path
+) -> None:
+    hidden = tmp_path / "elsewhere"
+    hidden.mkdir()
+    sandbox = ProcessSandbox(workspace=workspace, limits=FAST)
+    with pytest.raises(ValueError, match="hidden inside the sandbox"):
+        await sandbox.run(["true"], cwd=hidden, env=ENV, timeout_s=BOUND)
+
+
+async def test_without_confinement_only_the_limits_apply(workspace: Path) -> None:
+    plain = ProcessSandbox(limits=FAST, confine=False)
+    result = await plain.run(["id", "-u"], cwd=workspace, env=ENV, timeout_s=BOUND)
+    assert result.stdout.decode().strip() == str(os.geteuid())
+    assert "confinement" not in result.metadata
+
+
+def test_herons_python_inside_the_workspace_is_bound_read_only() -> None:
+    facts = ProcessSandbox(limits=FAST).facts
+    if facts is None or not facts.namespaces:
+        pytest.skip("no mount namespace for the process level on this host")
+    plan = Confinement.plan(
+        facts,
+        writable=Path("/srv/project"),
+        cwd=Path("/srv/project"),
+        exposed=[Path("/srv/project/.venv"), Path("/opt/elsewhere")],
+        network="host",
+        run_as=None,
+        idmap_fd=-1,
+        private_size_bytes=None,
+    )
+    assert ("/srv/project/.venv", False) in plan.binds
+    assert not any(path == "/opt/elsewhere" for path, _ in plan.binds)  # reachable as it is

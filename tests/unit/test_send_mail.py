@@ -18,6 +18,7 @@ from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult
 from heron.connectors.mail.send import MailConfig, address_problem, mail_tools
 from heron.messages import ToolResultMessage
 from heron.safety.idempotency import Confirmations, IdempotencyStore
+from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from support.engine import Events, call, calls_turn
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
@@ -113,7 +114,9 @@ def make_tool(port: int, tmp_path: Path, clock: Clock, **config: Any) -> Tool:
         timeout_s=5,
         **config,
     )
-    [send_mail] = mail_tools(mail, Confirmations(IdempotencyStore(tmp_path, clock=clock)))
+    [send_mail] = mail_tools(
+        mail, Confirmations(IdempotencyStore(SqliteIdempotencyLedger(tmp_path), clock=clock))
+    )
     return send_mail
 
 

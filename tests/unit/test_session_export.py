@@ -16,7 +16,7 @@ from heron.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from heron.sessions import SessionStore
+from heron.sessions import SessionStore, SqliteSessionStore
 from heron.sessions.export import (
     SessionImportError,
     export_lines,
@@ -47,7 +47,7 @@ class Clock:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SessionStore]:
-    sessions = SessionStore(SessionStore.open(tmp_path).conn, now=Clock())
+    sessions = SqliteSessionStore(SqliteSessionStore.open(tmp_path).conn, now=Clock())
     yield sessions
     sessions.close()
 
@@ -69,7 +69,7 @@ def test_an_export_imports_back_with_the_same_messages_and_timestamps(
     lines = list(export_lines(store.entries("s")))
     assert all(line.endswith("\n") and "\n" not in line[:-1] for line in lines)
 
-    other_db = SessionStore.open(tmp_path / "elsewhere")
+    other_db = SqliteSessionStore.open(tmp_path / "elsewhere")
     try:
         other_db.append("unrelated", [UserMessage(content="taken ids")] * 3)
         written = import_session(other_db, parse_export(lines))

@@ -39,6 +39,7 @@ from heron.models.scripted import FunctionModel, ModelTurn
 from heron.safety.signing import signed_headers
 from heron.sessions.lock import SessionLock
 from heron.sessions.repair import INTERRUPTED_RESULT
+from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.store import SessionStore
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
@@ -471,7 +472,7 @@ def _long_history(store: SessionStore, session: str, rounds: int) -> None:
 
 async def _wake_cost(tmp_path: Path, rounds: int) -> tuple[int, list[str], list[Message]]:
     state = tmp_path / f"state-{rounds}"
-    store = SessionStore.open(state)
+    store = SqliteSessionStore.open(state)
     _long_history(store, "alpha", rounds)
     store.close()
     seen: list[list[Message]] = []
@@ -588,7 +589,7 @@ async def test_a_parked_session_keeps_little_memory(tmp_path: Path) -> None:
 
 
 def test_the_tail_of_a_history_is_its_last_round_however_long(tmp_path: Path) -> None:
-    store = SessionStore.open(tmp_path)
+    store = SqliteSessionStore.open(tmp_path)
     try:
         calls = tuple(ToolCallPart(id=f"c{i}", name="t", arguments={}) for i in range(40))
         results = [ToolResultMessage(call_id=f"c{i}", name="t", content="ok") for i in range(37)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from heron.messages import (
 )
 from heron.models.history_rules import HistoryChecker
 from heron.models.scripted import ScriptedCall
-from heron.sessions import ConcurrentWriteError, SessionStore
+from heron.sessions import ConcurrentWriteError, SessionStore, SqliteSessionStore
 from heron.sessions.lock import SessionInUseError, SessionLock
 from heron.sessions.repair import (
     INTERRUPTED_RESULT,
@@ -30,6 +29,7 @@ from heron.sessions.session import CliSession, check_session_name
 from heron.sessions.writer import SessionWriter
 from heron.turn.cancel import CancelScope
 from heron.turn.events import BaseEvent, FinalEvent, ToolCallEvent
+from support.killed_turn import kill_mid_call
 
 ROUND = AssistantMessage(
     text="Reading both.",
@@ -43,7 +43,7 @@ FIRST_RESULT = ToolResultMessage(call_id="c1", name="read", content="alpha")
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SessionStore]:
-    sessions = SessionStore.open(tmp_path)
+    sessions = SqliteSessionStore.open(tmp_path)
     yield sessions
     sessions.close()
 
@@ -157,7 +157,7 @@ def test_new_sessions_get_fresh_ids_and_names_are_checked(tmp_path: Path) -> Non
 
 async def test_messages_are_stored_before_events_show_them(tmp_path: Path) -> None:
     session = CliSession.open(tmp_path, "s")
-    reader = SessionStore.open(tmp_path)
+    reader = SqliteSessionStore.open(tmp_path)
     seen: list[tuple[str, list[str]]] = []
 
     def sink(event: BaseEvent) -> None:
@@ -195,31 +195,10 @@ async def test_messages_are_stored_before_events_show_them(tmp_path: Path) -> No
 async def test_a_turn_killed_mid_call_is_repaired_and_the_next_request_is_valid(
     tmp_path: Path,
 ) -> None:
-    started = asyncio.Event()
-
-    @tool(read_only=True)
-    async def hang() -> str:
-        """Wait until cancelled."""
-        started.set()
-        await asyncio.Event().wait()
-        return "unreachable"
-
-    crashed = CliSession.open(tmp_path, "s")
-    agent = Agent(
-        model=ScriptedModel([{"text": "Waiting.", "tool_calls": [{"id": "h1", "name": "hang"}]}]),
-        tools=[hang],
-        autonomy="full",
+    # The process dies mid-call: no interrupted result is ever written by this writer.
+    await kill_mid_call(
+        tmp_path, "s", {"text": "Waiting.", "tool_calls": [{"id": "h1", "name": "hang"}]}
     )
-    crashed.attach(agent)
-    turn = asyncio.create_task(
-        crashed.run_turn(agent, "wait", sink=lambda _: None, cancel=CancelScope(), channel="t")
-    )
-    await asyncio.wait_for(started.wait(), timeout=5)
-    # The process dies: no interrupted result is ever written by this writer.
-    turn.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await turn
-    crashed.close()
 
     resumed = CliSession.open(tmp_path, "s")
     try:

@@ -9,7 +9,7 @@ import pytest
 
 from heron import Agent, ScriptedModel, tool
 from heron.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
-from heron.sessions import SessionStore
+from heron.sessions import SessionStore, SqliteSessionStore
 from heron.sessions.writer import SessionWriter
 from support.engine import call, calls_turn
 
@@ -22,7 +22,7 @@ def tick() -> str:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SessionStore]:
-    sessions = SessionStore.open(tmp_path)
+    sessions = SqliteSessionStore.open(tmp_path)
     yield sessions
     sessions.close()
 

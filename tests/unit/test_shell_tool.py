@@ -14,6 +14,7 @@ from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import ProcessSandbox, ResourceLimits
 from heron.tools.definition import Tool
 from heron.toolsets.shell import AGENT_ENV, ShellHistory, shell_tool
+from heron.toolsets.sqlite_shell_history import SqliteShellHistory
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
 from support.engine import Events, call, calls_turn
 
@@ -28,7 +29,7 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def history(tmp_path: Path) -> Iterator[ShellHistory]:
-    store = ShellHistory.open(tmp_path / "state")
+    store = SqliteShellHistory.open(tmp_path / "state")
     yield store
     store.close()
 
@@ -37,9 +38,7 @@ def make_shell(
     workspace: Path, history: ShellHistory, policy: CommandPolicy | None = None, **kw: Any
 ) -> Tool:
     return shell_tool(
-        # No process-count limit: without a writable cgroup it would run commands as `nobody`,
-        # who cannot enter pytest's private temporary directories (tests/unit/test_sandbox.py
-        # covers that limit).
+        # No process-count limit (no per-run cgroup); tests/unit/test_sandbox.py covers it.
         sandbox=ProcessSandbox(limits=ResourceLimits(kill_grace_s=0.3, max_processes=None)),
         policy=policy or CommandPolicy(workspace=workspace),
         workspace=workspace,
@@ -126,7 +125,7 @@ async def test_a_high_risk_command_is_refused_even_when_approved(
     assert result.data == {"policy": result.data["policy"], "ran": False}
 
 
-async def test_a_deployment_that_allows_high_risk_runs_it_once_approved(
+async def test_a_deployment_that_allows_high_risk_runs_it_once_approved_inside_the_sandbox(
     workspace: Path, history: ShellHistory, tmp_path: Path
 ) -> None:
     lenient = CommandPolicy(workspace=workspace, allow_high_risk=True)
@@ -134,8 +133,12 @@ async def test_a_deployment_that_allows_high_risk_runs_it_once_approved(
     target = tmp_path / "outside.txt"
     unapproved = await run(shell, command=f"echo ok > {target}")
     assert not unapproved.success and not target.exists()
-    approved = await run(shell, command=f"echo ok > {target}", approved=True)
-    assert approved.success and target.read_text() == "ok\n"
+    assert unapproved.data["ran"] is False
+    approved = await run(shell, command=f"echo ok; echo ok > {target}", approved=True)
+    # The policy let it run; the sandbox still holds the write outside the workspace.
+    assert approved.data["policy"]["risk"] == "high" and approved.data["exit_code"] == 1
+    assert "--- stdout ---\nok" in approved.output
+    assert not target.exists()
 
 
 async def test_oversize_output_keeps_head_and_tail_and_saves_the_full_text(
@@ -206,7 +209,7 @@ async def test_history_persists_commands_with_outcome_exit_code_and_duration(
     await run(shell, command="exit 4")
     await run(shell, command="rm notes.txt")
     await run(shell, command="sudo true")
-    reopened = ShellHistory.open(tmp_path / "state")
+    reopened = SqliteShellHistory.open(tmp_path / "state")
     try:
         entries = reopened.recent()
     finally:
@@ -274,3 +277,34 @@ def test_the_description_states_limits_sandbox_and_risk_levels(
     assert spec.runtime_args == ("approved",)
     for phrase in ("Sandbox: process", "Low risk", "Medium risk", "High risk", ".heron/outputs"):
         assert phrase in spec.description
+
+
+async def test_the_status_line_names_the_sandbox_and_the_network_the_command_had(
+    workspace: Path, history: ShellHistory
+) -> None:
+    result = await run(make_shell(workspace, history), command="true")
+    first = result.output.splitlines()[0]
+    assert first.startswith("exit code 0 in ") and first.endswith("[sandbox process, network host]")
+    assert result.data["sandbox"]["network"] == "host"
+
+
+async def test_a_tool_set_can_give_its_commands_no_network(
+    workspace: Path, history: ShellHistory
+) -> None:
+    sandbox = ProcessSandbox(limits=ResourceLimits(kill_grace_s=0.3, max_processes=None))
+    if sandbox.facts is None or not sandbox.facts.network_namespace:
+        pytest.skip("no network namespace for the process level on this host")
+    shell = shell_tool(
+        sandbox=sandbox,
+        policy=CommandPolicy(workspace=workspace),
+        workspace=workspace,
+        history=history,
+        network="none",
+    )
+    assert "network none (no network access)" in shell.spec.description
+    assert not shell.spec.annotations.open_world
+    result = await run(
+        shell, command="cat /sys/class/net/*/operstate 2>/dev/null; ls /sys/class/net"
+    )
+    assert result.output.splitlines()[0].endswith("[sandbox process, network none]")
+    assert result.output.splitlines()[-1] == "lo"  # its own namespace: loopback only, down

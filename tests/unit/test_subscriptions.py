@@ -13,10 +13,11 @@ from heron import ToolContext, ToolResult
 from heron._support.clock import FakeClock
 from heron._support.state import open_db
 from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.triggers.sqlite_store import SqliteSubscriptionStore
 from heron.always_on.triggers.subscriptions import (
     Subscription,
     SubscriptionFilter,
-    SubscriptionStore,
+    Subscriptions,
     should_wake,
 )
 from heron.always_on.triggers.tools import subscription_tools
@@ -95,7 +96,7 @@ async def call(tool: Tool, **arguments: Any) -> ToolResult:
 async def test_subscriptions_are_made_by_tools_and_persist_across_store_objects(
     conn: sqlite3.Connection, tmp_path: Path
 ) -> None:
-    store = SubscriptionStore(conn, session="main")
+    store = Subscriptions(SqliteSubscriptionStore(conn), session="main")
     subscribe, unsubscribe, list_subscriptions = subscription_tools(store, FakeClock())
     made = await call(
         subscribe, source="mail", filter={"sender": "*@acme.example"}, note="customer mail"
@@ -104,12 +105,12 @@ async def test_subscriptions_are_made_by_tools_and_persist_across_store_objects(
     assert made.data["filter"] == {"sender": "*@acme.example"}
     later = open_db(tmp_path / "state")
     try:
-        reopened = SubscriptionStore(later, session="main")
+        reopened = Subscriptions(SqliteSubscriptionStore(later), session="main")
         [stored] = reopened.list()
         assert stored.id == made.data["subscription_id"] and stored.note == "customer mail"
         assert reopened.should_wake(mail("Ann <ann@acme.example>"))
         assert not reopened.should_wake(mail("ann@other.example"))
-        assert SubscriptionStore(later, session="other").list() == []
+        assert Subscriptions(SqliteSubscriptionStore(later), session="other").list() == []
     finally:
         later.close()
 
@@ -122,7 +123,7 @@ async def test_subscriptions_are_made_by_tools_and_persist_across_store_objects(
 
 
 async def test_bad_filters_are_refused_with_a_reason(conn: sqlite3.Connection) -> None:
-    subscribe = subscription_tools(SubscriptionStore(conn), FakeClock())[0]
+    subscribe = subscription_tools(Subscriptions(SqliteSubscriptionStore(conn)), FakeClock())[0]
     bad_regex = await call(subscribe, source="im", filter={"text_regex": "(unclosed"})
     assert not bad_regex.success and "invalid text_regex" in (bad_regex.error or "")
     bad_kind = await call(subscribe, source="any", filter={"kinds": ["mail.recieved"]})

@@ -16,6 +16,7 @@ from heron._support.clock import FakeClock
 from heron._support.state import open_db
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
+from heron.always_on.triggers.sqlite_store import SqliteTimerStore
 from heron.always_on.triggers.timers import Misfire, TimerConfig, TimerError, TimerScheduler
 from heron.always_on.triggers.tools import timer_tools
 from heron.tools.definition import Tool
@@ -36,7 +37,7 @@ class Rig:
         conn = open_db(self.state)
         self.conns.append(conn)
         scheduler = TimerScheduler(
-            conn,
+            SqliteTimerStore(conn),
             publish=self.bus.publish,
             session="main",
             clock=self.clock,

@@ -24,7 +24,7 @@ from heron import (
     tool,
 )
 from heron._support.state import open_db
-from heron.audit.approvals import AuditStore
+from heron.audit.sqlite_store import SqliteApprovalAudit
 from heron.messages import ToolResultMessage
 from heron.turn.approval import parse_terminal_answer
 from support.engine import Events, call, calls_turn
@@ -233,7 +233,7 @@ async def test_every_decision_is_audited_in_sqlite_with_redacted_summary(
     events: Events, tmp_path: Path
 ) -> None:
     counter = Counter()
-    audit = AuditStore(open_db(tmp_path))
+    audit = SqliteApprovalAudit(open_db(tmp_path))
     turns = [
         calls_turn(call("shell", "c1", command="curl -H 'token=abcdefgh12345678' x")),
         {"text": "ok"},

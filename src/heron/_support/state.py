@@ -1,17 +1,27 @@
 """heron's state directory and its SQLite database.
 
-Every module that persists state shares one database, `<state_dir>/heron.db`. Each module creates
-its own tables (`CREATE TABLE IF NOT EXISTS`) on the connection returned by `open_db`, so this
-module knows nothing about their schemas.
+Every SQLite store implementation (the `sqlite_*` modules next to each store protocol) shares
+one database, `<state_dir>/heron.db`. Each creates its own tables (`CREATE TABLE IF NOT
+EXISTS`) on the connection returned by `open_db`, so this module knows nothing about their
+schemas. It also holds what those implementations share: explicit write transactions
+(`transaction`, `write_transaction`) and the translation of `sqlite3` errors into
+`heron.errors.StoreError` (`sqlite_errors`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
+
+from heron.errors import StoreError
+
+_T = TypeVar("_T", bound=type)
 
 
 def default_state_dir() -> Path:
@@ -64,11 +74,75 @@ def connect(state_dir: Path) -> Iterator[sqlite3.Connection]:
 def write_transaction(state_dir: Path) -> Iterator[sqlite3.Connection]:
     """A connection inside `BEGIN IMMEDIATE`: committed when the block ends, rolled back when
     it raises."""
-    with connect(state_dir) as db:
-        db.execute("BEGIN IMMEDIATE")
+    with connect(state_dir) as db, transaction(db):
+        yield db
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """An explicit write transaction (`BEGIN IMMEDIATE` … `COMMIT`), rolled back on any error.
+
+    `IMMEDIATE` takes the write lock at the start, so a read-check-write inside it (the head
+    check of a session append) cannot race another process. Needs `isolation_level = None`.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def update_row(
+    conn: sqlite3.Connection,
+    table: str,
+    row_id: str,
+    changes: dict[str, Any],
+    *,
+    fields: Collection[str],
+    what: str,
+) -> None:
+    """`UPDATE table SET <changes> WHERE id = row_id`, committed; `ValueError` (and nothing
+    changed) when a name in `changes` is not one of `fields` of a `what` (`job`, `timer`)."""
+    unknown = set(changes) - set(fields)
+    if unknown:
+        raise ValueError(f"unknown {what} fields: {sorted(unknown)}")
+    sets = ", ".join(f"{name} = ?" for name in changes)
+    with conn:
+        conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [*changes.values(), row_id])
+
+
+def sqlite_errors(cls: _T) -> _T:
+    """Class decorator for a SQLite store: its public methods (sync, async and class methods)
+    raise `StoreError` where SQLite raised `sqlite3.Error`, so callers name no back end."""
+    for name, member in list(vars(cls).items()):
+        if name.startswith("_"):
+            continue
+        if isinstance(member, classmethod):
+            setattr(cls, name, classmethod(_translated(member.__func__)))
+        elif inspect.isfunction(member):
+            setattr(cls, name, _translated(member))
+    return cls
+
+
+def _translated(func: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def run_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await func(*args, **kwargs)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
+
+        return run_async
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+            return func(*args, **kwargs)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
+
+    return run

@@ -24,6 +24,11 @@ that feeds them:
 - polling, so events other processes write into the database are found too (one query for
   every session).
 
+The server is where `heron serve`'s stores are built, all in `<state_dir>/heron.db`: the SQLite
+bus with its session store, the host index and the mail thread index on the bus's connection,
+the notification store, and one set of triggers' stores for the process, which every awake
+session's `TriggerRuntime` shares (`TriggerStores.shared()`; closed once, by `aclose`).
+
 A stop request (an interrupt the router turns into `cancel`) also cancels the running
 background jobs of its session: the engine cancels the tools it detached, jobs belong to the
 session.
@@ -43,14 +48,12 @@ import contextlib
 import dataclasses
 import os
 import signal
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from heron._support.clock import Clock, RealClock
-from heron._support.state import open_db
 from heron.agent import Agent
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent
@@ -61,22 +64,23 @@ from heron.always_on.channels.mail_inbound import (
     MaildirSource,
     MailIngressConfig,
     SmtpIngress,
-    SqliteThreadIndex,
     ThreadIndex,
 )
+from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
 from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.jobs.manager import JobManager
-from heron.always_on.jobs.store import JobStore
-from heron.always_on.sessions import HostConfig, SessionHost, SqliteHostIndex
-from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime
+from heron.always_on.sessions import HostConfig, SessionHost
+from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
+from heron.always_on.triggers.sqlite_store import open_trigger_stores
 from heron.always_on.triggers.subscriptions import (
     SubscriptionFilter,
+    Subscriptions,
     SubscriptionSource,
-    SubscriptionStore,
 )
-from heron.always_on.triggers.timers import TimerScheduler
-from heron.collaboration.notify import NotificationStore, NotifyConfig, notify_tools
+from heron.collaboration.notify import NotifyConfig, notify_tools
+from heron.collaboration.sqlite_store import SqliteNotificationStore
 from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.errors import HeronError
 from heron.safety.command_policy import CommandPolicy
@@ -214,14 +218,14 @@ class HeronServer:
         self.announce = announce or (lambda _record: None)
         self.clock: Clock = clock or RealClock()
         self.bus: SqliteBusStore | None = None
-        self.notifications: NotificationStore | None = None
+        self.notifications: SqliteNotificationStore | None = None
         self.host: SessionHost | None = None
         self.threads: ThreadIndex | None = None
         self.maildir: Maildir | None = None
         self.mail: MaildirSource | None = None
         self.webhook: WebhookServer | None = None
         self.smtp: SmtpIngress | None = None
-        self._conn: sqlite3.Connection | None = None
+        self._trigger_stores: TriggerStores | None = None
         self._workspace = Path()
         self._sandbox: Sandbox | None = None
         self._calendar_tools: list[Tool] = []
@@ -290,8 +294,9 @@ class HeronServer:
         workspace.mkdir(parents=True, exist_ok=True)
         self._sandbox = make_sandbox(cfg.sandbox, workspace=workspace)
         self.bus = bus = SqliteBusStore.open(cfg.state_dir)
-        self.notifications = NotificationStore.open(cfg.state_dir)
-        self._conn = open_db(cfg.state_dir)  # the triggers' stores, shared by every session
+        self.notifications = SqliteNotificationStore.open(cfg.state_dir)
+        # The triggers' stores, one set for the process: every session's runtime shares them.
+        self._trigger_stores = open_trigger_stores(cfg.state_dir)
         if cfg.maildir is not None:
             self.maildir = Maildir(cfg.maildir)
             self.threads = SqliteThreadIndex(bus.sessions.conn)
@@ -349,13 +354,15 @@ class HeronServer:
         """Everything one session runs while it is awake (`SessionHost` calls it at each
         wake)."""
         cfg = self.config
-        assert self.bus is not None and self._conn is not None and self._sandbox is not None
+        stores = self._trigger_stores
+        assert self.bus is not None and stores is not None and self._sandbox is not None
         default = name == cfg.session
         triggers_config = cfg.triggers or TriggerConfig()
         if not default:
             triggers_config = dataclasses.replace(triggers_config, heartbeat=None, system=None)
         triggers = TriggerRuntime(
             state_dir=cfg.state_dir,
+            stores=stores.shared(),  # closed once, by `aclose`, after every session
             bus=self.bus,
             workspace=self._workspace,
             sandbox=self._sandbox,
@@ -364,7 +371,6 @@ class HeronServer:
             clock=self.clock,
             config=triggers_config,
             hooks=self.hooks if default else LifecycleHooks(),
-            conn=self._conn,
         )
         agent = HookedAgent.around(self._make_agent([*self._tools(), *triggers.tools]), self.hooks)
         sink = self._session_sink(name) if self._session_sink is not None else self.sink
@@ -385,16 +391,16 @@ class HeronServer:
     def _dormant(self, name: str) -> tuple[bool, float | None]:
         """For a session not awake: an unfinished job (it must be awake to report it), and
         its next timer."""
-        assert self._conn is not None
-        busy = any(True for _ in JobStore(self._conn).open_jobs(name))
-        timers = TimerScheduler(self._conn, publish=_never, session=name).timers()
-        return busy, timers[0].next_fire if timers else None
+        stores = self._trigger_stores
+        assert stores is not None
+        busy = any(True for _ in stores.jobs.open_jobs(name))
+        return busy, stores.timers.next_fire(name)
 
     def _standing_subscriptions(self, session: str) -> None:
         if not self.config.subscribe:
             return
-        assert self._conn is not None
-        store = SubscriptionStore(self._conn, session=session)
+        assert self._trigger_stores is not None
+        store = Subscriptions(self._trigger_stores.subscriptions, session=session)
         have = {s.source for s in store.list() if s.note == _STANDING}
         for source in dict.fromkeys(self.config.subscribe):
             if source not in have:
@@ -403,9 +409,10 @@ class HeronServer:
     def _should_wake(self, event: BusEvent) -> bool:
         """The ingress's filter: the event's session becomes one of this server's (created on
         its first event), and its subscriptions decide."""
-        assert self.host is not None and self._conn is not None
+        assert self.host is not None and self._trigger_stores is not None
         self.host.claim(event.session)
-        return SubscriptionStore(self._conn, session=event.session).should_wake(event)
+        subscriptions = Subscriptions(self._trigger_stores.subscriptions, session=event.session)
+        return subscriptions.should_wake(event)
 
     def _tools(self) -> list[Tool]:
         assert self.notifications is not None  # start() opens the stores first
@@ -530,10 +537,10 @@ class HeronServer:
         if self.host is not None:
             await self.host.aclose()
             self.host = None
-        for store in (self.bus, self.notifications, self._conn):
+        for store in (self.bus, self.notifications, self._trigger_stores):
             if store is not None:
                 store.close()
-        self.bus = self.notifications = self._conn = None
+        self.bus = self.notifications = self._trigger_stores = None
         if self._started:
             self._started = False
             self.announce({"type": "serve_stopped", "pid": os.getpid()})
@@ -569,10 +576,6 @@ async def _listen(what: str, host: str, port: int, start: Callable[[], Any]) -> 
         # asyncio words it "error while attempting to bind on address …": say it once.
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise ServeError(f"cannot listen for {what} on {host}:{port}: {reason}") from None
-
-
-async def _never(event: BusEvent) -> bool:
-    raise RuntimeError("a session's timers are only read while it is parked")
 
 
 async def _cancel_jobs(jobs: JobManager) -> None:

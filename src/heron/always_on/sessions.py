@@ -28,10 +28,10 @@ pending, durable, and the host tries to wake it again at each poll until that pr
 
 **Which sessions**: a name `admit` accepts (a valid, addressable name — `check_hosted_name` —
 on the allow-list when there is one). An unknown session is created when its first event is
-routed to it (`claim`), and remembered in the host index (table `serve_sessions`, under the
-server's default session), so that after a restart the host finds its pending events, its
-timers and its jobs again. Events of sessions that no event routed here (another server's)
-are left alone.
+routed to it (`claim`), and remembered in the host index (`HostIndex`, under the server's
+default session; table `serve_sessions` in SQLite), so that after a restart the host finds its
+pending events, its timers and its jobs again. Events of sessions that no event routed here
+(another server's) are left alone.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +50,7 @@ from heron.always_on.bus.model import BusEvent
 from heron.always_on.bus.routing import check_hosted_name
 from heron.always_on.bus.store import BusStore, Unwatch
 from heron.sessions.lock import SessionInUseError, SessionLock
-from heron.sessions.store import SessionStore, transaction
+from heron.sessions.store import SessionStore
 from heron.sessions.writer import SessionWriter
 
 log = logging.getLogger("heron.always_on.sessions")
@@ -95,7 +94,9 @@ unfinished background job) and when its next timer falls due."""
 
 
 class HostIndex(Protocol):
-    """The sessions a server hosts, remembered across restarts."""
+    """The sessions a server hosts, remembered across restarts (synchronous, like the other
+    stores outside the bus; a back-end failure raises `heron.errors.StoreError`). The SQLite
+    implementation is `heron.always_on.sqlite_sessions.SqliteHostIndex`."""
 
     def add(self, host: str, session: str, *, now: float) -> bool:
         """Remember `session` for the server `host`; `False` when it was known."""
@@ -108,49 +109,6 @@ class HostIndex(Protocol):
     def touch(self, host: str, session: str, *, now: float) -> None:
         """Record the session's last activity (when it is parked)."""
         ...
-
-
-_INDEX_SCHEMA = """
-CREATE TABLE IF NOT EXISTS serve_sessions (
-    host        TEXT NOT NULL,
-    session     TEXT NOT NULL,
-    first_seen  REAL NOT NULL,
-    last_active REAL NOT NULL,
-    PRIMARY KEY (host, session)
-) WITHOUT ROWID
-"""
-
-
-class SqliteHostIndex:
-    """`HostIndex` in heron's SQLite database (table `serve_sessions`), on a connection with
-    explicit transactions (`isolation_level = None`, like the session store's)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-        conn.execute(_INDEX_SCHEMA)
-
-    def add(self, host: str, session: str, *, now: float) -> bool:
-        with transaction(self._conn) as conn:
-            cursor = conn.execute(
-                "INSERT OR IGNORE INTO serve_sessions (host, session, first_seen, last_active)"
-                " VALUES (?, ?, ?, ?)",
-                (host, session, now, now),
-            )
-        return cursor.rowcount == 1
-
-    def sessions(self, host: str) -> list[str]:
-        rows = self._conn.execute(
-            "SELECT session FROM serve_sessions WHERE host = ? ORDER BY first_seen, session",
-            (host,),
-        ).fetchall()
-        return [str(r[0]) for r in rows]
-
-    def touch(self, host: str, session: str, *, now: float) -> None:
-        with transaction(self._conn) as conn:
-            conn.execute(
-                "UPDATE serve_sessions SET last_active = ? WHERE host = ? AND session = ?",
-                (now, host, session),
-            )
 
 
 # -- the host ---------------------------------------------------------------------------------

@@ -1,10 +1,12 @@
 """The artifact store: large tool outputs kept whole on disk, read back a page at a time.
 
-Content is stored once per SHA-256 digest in `<state_dir>/artifacts/<sha256>`; each stored
-output gets its own id (`art_` + 16 hex digits) and a metadata row (tool, call id, size, lines,
-created, expires) in the shared state database. A row also keeps a sparse line index (the number
-of newlines before every 64 KiB block), so a page deep inside a 100 MB artifact is found by a
-binary search plus one short scan of a memory-mapped file, never by reading everything before it.
+Content is stored once per SHA-256 digest in `<root>/<sha256>` (`<state_dir>/artifacts/` in
+heron); each stored output gets its own id (`art_` + 16 hex digits) and a metadata row (tool,
+call id, size, lines, created, expires) in an `ArtifactCatalog`
+(`heron.artifacts.sqlite_store.SqliteArtifactCatalog`: the shared state database). A row also
+keeps a sparse line index (the number of newlines before every 64 KiB block), so a page deep
+inside a 100 MB artifact is found by a binary search plus one short scan of a memory-mapped
+file, never by reading everything before it.
 
 Artifacts expire after a TTL: `purge_expired()` removes expired rows and every file no row
 refers to any more, `put` runs it at most once per `purge_interval_s`, and any access to an
@@ -27,20 +29,19 @@ import mmap
 import os
 import re
 import secrets
-import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
-from heron._support.state import connect, write_transaction
 from heron._support.timefmt import utc_rfc3339
-from heron.errors import HeronError
+from heron.errors import HeronError, StoreError
 
 __all__ = [
+    "ArtifactCatalog",
     "ArtifactError",
     "ArtifactInfo",
     "ArtifactLine",
@@ -55,23 +56,6 @@ DEFAULT_TTL_S = 7 * 24 * 3600.0
 _INDEX_BLOCK = 64 * 1024
 _SCAN_BLOCK = 4 * 1024 * 1024
 _ID_RE = re.compile(r"art_[0-9a-f]{16}")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS artifacts (
-    id TEXT PRIMARY KEY,
-    sha256 TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    call_id TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    lines INTEGER NOT NULL,
-    created REAL NOT NULL,
-    expires REAL NOT NULL,
-    line_index BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS artifacts_by_expiry ON artifacts (expires);
-CREATE INDEX IF NOT EXISTS artifacts_by_sha256 ON artifacts (sha256);
-"""
-_FIELDS = ("id", "sha256", "tool", "call_id", "size", "lines", "created", "expires")
-_COLUMNS = ", ".join(_FIELDS)
 
 
 class ArtifactError(HeronError, LookupError):
@@ -134,16 +118,51 @@ class GrepReport:
     """All matching lines from `offset` on."""
 
 
-class ArtifactStore:
-    """Content-addressed storage of large outputs with metadata in SQLite (see module docs).
+Drop = Callable[[str], None]
+"""Removes the content of one SHA-256 digest that no artifact refers to any more."""
 
-    Safe to share between threads and processes: every operation opens its own short-lived
-    connection, and file renames and deletions happen inside SQLite write transactions.
+
+class ArtifactCatalog(Protocol):
+    """The metadata of stored artifacts. Synchronous, like the store's file operations; a
+    back-end failure raises `heron.errors.StoreError`.
+
+    The content operations the store hands in (`publish`, `drop`) run inside the catalog's
+    atomic step, so a `put` racing a purge never loses the content its new row refers to, and
+    content is never dropped while a row still refers to it.
+    """
+
+    def add(self, info: ArtifactInfo, line_index: bytes, *, publish: Callable[[], None]) -> None:
+        """Store a new artifact's row; `publish()` (putting its content in place) runs first,
+        in the same atomic step. If it raises, nothing is stored."""
+        ...
+
+    def get(self, artifact_id: str) -> tuple[ArtifactInfo, bytes] | None:
+        """The row and line index of an artifact (expired or not), or `None`."""
+        ...
+
+    def remove(self, artifact_id: str, *, drop: Drop) -> None:
+        """Remove an artifact's row, and `drop` its content if no other row refers to it."""
+        ...
+
+    def remove_expired(self, now: float, *, drop: Drop) -> int:
+        """Remove every row expired at `now` (`expires <= now`), and `drop` each content no
+        row refers to any more; returns how many rows went."""
+        ...
+
+
+class ArtifactStore:
+    """Content-addressed storage of large outputs, files under `root` and metadata in
+    `catalog` (see module docs).
+
+    Safe to share between threads and processes when the catalog is (the SQLite catalog opens a
+    short-lived connection per operation): file renames and deletions happen inside the
+    catalog's atomic steps.
     """
 
     def __init__(
         self,
-        state_dir: Path,
+        catalog: ArtifactCatalog,
+        root: Path,
         *,
         ttl_s: float = DEFAULT_TTL_S,
         clock: Callable[[], float] = time.time,
@@ -151,15 +170,13 @@ class ArtifactStore:
     ) -> None:
         if ttl_s <= 0:
             raise ValueError("ttl_s must be positive")
-        self.state_dir = state_dir
-        self.root = state_dir / "artifacts"
+        self.catalog = catalog
+        self.root = root
         self.ttl_s = ttl_s
         self.purge_interval_s = purge_interval_s
         self._clock = clock
         self._last_purge = -math.inf
-        with connect(self.state_dir) as db:  # creates the state directory (mode 0700) first
-            db.executescript(_SCHEMA)
-        self.root.mkdir(mode=0o700, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def put(
         self, text: str, *, tool: str, call_id: str, ttl_s: float | None = None
@@ -182,14 +199,15 @@ class ArtifactStore:
         blob = self.root / info.sha256
         # Write outside the database lock (100 MB takes a while); only the rename happens inside.
         staged = None if blob.exists() else self._stage(data)
+
+        def publish() -> None:
+            nonlocal staged
+            if not blob.exists():
+                os.replace(staged or self._stage(data), blob)
+                staged = None
+
         try:
-            with write_transaction(self.state_dir) as db:
-                if not blob.exists():
-                    os.replace(staged or self._stage(data), blob)
-                    staged = None
-                row = (*(getattr(info, name) for name in _FIELDS), _line_index(data))
-                marks = ", ".join("?" * len(row))
-                db.execute(f"INSERT INTO artifacts ({_COLUMNS}, line_index) VALUES ({marks})", row)
+            self.catalog.add(info, _line_index(data), publish=publish)
         finally:
             if staged is not None:
                 staged.unlink(missing_ok=True)
@@ -202,13 +220,7 @@ class ArtifactStore:
     def purge_expired(self) -> int:
         """Remove expired artifacts and unreferenced files; returns how many were removed."""
         self._last_purge = self._clock()
-        with write_transaction(self.state_dir) as db:
-            rows = db.execute(
-                "SELECT id, sha256 FROM artifacts WHERE expires <= ?", (self._last_purge,)
-            ).fetchall()
-            db.execute("DELETE FROM artifacts WHERE expires <= ?", (self._last_purge,))
-            self._drop_unreferenced(db, {sha for _, sha in rows})
-        return len(rows)
+        return self.catalog.remove_expired(self._last_purge, drop=self._drop)
 
     def read(
         self,
@@ -283,34 +295,27 @@ class ArtifactStore:
             raise ArtifactError(
                 "invalid_id", f"{artifact_id!r} is not an artifact id (they look like art_3f2a…)"
             )
-        with connect(self.state_dir) as db:
-            row = db.execute(
-                f"SELECT {_COLUMNS}, line_index FROM artifacts WHERE id = ?", (artifact_id,)
-            ).fetchone()
-        if row is None:
+        found = self.catalog.get(artifact_id)
+        if found is None:
             raise ArtifactError(
                 "unknown",
                 f"no artifact {artifact_id}: it never existed or it expired and was removed; "
                 "run the command again to get a fresh output",
             )
-        info = ArtifactInfo(**dict(zip(_FIELDS, row[:-1], strict=True)))
+        info, line_index = found
         if info.expires <= self._clock():
-            with write_transaction(self.state_dir) as db:
-                db.execute("DELETE FROM artifacts WHERE id = ?", (info.id,))
-                self._drop_unreferenced(db, {info.sha256})
+            self.catalog.remove(info.id, drop=self._drop)
             raise ArtifactError(
                 "expired",
                 f"artifact {info.id} expired at {_iso(info.expires)} and was removed; "
                 "run the command again to get a fresh output",
             )
         index: array.array[int] = array.array("q")
-        index.frombytes(row[-1])
+        index.frombytes(line_index)
         return info, index
 
-    def _drop_unreferenced(self, db: sqlite3.Connection, digests: Collection[str]) -> None:
-        for sha in digests:
-            if db.execute("SELECT 1 FROM artifacts WHERE sha256 = ?", (sha,)).fetchone() is None:
-                (self.root / sha).unlink(missing_ok=True)
+    def _drop(self, sha256: str) -> None:
+        (self.root / sha256).unlink(missing_ok=True)
 
     @contextmanager
     def _map(self, info: ArtifactInfo) -> Iterator[mmap.mmap]:
@@ -374,7 +379,7 @@ class ArtifactSpill:
         )
         try:
             info = self.store.put(output, tool=tool, call_id=call_id)
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, StoreError) as exc:
             where = f"the full output could not be saved ({type(exc).__name__}: {exc})"
             marker = f"[… {what}; {where}, so only this preview remains …]"
         else:

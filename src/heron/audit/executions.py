@@ -10,24 +10,25 @@ with two more things a front end already has:
 
 A row is written when the call starts (status `running`) and completed when it ends, so a
 process that dies mid-call still leaves a trace; resuming the session marks such rows
-`lost`. Rows live in the `tool_executions` table of the state database. Arguments, reasons and
-results are scrubbed of credentials and bounded before they are stored.
+`lost`. Rows live in an `ExecutionStore` (`heron.audit.sqlite_store.SqliteExecutionStore`: the
+`tool_executions` table of the state database). Arguments, reasons and results are scrubbed of
+credentials and bounded before they are stored.
 
-This is not the approval audit (`heron.audit.approvals`, what was decided before a call) and not a
-receipt (`heron.turn.receipts`, proof of a result): it is what actually ran.
+This is not the approval audit (`heron.turn.approval_audit`, what was decided before a call) and
+not a receipt (`heron.turn.receipts`, proof of a result): it is what actually ran.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from heron.audit.approvals import audit_timestamp
+from heron.errors import StoreError
 from heron.messages import AssistantMessage, Message
+from heron.turn.approval_audit import audit_timestamp
 from heron.turn.bounds import render_bounded
 from heron.turn.events import ApprovalDecisionEvent, BaseEvent
 from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
@@ -35,40 +36,7 @@ from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
 WHY_MAX_CHARS: Final = 2_000
 RESULT_MAX_CHARS: Final = 500
 
-_SCHEMA: Final = (
-    """
-    CREATE TABLE IF NOT EXISTS tool_executions (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        started REAL NOT NULL,
-        ended REAL,
-        tool TEXT NOT NULL,
-        call_id TEXT NOT NULL,
-        session TEXT,
-        turn_id TEXT NOT NULL,
-        agent TEXT,
-        parent_agent TEXT,
-        channel TEXT,
-        operator TEXT,
-        approved_by TEXT,
-        owner TEXT NOT NULL,
-        why TEXT,
-        arguments TEXT NOT NULL,
-        status TEXT NOT NULL,
-        success INTEGER,
-        duration_ms REAL,
-        result TEXT
-    )
-    """,
-    "CREATE INDEX IF NOT EXISTS tool_executions_by_tool ON tool_executions (tool, id)",
-    "CREATE INDEX IF NOT EXISTS tool_executions_by_session ON tool_executions (session, id)",
-    "CREATE INDEX IF NOT EXISTS tool_executions_by_start ON tool_executions (started)",
-)
-_COLUMNS: Final = (
-    "started, ended, tool, call_id, session, turn_id, agent, parent_agent, channel, operator, "
-    "approved_by, owner, why, arguments, status, success, duration_ms, result"
-)
-
-_log = logging.getLogger("heron.audit.approvals")
+_log = logging.getLogger("heron.audit.executions")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -124,11 +92,45 @@ class Execution:
         }
 
 
-def create_schema(conn: sqlite3.Connection) -> None:
-    """Create the `tool_executions` table and its indexes if they are missing."""
-    for statement in _SCHEMA:
-        conn.execute(statement)
-    conn.commit()
+class ExecutionStore(Protocol):
+    """Durable execution rows. Synchronous: the trail writes in line from the observer
+    callbacks, and a row is one small local write. A back-end failure raises
+    `heron.errors.StoreError`."""
+
+    def start(self, execution: Execution) -> int:
+        """Store the row of a call that starts (status `running`); returns the row's id."""
+        ...
+
+    def end(
+        self,
+        row: int,
+        *,
+        ended: float,
+        status: str,
+        success: bool,
+        duration_ms: float | None,
+        result: str | None,
+    ) -> None:
+        """Complete row `row` with how its call ended."""
+        ...
+
+    def mark_lost(self, session: str, call_ids: Sequence[str]) -> int:
+        """Mark `session`'s still-`running` rows of `call_ids` `lost` (success `False`);
+        returns how many rows changed."""
+        ...
+
+    def query(
+        self,
+        *,
+        tool: str | None = None,
+        session: str | None = None,
+        since: float | None = None,
+        limit: int = 100,
+    ) -> list[Execution]:
+        """The latest `limit` rows matching every filter given (`since`: started at or after
+        it), oldest first, in the order they were started; `ValueError` for a negative
+        `limit`."""
+        ...
 
 
 class ExecutionAuditTrail:
@@ -136,20 +138,19 @@ class ExecutionAuditTrail:
 
     To keep an observer the agent already had, combine both in a `FanOutObserver`
     (`heron.turn.observer`); `default_agent` names the agent when records carry no agent name.
-    Write failures are logged and never break a tool call.
+    Write failures (`StoreError`) are logged and never break a tool call.
     """
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        store: ExecutionStore,
         *,
         session: str | None = None,
         operator: str | None = None,
         default_agent: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        create_schema(conn)
-        self._conn = conn
+        self.store = store
         self.session = session
         self.operator = operator
         self.default_agent = default_agent
@@ -173,56 +174,47 @@ class ExecutionAuditTrail:
 
     def tool_call_start(self, record: ToolCallStartRecord) -> None:
         why = self._why_for(record.call_id)
-        values = (
-            self._clock(),
-            None,
-            record.tool,
-            record.call_id,
-            self.session,
-            record.turn_id,
-            record.agent or self.default_agent,
-            record.parent_agent,
-            record.channel,
-            self.operator,
-            self._approved_by.pop(record.call_id, None),
-            record.owner,
-            render_bounded(why, WHY_MAX_CHARS) if why else None,
-            record.arguments,
-            "running",
-            None,
-            None,
-            None,
+        execution = Execution(
+            started=self._clock(),
+            ended=None,
+            tool=record.tool,
+            call_id=record.call_id,
+            session=self.session,
+            turn_id=record.turn_id,
+            agent=record.agent or self.default_agent,
+            parent_agent=record.parent_agent,
+            channel=record.channel,
+            operator=self.operator,
+            approved_by=self._approved_by.pop(record.call_id, None),
+            owner=record.owner,
+            why=render_bounded(why, WHY_MAX_CHARS) if why else None,
+            arguments=record.arguments,
+            status="running",
+            success=None,
+            duration_ms=None,
+            result=None,
         )
         try:
-            cursor = self._conn.execute(
-                f"INSERT INTO tool_executions ({_COLUMNS}) VALUES ({', '.join('?' * 18)})", values
-            )
-            self._conn.commit()
-        except sqlite3.Error as exc:
+            row = self.store.start(execution)
+        except StoreError as exc:
             _log.warning("execution audit: cannot record the start of %s: %s", record.tool, exc)
             return
-        assert cursor.lastrowid is not None  # an INSERT into a rowid table always sets it
-        self._rows[(record.turn_id, record.call_id)] = cursor.lastrowid
+        self._rows[(record.turn_id, record.call_id)] = row
 
     def tool_call_end(self, record: ToolCallRecord) -> None:
         row = self._rows.pop((record.turn_id, record.call_id), None)
         if row is None:
             return
         try:
-            self._conn.execute(
-                "UPDATE tool_executions SET ended = ?, status = ?, success = ?, duration_ms = ?,"
-                " result = ? WHERE id = ?",
-                (
-                    self._clock(),
-                    record.status,
-                    int(record.success),
-                    record.duration_ms,
-                    render_bounded(record.result, RESULT_MAX_CHARS),
-                    row,
-                ),
+            self.store.end(
+                row,
+                ended=self._clock(),
+                status=record.status,
+                success=record.success,
+                duration_ms=record.duration_ms,
+                result=render_bounded(record.result, RESULT_MAX_CHARS),
             )
-            self._conn.commit()
-        except sqlite3.Error as exc:
+        except StoreError as exc:
             _log.warning("execution audit: cannot record the end of %s: %s", record.tool, exc)
 
     def mark_lost(self, call_ids: Sequence[str]) -> int:
@@ -230,14 +222,7 @@ class ExecutionAuditTrail:
         ended before they did); returns how many rows changed."""
         if not call_ids or self.session is None:
             return 0
-        marks = ", ".join("?" * len(call_ids))
-        cursor = self._conn.execute(
-            f"UPDATE tool_executions SET status = 'lost', success = 0 WHERE session = ?"
-            f" AND status = 'running' AND call_id IN ({marks})",
-            (self.session, *call_ids),
-        )
-        self._conn.commit()
-        return cursor.rowcount
+        return self.store.mark_lost(self.session, call_ids)
 
     def _why_for(self, call_id: str) -> str:
         # A call a tool made (`ctx.call_tool`) has the id `<parent call>.<n>`: its reason is
@@ -250,72 +235,3 @@ class ExecutionAuditTrail:
             if not dot:
                 return ""
             call_id = parent
-
-
-def query_executions(
-    conn: sqlite3.Connection,
-    *,
-    tool: str | None = None,
-    session: str | None = None,
-    since: float | None = None,
-    limit: int = 100,
-) -> list[Execution]:
-    """The latest `limit` executions matching every filter given, oldest first."""
-    if limit < 0:
-        raise ValueError(f"limit must not be negative: {limit}")
-    create_schema(conn)
-    clauses: list[str] = []
-    params: list[Any] = []
-    for clause, value in (("tool = ?", tool), ("session = ?", session), ("started >= ?", since)):
-        if value is not None:
-            clauses.append(clause)
-            params.append(value)
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM tool_executions {where} ORDER BY id DESC LIMIT ?",
-        (*params, limit),
-    ).fetchall()
-    return [_from_row(row) for row in reversed(rows)]
-
-
-def _from_row(row: Sequence[Any]) -> Execution:
-    (
-        started,
-        ended,
-        tool,
-        call_id,
-        session,
-        turn_id,
-        agent,
-        parent_agent,
-        channel,
-        operator,
-        approved_by,
-        owner,
-        why,
-        arguments,
-        status,
-        success,
-        duration_ms,
-        result,
-    ) = row
-    return Execution(
-        started=started,
-        ended=ended,
-        tool=tool,
-        call_id=call_id,
-        session=session,
-        turn_id=turn_id,
-        agent=agent,
-        parent_agent=parent_agent,
-        channel=channel,
-        operator=operator,
-        approved_by=approved_by,
-        owner=owner,
-        why=why,
-        arguments=arguments,
-        status=status,
-        success=None if success is None else bool(success),
-        duration_ms=duration_ms,
-        result=result,
-    )

@@ -1,6 +1,9 @@
-"""`heron audit`: query the execution audit trail (`heron.audit.executions`).
+"""`heron audit`: query the execution audit trail (`heron.audit.executions`), or with
+`--approvals` the approval audit (`heron.turn.approval_audit`), both read from the SQLite
+stores of the state directory (`heron.audit.sqlite_store`).
 
-One line per executed tool call, oldest first; `--json` prints one JSON object per line.
+One line per executed tool call (or approval decision), oldest first; `--json` prints one JSON
+object per line.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from heron.cli.common import UsageError
 
 if TYPE_CHECKING:
     from heron.audit.executions import Execution
+    from heron.turn.approval_audit import AuditRecord
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,15 +25,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     audit = sub.add_parser(
         "audit",
         help="executed tool calls: who, in what context, why, what happened",
-        description="List executed tool calls from the execution audit trail, oldest first.",
+        description="List executed tool calls from the execution audit trail, oldest first; "
+        "with --approvals, the approval decisions instead.",
+    )
+    audit.add_argument(
+        "--approvals",
+        action="store_true",
+        help="list approval decisions (who allowed or refused which call) instead",
     )
     audit.add_argument("--tool", help="only calls of this tool")
-    audit.add_argument("--session", help="only calls made in this session")
+    audit.add_argument("--session", help="only calls made in this session (not with --approvals)")
     audit.add_argument(
         "--since",
         metavar="WHEN",
         help="only calls started since WHEN: a span back from now (15m, 2h, 3d, 1w) or an "
-        "ISO date/time (2024-05-01, 2024-05-01T14:30, …Z for UTC)",
+        "ISO date/time (2024-05-01, 2024-05-01T14:30, …Z for UTC); not with --approvals",
     )
     audit.add_argument("--limit", type=int, default=50, metavar="N", help="the last N calls")
     audit.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -41,18 +51,31 @@ def cmd_audit(args: argparse.Namespace) -> int:
     import json
 
     from heron._support.state import open_db
-    from heron.audit.executions import query_executions
+    from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 
     if args.limit < 0:
         raise UsageError("--limit must not be negative")
+    if args.approvals:
+        if args.session is not None or args.since is not None:
+            raise UsageError("--approvals takes --tool and --limit, not --session or --since")
+        conn = open_db(common.state_dir(args))
+        try:
+            decisions = SqliteApprovalAudit(conn).list(tool=args.tool, limit=args.limit)
+        finally:
+            conn.close()
+        for decision in decisions:
+            record = approval_json(decision)
+            text = json.dumps(record, ensure_ascii=False) if args.json else format_approval(record)
+            sys.stdout.write(text + "\n")
+        return 0
     try:
         since = common.parse_since(args.since) if args.since is not None else None
     except ValueError as exc:
         raise UsageError(f"--since: {exc}") from exc
     conn = open_db(common.state_dir(args))
     try:
-        rows = query_executions(
-            conn, tool=args.tool, session=args.session, since=since, limit=args.limit
+        rows = SqliteExecutionStore(conn).query(
+            tool=args.tool, session=args.session, since=since, limit=args.limit
         )
     finally:
         conn.close()
@@ -82,4 +105,28 @@ def format_row(row: Execution) -> str:
     return (
         f"{started}  {row.tool:20} {row.status:12} {took:>8}  session={row.session or '-'} "
         f"turn={row.turn_id} call={row.call_id}\n    {who or '-'}  why: {why}"
+    )
+
+
+def approval_json(record: AuditRecord) -> dict[str, str | None]:
+    """One approval decision as a JSON-ready dict."""
+    return {
+        "timestamp": record.timestamp,
+        "tool": record.tool,
+        "decision": record.decision,
+        "decided_by": record.decided_by,
+        "request_id": record.request_id,
+        "turn_id": record.turn_id,
+        "session_id": record.session_id,
+        "arguments": record.arguments_summary,
+        "reason": record.reason,
+    }
+
+
+def format_approval(record: dict[str, str | None]) -> str:
+    """One line for people: when, which tool, the decision, who made it, and why."""
+    reason = f"  reason: {' '.join((record['reason'] or '').split())}" if record["reason"] else ""
+    return (
+        f"{record['timestamp']}  {record['tool']:20} {record['decision']:12} "
+        f"by {record['decided_by']}  {record['arguments']}{reason}"
     )

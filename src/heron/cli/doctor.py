@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from heron.cli import common
 from heron.cli.common import UsageError
@@ -70,5 +71,22 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         bwrap or "not found (namespace sandbox unavailable)",
         required=False,
     )
+    _containment(config, root)
     sys.stdout.write("heron is ready.\n" if not problems else f"{problems} problem(s) found.\n")
     return 0 if not problems else 1
+
+
+def _containment(config: object, state_dir: Path) -> None:
+    """What each sandbox level contains on this machine, the configured one first; the
+    unattended shell runs low-risk commands only where the report says it may."""
+    from heron.config import HeronConfig
+    from heron.sandbox.containment import describe_level
+
+    builtin = config.tools.builtin if isinstance(config, HeronConfig) else None
+    chosen = builtin.sandbox if builtin is not None else "process"
+    workspace = Path(builtin.workspace_path() if builtin is not None else state_dir)
+    for level in (chosen, "bwrap" if chosen == "process" else "process"):
+        report = describe_level(level, workspace=workspace)
+        mark = " (configured)" if level == chosen else ""
+        sys.stdout.write(f"\nsandbox {level}{mark}, network {report.network}:\n")
+        sys.stdout.write(report.render().split("\n", 1)[-1] + "\n")

@@ -121,7 +121,7 @@ def _manager(
 ) -> McpClientManager:
     """A manager over the enabled servers (or only `servers`, which must be configured)."""
     from heron.mcp.client import McpClientManager
-    from heron.mcp.trust import TrustStore
+    from heron.mcp.trust import SqliteTrustStore
 
     cfg = config.mcp
     enabled = cfg.enabled_servers()
@@ -135,7 +135,7 @@ def _manager(
             )
         cfg = cfg.model_copy(update={"servers": {s: enabled[s] for s in servers}})
     return McpClientManager(
-        cfg, trust=TrustStore(config.state.path()), builtin_names=tuple(builtin_names)
+        cfg, trust=SqliteTrustStore(config.state.path()), builtin_names=tuple(builtin_names)
     )
 
 
@@ -156,7 +156,7 @@ def _finding_line(f: Finding) -> str:
 def _list(args: argparse.Namespace, config: HeronConfig) -> int:
     from datetime import UTC, datetime
 
-    from heron.mcp.trust import TrustStore, launch_identity
+    from heron.mcp.trust import SqliteTrustStore, launch_identity
 
     servers = config.mcp.servers
     if not servers:
@@ -164,7 +164,7 @@ def _list(args: argparse.Namespace, config: HeronConfig) -> int:
         return EXIT_OK
     if not config.mcp.enabled:
         out("MCP is disabled ([mcp] enabled = false); servers as configured:")
-    trust = TrustStore(config.state.path())
+    trust = SqliteTrustStore(config.state.path())
     now = datetime.now(UTC)
     for name, server in sorted(servers.items()):
         pin = trust.get(name)
@@ -421,7 +421,7 @@ async def _inspected(
     """What `server` says now and how it compares to its pin, shown; None (reported) when it
     cannot be reached."""
     from heron.mcp.client import ServerUnavailable
-    from heron.mcp.trust import TrustStore
+    from heron.mcp.trust import SqliteTrustStore
 
     async with _manager(config, [server]) as manager:
         try:
@@ -429,7 +429,7 @@ async def _inspected(
         except ServerUnavailable as exc:
             err(str(exc))
             return None
-    pin = TrustStore(config.state.path()).get(server)
+    pin = SqliteTrustStore(config.state.path()).get(server)
     _show_inspection(server, identity, definitions, findings, check, pin)
     return identity, definitions, findings, check
 
@@ -439,7 +439,7 @@ async def _inspect(args: argparse.Namespace, config: HeronConfig) -> int:
 
 
 async def _approve(args: argparse.Namespace, config: HeronConfig) -> int:
-    from heron.mcp.trust import TrustStore
+    from heron.mcp.trust import SqliteTrustStore
 
     inspected = await _inspected(config, args.server)
     if inspected is None:
@@ -449,15 +449,15 @@ async def _approve(args: argparse.Namespace, config: HeronConfig) -> int:
         out(f"{args.server} is already approved as it is; nothing changed")
         return EXIT_OK
     # Pin exactly what was shown above, not a second listing that could differ.
-    pin = TrustStore(config.state.path()).approve(args.server, identity, definitions)
+    pin = SqliteTrustStore(config.state.path()).approve(args.server, identity, definitions)
     out(f"approved {args.server}: {len(pin.definitions)} tools pinned (sha256 {pin.digest[:16]})")
     return EXIT_OK
 
 
 def _revoke(args: argparse.Namespace, config: HeronConfig) -> int:
-    from heron.mcp.trust import TrustStore
+    from heron.mcp.trust import SqliteTrustStore
 
-    if TrustStore(config.state.path()).revoke(args.server):
+    if SqliteTrustStore(config.state.path()).revoke(args.server):
         out(f"revoked the pin of {args.server}; it needs approval again")
         return EXIT_OK
     err(f"{args.server!r} has no pin")
@@ -519,7 +519,7 @@ async def _trifecta(args: argparse.Namespace, config: HeronConfig) -> int:
 
 async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
     from heron._support.state import open_db
-    from heron.audit.approvals import AuditStore
+    from heron.audit.sqlite_store import SqliteApprovalAudit
     from heron.config.build import open_builtin
     from heron.mcp.server import ToolServer
     from heron.turn.approval import ApprovalManager, ApprovalPolicy
@@ -544,7 +544,7 @@ async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
                 auto_approve=config.approval.auto_approve,
                 always_ask=config.approval.always_ask,
             ),
-            audit=AuditStore(db),
+            audit=SqliteApprovalAudit(db),
         )
         receipts = None
         if config.agent.receipts:

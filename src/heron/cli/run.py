@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from heron.agent import Agent
     from heron.sessions.session import CliSession
     from heron.tools.definition import ToolSpec
+    from heron.turn.events import BaseEvent
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -91,6 +92,19 @@ async def run_prompt(
     cancel = CancelScope()
     loop = asyncio.get_running_loop()
     loop.set_default_executor(common.DaemonThreadExecutor())
+    reader_gone = False
+
+    def sink(event: BaseEvent) -> None:
+        # A closed stdout (`heron run … | head`) means nobody reads on: stop the run cleanly
+        # (every call answered, the session valid) instead of working on for nobody.
+        nonlocal reader_gone
+        if reader_gone:
+            return
+        try:
+            renderer(event)
+        except BrokenPipeError:
+            reader_gone = True
+            cancel.cancel("the reader of heron's output has gone")
 
     def on_sigint() -> None:
         if cancel.cancelled:
@@ -103,14 +117,15 @@ async def run_prompt(
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
         if session is None:
-            outcome = (await agent.run(prompt, sink=renderer, cancel=cancel, channel="cli")).outcome
+            outcome = (await agent.run(prompt, sink=sink, cancel=cancel, channel="cli")).outcome
         else:
-            outcome = await session.run_turn(
-                agent, prompt, sink=renderer, cancel=cancel, channel="cli"
-            )
+            outcome = await session.run_turn(agent, prompt, sink=sink, cancel=cancel, channel="cli")
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-        renderer.close()
+        if not reader_gone:
+            renderer.close()
+    if reader_gone:
+        raise BrokenPipeError("stdout closed")  # `heron` exits quietly (cli/main.py)
     if outcome.status == "final":
         return EXIT_OK
     return EXIT_CANCELLED if outcome.status == "cancelled" else EXIT_ERROR

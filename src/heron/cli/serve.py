@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +17,8 @@ from heron.cli import common
 from heron.cli.common import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from heron.agent import Agent
+    from heron.always_on.bus.store import StoredEvent
     from heron.config.schema import HeronConfig
     from heron.mcp.assembly import McpAssembly
     from heron.tools.definition import Tool
@@ -254,80 +252,63 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # -- listings -------------------------------------------------------------------------------
 
 
-def _open(args: argparse.Namespace) -> sqlite3.Connection:
-    from heron._support.state import open_db
-
-    return open_db(common.state_dir(args))
-
-
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
-    return row.fetchone() is not None
-
-
-def _event_rows(
-    conn: sqlite3.Connection, args: argparse.Namespace, after: int | None
-) -> list[tuple[int, str, float | None]]:
-    where, params = ["1 = 1"], []
-    if args.session:
-        where.append("session = ?")
-        params.append(args.session)
-    if args.pending:
-        where.append("consumed_at IS NULL")
-    if after is not None:
-        where.append("seq > ?")
-        params.append(after)
-        order, limit = "ASC", -1
-    else:
-        order, limit = "DESC", args.limit
-    rows = conn.execute(
-        f"SELECT seq, body, consumed_at FROM bus_events WHERE {' AND '.join(where)}"
-        f" ORDER BY seq {order} LIMIT ?",
-        [*params, limit],
-    ).fetchall()
-    return sorted(rows)
-
-
-def _print_event(seq: int, body: str, consumed_at: float | None, as_json: bool) -> None:
-    event = json.loads(body)
+def _print_event(stored: StoredEvent, as_json: bool) -> None:
+    event = stored.event.model_dump(mode="json")
     if as_json:
-        _emit({"seq": seq, "consumed": consumed_at is not None, "event": event})
+        _emit({"seq": stored.seq, "consumed": stored.consumed, "event": event})
         return
     text = " ".join(str(event.get("content", {}).get("text", "")).split())
-    state = "consumed" if consumed_at is not None else "pending"
+    state = "consumed" if stored.consumed else "pending"
     sys.stdout.write(
-        f"{seq:>6} {event['timestamp']} {event['session']:<12} {event['kind']:<22} "
+        f"{stored.seq:>6} {event['timestamp']} {event['session']:<12} {event['kind']:<22} "
         f"{event['source']}/{event['channel']:<12} {state:<8} {text[:70]}\n"
     )
     sys.stdout.flush()
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    conn = _open(args)
-    try:
+    import asyncio
+
+    from heron.always_on.bus.sqlite_store import SqliteBusStore
+
+    bus = SqliteBusStore.open(common.state_dir(args))
+
+    async def tail() -> None:
         last: int | None = None
         while True:
-            rows = _event_rows(conn, args, last) if _has_table(conn, "bus_events") else []
-            for seq, body, consumed_at in rows:
-                _print_event(seq, body, consumed_at, args.json)
-                last = seq
+            # Without --follow: the last --limit events; then every event after the last seen.
+            stored = await bus.events(
+                session=args.session,
+                pending_only=args.pending,
+                after=last,
+                limit=args.limit if last is None else None,
+            )
+            for item in stored:
+                _print_event(item, args.json)
+                last = item.seq
             if not args.follow:
-                return 0
+                return
             last = last or 0
-            time.sleep(0.5)  # a CLI follower of another process's database: polling is the way
+            # A CLI follower of another process's database: polling is the way.
+            await asyncio.sleep(0.5)
+
+    try:
+        asyncio.run(tail())
     except KeyboardInterrupt:
-        return 0
+        pass
     finally:
-        conn.close()
+        bus.close()
+    return 0
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from heron.always_on.jobs.store import JobStore
+    from heron._support.state import open_db
+    from heron.always_on.jobs.sqlite_store import SqliteJobStore
     from heron.always_on.jobs.tools import job_summary
 
-    conn = _open(args)
+    conn = open_db(common.state_dir(args))
     try:
-        jobs = JobStore(conn).list(args.session, limit=1000)
+        jobs = SqliteJobStore(conn).list(args.session, limit=1000)
         for job in reversed(jobs):
             if args.json:
                 _emit(job_summary(job))
@@ -340,17 +321,13 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_timers(args: argparse.Namespace) -> int:
-    from heron.always_on.bus.model import BusEvent
-    from heron.always_on.triggers.timers import TimerScheduler
+    from heron._support.state import open_db
+    from heron.always_on.triggers.sqlite_store import SqliteTimerStore
     from heron.always_on.triggers.tools import timer_view
 
-    async def read_only(event: BusEvent) -> bool:
-        raise RuntimeError("`heron timers list` never fires timers")
-
-    conn = _open(args)
+    conn = open_db(common.state_dir(args))
     try:
-        scheduler = TimerScheduler(conn, publish=read_only, session=args.session)
-        for timer in scheduler.timers(active_only=False):
+        for timer in SqliteTimerStore(conn).timers(args.session, active_only=False):
             if args.json:
                 _emit(timer_view(timer))
             else:

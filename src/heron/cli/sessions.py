@@ -72,9 +72,9 @@ def add_parser(
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from heron.sessions.store import SessionStore
+    from heron.sessions.sqlite_store import SqliteSessionStore
 
-    store = SessionStore.open(common.state_dir(args))
+    store = SqliteSessionStore.open(common.state_dir(args))
     try:
         result: int = args.action(args, store)
         return result

@@ -1,7 +1,8 @@
 """`notify_user`: the agent tells the user something, on the console and/or a signed webhook.
 
-Every notification is recorded first (write before show) in heron's database with its
-delivery outcome per channel and a read/unread state the user's front ends update
+Every notification is recorded first (write before show) in a `NotificationStore`
+(`heron.collaboration.sqlite_store.SqliteNotificationStore` by default) with its delivery
+outcome per channel and a read/unread state the user's front ends update
 (`NotificationStore.mark_read`). The priority picks channels when the model names none: the
 console always, the webhook too from `webhook_min_priority` up (default `high`).
 
@@ -14,19 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 import time
-import uuid
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, Protocol
 
 import httpx
 
-from heron._support.state import open_db
 from heron.safety import signing
-from heron.sessions.store import transaction
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 
@@ -35,17 +31,6 @@ __all__ = ["Notification", "NotificationStore", "NotifyConfig", "notify_tools"]
 Priority = Literal["low", "normal", "high", "urgent"]
 NotifyChannel = Literal["console", "webhook", "all"]
 _RANK: dict[str, int] = {"low": 0, "normal": 1, "high": 2, "urgent": 3}
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS notifications (
-    id        TEXT PRIMARY KEY,
-    created   REAL NOT NULL,
-    text      TEXT NOT NULL,
-    priority  TEXT NOT NULL,
-    delivered TEXT NOT NULL,
-    read_at   REAL
-);
-"""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,61 +46,25 @@ class Notification:
     read: bool
 
 
-class NotificationStore:
-    """Notifications and their read state, in heron's SQLite database."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        conn.isolation_level = None  # explicit transactions, like the session store
-        conn.executescript(_SCHEMA)
-        self._conn = conn
-
-    @classmethod
-    def open(cls, state_dir: Path) -> NotificationStore:
-        return cls(open_db(state_dir))
-
-    def close(self) -> None:
-        self._conn.close()
+class NotificationStore(Protocol):
+    """Durable notifications and their read state (synchronous; a back-end failure raises
+    `heron.errors.StoreError`)."""
 
     def record(self, text: str, priority: str) -> str:
-        """Store a new, unread, not yet delivered notification; returns its id."""
-        note_id = uuid.uuid4().hex[:12]
-        with transaction(self._conn) as conn:
-            conn.execute(
-                "INSERT INTO notifications (id, created, text, priority, delivered)"
-                " VALUES (?, ?, ?, ?, '{}')",
-                (note_id, time.time(), text, priority),
-            )
-        return note_id
+        """Store a new, unread, not yet delivered notification; returns its new id."""
+        ...
 
     def delivered(self, note_id: str, outcomes: dict[str, str]) -> None:
-        with transaction(self._conn) as conn:
-            conn.execute(
-                "UPDATE notifications SET delivered = ? WHERE id = ?",
-                (json.dumps(outcomes, sort_keys=True), note_id),
-            )
+        """Record the delivery outcome per channel (replacing what was recorded)."""
+        ...
 
     def mark_read(self, note_id: str) -> bool:
-        """Mark one notification read; False if unknown or already read."""
-        with transaction(self._conn) as conn:
-            cursor = conn.execute(
-                "UPDATE notifications SET read_at = ? WHERE id = ? AND read_at IS NULL",
-                (time.time(), note_id),
-            )
-        return cursor.rowcount == 1
+        """Mark one notification read; `False` if unknown or already read."""
+        ...
 
     def notifications(self, *, unread_only: bool = False) -> list[Notification]:
         """Notifications, oldest first."""
-        where = " WHERE read_at IS NULL" if unread_only else ""
-        rows = self._conn.execute(
-            "SELECT id, created, text, priority, delivered, read_at FROM notifications"
-            f"{where} ORDER BY created, rowid"
-        ).fetchall()
-        return [
-            Notification(
-                id=i, created=c, text=t, priority=p, delivered=json.loads(d), read=r is not None
-            )
-            for i, c, t, p, d, r in rows
-        ]
+        ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,7 +8,8 @@ The pieces, in the order `open_agent` uses them:
 - the user's tools: `load_user_tools` loads every `@heron.tool` of `[tools] modules`;
 - heron's built-in sets: `open_builtin` starts `[tools.builtin]` (the caller `aclose()`s it);
 - the MCP servers: `open_mcp` connects `[mcp.servers]` (the caller `aclose()`s it);
-- `build_agent` puts them together with approval, receipts, budgets and telemetry.
+- `build_agent` puts them together with approval (its audit: the SQLite approval trail in the
+  state directory), receipts, budgets and telemetry.
 
 Every mistake found on the way is a `BuildError` — a `ConfigError` whose message says what
 could not be built and why — so a front end reports one kind of error.
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from heron._support.state import open_db
 from heron.agent import Agent
-from heron.audit.approvals import AuditStore
+from heron.audit.sqlite_store import SqliteApprovalAudit
 from heron.config.schema import ConfigError, HeronConfig
 from heron.models.base import Model, ModelError
 from heron.tools.definition import Tool, ToolDefinitionError
@@ -238,7 +239,7 @@ def build_agent(
             record_auto_approvals=config.approval.record_auto_approvals,
         ),
         approver=approver or NoApprover(),
-        audit=AuditStore(open_db(state_dir)),
+        audit=SqliteApprovalAudit(open_db(state_dir)),
     )
     receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
     model = model or agent_model(config)

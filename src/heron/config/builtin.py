@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from heron.errors import ConfigurationError
+from heron.sandbox.base import NetworkMode, SandboxUnavailable
 from heron.tools.definition import Tool
 
 if TYPE_CHECKING:
@@ -138,6 +139,10 @@ class BuiltinConfig(_Section):
     """Where `shell`, `run_python` and jobs run: a limited process, or bubblewrap namespaces."""
     network: bool = True
     """False: no web tools, and commands run without network (needs `sandbox = "bwrap"`)."""
+    command_network: dict[Literal["execution", "events"], NetworkMode] = Field(default_factory=dict)
+    """The network commands of a set get (`none`, `loopback` or `host`), e.g.
+    `command_network = {execution = "host"}`; unset: the sandbox level's default (`bwrap`:
+    none, `process`: host). Every result's sandbox line names the network the call had."""
     web: WebSection = Field(default_factory=WebSection)
     search: SearchSection = Field(default_factory=SearchSection)
     knowledge: KnowledgeSection = Field(default_factory=KnowledgeSection)
@@ -190,9 +195,10 @@ class Builtin:
 async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
     """Build the sets `cfg.sets` names. Raises `BuiltinError` for an impossible configuration
     (no such workspace, `network = false` with the `process` sandbox, a bad mail section)."""
+    from heron.artifacts.sqlite_store import SqliteArtifactCatalog
     from heron.artifacts.store import ArtifactSpill, ArtifactStore
     from heron.safety.workspace import Workspace, WorkspaceError
-    from heron.sandbox import SandboxUnavailable, make_sandbox
+    from heron.sandbox import make_sandbox
     from heron.toolsets.cache import WorkspaceResultCache
 
     root = cfg.workspace_path()
@@ -206,7 +212,7 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
             sandbox = make_sandbox(cfg.sandbox, workspace=ws.root, network=cfg.network)
         except SandboxUnavailable as exc:
             raise BuiltinError(f"sandbox: {exc}") from exc
-    store = ArtifactStore(state_dir)
+    store = ArtifactStore(SqliteArtifactCatalog(state_dir), state_dir / "artifacts")
     built = Builtin(
         workspace=ws.root,
         tools={},
@@ -219,7 +225,8 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
                 built.tools[name] = _perception(cfg, ws, store, state_dir)
             elif name == "execution":
                 assert sandbox is not None
-                built.tools[name] = _execution(cfg, ws, sandbox, state_dir, built)
+                confined = _networked(sandbox, cfg, "execution")
+                built.tools[name] = _execution(cfg, ws, confined, state_dir, built)
             elif name == "connectors":
                 built.tools[name] = _connectors(cfg, ws, built, state_dir)
             elif name == "planning":
@@ -228,7 +235,8 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
                 built.tools[name] = plan_tools()
             else:
                 assert sandbox is not None
-                built.tools[name] = await _events(ws, sandbox, state_dir, built)
+                confined = _networked(sandbox, cfg, "events")
+                built.tools[name] = await _events(ws, confined, state_dir, built)
     except BaseException:
         await built.aclose()
         raise
@@ -283,14 +291,15 @@ def _execution(
     from heron.safety.command_policy import CommandPolicy
     from heron.toolsets.files import file_tools
     from heron.toolsets.python_exec import run_python_tool
-    from heron.toolsets.shell import ShellHistory, shell_tool
+    from heron.toolsets.shell import shell_tool
+    from heron.toolsets.sqlite_shell_history import SqliteShellHistory
     from heron.toolsets.web import WebLimits, web_tools
 
     tools = [t for t in file_tools(ws) if not t.spec.annotations.read_only]
     if cfg.network:
         web = web_tools(policy=_policy(cfg), workspace_root=ws.root, limits=WebLimits())
         tools += [t for t in web if t.spec.name == "download_file"]
-    history = ShellHistory.open(state_dir)
+    history = SqliteShellHistory.open(state_dir)
 
     async def close_history() -> None:
         history.close()
@@ -309,21 +318,23 @@ def _execution(
 def _mail(section: MailSection, state_dir: Path) -> list[Tool]:
     from heron.connectors.mail.send import MailConfig, mail_tools
     from heron.safety.idempotency import Confirmations, IdempotencyStore
+    from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 
     try:
         config = MailConfig(**section.model_dump())
     except ValueError as exc:
         raise BuiltinError(f"mail: {exc}") from exc
-    return mail_tools(config, Confirmations(IdempotencyStore(state_dir)))
+    return mail_tools(config, Confirmations(IdempotencyStore(SqliteIdempotencyLedger(state_dir))))
 
 
 def _connectors(cfg: BuiltinConfig, ws: Any, built: Builtin, state_dir: Path) -> list[Tool]:
     from heron.safety.idempotency import Confirmations, IdempotencyStore
+    from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
     from heron.toolsets.spreadsheets import spreadsheet_tools
 
     tools = spreadsheet_tools(ws.root)
     # Irreversible actions (invitations, pull requests, webhooks) go through preflight → confirm.
-    store = IdempotencyStore(state_dir)
+    store = IdempotencyStore(SqliteIdempotencyLedger(state_dir))
     if cfg.calendar:
         tools += _calendar(cfg, ws, Confirmations(store))
     ocr = _ocr()
@@ -407,15 +418,29 @@ def _pages(section: PagesSection, policy: Any) -> list[Tool]:
     return pages_tools(config, policy=policy)
 
 
+def _networked(
+    sandbox: Sandbox, cfg: BuiltinConfig, name: Literal["execution", "events"]
+) -> Sandbox:
+    mode = cfg.command_network.get(name)
+    if mode is None:
+        return sandbox
+    try:
+        return sandbox.with_network(mode)
+    except (SandboxUnavailable, ValueError) as exc:
+        raise BuiltinError(f"command_network.{name}: {exc}") from exc
+
+
 async def _events(ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin) -> list[Tool]:
     from heron.always_on.bus.sqlite_store import SqliteBusStore
     from heron.always_on.triggers.runtime import TriggerRuntime
+    from heron.always_on.triggers.sqlite_store import open_trigger_stores
     from heron.safety.command_policy import CommandPolicy
 
     bus = SqliteBusStore.open(state_dir)
     # The default session of `heron serve`: what fires here is answered by its agent.
     runtime = TriggerRuntime(
         state_dir=state_dir,
+        stores=open_trigger_stores(state_dir),
         bus=bus,
         workspace=ws.root,
         sandbox=sandbox,

@@ -1,5 +1,6 @@
-"""heron as an MCP client: configuration, server connections, the tool catalogue with deferred
-loading through `tool_search`, per-turn filter groups, and trust (pins, scans, capabilities).
+"""heron as an MCP client: configuration, server connections, OAuth (`auth`), the tool
+catalogue with deferred loading through `tool_search`, per-turn filter groups, and trust (pins,
+scans, capabilities) — and heron's tools served to other MCP clients (`server`).
 
 `assemble_mcp` (in `heron.mcp.assembly`) puts these together for one agent — servers, policy,
 exposure, catalogue section, activated set, never-unreachable resolver, per-turn filter groups —
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from heron.mcp.assembly import McpToolCatalogue as McpToolCatalogue
     from heron.mcp.assembly import assemble_mcp as assemble_mcp
     from heron.mcp.assembly import assemble_tools as assemble_tools
+    from heron.mcp.auth import LoginState as LoginState
+    from heron.mcp.auth import McpAuth as McpAuth
     from heron.mcp.catalogue import CatalogueEntry as CatalogueEntry
     from heron.mcp.catalogue import McpAccessPolicy as McpAccessPolicy
     from heron.mcp.catalogue import McpCatalogue as McpCatalogue
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from heron.mcp.catalogue import loaded_status_line as loaded_status_line
     from heron.mcp.client import McpClientManager as McpClientManager
     from heron.mcp.client import McpTool as McpTool
+    from heron.mcp.client import ServerAuthRequired as ServerAuthRequired
     from heron.mcp.client import ServerRefused as ServerRefused
     from heron.mcp.client import ServerStatus as ServerStatus
     from heron.mcp.client import ServerUnavailable as ServerUnavailable
@@ -39,6 +43,7 @@ if TYPE_CHECKING:
     from heron.mcp.tool_search import TOOL_SEARCH as TOOL_SEARCH
     from heron.mcp.tool_search import ToolSearchTool as ToolSearchTool
     from heron.mcp.tool_search import resolve_unactivated as resolve_unactivated
+    from heron.mcp.trust import SqliteTrustStore as SqliteTrustStore
     from heron.mcp.trust import TrustStore as TrustStore
     from heron.mcp.trust import lethal_trifecta as lethal_trifecta
     from heron.mcp.trust import scan_definitions as scan_definitions
@@ -50,6 +55,8 @@ _EXPORTS: dict[str, str] = {
     "McpToolCatalogue": "heron.mcp.assembly",
     "assemble_mcp": "heron.mcp.assembly",
     "assemble_tools": "heron.mcp.assembly",
+    "LoginState": "heron.mcp.auth",
+    "McpAuth": "heron.mcp.auth",
     "CatalogueEntry": "heron.mcp.catalogue",
     "McpAccessPolicy": "heron.mcp.catalogue",
     "McpCatalogue": "heron.mcp.catalogue",
@@ -57,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "loaded_status_line": "heron.mcp.catalogue",
     "McpClientManager": "heron.mcp.client",
     "McpTool": "heron.mcp.client",
+    "ServerAuthRequired": "heron.mcp.client",
     "ServerRefused": "heron.mcp.client",
     "ServerStatus": "heron.mcp.client",
     "ServerUnavailable": "heron.mcp.client",
@@ -69,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "TOOL_SEARCH": "heron.mcp.tool_search",
     "ToolSearchTool": "heron.mcp.tool_search",
     "resolve_unactivated": "heron.mcp.tool_search",
+    "SqliteTrustStore": "heron.mcp.trust",
     "TrustStore": "heron.mcp.trust",
     "lethal_trifecta": "heron.mcp.trust",
     "scan_definitions": "heron.mcp.trust",

@@ -54,6 +54,7 @@ from heron.tools.definition import Tool
 from heron.tools.registry import ActivatedToolSet, Autonomy, ToolRegistry, normalize_name
 
 if TYPE_CHECKING:
+    from heron.mcp.auth.consent import ConsentChannel
     from heron.mcp.client import McpClientManager
 
 __all__ = [
@@ -323,18 +324,27 @@ async def assemble_mcp(
     excluded_tools: Collection[str],
     builtin_names: Collection[str],
     activated: ActivatedToolSet,
+    consent: ConsentChannel | None = None,
 ) -> McpAssembly:
     """Connect the configured servers and assemble their tools for one agent.
 
-    Servers are pinned in the trust store under `state_dir` and checked at every start.
-    A server that cannot be listed (not approved, changed since approval, failing to start,
-    missing credentials) is left out and named in `problems`; the others still work. Call
-    `aclose()` at the end of the session.
+    Servers are pinned in the trust store under `state_dir` and checked at every start; OAuth
+    tokens live there too. A server that cannot be listed (not approved, changed since
+    approval, failing to start, missing credentials, waiting for an OAuth login) is left out
+    and named in `problems`; the others still work. `consent` is how a login that becomes
+    necessary asks an operator (once, in the background); without it the server stays
+    `auth_required` until `heron mcp login`. Call `aclose()` at the end of the session.
     """
+    from heron.mcp.auth import McpAuth
     from heron.mcp.client import McpClientManager, resource_tools
-    from heron.mcp.trust import TrustStore
+    from heron.mcp.trust import SqliteTrustStore
 
-    manager = McpClientManager(cfg, trust=TrustStore(state_dir), builtin_names=tuple(builtin_names))
+    manager = McpClientManager(
+        cfg,
+        trust=SqliteTrustStore(state_dir),
+        auth=McpAuth(cfg, state_dir=state_dir, consent=consent),
+        builtin_names=tuple(builtin_names),
+    )
     try:
         tools, unavailable = await manager.tools()
         return assemble_tools(

@@ -5,7 +5,9 @@ Streamable HTTP endpoint (`url`). Every server's tools are namespaced `<server>_
 server name may not contain `__`. Secrets never live in the file: a credential names the
 environment variable of heron's own process that holds its value, where it goes (an environment
 variable of a stdio server, or an HTTP header) and when it expires. An expired credential is
-never handed out; the server refuses to start until it is renewed.
+never handed out; the server refuses to start until it is renewed. An HTTP server may instead
+use MCP's OAuth (`auth = "oauth"`, `[mcp.servers.NAME.oauth]`): heron then obtains, stores and
+refreshes its tokens itself (`heron.mcp.auth`).
 
 `import_mcp_json` reads the `mcpServers` JSON format shared by Claude Desktop, Cursor, Cline and
 VS Code (`servers`), so existing set-ups can be brought over.
@@ -28,6 +30,12 @@ Example::
     header = "Authorization"
     prefix = "Bearer "
     expires = 2026-12-31T00:00:00Z
+
+    [mcp.servers.tracker]
+    url = "https://tracker.example.com/mcp"
+    auth = "oauth"                    # discovery, registration, PKCE, refresh: `heron mcp login`
+    [mcp.servers.tracker.oauth]
+    scopes = ["issues:read"]
 
     [[mcp.tool_filter_groups]]
     mode = "dynamic"
@@ -56,6 +64,7 @@ __all__ = [
     "McpConfig",
     "McpConfigError",
     "McpCredential",
+    "McpOAuthConfig",
     "McpServerConfig",
     "ToolFilterGroup",
     "import_mcp_json",
@@ -120,6 +129,74 @@ class McpCredential(_Section):
         return now >= expires
 
 
+class McpOAuthConfig(_Section):
+    """`[mcp.servers.NAME.oauth]`: how heron authorizes itself to a server with `auth = "oauth"`.
+
+    Everything is optional: by default heron discovers the authorization server from the MCP
+    server's protected-resource metadata, registers itself dynamically, and asks for the scopes
+    the server's challenge names. Secrets never live here: a pre-registered client's secret is
+    read from `client_secret_env`, a signing key from `private_key_env`.
+    """
+
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    """`authorization_code`: an operator consents once (PKCE); `client_credentials`: a machine
+    client with a pre-registered id and a secret (or a private key), no consent step."""
+    scopes: list[str] = Field(default_factory=list)
+    """Scopes asked for on top of those the server's challenge or metadata names."""
+    client_id: str | None = None
+    """A pre-registered client id (no dynamic registration)."""
+    client_secret_env: str | None = None
+    """Environment variable of heron's process holding the pre-registered client's secret."""
+    token_endpoint_auth_method: (
+        Literal["none", "client_secret_post", "client_secret_basic", "private_key_jwt"] | None
+    ) = None
+    """How the pre-registered client authenticates at the token endpoint (default: the secret
+    in a Basic header when there is one, else none; `private_key_jwt` with `private_key_env`)."""
+    private_key_env: str | None = None
+    """`client_credentials` with `private_key_jwt`: environment variable holding the PEM key."""
+    signing_algorithm: str = "ES256"
+    """The JWS algorithm of `private_key_env`'s assertions."""
+    issuer: str | None = None
+    """The authorization server a pre-registered client belongs to; its secret is sent nowhere
+    else (`client_credentials`)."""
+    client_metadata_url: str | None = None
+    """An https URL of heron's client-ID metadata document, used as the client id by
+    authorization servers that support them instead of dynamic registration."""
+    client_name: str = "heron"
+    """The name shown on the consent page (dynamic registration)."""
+    redirect_uri: str | None = None
+    """Where the authorization server sends the operator back to; default: the consent
+    channel's (a loopback listener, or later the gateway's callback)."""
+    refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)
+    """Refresh the access token this long before it expires."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> McpOAuthConfig:
+        if self.grant == "client_credentials":
+            if self.client_id is None:
+                raise ValueError("grant = 'client_credentials' needs a pre-registered `client_id`")
+            if (self.client_secret_env is None) == (self.private_key_env is None):
+                raise ValueError(
+                    "grant = 'client_credentials' needs exactly one of `client_secret_env` or "
+                    "`private_key_env`"
+                )
+        elif self.private_key_env is not None:
+            raise ValueError("`private_key_env` applies to grant = 'client_credentials' only")
+        if self.client_secret_env is not None and self.client_id is None:
+            raise ValueError("`client_secret_env` needs the pre-registered `client_id`")
+        if self.client_metadata_url is not None and not self.client_metadata_url.startswith(
+            "https://"
+        ):
+            raise ValueError("`client_metadata_url` must be an https:// URL")
+        return self
+
+    def client_secret(self) -> str | None:
+        """The pre-registered client's secret from the environment (None when not configured)."""
+        if self.client_secret_env is None:
+            return None
+        return os.environ.get(self.client_secret_env) or None
+
+
 class McpServerConfig(_Section):
     """`[mcp.servers.NAME]`: how to reach one MCP server and which of its tools to use."""
 
@@ -146,6 +223,10 @@ class McpServerConfig(_Section):
     trusted: bool = False
     """Take the server's tool annotations (read-only, destructive, …) at face value."""
     credentials: dict[str, McpCredential] = Field(default_factory=dict)
+    auth: Literal["none", "oauth"] = "none"
+    """`oauth`: heron authorizes itself with MCP's OAuth (Streamable HTTP servers only)."""
+    oauth: McpOAuthConfig = Field(default_factory=McpOAuthConfig)
+    """Settings of `auth = "oauth"`."""
     capabilities: dict[str, list[CapabilityLabel]] = Field(default_factory=dict)
     """Operator-declared capability labels by tool-name glob; they replace the heuristics."""
     protocol: Literal["auto", "legacy"] = "auto"
@@ -164,6 +245,10 @@ class McpServerConfig(_Section):
             raise ValueError("`args`, `env` and `cwd` apply to stdio servers only")
         if self.command is not None and self.headers:
             raise ValueError("`headers` apply to Streamable HTTP servers only")
+        if self.auth == "oauth" and self.url is None:
+            raise ValueError('`auth = "oauth"` applies to Streamable HTTP (`url`) servers only')
+        if "oauth" in self.model_fields_set and self.auth != "oauth":
+            raise ValueError('`oauth` settings need `auth = "oauth"`')
         for name, cred in self.credentials.items():
             if self.command is not None and cred.header is not None:
                 raise ValueError(f"credential {name!r}: a stdio server takes `env`, not `header`")
@@ -185,6 +270,20 @@ class McpServerConfig(_Section):
         """Why the credentials cannot be handed out now (expired, missing); empty when fine."""
         moment = now or datetime.now(UTC)
         problems = []
+        oauth = self.oauth
+        if self.auth == "oauth" and oauth.client_secret_env and not oauth.client_secret():
+            problems.append(
+                f"oauth: environment variable {oauth.client_secret_env} (the client secret) "
+                "is not set"
+            )
+        if (
+            self.auth == "oauth"
+            and oauth.private_key_env
+            and not os.environ.get(oauth.private_key_env)
+        ):
+            problems.append(
+                f"oauth: environment variable {oauth.private_key_env} (the signing key) is not set"
+            )
         for name, cred in sorted(self.credentials.items()):
             if cred.expired(moment):
                 assert cred.expires is not None
@@ -250,6 +349,9 @@ class McpConfig(_Section):
     search_min_score: float = Field(default=1.0, ge=0)
     """`tool_search` answers "nothing found" when no tool scores at least this much."""
     tool_filter_groups: list[ToolFilterGroup] = Field(default_factory=list)
+    token_key_env: str = "HERON_TOKEN_KEY"
+    """Environment variable holding the key that encrypts OAuth tokens at rest (at least 32
+    characters). Unset: tokens are stored unencrypted, owner-only (mode 0600)."""
 
     @field_validator("servers")
     @classmethod

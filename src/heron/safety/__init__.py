@@ -7,7 +7,7 @@
 - `url_policy`: which URLs and resolved addresses outbound requests may reach;
 - `command_policy`: a shell command parsed and classified as low, medium or high risk;
 - `idempotency`: idempotency keys and the preflight → confirm protocol for tools that change
-  the world;
+  the world (their `IdempotencyLedger` in SQLite: `sqlite_idempotency`);
 - `signing`: heron's webhook HMAC, signed by every sender and checked by the webhook server.
 
 The package sits low (layer 2): it may import only `heron._support`, `heron.errors`,

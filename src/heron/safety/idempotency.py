@@ -14,9 +14,11 @@ Two separate guarantees:
   accepted once. A confirmed execution that fails in an unknown way or times out is never
   retried in place: the result says the outcome is unknown and how to go on.
 
-Both live in the shared state database. The HMAC secret is random per `Confirmations` object
-unless given, so tokens do not outlive the process that issued them — an agent restarted between
-preflight and confirm simply runs a new preflight.
+Both keep their durable state in an `IdempotencyLedger` (first results and used tokens;
+`heron.safety.sqlite_idempotency.SqliteIdempotencyLedger` in the shared state database). The
+HMAC secret is random per `Confirmations` object unless given, so tokens do not outlive the
+process that issued them — an agent restarted between preflight and confirm simply runs a new
+preflight.
 """
 
 from __future__ import annotations
@@ -28,17 +30,14 @@ import hmac
 import json
 import re
 import secrets
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic_core import to_jsonable_python
 
 from heron._support.canonical import canonical_json
-from heron._support.state import connect, write_transaction
 from heron._support.timefmt import utc_rfc3339
 from heron.errors import HeronError
 from heron.tools.definition import ToolResult
@@ -48,8 +47,10 @@ __all__ = [
     "Confirmation",
     "ConfirmationError",
     "Confirmations",
+    "IdempotencyLedger",
     "IdempotencyStore",
     "InvalidAction",
+    "KeyRecord",
     "NotPerformed",
     "Plan",
     "PreflightConfirm",
@@ -61,23 +62,6 @@ OUTCOME_UNKNOWN = (
     "with a new preflight (and a new idempotency_key)."
 )
 _TOKEN_RE = re.compile(r"cfm-(?P<nonce>[0-9a-f]{16})-(?P<expires>[0-9]{1,12})-(?P<mac>[\w-]{43})")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS idempotency_keys (
-    tool TEXT NOT NULL,
-    key TEXT NOT NULL,
-    arguments_sha256 TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('running', 'done')),
-    result TEXT,
-    created REAL NOT NULL,
-    expires REAL NOT NULL,
-    PRIMARY KEY (tool, key)
-);
-CREATE TABLE IF NOT EXISTS confirmation_tokens_used (
-    nonce TEXT PRIMARY KEY,
-    tool TEXT NOT NULL,
-    expires REAL NOT NULL
-);
-"""
 
 
 class NotPerformed(HeronError):
@@ -99,6 +83,53 @@ class ConfirmationError(NotPerformed):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class KeyRecord:
+    """What the ledger holds for one `(tool, key)`."""
+
+    arguments_sha256: str
+    """The digest of the canonical arguments of the call that claimed the key."""
+    state: Literal["running", "done"]
+    result: str | None
+    """The recorded result as JSON (`done` only)."""
+    created: float
+    """When the key was claimed, seconds since the epoch."""
+
+
+class IdempotencyLedger(Protocol):
+    """The durable half of idempotency: claimed keys with their first results, and used
+    confirmation tokens. Synchronous, like the rest of a tool's bookkeeping between awaits; a
+    back-end failure raises `heron.errors.StoreError`."""
+
+    def claim(
+        self, tool: str, key: str, arguments_sha256: str, *, now: float, expires: float
+    ) -> KeyRecord | None:
+        """Atomically: the live record of `(tool, key)` (one that expires after `now`) if
+        there is one, else claim the key as `running` until `expires` and return `None`.
+        An expired record is replaced."""
+        ...
+
+    def get(self, tool: str, key: str, *, now: float) -> KeyRecord | None:
+        """The live record of `(tool, key)`, without claiming anything."""
+        ...
+
+    def complete(self, tool: str, key: str, result: str) -> None:
+        """Record the key's result (JSON text); its state becomes `done`."""
+        ...
+
+    def release(self, tool: str, key: str) -> None:
+        """Forget the key (the action certainly had no effect), so it may be used again."""
+        ...
+
+    def use_token(self, nonce: str, tool: str, expires: float) -> bool:
+        """Mark a confirmation token used, atomically; `False` when it already was."""
+        ...
+
+    def purge_expired(self, now: float) -> int:
+        """Forget keys and used tokens expired at `now`; returns how many went."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class _Claim:
     state: Literal["new", "running", "done", "conflict"]
     result: ToolResult | None = None
@@ -106,20 +137,18 @@ class _Claim:
 
 
 class IdempotencyStore:
-    """First results of keyed calls and used confirmation tokens, in the state database."""
+    """First results of keyed calls and used confirmation tokens, kept in `ledger`."""
 
     def __init__(
         self,
-        state_dir: Path,
+        ledger: IdempotencyLedger,
         *,
         ttl_s: float = 7 * 24 * 3600.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.state_dir = state_dir
+        self.ledger = ledger
         self.ttl_s = ttl_s
         self.clock = clock
-        with connect(self.state_dir) as db:
-            db.executescript(_SCHEMA)
 
     async def run_once(
         self,
@@ -139,7 +168,7 @@ class IdempotencyStore:
         try:
             result = await action()
         except NotPerformed as exc:
-            self._release(tool, key)
+            self.ledger.release(tool, key)
             return ToolResult.fail(str(exc), data={"error": "not_performed"})
         except BaseException as exc:
             detail = f"{type(exc).__name__} while running {tool}"
@@ -151,78 +180,41 @@ class IdempotencyStore:
     def lookup(self, tool: str, key: str, arguments: Mapping[str, Any]) -> ToolResult | None:
         """The answer a keyed retry would get (stored result, unknown, conflict), or None when
         the key is free. Does not claim the key."""
-        with connect(self.state_dir) as db:
-            row = self._row(db, tool, key)
-        if row is None:
+        record = self.ledger.get(tool, key, now=self.clock())
+        if record is None:
             return None
-        return _answer_existing(tool, key, _claim_of(row, _digest(arguments)))
+        return _answer_existing(tool, key, _claim_of(record, _digest(arguments)))
 
     def use_token(self, nonce: str, tool: str, expires: float) -> bool:
         """Mark a confirmation token used; False when it already was."""
-        with write_transaction(self.state_dir) as db:
-            try:
-                db.execute(
-                    "INSERT INTO confirmation_tokens_used VALUES (?, ?, ?)", (nonce, tool, expires)
-                )
-            except sqlite3.IntegrityError:
-                return False
-        return True
+        return self.ledger.use_token(nonce, tool, expires)
 
     def purge_expired(self) -> int:
         """Forget expired keys and used tokens past their expiry; returns how many rows went."""
-        now = self.clock()
-        with write_transaction(self.state_dir) as db:
-            gone = db.execute("DELETE FROM idempotency_keys WHERE expires <= ?", (now,)).rowcount
-            gone += db.execute(
-                "DELETE FROM confirmation_tokens_used WHERE expires <= ?", (now,)
-            ).rowcount
-        return gone
+        return self.ledger.purge_expired(self.clock())
 
     def _claim(self, tool: str, key: str, arguments: Mapping[str, Any]) -> _Claim:
         digest, now = _digest(arguments), self.clock()
-        with write_transaction(self.state_dir) as db:
-            row = self._row(db, tool, key)
-            if row is not None:
-                return _claim_of(row, digest)
-            db.execute(
-                "INSERT OR REPLACE INTO idempotency_keys VALUES (?, ?, ?, 'running', NULL, ?, ?)",
-                (tool, key, digest, now, now + self.ttl_s),
-            )
-        return _Claim(state="new")
+        record = self.ledger.claim(tool, key, digest, now=now, expires=now + self.ttl_s)
+        return _Claim(state="new") if record is None else _claim_of(record, digest)
 
     def _complete(self, tool: str, key: str, result: ToolResult) -> None:
         stored = {"success": result.success, "output": result.output, "error": result.error}
         stored["data"] = to_jsonable_python(result.data, fallback=repr)
-        with write_transaction(self.state_dir) as db:
-            db.execute(
-                "UPDATE idempotency_keys SET state = 'done', result = ? WHERE tool = ? AND key = ?",
-                (json.dumps(stored, ensure_ascii=False), tool, key),
-            )
-
-    def _release(self, tool: str, key: str) -> None:
-        with write_transaction(self.state_dir) as db:
-            db.execute("DELETE FROM idempotency_keys WHERE tool = ? AND key = ?", (tool, key))
-
-    def _row(self, db: sqlite3.Connection, tool: str, key: str) -> tuple[Any, ...] | None:
-        row: tuple[Any, ...] | None = db.execute(
-            "SELECT arguments_sha256, state, result, created FROM idempotency_keys "
-            "WHERE tool = ? AND key = ? AND expires > ?",
-            (tool, key, self.clock()),
-        ).fetchone()
-        return row
+        self.ledger.complete(tool, key, json.dumps(stored, ensure_ascii=False))
 
 
 def _digest(arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(dict(arguments)).encode("utf-8")).hexdigest()
 
 
-def _claim_of(row: tuple[Any, ...], digest: str) -> _Claim:
-    stored_digest, state, stored, created = row
-    if stored_digest != digest:
+def _claim_of(record: KeyRecord, digest: str) -> _Claim:
+    created = record.created
+    if record.arguments_sha256 != digest:
         return _Claim(state="conflict", created=created)
-    if state == "running":
+    if record.state == "running" or record.result is None:
         return _Claim(state="running", created=created)
-    return _Claim(state="done", result=ToolResult(**json.loads(stored)), created=created)
+    return _Claim(state="done", result=ToolResult(**json.loads(record.result)), created=created)
 
 
 def _answer_existing(tool: str, key: str, claim: _Claim) -> ToolResult:

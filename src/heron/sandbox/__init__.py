@@ -1,9 +1,12 @@
 """Sandboxes for commands heron does not trust: the `Sandbox` protocol and its two levels.
 
-`process` (rlimits, process-count limit, timeouts that kill the whole tree) and `bwrap`
-(bubblewrap namespaces on top: read-only system, writable workspace only, private /tmp, own PID
-tree, no network). A virtualenv is not a sandbox; a microVM back end plugs in through the
-`Sandbox` protocol. See `heron.sandbox.base` for the contract.
+`process` (limits, timeouts that kill the whole tree, and the kernel's own confinement: a
+mount namespace, a dedicated unprivileged user, Landlock) and `bwrap` (bubblewrap namespaces:
+read-only system, writable workspace only, private /tmp, own PID tree, no network by
+default). `heron.sandbox.containment` reports what a sandbox contains and how;
+`heron.sandbox.escape` is the catalogue of escape attempts that checks the report. A
+virtualenv is not a sandbox; a microVM back end plugs in through the `Sandbox` protocol. See
+`heron.sandbox.base` for the contract.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from heron.sandbox.base import (
+    NETWORK_MODES,
+    NetworkMode,
     ResourceLimits,
     RunResult,
     Sandbox,
@@ -22,7 +27,9 @@ from heron.sandbox.bwrap import BwrapSandbox
 from heron.sandbox.process import PidsLimit, ProcessSandbox
 
 __all__ = [
+    "NETWORK_MODES",
     "BwrapSandbox",
+    "NetworkMode",
     "PidsLimit",
     "ProcessSandbox",
     "ResourceLimits",
@@ -40,18 +47,25 @@ def make_sandbox(
     *,
     workspace: Path,
     limits: ResourceLimits | None = None,
-    network: bool | None = None,
+    network: NetworkMode | bool | None = None,
 ) -> Sandbox:
     """Build the sandbox an agent's configuration asks for.
 
-    `network=None` takes the level's default: the host network for `process`, none for
-    `bwrap`. Asking `process` for `network=False` raises `SandboxUnavailable`: a plain process
-    cannot be cut off the network, and heron does not pretend it can.
+    `network` is a `NetworkMode`, or the deployment's on/off switch for network access: `None`
+    and `True` take the level's default (`host` for `process`, `none` for `bwrap`: a
+    namespace sandbox gets the network only when a tool set asks for it explicitly); `False`
+    asks for `none`, which `process` refuses with `SandboxUnavailable` (a deployment without
+    network runs its commands at the `bwrap` level; an explicit `"none"` gives a `process`
+    sandbox its own network namespace where the kernel allows it). heron never pretends to
+    isolate what it cannot.
     """
     if level == "bwrap":
-        return BwrapSandbox(workspace=workspace, limits=limits, network=bool(network))
+        mode: NetworkMode = "none" if network in (None, True, False) else network  # type: ignore[assignment]
+        return BwrapSandbox(workspace=workspace, limits=limits, network=mode)
     if network is False:
         raise SandboxUnavailable(
-            "the `process` sandbox level cannot block the network; use the `bwrap` level"
+            "the `process` sandbox level cannot block the network for a deployment without "
+            "network; use the `bwrap` level"
         )
-    return ProcessSandbox(limits=limits)
+    mode = "host" if network in (None, True) else network  # type: ignore[assignment]
+    return ProcessSandbox(workspace=workspace, limits=limits, network=mode)

@@ -5,10 +5,16 @@ agent in configuration. Two levels ship with heron:
 
 - `process` (`ProcessSandbox`): a child process in its own session with resource limits (CPU
   seconds, address space, file size, open files, process count) and a wall-clock timeout that
-  kills the whole process tree. It shares the host's file system and network.
-- `bwrap` (`BwrapSandbox`): the same limits, plus bubblewrap namespaces: a read-only view of
+  kills the whole process tree, confined by what the kernel offers without extra software:
+  its own mount namespace with private temporary directories, a dedicated unprivileged user
+  (when heron runs as root) that cannot see or read heron, and Landlock so that only the
+  workspace is writable. It shares the host's network unless told otherwise.
+- `bwrap` (`BwrapSandbox`): the same limits inside bubblewrap namespaces: a read-only view of
   the system, the workspace as the only writable tree, a private `/tmp`, its own process tree
   and no network unless the deployment allows it.
+
+`heron.sandbox.containment` reports, for a sandbox in use, what it contains and how;
+`docs/security.md` has the same table in prose.
 
 A virtualenv is **not** a sandbox: it only chooses which Python packages import. Code running
 in a virtualenv reads and writes everything the user can, opens sockets and starts processes.
@@ -31,6 +37,11 @@ from typing import Literal, Protocol, runtime_checkable
 from heron.errors import HeronError
 
 SandboxLevel = Literal["process", "bwrap"]
+NetworkMode = Literal["none", "loopback", "host"]
+"""What a command may reach. `none`: nothing outside the sandbox; `loopback`: in addition, a
+loopback interface of the sandbox's own (servers the command starts itself; the host's
+loopback services stay unreachable); `host`: the host's network, its loopback included."""
+NETWORK_MODES: tuple[NetworkMode, ...] = ("none", "loopback", "host")
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -61,6 +72,8 @@ class ResourceLimits:
     `ProcessSandbox` for the fallback)."""
     max_output_bytes: int = 8 * MIB
     """Bytes kept per stream (stdout, stderr); the rest is counted and dropped."""
+    tmp_size_bytes: int | None = 512 * MIB
+    """Size of each private temporary directory (`/tmp`, `/var/tmp`, `/dev/shm`: a tmpfs)."""
     kill_grace_s: float = 2.0
     """Time between SIGTERM and SIGKILL when a command is stopped."""
 
@@ -83,7 +96,12 @@ class RunResult:
     duration_s: float
     level: SandboxLevel
     metadata: Mapping[str, str] = field(default_factory=dict)
-    """How the sandbox bound the command, e.g. `{"pids_limit": "cgroup-v2", "network": "off"}`."""
+    """How the sandbox bound the command, e.g. `{"pids_limit": "cgroup-v2", "network": "none"}`."""
+
+    @property
+    def network(self) -> str:
+        """The network the command had (`none`, `loopback`, `host`), as the sandbox reported."""
+        return self.metadata.get("network", "unknown")
 
     @property
     def stdout_truncated(self) -> bool:
@@ -101,7 +119,11 @@ class RunResult:
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """Runs one command to completion under isolation and limits."""
+    """Runs one command to completion under isolation and limits.
+
+    Both shipped levels also offer `with_network(mode)`: the same sandbox with another default
+    network, which a tool set uses to get its own (`heron.toolsets.shell.with_network`).
+    """
 
     @property
     def level(self) -> SandboxLevel:
@@ -110,12 +132,22 @@ class Sandbox(Protocol):
 
     @property
     def network(self) -> bool:
-        """Whether commands can reach the network."""
+        """Whether commands reach the host's network by default (`network_mode == "host"`)."""
+        ...
+
+    @property
+    def network_mode(self) -> NetworkMode:
+        """The network commands get unless a run asks for another."""
         ...
 
     @property
     def limits(self) -> ResourceLimits:
         """The limits every command runs under."""
+        ...
+
+    def with_network(self, mode: NetworkMode) -> Sandbox:
+        """The same sandbox with another default network; `SandboxUnavailable` for a mode
+        the back end cannot provide."""
         ...
 
     async def run(
@@ -127,6 +159,7 @@ class Sandbox(Protocol):
         timeout_s: float,
         stdin: bytes | None = None,
         pass_fds: Sequence[int] = (),
+        network: NetworkMode | None = None,
     ) -> RunResult:
         """Run `argv` in `cwd` with exactly `env` (nothing is inherited from heron).
 
@@ -134,5 +167,7 @@ class Sandbox(Protocol):
         `pass_fds` stay open in the command (same numbers). When `timeout_s` expires, or the
         awaiting task is cancelled, the whole process tree is stopped: SIGTERM, then SIGKILL
         after the grace period. Processes the command leaves behind are killed when it exits.
+        `network` overrides `network_mode` for this run (the result's metadata says which one
+        the command had); a mode the back end cannot provide raises `SandboxUnavailable`.
         """
         ...

@@ -9,7 +9,9 @@ Inside the sandbox a command sees:
 - a private, empty `/tmp`, its own `/proc` and a minimal `/dev`;
 - its own PID namespace (it cannot see or signal heron or other commands; when the command
   exits every process it started dies with the namespace), its own IPC and UTS namespaces;
-- no network (its own network namespace with only loopback) unless `network=True`;
+- no network by default: its own network namespace, whose loopback interface reaches only the
+  sandbox itself (`network="none"`; `"loopback"` is the same here, bubblewrap always brings
+  that interface up); `network="host"` shares the host's network, its loopback included;
 - no capabilities (`--cap-drop ALL`), a new session (no terminal injection), and
   `--die-with-parent` so the sandbox cannot outlive heron.
 
@@ -26,15 +28,17 @@ fallback to a weaker level. A virtualenv is not a sandbox (see `heron.sandbox.ba
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import shutil
-import sys
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from heron.sandbox.base import ResourceLimits, RunResult, SandboxUnavailable
-from heron.sandbox.process import PidsLimit, ProcessSandbox
+from heron.sandbox.base import NetworkMode, ResourceLimits, RunResult, SandboxUnavailable
+from heron.sandbox.process import PidsLimit, ProcessSandbox, check_network_mode, python_roots
 
 __all__ = ["BwrapSandbox"]
 
@@ -63,8 +67,10 @@ _NETWORK_ETC = ("resolv.conf", "gai.conf", "services", "protocols")
 class BwrapSandbox:
     """Runs commands inside bubblewrap (level `bwrap`). See the module docstring.
 
-    `workspace` is the only writable tree. `extra_ro_binds` adds host paths read-only at the
-    same location (tool chains outside `/usr`, for example).
+    `workspace` is the only writable tree. `network` is the default network mode (`none`
+    unless the deployment chooses otherwise). `extra_ro_binds` adds host paths read-only at
+    the same location (tool chains outside `/usr`, for example). `user` is the unprivileged
+    account bubblewrap runs as when no pids cgroup is writable and heron runs as root.
     """
 
     def __init__(
@@ -72,12 +78,12 @@ class BwrapSandbox:
         *,
         workspace: Path,
         limits: ResourceLimits | None = None,
-        network: bool = False,
+        network: NetworkMode = "none",
         bwrap: str | None = None,
         extra_ro_binds: Sequence[Path] = (),
         expose_python: bool = True,
         cgroup_root: Path = Path("/sys/fs/cgroup"),
-        fallback_user: str = "nobody",
+        user: str | int = "nobody",
     ) -> None:
         found = bwrap or shutil.which("bwrap")
         if found is None or not Path(found).is_file():
@@ -88,14 +94,15 @@ class BwrapSandbox:
             )
         self.bwrap = found
         self.workspace = workspace.resolve()
-        self._network = network
+        self._network = check_network_mode(network)
         self._inner = ProcessSandbox(
-            limits=limits, cgroup_root=cgroup_root, fallback_user=fallback_user
+            limits=limits, cgroup_root=cgroup_root, user=user, confine=False, expose_python=False
         )
         binds = [Path(p) for p in extra_ro_binds]
         if expose_python:
-            binds += _python_roots()
+            binds += python_roots()
         self._ro_binds = _dedupe(binds)
+        self._tmp_size = _supports_tmpfs_size(found)
 
     @property
     def level(self) -> Literal["bwrap"]:
@@ -103,7 +110,22 @@ class BwrapSandbox:
 
     @property
     def network(self) -> bool:
+        return self._network == "host"
+
+    @property
+    def network_mode(self) -> NetworkMode:
         return self._network
+
+    def with_network(self, mode: NetworkMode) -> BwrapSandbox:
+        """The same sandbox (limits, binds, cgroups) with another default network."""
+        twin = copy.copy(self)
+        twin._network = check_network_mode(mode)
+        return twin
+
+    @property
+    def ro_binds(self) -> tuple[Path, ...]:
+        """Host paths bound read-only besides the system directories (heron's Python, extras)."""
+        return tuple(self._ro_binds)
 
     @property
     def limits(self) -> ResourceLimits:
@@ -113,15 +135,18 @@ class BwrapSandbox:
     def pids_limit(self) -> PidsLimit:
         return self._inner.pids_limit
 
-    def metadata(self) -> dict[str, str]:
-        return {
-            **self._inner.metadata(),
-            "sandbox": "bwrap",
-            "network": "on" if self._network else "off",
-        }
+    @property
+    def run_as_uid(self) -> int | None:
+        """The uid bubblewrap runs as: the dedicated user when it binds the process count."""
+        user = self._inner.user
+        return user[0] if user is not None and self.pids_limit == "uid-rlimit" else None
 
-    def bwrap_args(self, cwd: Path) -> list[str]:
+    def metadata(self) -> dict[str, str]:
+        return {**self._inner.metadata(), "sandbox": "bwrap", "network": self._network}
+
+    def bwrap_args(self, cwd: Path, network: NetworkMode | None = None) -> list[str]:
         """The bubblewrap command line (without the command) for a run in `cwd`."""
+        mode = self._network if network is None else check_network_mode(network)
         args = [
             self.bwrap,
             "--unshare-pid",
@@ -133,7 +158,7 @@ class BwrapSandbox:
             "--cap-drop",
             "ALL",
         ]
-        if not self._network:
+        if mode != "host":
             args.append("--unshare-net")
         args += ["--ro-bind", "/usr", "/usr"]
         for name in _SYSTEM_DIRS:
@@ -142,10 +167,14 @@ class BwrapSandbox:
                 args += ["--symlink", str(path.readlink()), name]
             elif path.is_dir():
                 args += ["--ro-bind", name, name]
-        etc = _ETC + (_NETWORK_ETC if self._network else ())
+        etc = _ETC + (_NETWORK_ETC if mode == "host" else ())
         for name in etc:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        size = self.limits.tmp_size_bytes
+        if size is not None and self._tmp_size:
+            args += ["--size", str(size)]
+        args += ["--tmpfs", "/tmp"]
         # Parents are mounted before children, so a read-only path inside the workspace stays
         # read-only and the workspace inside a read-only path stays writable.
         mounts = [(p, False) for p in self._ro_binds if p != self.workspace]
@@ -171,31 +200,39 @@ class BwrapSandbox:
         timeout_s: float,
         stdin: bytes | None = None,
         pass_fds: Sequence[int] = (),
+        network: NetworkMode | None = None,
     ) -> RunResult:
         """Run `argv` inside the sandbox; see `Sandbox.run`. `cwd` must be in the workspace."""
         if not argv:
             raise ValueError("argv is empty")
         where = self._checked_cwd(cwd)
+        mode = self._network if network is None else check_network_mode(network)
         result = await self._inner.run(
-            [*self.bwrap_args(where), "--", *argv],
+            [*self.bwrap_args(where, mode), "--", *argv],
             cwd=where,
             env=env,
             timeout_s=timeout_s,
             stdin=stdin,
             pass_fds=pass_fds,
         )
-        return dataclasses.replace(result, level="bwrap", metadata=self.metadata())
+        metadata = {**self.metadata(), "network": mode}
+        return dataclasses.replace(result, level="bwrap", metadata=metadata)
 
 
-def _python_roots() -> list[Path]:
-    """The directories heron's own interpreter needs (venv, base installation, executable)."""
-    roots = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent}
-    return [p for p in roots if not p.resolve().is_relative_to("/usr")]
+@functools.cache
+def _supports_tmpfs_size(bwrap: str) -> bool:
+    """bubblewrap 0.7 and later take `--size` for a tmpfs."""
+    try:
+        shown = subprocess.run([bwrap, "--help"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return b"--size" in shown.stdout + shown.stderr
 
 
 def _dedupe(paths: Sequence[Path]) -> list[Path]:
-    """Drop duplicates and paths inside another bound path; parents first."""
-    unique = sorted({p.resolve() for p in paths}, key=lambda p: len(p.parts))
+    """Drop duplicates and paths inside another bound path; parents first. Paths keep the name
+    they are given (bubblewrap binds what a symbolic link points to at the link's place)."""
+    unique = sorted({p.absolute() for p in paths}, key=lambda p: len(p.parts))
     kept: list[Path] = []
     for path in unique:
         if not any(path.is_relative_to(parent) for parent in kept):

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from heron.errors import HeronError
 from heron.messages import Message
 from heron.sessions.repair import SessionRepairError, repair_messages
-from heron.sessions.store import MESSAGE, SessionEntry, SessionStore, transaction
+from heron.sessions.store import MESSAGE, SessionEntry, SessionExistsError, SessionStore
 
 FIELDS = frozenset({"session", "entry_id", "parent_id", "timestamp", "message"})
 
@@ -201,31 +201,12 @@ def fork_session(
     return _copy(store, [(e.timestamp, e.message) for e in entries], target)
 
 
-class _ReplayClock:
-    """Hands the store the original timestamp of the entry it is about to write."""
-
-    def __init__(self) -> None:
-        self.value = 0.0
-
-    def __call__(self) -> float:
-        return self.value
-
-
 def _copy(store: SessionStore, items: Sequence[tuple[float, Message]], target: str) -> Written:
-    clock = _ReplayClock()
-    # A second store on the same connection, so the copy joins one transaction with its check.
-    replay = SessionStore(store.conn, now=clock)
-    with transaction(store.conn) as conn:
-        existing = store.entries(target)
-        if existing:
-            raise SessionImportError(
-                f"session {target!r} already exists ({len(existing)} entries); refusing to "
-                "duplicate or mix histories — choose another name"
-            )
-        head = 0
-        first = 0
-        for timestamp, message in items:
-            clock.value = timestamp
-            head = replay.append(target, [message], expected_last_entry=head, conn_tx=conn)
-            first = first or head
+    try:
+        first, head = store.create(target, items)
+    except SessionExistsError as exc:
+        raise SessionImportError(
+            f"session {target!r} already exists ({exc.entries} entries); refusing to "
+            "duplicate or mix histories — choose another name"
+        ) from None
     return Written(session=target, entries=len(items), first_entry=first, last_entry=head)

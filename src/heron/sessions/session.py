@@ -11,6 +11,9 @@
 3. **write before show**: every message the loop appends is stored before any event shows it
    (`TurnState.on_append`); the user's prompt is stored before the model sees it.
 4. **audit**: the execution audit trail of this session joins the agent's observer.
+
+`open` is where the command line's stores are built: the SQLite session store and, on the
+same connection, the SQLite execution audit (`heron.audit.sqlite_store`).
 """
 
 from __future__ import annotations
@@ -22,12 +25,12 @@ import secrets
 import time
 from pathlib import Path
 
-from heron._support.state import open_db
 from heron.agent import Agent
 from heron.audit.executions import ExecutionAuditTrail
+from heron.audit.sqlite_store import SqliteExecutionStore
 from heron.messages import Message, ToolResultMessage, UserMessage
 from heron.sessions.lock import SessionLock
-from heron.sessions.store import SessionStore
+from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.writer import SessionWriter
 from heron.turn.cancel import CancelScope
 from heron.turn.events import BaseEvent, EventSink
@@ -60,13 +63,14 @@ class CliSession:
     def __init__(
         self,
         *,
-        store: SessionStore,
+        store: SqliteSessionStore,
         lock: SessionLock,
         writer: SessionWriter,
         trail: ExecutionAuditTrail,
         created: bool,
     ) -> None:
         self.store = store
+        """The SQLite session store (`heron chat` runs its bus on the same connection)."""
         self.writer = writer
         self.trail = trail
         self.created = created
@@ -90,9 +94,9 @@ class CliSession:
         name = new_session_name() if name is None else name
         lock = SessionLock(state_dir, name)
         lock.acquire()
-        store: SessionStore | None = None
+        store: SqliteSessionStore | None = None
         try:
-            store = SessionStore(open_db(state_dir))
+            store = SqliteSessionStore.open(state_dir)
             created = store.head(name) == 0
             if created:
                 if must_exist:
@@ -100,7 +104,9 @@ class CliSession:
                 check_session_name(name)
             writer = SessionWriter.open(store, name)
             trail = ExecutionAuditTrail(
-                store.conn, session=name, operator=operator or _local_operator()
+                SqliteExecutionStore(store.conn),
+                session=name,
+                operator=operator or _local_operator(),
             )
             trail.mark_lost([r.call_id for r in writer.repaired])
         except BaseException:

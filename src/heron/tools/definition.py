@@ -6,6 +6,7 @@ work; the dispatcher owns events, receipts, observer records, approval and histo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,10 +17,11 @@ from heron.errors import ConfigurationError, HeronError
 RuntimeArg = Literal["approved", "channel"]
 """Arguments the runtime (never the model) may set; each is declared in the tool description."""
 
-RunsIn = Literal["event_loop", "thread"]
-"""Where a tool's work runs: awaited on the event loop, or in a worker thread (a plain `def`
-under `@tool`). A thread cannot be stopped: a timed-out or cancelled call is reported at once,
-while its thread runs on to its end."""
+RunsIn = Literal["event_loop", "thread", "process"]
+"""Where a tool's work runs: awaited on the event loop, in a worker thread (a plain `def` under
+`@tool`), or in a worker process (`@tool(runs_in="process")`). A thread cannot be stopped: a
+timed-out or cancelled call is reported at once, as still running, while its thread runs on to
+its end. A process can: heron kills it."""
 
 RUNTIME_ARG_NOTES: Mapping[RuntimeArg, str] = {
     "approved": (
@@ -78,16 +80,21 @@ class ToolSpec:
     channel_aware: bool = False
     """Receives the conversation's channel as a delivery default (`channel` runtime arg)."""
     runs_in: RunsIn = "event_loop"
-    """`thread` for a sync function `@tool` runs in a worker thread; a timeout or cancel
-    reports the call at once but cannot stop that thread. `event_loop` for everything else."""
+    """`thread` for a sync function `@tool` runs in a worker thread (a timeout or cancel reports
+    the call at once, as still running: heron cannot stop that thread); `process` for one it runs
+    in a worker process it kills on a timeout or cancel; `event_loop` for everything else."""
+    timeout_s: float | None = None
+    """The tool's own time limit per call (the runtime's `tool_timeout_s`, when lower, wins)."""
 
     def __post_init__(self) -> None:
+        problems = []
         if self.runs_in not in get_args(RunsIn):
             known = ", ".join(map(repr, get_args(RunsIn)))
-            raise ToolDefinitionError(
-                [f"unknown runs_in {self.runs_in!r} (known: {known})"],
-                heading=f"tool {self.name!r}",
-            )
+            problems.append(f"unknown runs_in {self.runs_in!r} (known: {known})")
+        if self.timeout_s is not None and not 0 < self.timeout_s < math.inf:
+            problems.append(f"timeout_s must be a finite number of seconds > 0: {self.timeout_s!r}")
+        if problems:
+            raise ToolDefinitionError(problems, heading=f"tool {self.name!r}")
 
     def to_wire(self) -> dict[str, Any]:
         """The provider-neutral `{name, description, parameters}` triple."""

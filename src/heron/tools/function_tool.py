@@ -16,14 +16,18 @@ colliding with pydantic's own attribute rules.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as dt
 import enum
 import inspect
 import json
+import logging
 import re
+import time
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, assert_never, overload
 
 import pydantic
@@ -45,10 +49,13 @@ from heron.tools.definition import (
 )
 from heron.tools.docstrings import parse_docstring
 from heron.tools.validation import pydantic_problems
+from heron.tools.worker_process import ProcessTarget, process_target, run_in_process
 
 __all__ = ["FunctionTool", "tool"]
 
 MAX_EXAMPLES = 5
+
+log = logging.getLogger("heron.tools")
 
 # `approved` is runtime-only, so the model never sees it. `channel` stays visible: it is a delivery
 # default the model may override (see RUNTIME_ARG_NOTES), the runtime only fills it when empty.
@@ -62,17 +69,53 @@ _SUPPORTED = (
 )
 
 
+class _ThreadRun:
+    """One call running in a worker thread; `finished` is set by the thread itself."""
+
+    __slots__ = ("abandoned_at", "call_id", "finished", "tool")
+
+    def __init__(self, tool: str, call_id: str) -> None:
+        self.tool = tool
+        self.call_id = call_id
+        self.finished = False
+        self.abandoned_at: float | None = None
+
+    def call(self, fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        try:
+            return fn(**kwargs)
+        finally:
+            self.finished = True
+            if self.abandoned_at is not None:
+                log.info(
+                    "'%s' (call %s) finished in its worker thread %.1f s after heron stopped "
+                    "waiting for it; its result was discarded",
+                    self.tool,
+                    self.call_id,
+                    time.monotonic() - self.abandoned_at,
+                )
+
+
 class FunctionTool:
     """A `Tool` made from a typed function by `@tool`. The function stays callable as `.fn`.
 
-    Sync functions run in a worker thread (`asyncio.to_thread`) so a slow one cannot stall the
-    event loop; `@tool(thread=False)` runs cheap ones inline. The choice is part of the
-    definition: `spec.runs_in` is `"thread"` or `"event_loop"`. A thread cannot be interrupted,
-    so a timed-out or cancelled call to a threaded function is reported at once while the
-    function keeps running to its end in the background.
+    Sync functions run in a worker thread so a slow one cannot stall the event loop;
+    `@tool(thread=False)` runs cheap ones inline, and `@tool(runs_in="process")` runs them in a
+    worker process heron can kill. The choice is part of the definition: `spec.runs_in` is
+    `"thread"`, `"process"` or `"event_loop"`. A thread cannot be interrupted, so a timed-out or
+    cancelled call to a threaded function is reported at once, as still running, while the
+    function keeps running to its end; `still_running()` names such calls until they return.
     """
 
-    __slots__ = ("_context_param", "_fields", "_is_async", "_model", "_spec", "fn")
+    __slots__ = (
+        "_abandoned",
+        "_context_param",
+        "_fields",
+        "_is_async",
+        "_model",
+        "_spec",
+        "_target",
+        "fn",
+    )
 
     def __init__(
         self,
@@ -82,6 +125,7 @@ class FunctionTool:
         model: type[BaseModel],
         fields: Mapping[str, str],
         context_param: str | None,
+        target: ProcessTarget | None = None,
     ) -> None:
         self.fn = fn
         self._spec = spec
@@ -89,6 +133,8 @@ class FunctionTool:
         self._fields = fields  # parameter name -> model field name
         self._context_param = context_param
         self._is_async = inspect.iscoroutinefunction(fn)
+        self._target = target
+        self._abandoned: list[_ThreadRun] = []
 
     @property
     def spec(self) -> ToolSpec:
@@ -125,12 +171,37 @@ class FunctionTool:
             return _to_result(value)
         match self._spec.runs_in:
             case "thread":
-                value = await asyncio.to_thread(self.fn, **kwargs)
+                value = await self._in_thread(kwargs, ctx.call_id)
+            case "process":
+                assert self._target is not None  # checked when the tool was defined
+                value = await run_in_process(self._target, kwargs)
             case "event_loop":
                 value = self.fn(**kwargs)
             case unknown:
                 assert_never(unknown)
         return _to_result(value)
+
+    async def _in_thread(self, kwargs: dict[str, Any], call_id: str) -> Any:
+        """Like `asyncio.to_thread`, but remembers a call it was cancelled out of (a timeout, an
+        interrupt) while the thread still runs."""
+        loop = asyncio.get_running_loop()
+        run = _ThreadRun(self._spec.name, call_id)
+        context = contextvars.copy_context()
+        try:
+            return await loop.run_in_executor(None, context.run, run.call, self.fn, kwargs)
+        except asyncio.CancelledError:
+            if not run.finished:
+                run.abandoned_at = time.monotonic()
+                self._abandoned.append(run)
+            raise
+
+    def still_running(self) -> tuple[str, ...]:
+        """The ids of this tool's calls heron stopped waiting for (a timeout, an interrupt) whose
+        worker thread has not returned yet. Empty unless `spec.runs_in == "thread"`."""
+        if not self._abandoned:
+            return ()
+        self._abandoned = [run for run in self._abandoned if not run.finished]
+        return tuple(run.call_id for run in self._abandoned)
 
 
 def _to_result(value: object) -> ToolResult:
@@ -165,6 +236,8 @@ def tool(
     examples: Sequence[Mapping[str, Any] | ToolExample] = (),
     runtime_args: Sequence[RuntimeArg] = (),
     thread: bool = True,
+    runs_in: RunsIn | None = None,
+    timeout_s: float | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -184,6 +257,8 @@ def tool(
     examples: Sequence[Mapping[str, Any] | ToolExample] = (),
     runtime_args: Sequence[RuntimeArg] = (),
     thread: bool = True,
+    runs_in: RunsIn | None = None,
+    timeout_s: float | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a typed sync or async function: `@tool` or `@tool(read_only=True, ...)`.
 
@@ -192,7 +267,10 @@ def tool(
     annotated `ToolContext` receives the call context and is not part of the schema. `examples`
     (at most five) are validated now and rendered into the description. A sync function runs in
     a worker thread (`spec.runs_in == "thread"`); `thread=False` runs it on the event loop
-    instead. Definition mistakes raise one `ToolDefinitionError` listing every problem.
+    instead, and `runs_in="process"` in a worker process heron can kill on a timeout or a
+    cancel (module-level function, picklable arguments and result, no `ToolContext`).
+    `timeout_s` is the tool's own time limit per call (`spec.timeout_s`). Definition mistakes
+    raise one `ToolDefinitionError` listing every problem.
     """
     annotations = ToolAnnotations(
         read_only=read_only,
@@ -205,7 +283,14 @@ def tool(
 
     def build(function: Callable[..., Any]) -> FunctionTool:
         return _build(
-            function, name, description, annotations, owner, examples, runtime_args, thread
+            function,
+            name,
+            description,
+            annotations,
+            owner,
+            examples,
+            runtime_args,
+            _Placement(thread=thread, runs_in=runs_in, timeout_s=timeout_s),
         )
 
     return build if fn is None else build(fn)
@@ -219,7 +304,7 @@ def _build(
     owner: str,
     examples: Sequence[Mapping[str, Any] | ToolExample],
     runtime_args: Sequence[RuntimeArg],
-    thread: bool,
+    placement: _Placement,
 ) -> FunctionTool:
     problems: list[str] = []
     tool_name = name if name is not None else str(getattr(fn, "__name__", ""))
@@ -248,10 +333,18 @@ def _build(
         elif signature.parameters[arg].default is inspect.Parameter.empty:
             problems.append(f"runtime argument '{arg}' needs a default (the model may omit it)")
     hidden = [arg for arg in declared if arg in _HIDDEN_RUNTIME_ARGS]
+    runs_in = _runs_in(fn, placement, problems)
+    target: ProcessTarget | None = None
+    if runs_in == "process":
+        target = _process_checks(fn, parameters, hints, context_param, problems)
 
     main_text = (description or doc_text).strip()
     if not main_text:
         problems.append("no description: write a docstring or pass description=")
+    if placement.timeout_s is not None and not 0 < placement.timeout_s < float("inf"):
+        problems.append(
+            f"timeout_s must be a finite number of seconds > 0, not {placement.timeout_s!r}"
+        )
     parsed = [e if isinstance(e, ToolExample) else ToolExample(arguments=e) for e in examples]
     if len(parsed) > MAX_EXAMPLES:
         problems.append(f"{len(parsed)} examples given; at most {MAX_EXAMPLES} are allowed")
@@ -283,10 +376,16 @@ def _build(
             owner=owner,
             runtime_args=declared,
             channel_aware="channel" in declared,
-            runs_in=_runs_in(fn, thread),
+            runs_in=runs_in,
+            timeout_s=placement.timeout_s,
         )
         built = FunctionTool(
-            fn=fn, spec=spec, model=model, fields=fields, context_param=context_param
+            fn=fn,
+            spec=spec,
+            model=model,
+            fields=fields,
+            context_param=context_param,
+            target=target,
         )
     for number, example in enumerate(parsed, start=1):
         leaked = sorted(set(example.arguments) & set(hidden))
@@ -302,9 +401,83 @@ def _build(
     return built
 
 
-def _runs_in(fn: Callable[..., Any], thread: bool) -> RunsIn:
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    """Where and how long a function tool runs, as the decorator was told."""
+
+    thread: bool
+    runs_in: RunsIn | None
+    timeout_s: float | None
+
+
+def _runs_in(fn: Callable[..., Any], placement: _Placement, problems: list[str]) -> RunsIn:
     """A coroutine function is awaited on the loop; a plain `def` goes to a thread unless told."""
-    return "thread" if thread and not inspect.iscoroutinefunction(fn) else "event_loop"
+    is_async = inspect.iscoroutinefunction(fn)
+    asked = placement.runs_in
+    if asked is None:
+        return "thread" if placement.thread and not is_async else "event_loop"
+    if asked not in typing.get_args(RunsIn):
+        known = ", ".join(map(repr, typing.get_args(RunsIn)))
+        problems.append(f"unknown runs_in {asked!r} (known: {known})")
+        return "event_loop"
+    if is_async and asked != "event_loop":
+        problems.append(f"runs_in={asked!r} is for a plain def; an async def runs on the loop")
+    if not placement.thread and asked != "event_loop":
+        problems.append(f"thread=False contradicts runs_in={asked!r}")
+    return asked
+
+
+def _process_checks(
+    fn: Callable[..., Any],
+    parameters: Sequence[inspect.Parameter],
+    hints: Mapping[str, Any],
+    context_param: str | None,
+    problems: list[str],
+) -> ProcessTarget | None:
+    """What a worker process needs: a function it can import, picklable argument and result
+    types, and no `ToolContext` (its callbacks live in heron's process)."""
+    target, found = process_target(fn)
+    problems.extend(found)
+    if context_param is not None:
+        problems.append(
+            f"parameter '{context_param}': a runs_in='process' tool cannot take the ToolContext "
+            "(progress and call_tool do not cross a process boundary)"
+        )
+    for param in parameters:
+        for where in _unpicklable_types(hints.get(param.name), set()):
+            problems.append(
+                f"parameter '{param.name}': type {where}, so its values cannot be pickled to the "
+                "worker process; define it at module level in an importable module"
+            )
+    for where in _unpicklable_types(hints.get("return"), set()):
+        problems.append(
+            f"return type {where}, so it cannot be pickled back from the worker process; define "
+            "it at module level in an importable module"
+        )
+    return target
+
+
+def _unpicklable_types(hint: Any, seen: set[int]) -> list[str]:
+    """Classes in `hint` (nested models included) that the worker and heron cannot both find
+    by name: defined inside a function, or in the main script."""
+    if hint is None or id(hint) in seen:
+        return []
+    seen.add(id(hint))
+    found: list[str] = []
+    for arg in typing.get_args(hint):
+        found += _unpicklable_types(arg, seen)
+    if isinstance(hint, type):
+        if "<locals>" in hint.__qualname__:
+            found.append(f"{hint.__qualname__} is defined inside a function")
+        elif hint.__module__ == "__main__":
+            found.append(f"{hint.__qualname__} is defined in the main script")
+        if issubclass(hint, BaseModel):
+            for info in hint.model_fields.values():
+                found += _unpicklable_types(info.annotation, seen)
+        elif issubclass(hint, dict) and hasattr(hint, "__required_keys__"):  # a TypedDict
+            for value in typing.get_type_hints(hint).values():
+                found += _unpicklable_types(value, seen)
+    return found
 
 
 def _fields(

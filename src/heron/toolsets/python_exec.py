@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from heron.sandbox.base import Sandbox
+from heron.sandbox.base import NetworkMode, Sandbox
 from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
 from heron.toolsets.shell import (
@@ -35,7 +35,9 @@ from heron.toolsets.shell import (
     OUTPUT_DIR,
     TAIL_LINES,
     agent_environment,
+    describe_network,
     render_run,
+    with_network,
 )
 
 __all__ = ["BOOTSTRAP", "run_python_tool"]
@@ -163,11 +165,15 @@ def _installed(python: str) -> list[str]:
 
 
 def _describe(
-    sandbox: Sandbox, names: Sequence[str], libraries: Sequence[str], default_s: float, max_s: float
+    sandbox: Sandbox,
+    names: Sequence[str],
+    libraries: Sequence[str],
+    default_s: float,
+    max_s: float,
+    network: NetworkMode,
 ) -> str:
     callable_names = ", ".join(f"`{n}`" for n in names) if names else "none configured"
     libs = ", ".join(libraries) if libraries else "the standard library"
-    network = "with network access" if sandbox.network else "without network access"
     return f"""Run a Python 3 script in the sandbox and get what it prints.
 
 Use it for calculations and data work (available: {libs}), and for multi-step work over \
@@ -180,10 +186,11 @@ not raw data, since only printed output comes back. Callable tools: {callable_na
 `run_python` cannot call itself.
 
 The script runs in the workspace as `__main__`, stdin is empty, sandbox: {sandbox.level}, \
-{network}. Output is handled like `shell`: a status line, stdout and stderr (tracebacks); an \
-exception or non-zero exit is a failed call with the output kept; a stream above {MAX_LINES} \
-lines or {MAX_CHARS:,} characters shows its first {HEAD_LINES} and last {TAIL_LINES} lines \
-and names a file under {OUTPUT_DIR}/ with the rest. Default timeout {default_s:g} s, at most \
+{describe_network(network)}. Output is handled like `shell`: a status line (ending with the \
+sandbox and network the script had), stdout and stderr (tracebacks); an exception or non-zero \
+exit is a failed call with the output kept; a stream above {MAX_LINES} lines or \
+{MAX_CHARS:,} characters shows its first {HEAD_LINES} and last {TAIL_LINES} lines and names a \
+file under {OUTPUT_DIR}/ with the rest. Default timeout {default_s:g} s, at most \
 {max_s:g} s."""
 
 
@@ -196,24 +203,28 @@ def run_python_tool(
     default_timeout_s: float = 60,
     max_timeout_s: float = 600,
     env_passthrough: Sequence[str] = (),
+    network: NetworkMode | None = None,
 ) -> Tool:
     """Build the `run_python` tool. `tool_names` are the agent tools defined as plain functions
     in the script (any tool can still be reached as `tools.<name>` or `tools.call(name)`; the
-    runtime decides what is allowed). `python` defaults to heron's own interpreter."""
+    runtime decides what is allowed). `python` defaults to heron's own interpreter. `network`
+    is the network scripts get (default: the sandbox's own default)."""
     if not 0 < default_timeout_s <= max_timeout_s:
         raise ValueError("need 0 < default_timeout_s <= max_timeout_s")
     workspace = workspace.resolve()
     interpreter = python or sys.executable
     names = [n for n in dict.fromkeys(tool_names) if n != TOOL_NAME]
+    sandbox = with_network(sandbox, network)
+    mode = sandbox.network_mode
     description = _describe(
-        sandbox, names, _installed(interpreter), default_timeout_s, max_timeout_s
+        sandbox, names, _installed(interpreter), default_timeout_s, max_timeout_s, mode
     )
 
     @tool(
         name=TOOL_NAME,
         description=description,
         destructive=True,
-        open_world=sandbox.network,
+        open_world=mode == "host",
         owner="builtin",
         examples=[
             {

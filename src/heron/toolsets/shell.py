@@ -1,5 +1,6 @@
 """The `shell` tool: a bash command in the workspace, checked by the command policy and run in
-the agent's sandbox, with its history kept in SQLite.
+the agent's sandbox, with its history kept in a `ShellHistory` (SQLite by default:
+`heron.toolsets.sqlite_shell_history`).
 
 Layers, in order: the arguments are validated (no empty command, no NUL bytes, a timeout in
 range; nothing is "fixed"); the command is parsed and classified (`CommandPolicy`); low risk
@@ -21,15 +22,13 @@ import os
 import re
 import shutil
 import signal
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from heron._support.state import open_db
 from heron.safety.command_policy import CommandPolicy, CommandVerdict
-from heron.sandbox.base import RunResult, Sandbox
+from heron.sandbox.base import NetworkMode, RunResult, Sandbox, SandboxUnavailable
 from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
 
@@ -39,8 +38,10 @@ __all__ = [
     "ShellHistory",
     "ShellHistoryEntry",
     "agent_environment",
+    "describe_network",
     "render_run",
     "shell_tool",
+    "with_network",
 ]
 
 AGENT_ENV: Mapping[str, str] = {
@@ -87,21 +88,6 @@ def agent_environment(workspace: Path, passthrough: Sequence[str] = ()) -> dict[
 
 # --- history ------------------------------------------------------------------------------
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS shell_history (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    at TEXT NOT NULL,
-    agent TEXT,
-    command TEXT NOT NULL,
-    cwd TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    risk TEXT NOT NULL,
-    exit_code INTEGER,
-    duration_s REAL,
-    timed_out INTEGER NOT NULL DEFAULT 0
-)
-"""
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ShellHistoryEntry:
@@ -119,23 +105,9 @@ class ShellHistoryEntry:
     timed_out: bool
 
 
-class ShellHistory:
-    """Shell command history in heron's SQLite database (table `shell_history`)."""
-
-    def __init__(self, conn: sqlite3.Connection, *, owns_connection: bool = False) -> None:
-        self._conn = conn
-        self._owns = owns_connection
-        with conn:
-            conn.execute(_SCHEMA)
-
-    @classmethod
-    def open(cls, state_dir: Path) -> ShellHistory:
-        """History in `<state_dir>/heron.db`; `close()` closes the connection."""
-        return cls(open_db(state_dir), owns_connection=True)
-
-    def close(self) -> None:
-        if self._owns:
-            self._conn.close()
+class ShellHistory(Protocol):
+    """The durable history of the shell tool (synchronous; a back-end failure raises
+    `heron.errors.StoreError`)."""
 
     def record(
         self,
@@ -149,40 +121,12 @@ class ShellHistory:
         duration_s: float | None = None,
         timed_out: bool = False,
     ) -> None:
-        at = dt.datetime.now(dt.UTC).isoformat()
-        with self._conn:
-            self._conn.execute(
-                "INSERT INTO shell_history (at, agent, command, cwd, outcome, risk, exit_code, "
-                "duration_s, timed_out) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (at, agent, command, str(cwd), outcome, risk, exit_code, duration_s, timed_out),
-            )
+        """Append one command and what became of it, stamped with the current UTC time."""
+        ...
 
     def recent(self, limit: int = 20, *, agent: str | None = None) -> list[ShellHistoryEntry]:
-        """The newest entries first."""
-        query = (
-            "SELECT id, at, agent, command, cwd, outcome, risk, exit_code, duration_s, timed_out "
-            "FROM shell_history"
-        )
-        params: tuple[Any, ...] = ()
-        if agent is not None:
-            query += " WHERE agent = ?"
-            params = (agent,)
-        rows = self._conn.execute(query + " ORDER BY id DESC LIMIT ?", (*params, limit))
-        return [
-            ShellHistoryEntry(
-                id=row[0],
-                at=dt.datetime.fromisoformat(row[1]),
-                agent=row[2],
-                command=row[3],
-                cwd=row[4],
-                outcome=row[5],
-                risk=row[6],
-                exit_code=row[7],
-                duration_s=row[8],
-                timed_out=bool(row[9]),
-            )
-            for row in rows
-        ]
+        """The newest `limit` entries (of one agent, if given), newest first."""
+        ...
 
 
 # --- output rendering ---------------------------------------------------------------------
@@ -269,13 +213,42 @@ def _status(result: RunResult, timeout_s: float) -> str:
     return f"exit code {result.exit_code} in {took}"
 
 
+def _sandbox_line(result: RunResult) -> str:
+    return f"[sandbox {result.level}, network {result.network}]"
+
+
+def describe_network(mode: NetworkMode) -> str:
+    """The network a sandbox gives commands, in words for a tool description."""
+    return {
+        "none": "network none (no network access)",
+        "loopback": "network loopback (only a loopback interface of the sandbox's own)",
+        "host": "network host (the host's network, its loopback services included)",
+    }[mode]
+
+
+def with_network(sandbox: Sandbox, network: NetworkMode | None) -> Sandbox:
+    """`sandbox` with another default network for one tool set (the same sandbox otherwise).
+    Raises `SandboxUnavailable` when the sandbox cannot give that network, at build time."""
+    if network is None or network == sandbox.network_mode:
+        return sandbox
+    twin = getattr(sandbox, "with_network", None)
+    if twin is None:
+        raise SandboxUnavailable(
+            f"a {type(sandbox).__name__} sandbox cannot give a tool set network {network!r}"
+        )
+    changed: Sandbox = twin(network)
+    return changed
+
+
 def render_run(
     result: RunResult, *, workspace: Path, label: str, timeout_s: float
 ) -> tuple[str, str, dict[str, Any]]:
     """Status line, model-facing body and `data` for a finished run.
 
-    Each stream above 200 lines or 10,000 characters is cut to its first 50 and last 50 lines
-    with a marker naming the file (under `.heron/outputs/`) that holds the full output.
+    The status line ends with the sandbox the command ran in and the network it had, e.g.
+    `exit code 0 in 0.02 s [sandbox bwrap, network none]`. Each stream above 200 lines or
+    10,000 characters is cut to its first 50 and last 50 lines with a marker naming the file
+    (under `.heron/outputs/`) that holds the full output.
     """
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", label)[:80]
@@ -287,7 +260,7 @@ def render_run(
         target.write_bytes(raw)
         return relative
 
-    status = _status(result, timeout_s)
+    status = f"{_status(result, timeout_s)} {_sandbox_line(result)}"
     out, out_info = _present("stdout", result.stdout, result.stdout_bytes, save)
     err, err_info = _present("stderr", result.stderr, result.stderr_bytes, save)
     sections = [status]
@@ -313,7 +286,12 @@ def render_run(
 
 
 def _describe(
-    sandbox: Sandbox, policy: CommandPolicy, workspace: Path, default_s: float, max_s: float
+    sandbox: Sandbox,
+    policy: CommandPolicy,
+    workspace: Path,
+    default_s: float,
+    max_s: float,
+    network: NetworkMode,
 ) -> str:
     env = " ".join(f"{k}={v}" for k, v in AGENT_ENV.items())
     limits = sandbox.limits
@@ -328,7 +306,6 @@ def _describe(
         if policy.allow_high_risk
         else "is refused"
     )
-    network = "with network access" if sandbox.network else "without network access"
     return f"""Run a bash command in the workspace ({workspace}) and get its exit code, stdout \
 and stderr.
 
@@ -344,7 +321,7 @@ inside the workspace) runs. Medium risk (deleting or changing permissions inside
 workspace, network clients, interpreters, unknown programs, targets computed at run time) runs \
 only after approval. High risk (sudo, any write or delete outside the workspace, `rm -rf /`, \
 `dd` to a device, `mkfs`, `curl … | sh`, fork bombs, shutdown, unparseable input) {high}. \
-Sandbox: {sandbox.level}, {network}.{limit_text}
+Sandbox: {sandbox.level}, {describe_network(network)}.{limit_text}
 
 Output: a status line (exit code and duration), then stdout and stderr. A non-zero exit is a \
 failed call with the output kept. A stream above {MAX_LINES} lines or {MAX_CHARS:,} characters \
@@ -362,20 +339,25 @@ def shell_tool(
     default_timeout_s: float = 60,
     max_timeout_s: float = 600,
     env_passthrough: Sequence[str] = (),
+    network: NetworkMode | None = None,
 ) -> Tool:
     """Build the `shell` tool for one agent. `env_passthrough` names variables copied from
-    heron's environment into every command (values are never echoed, only names)."""
+    heron's environment into every command (values are never echoed, only names). `network`
+    is the network this tool set's commands get (default: the sandbox's own default); every
+    result's status line says which one a command had."""
     if not 0 < default_timeout_s <= max_timeout_s:
         raise ValueError("need 0 < default_timeout_s <= max_timeout_s")
     workspace = workspace.resolve()
     bash = shutil.which("bash") or "/bin/bash"
-    description = _describe(sandbox, policy, workspace, default_timeout_s, max_timeout_s)
+    sandbox = with_network(sandbox, network)
+    mode = sandbox.network_mode
+    description = _describe(sandbox, policy, workspace, default_timeout_s, max_timeout_s, mode)
 
     @tool(
         name="shell",
         description=description,
         destructive=True,
-        open_world=sandbox.network,
+        open_world=mode == "host",
         owner="builtin",
         runtime_args=["approved"],
         examples=[

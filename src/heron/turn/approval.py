@@ -3,8 +3,8 @@
 `ApprovalManager.requirement()` decides from autonomy, `always_ask`, `auto_approve`, the
 session allow-list ("always" answers) and the tool's annotations. `ApprovalManager.decide()`
 asks the configured `Approver` front end (terminal, back-channel, or none) and records every
-operator, back-channel and policy decision in the audit store. Approval is pre-execution
-control; it is not a receipt.
+operator, back-channel and policy decision in the audit log (`heron.turn.approval_audit`).
+Approval is pre-execution control; it is not a receipt.
 """
 
 from __future__ import annotations
@@ -18,10 +18,16 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TextIO
 
-from heron.audit.approvals import AuditLog, AuditRecord, Decision, MemoryAuditStore, audit_timestamp
 from heron.safety.redact import sanitize_replacement, summarize_args
 from heron.tools.definition import ToolSpec
 from heron.tools.registry import Autonomy
+from heron.turn.approval_audit import (
+    AuditLog,
+    AuditRecord,
+    Decision,
+    MemoryAuditStore,
+    audit_timestamp,
+)
 
 Requirement = Literal["not_required", "approved", "prompt"]
 AnswerKind = Literal["yes", "no", "always", "replace"]

@@ -5,7 +5,9 @@ approval marker → strict argument validation → prompt-required repeat guard 
 restore the runtime marker → duplicate guard.
 
 Calls that will not run get their terminal result here (one slot per original call) and their
-pending/terminal event pair at once.
+pending/terminal event pair at once. A cancellation of the task running the turn while a hook, a
+check or an approval is awaited is absorbed into the turn's scope: that call and the rest are
+closed as not started, and the loop re-raises the `CancelledError` afterwards.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from heron.tools.definition import Tool, ToolArgumentsError, ToolSpec
 from heron.tools.registry import normalize_name
 from heron.turn.approval import ApprovalManager, ApprovalRequest, GateResult
 from heron.turn.calls import CallOutcome, ExecutableCall, ParsedCall, emit_synthetic_pair, synthetic
-from heron.turn.cancel import wait_task
+from heron.turn.cancel import absorb, stop_task, wait_task
 from heron.turn.context import REENTRANT_TOOLS, ResolvedAgentExecution, TurnState
 from heron.turn.events import (
     ApprovalDecisionEvent,
@@ -29,9 +31,11 @@ from heron.turn.events import (
     ToolStatus,
 )
 from heron.turn.extensions import CheckRequest, CheckVerdict
+from heron.turn.faults import hook_failed
 from heron.turn.hooks import HookCall, run_before_hooks
 
 MAX_LISTED_TOOLS = 25
+NOT_STARTED = "[interrupted: the turn was cancelled before this call started; it did not run]"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -124,14 +128,7 @@ async def prepare_calls(
 
     for call in calls:
         if state.cancel.cancelled and batch.abort is None:
-            refuse(
-                call,
-                call.name,
-                call.arguments,
-                "interrupted",
-                "[interrupted: the turn was cancelled before this call started; it did not run]",
-                phase="not_started",
-            )
+            refuse(call, call.name, call.arguments, "interrupted", NOT_STARTED, "not_started")
             continue
         if batch.abort is not None:
             refuse(
@@ -156,16 +153,22 @@ async def prepare_calls(
 
         name, args, cancel_reason = call.name, call.arguments, None
         if exec_.hooks:
-            name, args, cancel_reason = await run_before_hooks(
-                exec_.hooks,
-                HookCall(
-                    call_id=call.call_id,
-                    name=call.name,
-                    arguments=call.arguments,
-                    turn_id=state.turn_id,
-                    channel=state.channel,
-                ),
-            )
+            try:
+                name, args, cancel_reason = await run_before_hooks(
+                    exec_.hooks,
+                    HookCall(
+                        call_id=call.call_id,
+                        name=call.name,
+                        arguments=call.arguments,
+                        turn_id=state.turn_id,
+                        channel=state.channel,
+                    ),
+                    hook_failed(state, call.call_id),
+                )
+            except asyncio.CancelledError as exc:
+                absorb(state.cancel, exc)
+                refuse(call, call.name, call.arguments, "interrupted", NOT_STARTED, "not_started")
+                continue
         if cancel_reason is not None:
             refuse(
                 call,
@@ -224,7 +227,12 @@ async def prepare_calls(
         requirement = exec_.approval.requirement(spec)
         escalation: str | None = None
         if exec_.checks:
-            verdict = await run_checks(exec_, state, call.call_id, spec, args)
+            try:
+                verdict = await run_checks(exec_, state, call.call_id, spec, args)
+            except asyncio.CancelledError as exc:
+                absorb(state.cancel, exc)
+                refuse(call, name, args, "interrupted", NOT_STARTED, "not_started")
+                continue
             if verdict is not None and verdict.decision == "refuse":
                 exec_.approval.record_refusal(
                     spec,
@@ -401,10 +409,14 @@ async def _decide(
 ) -> GateResult | None:
     """The approval decision, or None when the turn was cancelled while waiting for it."""
     task = asyncio.get_running_loop().create_task(manager.decide(spec, args, **kwargs))
-    if await wait_task(task, state.cancel) == "done":
+    try:
+        finished = await wait_task(task, state.cancel)
+    except asyncio.CancelledError:  # not the turn's own task: a tool's nested call
+        task.cancel()
+        raise
+    if finished == "done":
         return task.result()
-    task.cancel()
-    await asyncio.wait((task,), timeout=grace_s)
+    await stop_task(task, state.cancel, grace_s)
     return None
 
 

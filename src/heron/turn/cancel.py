@@ -4,6 +4,14 @@ A scope is cancelled once, with a reason and a mode: `cancel` stops running tool
 leaves them running in the background (their results arrive later as events). Child scopes
 are cancelled with their parent. The loop checks `cancelled` at its safe points and waits on
 `future` while a model streams or tools run.
+
+Plain asyncio cancellation of the task running a turn (`task.cancel()`, `asyncio.timeout`,
+`asyncio.wait_for`, a failing `TaskGroup` sibling) takes the same path: where the engine waits
+(`wait_task`, `stop_task`), the `CancelledError` is *absorbed* into the turn's scope
+(`absorb`), the turn closes every call as a scope cancellation would, and the loop re-raises the
+`CancelledError` once the history is whole. Only the task that runs the turn's loop absorbs
+(`bind_task`): a tool calling a tool inside a cancelled tool task gets its `CancelledError` as
+usual, so one timed-out tool never cancels the whole turn.
 """
 
 from __future__ import annotations
@@ -22,13 +30,15 @@ class CancelScope:
     confused with the hook decision `Cancel`, which skips one tool call and lets the turn go on.
     """
 
-    __slots__ = ("_children", "_future", "mode", "reason")
+    __slots__ = ("_absorbed", "_children", "_future", "_task", "mode", "reason")
 
     def __init__(self) -> None:
         self.reason: str | None = None
         self.mode: CancelMode = "cancel"
         self._future: asyncio.Future[None] | None = None
         self._children: list[CancelScope] = []
+        self._absorbed: asyncio.CancelledError | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -64,6 +74,51 @@ class CancelScope:
         return self._future
 
 
+def bind_task(scope: CancelScope, task: asyncio.Task[Any] | None) -> asyncio.Task[Any] | None:
+    """Make `task` the one running `scope`'s turn (the one that absorbs); returns the previous."""
+    previous, scope._task = scope._task, task
+    return previous
+
+
+def take_absorbed(scope: CancelScope) -> asyncio.CancelledError | None:
+    """The task cancellation `absorb` recorded for `scope` (once; the loop re-raises it)."""
+    absorbed, scope._absorbed = scope._absorbed, None
+    return absorbed
+
+
+TASK_CANCELLED = "the task running the turn was cancelled"
+"""The scope's reason when a plain asyncio cancellation stopped the turn."""
+
+
+def absorb(scope: CancelScope, exc: asyncio.CancelledError) -> None:
+    """Turn a cancellation of the task running a turn into a cancellation of its scope.
+
+    Called where the engine catches the `CancelledError`; the turn then closes its calls like
+    any `mode="cancel"` interrupt and the loop re-raises `exc` at its end. In any other task
+    (a tool's own task) `exc` is raised again at once.
+    """
+    if scope._task is None or asyncio.current_task() is not scope._task:
+        raise exc
+    if scope._absorbed is None:
+        scope._absorbed = exc
+    detail = ", ".join(str(arg) for arg in exc.args if arg)
+    scope.cancel(f"{TASK_CANCELLED} ({detail})" if detail else TASK_CANCELLED)
+
+
+async def stop_task(task: asyncio.Future[Any], scope: CancelScope, grace_s: float) -> bool:
+    """Cancel `task` and wait up to `grace_s` for it to unwind; True when it ended.
+
+    A cancellation of the waiting task is absorbed into `scope`: the caller finishes its
+    bookkeeping and the loop re-raises it.
+    """
+    task.cancel()
+    try:
+        await asyncio.wait((task,), timeout=grace_s)
+    except asyncio.CancelledError as exc:
+        absorb(scope, exc)
+    return task.done()
+
+
 WaitOutcome = Literal["done", "cancelled", "timeout"]
 
 
@@ -73,6 +128,8 @@ async def wait_task(
     """Wait until `task` finishes, `scope` is cancelled or `limit_s` seconds pass.
 
     Leaves `task` running in the last two cases: the caller decides to cancel or detach it.
+    A cancellation of the waiting task itself is absorbed into `scope` (see `absorb`) and
+    reported as `cancelled` (or `done`, when `task` finished in the same step).
     Cheaper than `asyncio.wait` on the hot path (one plain future, no task sets).
     """
     if task.done():
@@ -98,6 +155,9 @@ async def wait_task(
     timer = loop.call_later(limit_s, settle, "timeout") if limit_s is not None else None
     try:
         return await waiter
+    except asyncio.CancelledError as exc:
+        absorb(scope, exc)
+        return "done" if task.done() else "cancelled"
     finally:
         task.remove_done_callback(on_task)
         scope_future.remove_done_callback(on_cancel)

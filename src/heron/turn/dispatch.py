@@ -4,6 +4,17 @@ Parallel only when the knob allows it, the batch has more than one executable ca
 the response needed approval, no call is `tool_search`, and (in `read-only` mode) every call is
 read-only. Each executed call emits its pending `tool_call` event immediately before it runs and
 its terminal `tool_result` when it ends. Calls that never started get both at cancellation.
+
+A plain asyncio cancellation of the task running the turn is absorbed into the turn's scope
+(`heron.turn.cancel.absorb`) wherever dispatch waits, so it closes the batch exactly like
+`CancelScope.cancel()`: finished calls keep their real results, the others are interrupted, and
+the loop re-raises the `CancelledError` afterwards. An observer or after-hook that raises is
+reported (`extension_error`) and the call goes on.
+
+What a timeout or an interrupt stopped is said truthfully (`Ending`): a task that unwound, a
+worker process heron killed, a worker thread that is still running (heron cannot stop it), or
+a task that ignored its cancellation. A non-idempotent threaded tool is not started again while
+an earlier call of it still runs in its thread.
 """
 
 from __future__ import annotations
@@ -12,13 +23,13 @@ import asyncio
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, assert_never
+from typing import Any, Literal, assert_never
 
 from heron._support.canonical import canonical_json
 from heron.safety.redact import scrub_text, scrub_value
 from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.bounds import render_bounded
-from heron.turn.call_prep import PreparedBatch, TurnGuards, prepare_calls
+from heron.turn.call_prep import NOT_STARTED, PreparedBatch, TurnGuards, prepare_calls
 from heron.turn.calls import (
     CallOutcome,
     ExecutableCall,
@@ -27,7 +38,7 @@ from heron.turn.calls import (
     plan_event,
     result_event,
 )
-from heron.turn.cancel import wait_task
+from heron.turn.cancel import absorb, stop_task, wait_task
 from heron.turn.context import (
     BackgroundResult,
     Receipt,
@@ -36,11 +47,17 @@ from heron.turn.context import (
     TurnState,
 )
 from heron.turn.events import InterruptPhase, ProgressEvent, ToolCallEvent
+from heron.turn.faults import hook_failed, notify, observer_failed
 from heron.turn.hooks import HookCall, HookOutcome, run_after_hooks
-from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
+from heron.turn.observer import NullObserver, ToolCallRecord, ToolCallStartRecord
 
 TOOL_SEARCH = "tool_search"
 OBSERVER_MAX_CHARS = 1000
+
+Ending = Literal["stopped", "killed", "thread", "unstopped"]
+"""What became of a call's work once heron stopped waiting for it: its task unwound, its worker
+process was killed, its worker thread runs on (a thread cannot be stopped), or its task did not
+unwind within `cancel_grace_s`."""
 
 
 def should_run_parallel(knobs: RuntimeKnobs, batch: PreparedBatch, names: Sequence[str]) -> bool:
@@ -68,8 +85,7 @@ async def execute_batch(
     """Fill every executable slot of `batch` with a terminal outcome."""
     calls = batch.executable
     if parallel:
-        outcomes = await asyncio.gather(*(execute_one(exec_, state, c) for c in calls))
-        for call, outcome in zip(calls, outcomes, strict=True):
+        for call, outcome in zip(calls, await _run_parallel(exec_, state, calls), strict=True):
             batch.slots[call.index] = outcome
         return
     for call in calls:
@@ -85,22 +101,55 @@ async def execute_batch(
             )
 
 
+async def _run_parallel(
+    exec_: ResolvedAgentExecution, state: TurnState, calls: Sequence[ExecutableCall]
+) -> list[CallOutcome]:
+    """Run `calls` concurrently. A cancellation of the waiting task becomes a scope cancel, so
+    every call still ends with its own outcome (finished ones keep their real result)."""
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(execute_one(exec_, state, c)) for c in calls]
+    while True:
+        try:
+            await asyncio.wait(tasks)
+            break
+        except asyncio.CancelledError as exc:
+            try:
+                absorb(state.cancel, exc)
+            except asyncio.CancelledError:
+                for task in tasks:
+                    task.cancel()
+                raise
+    return [task.result() for task in tasks]
+
+
 def interrupted(
-    call: ExecutableCall, phase: InterruptPhase, task_id: str | None = None
+    call: ExecutableCall,
+    phase: InterruptPhase,
+    task_id: str | None = None,
+    *,
+    ending: Ending = "stopped",
 ) -> CallOutcome:
-    """The interrupted result of a call, worded by how far it got (`phase`)."""
+    """The interrupted result of a call, worded by how far it got (`phase`) and, for a call
+    cancelled while running, by what became of its work (`ending`)."""
     ann = call.tool.spec.annotations
     match phase:
         case "not_started":
-            text = "[interrupted: the turn was cancelled before this call started; it did not run]"
+            text = NOT_STARTED
         case "running_in_background":
             text = (
                 f"[still running in the background as task {task_id}: the turn was interrupted, "
                 "and the result will arrive later as a new event. Handle the new message first.]"
             )
         case "cancelled_while_running":
-            text = "[interrupted: cancelled while running]"
-            if not (ann.read_only or ann.idempotent):
+            text = _INTERRUPTED_TEXT[ending]
+            if ending == "thread" and ann.read_only:
+                text += " Its result will be discarded."
+            elif ending == "thread" and not ann.idempotent:
+                text += (
+                    " Outcome unknown: its effects may still land. heron will not start "
+                    f"'{call.name}' again until it has finished; check the current state first."
+                )
+            elif not (ann.read_only or ann.idempotent):
                 text += (
                     " Outcome unknown: it may have taken effect in part or in full. Do not retry "
                     "blindly; check the current state first."
@@ -116,6 +165,87 @@ def interrupted(
         read_only=ann.read_only,
         phase=phase,
         background_task=task_id,
+    )
+
+
+_INTERRUPTED_TEXT: dict[Ending, str] = {
+    "stopped": "[interrupted: cancelled while running]",
+    "killed": "[interrupted: cancelled while running; heron killed its worker process]",
+    "thread": (
+        "[interrupted: cancelled, but it is still running in a worker thread (heron cannot stop "
+        "a thread)]"
+    ),
+    "unstopped": "[interrupted: cancelled, but it had not stopped when heron stopped waiting]",
+}
+
+
+def _timeout_text(call: ExecutableCall, limit_s: float, ending: Ending) -> str:
+    """The error a timed-out call gets: what happened to its work, and whether to retry."""
+    head = f"Error: '{call.name}' timed out after {limit_s:g} s"
+    ann = call.tool.spec.annotations
+    safe = ann.read_only or ann.idempotent
+    match ending:
+        case "stopped":
+            return f"{head} and was stopped."
+        case "killed":
+            text = f"{head} and was stopped: heron killed its worker process."
+            if not safe:
+                text += " Anything it did before that stays done; check the current state first."
+            return text
+        case "thread":
+            text = (
+                f"{head} and is still running: heron cannot stop a worker thread, so its outcome "
+                "is unknown and its effects may still land."
+            )
+            if ann.read_only:
+                return text + " Its result will be discarded."
+            if ann.idempotent:
+                return text + " It is idempotent: calling it again is safe."
+            return (
+                text + f" Do not retry: heron will not start '{call.name}' again until it has "
+                "finished. Check the current state first."
+            )
+        case "unstopped":
+            text = (
+                f"{head}; heron cancelled it, but it had not stopped when heron stopped waiting "
+                "and may still be running."
+            )
+            if not safe:
+                text += " Outcome unknown: do not retry blindly; check the current state first."
+            return text
+        case unknown:
+            assert_never(unknown)
+
+
+def _ending(call: ExecutableCall, unwound: bool) -> Ending:
+    """What became of a call's work after heron cancelled its task (`unwound`: the task ended)."""
+    match call.tool.spec.runs_in:
+        case "process":
+            return "killed" if unwound else "unstopped"
+        case "thread":
+            # A thread runs on unless its tool says it returned (a tool that cannot say is
+            # assumed to be running still).
+            if not hasattr(call.tool, "still_running") or call.call_id in _still_running(call.tool):
+                return "thread"
+        case "event_loop":
+            pass
+        case unknown:
+            assert_never(unknown)
+    return "stopped" if unwound else "unstopped"
+
+
+def _still_running(tool: object) -> tuple[str, ...]:
+    """The call ids a threaded tool is still running after heron stopped waiting for them."""
+    still_running = getattr(tool, "still_running", None)
+    return still_running() if still_running is not None else ()
+
+
+def _busy_text(call: ExecutableCall, running: Sequence[str]) -> str:
+    return (
+        f"Error: '{call.name}' was not started: an earlier call of it ({', '.join(running)}) is "
+        "still running in a worker thread after heron stopped waiting for it, and the tool is not "
+        "idempotent. Nothing was run. Check the current state; call it again once that run has "
+        "finished."
     )
 
 
@@ -135,6 +265,22 @@ async def execute_one(
 ) -> CallOutcome:
     spec = call.tool.spec
     knobs = exec_.knobs
+    if state.cancel.cancelled:  # a parallel sibling scheduled after the cancel
+        return _not_started(exec_, state, call)
+    if (
+        spec.runs_in == "thread"
+        and not (spec.annotations.read_only or spec.annotations.idempotent)
+        and (running := _still_running(call.tool))
+    ):
+        outcome = CallOutcome(
+            call_id=call.call_id,
+            name=call.name,
+            status="error",
+            success=False,
+            output=_busy_text(call, running),
+        )
+        emit_synthetic_pair(state, call.arguments, outcome, max_chars=knobs.max_tool_result_chars)
+        return outcome
     state.sink(
         ToolCallEvent(
             turn_id=state.turn_id,
@@ -155,7 +301,8 @@ async def execute_one(
         agent=exec_.agent,
         parent_agent=exec_.parent_agent,
     )
-    exec_.observer.tool_call_start(started_record)
+    if type(exec_.observer) is not NullObserver:
+        notify(exec_.observer, started_record, observer_failed(state, call.call_id))
 
     loop = asyncio.get_running_loop()
     loop_thread = threading.get_ident()
@@ -208,11 +355,19 @@ async def execute_one(
             cached=True,
         )
         return _finish(exec_, state, call, outcome, started_record)
+    limit = knobs.tool_timeout_s
+    if spec.timeout_s is not None and (limit is None or spec.timeout_s < limit):
+        limit = spec.timeout_s
     task = loop.create_task(call.tool.execute(call.validated, ctx))
     try:
-        finished = await wait_task(task, state.cancel, knobs.tool_timeout_s)
+        finished = await wait_task(task, state.cancel, limit)
     except asyncio.CancelledError:
+        # Not the turn's own task: a tool calling a tool was itself cancelled. Close this
+        # nested call's cards, then let the calling tool see its cancellation.
         task.cancel()
+        outcome = interrupted(call, "cancelled_while_running")
+        outcome.duration_ms = (time.perf_counter() - started) * 1000
+        _finish(exec_, state, call, outcome, started_record)
         raise
     duration_ms = (time.perf_counter() - started) * 1000
 
@@ -226,20 +381,21 @@ async def execute_one(
                     _detach(state, task, task_id, call)
                     outcome = interrupted(call, "running_in_background", task_id)
                 case "cancel":
-                    await _stop(task, knobs.cancel_grace_s)
-                    outcome = interrupted(call, "cancelled_while_running")
+                    unwound = await stop_task(task, state.cancel, knobs.cancel_grace_s)
+                    ending = _ending(call, unwound)
+                    outcome = interrupted(call, "cancelled_while_running", ending=ending)
                 case unknown_mode:
                     assert_never(unknown_mode)
             outcome.duration_ms = duration_ms
         case "timeout":
-            await _stop(task, knobs.cancel_grace_s)
+            assert limit is not None  # only a limit times out
+            unwound = await stop_task(task, state.cancel, knobs.cancel_grace_s)
             outcome = CallOutcome(
                 call_id=call.call_id,
                 name=call.name,
                 status="error",
                 success=False,
-                output=f"Error: '{call.name}' timed out after {knobs.tool_timeout_s:g} s and was "
-                "stopped.",
+                output=_timeout_text(call, limit, _ending(call, unwound)),
                 duration_ms=duration_ms,
                 executed=True,
                 read_only=spec.annotations.read_only,
@@ -248,23 +404,39 @@ async def execute_one(
             assert_never(unknown)
 
     if exec_.hooks and outcome.executed:
-        await run_after_hooks(
-            exec_.hooks,
-            HookCall(
-                call_id=call.call_id,
-                name=call.name,
-                arguments=call.arguments,
-                turn_id=state.turn_id,
-                channel=state.channel,
-            ),
-            HookOutcome(
-                status=outcome.status,
-                success=outcome.success,
-                output=outcome.output,
-                duration_ms=duration_ms,
-            ),
-        )
+        try:
+            await run_after_hooks(
+                exec_.hooks,
+                HookCall(
+                    call_id=call.call_id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    turn_id=state.turn_id,
+                    channel=state.channel,
+                ),
+                HookOutcome(
+                    status=outcome.status,
+                    success=outcome.success,
+                    output=outcome.output,
+                    duration_ms=duration_ms,
+                ),
+                hook_failed(state, call.call_id),
+            )
+        except asyncio.CancelledError as exc:
+            try:
+                absorb(state.cancel, exc)  # the outcome is known: close the call first
+            except asyncio.CancelledError:
+                _finish(exec_, state, call, outcome, started_record)
+                raise
     return _finish(exec_, state, call, outcome, started_record)
+
+
+def _not_started(
+    exec_: ResolvedAgentExecution, state: TurnState, call: ExecutableCall
+) -> CallOutcome:
+    outcome = interrupted(call, "not_started")
+    emit_synthetic_pair(state, call.arguments, outcome, max_chars=exec_.knobs.max_tool_result_chars)
+    return outcome
 
 
 def _completed(
@@ -308,15 +480,15 @@ def _finish(
     started_record: ToolCallStartRecord,
 ) -> CallOutcome:
     """Observer terminal record, spill of oversize output, terminal event."""
-    exec_.observer.tool_call_end(
-        ToolCallRecord.ending(
+    if type(exec_.observer) is not NullObserver:
+        record = ToolCallRecord.ending(
             started_record,
             duration_ms=outcome.duration_ms,
             success=outcome.success,
             status=outcome.status,
             result=render_bounded(outcome.output, OBSERVER_MAX_CHARS),
         )
-    )
+        notify(exec_.observer, record, observer_failed(state, call.call_id))
     if exec_.spill is not None and outcome.status in ("ok", "error"):
         outcome.visible = exec_.spill.spill(call.name, call.call_id, outcome.output)
     state.sink(result_event(state, outcome, exec_.knobs.max_tool_result_chars))
@@ -356,11 +528,6 @@ async def run_nested_call(
     if outcome.success:
         return ToolResult.ok(outcome.output, data=outcome.data)
     return ToolResult.fail(outcome.output, data=outcome.data)
-
-
-async def _stop(task: asyncio.Task[Any], grace_s: float) -> None:
-    task.cancel()
-    await asyncio.wait((task,), timeout=grace_s)
 
 
 def _detach(state: TurnState, task: asyncio.Task[Any], task_id: str, call: ExecutableCall) -> None:

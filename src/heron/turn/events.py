@@ -213,6 +213,22 @@ class ErrorEvent(BaseEvent):
     message: str
 
 
+class ExtensionErrorEvent(BaseEvent):
+    """An observer, a hook or an event sink raised. heron logged it, reported it here, and the
+    turn went on: only the engine's own invariants end a run."""
+
+    type: Literal["extension_error"] = "extension_error"
+    component: Literal["observer", "hook", "sink"]
+    name: str
+    """The failing component: its class or function name."""
+    stage: str
+    """Where it failed: `tool_call_start` or `tool_call_end` (an observer), `before_tool_call` or
+    `after_tool_call` (a hook), or the type of the event a sink refused."""
+    call_id: str | None = None
+    error: str
+    """The exception's type and message, scrubbed and bounded."""
+
+
 TurnEvent = Annotated[
     ToolCallEvent
     | ToolResultEvent
@@ -228,7 +244,8 @@ TurnEvent = Annotated[
     | HistoryTrimmedEvent
     | LoopDetectedEvent
     | CancelledEvent
-    | ErrorEvent,
+    | ErrorEvent
+    | ExtensionErrorEvent,
     Field(discriminator="type"),
 ]
 """Any turn event (told apart by `type`); the schema is in docs/events.md."""

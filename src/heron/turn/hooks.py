@@ -2,19 +2,24 @@
 
 `before_tool_call` runs first in preparation and may cancel the call or rewrite its name and
 arguments; `after_tool_call` runs for executed calls. Hooks run in descending `priority`. A
-hook that raises is logged and skipped, so one broken hook cannot take the turn down.
+hook that raises is logged, reported (`on_error`: the engine makes it an `extension_error`
+event) and skipped, so one broken hook cannot take the turn down.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from heron.turn.events import ToolStatus
 
 log = logging.getLogger("heron.hooks")
+
+HookErrorHandler = Callable[["ToolHook", str, Exception], None]
+"""Told about a hook that raised: the hook, the stage (`before_tool_call`, `after_tool_call`)
+and the exception."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,7 +81,7 @@ class ToolHook:
 
 
 async def run_before_hooks(
-    hooks: Sequence[ToolHook], call: HookCall
+    hooks: Sequence[ToolHook], call: HookCall, on_error: HookErrorHandler | None = None
 ) -> tuple[str, dict[str, Any], str | None]:
     """Returns the (possibly rewritten) name and arguments, and a cancel reason or None."""
     name, arguments = call.name, call.arguments
@@ -90,8 +95,11 @@ async def run_before_hooks(
         )
         try:
             decision = await hook.before_tool_call(current)
-        except Exception:
-            log.exception("before_tool_call hook %r failed; continuing without it", hook)
+        except Exception as exc:
+            if on_error is None:
+                log.exception("before_tool_call hook %r failed; continuing without it", hook)
+            else:
+                on_error(hook, "before_tool_call", exc)
             continue
         if isinstance(decision, Cancel):
             return name, arguments, decision.reason
@@ -101,12 +109,20 @@ async def run_before_hooks(
     return name, arguments, None
 
 
-async def run_after_hooks(hooks: Sequence[ToolHook], call: HookCall, outcome: HookOutcome) -> None:
+async def run_after_hooks(
+    hooks: Sequence[ToolHook],
+    call: HookCall,
+    outcome: HookOutcome,
+    on_error: HookErrorHandler | None = None,
+) -> None:
     for hook in hooks:
         try:
             await hook.after_tool_call(call, outcome)
-        except Exception:
-            log.exception("after_tool_call hook %r failed; continuing", hook)
+        except Exception as exc:
+            if on_error is None:
+                log.exception("after_tool_call hook %r failed; continuing", hook)
+            else:
+                on_error(hook, "after_tool_call", exc)
 
 
 def sort_hooks(hooks: Sequence[ToolHook]) -> tuple[ToolHook, ...]:

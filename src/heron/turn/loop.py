@@ -5,6 +5,12 @@ Safe points are explicit: after each model step that ends the turn and after eac
 tool results, `state.on_safe_point` runs (the event loop drains its queue there) and steering
 messages are appended at the top of the next iteration. Cancellation is checked at every safe
 point and raced against the model stream and running tools.
+
+A plain asyncio cancellation of the task running the turn is absorbed into the turn's scope
+where the engine waits, so the turn ends exactly as after `CancelScope.cancel()` — every call
+answered, every card closed, the history valid — and then `run_tool_call_loop` re-raises the
+`CancelledError`. Should anything still escape mid-round, the open round's calls are answered
+before it propagates, so the history never keeps a call without its result.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from heron.errors import HeronError
-from heron.messages import AssistantMessage, Message, ToolCallPart, UserMessage
+from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage, UserMessage
 from heron.models import text_protocol
 from heron.models.base import (
     ModelRequest,
@@ -32,9 +38,10 @@ from heron.models.base import (
 )
 from heron.safety.redact import scrub_text
 from heron.tools.definition import ToolSpec
-from heron.turn.call_prep import TurnGuards, is_excluded, prepare_calls, start_check
-from heron.turn.calls import CallOutcome, ParsedCall
-from heron.turn.cancel import wait_task
+from heron.turn.bounds import bound_text
+from heron.turn.call_prep import PreparedBatch, TurnGuards, is_excluded, prepare_calls, start_check
+from heron.turn.calls import CallOutcome, ParsedCall, result_event, synthetic
+from heron.turn.cancel import absorb, bind_task, stop_task, take_absorbed, wait_task
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
 from heron.turn.dispatch import execute_batch, should_run_parallel
 from heron.turn.events import (
@@ -47,6 +54,7 @@ from heron.turn.events import (
     ReasoningDeltaEvent,
     TextDeltaEvent,
 )
+from heron.turn.faults import guard_sink
 from heron.turn.loop_detector import LoopDetector
 from heron.turn.receipts import RECEIPT_PROMPT_NOTE
 from heron.turn.results import collect_results
@@ -64,6 +72,10 @@ LOOP_BREAK_REQUEST = (
     "you did, what you found, and what remains to be done."
 )
 INTERRUPTED_SUFFIX = "\n\n[interrupted by user]"
+UNFINISHED_CALL = (
+    "[interrupted: the turn ended before this call finished; its outcome is unknown. Check the "
+    "current state before retrying.]"
+)
 STREAM_INTERRUPTED_SUFFIX = "\n\n[stream interrupted]"
 
 
@@ -95,13 +107,31 @@ class _LoopStopped(HeronError):
 
 
 async def run_tool_call_loop(exec_: ResolvedAgentExecution, state: TurnState) -> TurnOutcome:
-    """Run one turn to its end. Never raises for run outcomes; they are in the result."""
-    if exec_.tracer is None:
-        return await _Loop(exec_, state).run()
-    with exec_.tracer.run(agent=exec_.agent or "heron", turn_id=state.turn_id) as span:
-        outcome = await _Loop(exec_, state).run()
-        span.finish(status=outcome.status, reason=outcome.reason, iterations=outcome.iterations)
-        return outcome
+    """Run one turn to its end. Never raises for run outcomes; they are in the result.
+
+    The one exception is a cancellation of the task running the turn (`task.cancel()`,
+    `asyncio.timeout`, `wait_for`, a `TaskGroup`): the turn is closed as a `CancelScope`
+    cancel closes it (`state.history` whole, a `cancelled` event), then the `CancelledError`
+    propagates. An event sink that raises is reported, never fatal (`heron.turn.faults`).
+    """
+    sink = state.sink
+    state.sink = guard_sink(sink, state.turn_id)
+    previous = bind_task(state.cancel, asyncio.current_task())
+    try:
+        if exec_.tracer is None:
+            outcome = await _Loop(exec_, state).run()
+        else:
+            with exec_.tracer.run(agent=exec_.agent or "heron", turn_id=state.turn_id) as span:
+                outcome = await _Loop(exec_, state).run()
+                span.finish(
+                    status=outcome.status, reason=outcome.reason, iterations=outcome.iterations
+                )
+    finally:
+        bind_task(state.cancel, previous)
+        state.sink = sink
+    if (cancelled := take_absorbed(state.cancel)) is not None:
+        raise cancelled
+    return outcome
 
 
 class _Loop:
@@ -135,6 +165,9 @@ class _Loop:
         self.known_call_ids: AbstractSet[str] = known
         self.call_ids: set[str] = set()
         """The ids this turn handed out."""
+        self._open: list[ParsedCall] | None = None
+        """The calls of the round in progress, until their results are in the history."""
+        self._open_batch: PreparedBatch | None = None
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -143,6 +176,9 @@ class _Loop:
             return await self._run()
         except _LoopStopped as stop:
             return stop.outcome
+        except BaseException:
+            self._close_open_round()
+            raise
 
     async def _run(self) -> TurnOutcome:
         exec_, state = self.exec, self.state
@@ -195,7 +231,8 @@ class _Loop:
         exec_, state = self.exec, self.state
         # Rule 1: the assistant's turn is recorded as soon as it was emitted, before any tool runs.
         self._append_assistant(text, calls, reasoning)
-        batch = await prepare_calls(exec_, state, calls, self.guards)
+        self._open, self._open_batch = calls, None
+        batch = self._open_batch = await prepare_calls(exec_, state, calls, self.guards)
         parallel = should_run_parallel(exec_.knobs, batch, [c.name for c in calls])
         await execute_batch(exec_, state, batch, parallel=parallel)
         slots: list[CallOutcome] = [s for s in batch.slots if s is not None]
@@ -205,12 +242,14 @@ class _Loop:
                     state.run_budget.record_tool_call()
         collected = collect_results(exec_, state, calls, slots, self.detector)
         self._append(*collected.messages)
+        self._open = self._open_batch = None
         if batch.abort is not None:
             raise _LoopStopped(self._fail(f"loop aborted: {batch.abort}", reason="aborted"))
         if state.cancel.cancelled:
             self._check_cancel()
         await self._safe_point("after_tools")
         if collected.stop is not None:
+            self._check_cancel()
             message = LOOP_BREAK_REQUEST.format(message=collected.stop.message)
             raise _LoopStopped(await self._summarise(message, "loop_break"))
 
@@ -314,12 +353,11 @@ class _Loop:
         task = asyncio.get_running_loop().create_task(consume())
         try:
             finished = await wait_task(task, state.cancel)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # not the task this turn runs in (a shared scope)
             task.cancel()
             raise
         if finished != "done":
-            task.cancel()
-            await asyncio.wait((task,), timeout=exec_.knobs.cancel_grace_s)
+            await stop_task(task, state.cancel, exec_.knobs.cancel_grace_s)
             # Thinking is discarded; visible text the user already saw is kept, marked.
             if response.text and live_text:
                 self._append_assistant(response.text + INTERRUPTED_SUFFIX, (), None)
@@ -506,7 +544,36 @@ class _Loop:
 
     async def _safe_point(self, point: SafePoint) -> None:
         if self.state.on_safe_point is not None:
-            await self.state.on_safe_point(point)
+            try:
+                await self.state.on_safe_point(point)
+            except asyncio.CancelledError as exc:
+                absorb(self.state.cancel, exc)  # the next check ends the turn
+
+    def _close_open_round(self) -> None:
+        """Answer the calls of a round an exception broke off, so the history stays valid: a
+        finished call keeps its result, the others say their outcome is unknown."""
+        calls, batch = self._open, self._open_batch
+        if calls is None:
+            return
+        self._open = self._open_batch = None
+        limit = self.exec.knobs.max_tool_result_chars
+        messages = []
+        for call in calls:
+            outcome = batch.slots[call.index] if batch is not None else None
+            if outcome is None:
+                outcome = synthetic(call.call_id, call.name, "interrupted", UNFINISHED_CALL)
+                outcome.phase = "cancelled_while_running"
+                self.state.sink(result_event(self.state, outcome, limit))
+            content, _ = bound_text(outcome.visible or outcome.output, limit)
+            messages.append(
+                ToolResultMessage(
+                    call_id=outcome.call_id,
+                    name=outcome.name,
+                    content=content,
+                    is_error=not outcome.success,
+                )
+            )
+        self._append(*messages)
 
     def _final(
         self, text: str, reason: FinalReason, *, reasoning: str | None = None

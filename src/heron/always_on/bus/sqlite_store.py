@@ -1,5 +1,9 @@
 """`SqliteBusStore`: the embedded event bus, in the same SQLite database as the sessions.
 
+`consume` is one SQLite transaction on the connection it shares with its
+`SqliteSessionStore`: the history append (`SqliteSessionStore.append_in`) and the consumption
+marks commit together or not at all.
+
 Durability level (the default, `synchronous=NORMAL` in WAL mode, set by
 `heron._support.state.open_db`):
 a `publish` that returned survives a crash or `kill -9` of the process — the commit is in the
@@ -26,11 +30,11 @@ from typing import Literal
 
 from pydantic import TypeAdapter
 
-from heron._support.state import open_db
+from heron._support.state import open_db, sqlite_errors, transaction
 from heron.always_on.bus.model import BusEvent
-from heron.always_on.bus.store import AlreadyConsumedError, EventCallback, Unwatch
+from heron.always_on.bus.store import AlreadyConsumedError, EventCallback, StoredEvent, Unwatch
 from heron.messages import Message
-from heron.sessions.store import SessionStore, transaction
+from heron.sessions.sqlite_store import SqliteSessionStore
 
 _EVENTS: TypeAdapter[list[BusEvent]] = TypeAdapter(list[BusEvent])
 _ID_CHUNK = 500  # stays far below SQLite's limit on bound parameters per statement
@@ -61,10 +65,11 @@ CREATE TABLE IF NOT EXISTS bus_pending (
 # is several times cheaper than keeping a partial index on `bus_events` up to date.
 
 
+@sqlite_errors
 class SqliteBusStore:
-    """`BusStore` on SQLite. Shares the connection (and transactions) of its `SessionStore`."""
+    """`BusStore` on SQLite. Shares the connection (and transactions) of its session store."""
 
-    def __init__(self, sessions: SessionStore) -> None:
+    def __init__(self, sessions: SqliteSessionStore) -> None:
         self._sessions = sessions
         self._conn = sessions.conn
         self._conn.executescript(_SCHEMA)
@@ -77,10 +82,10 @@ class SqliteBusStore:
         """A bus (and its session store) on `<state_dir>/heron.db`; close with `close()`."""
         conn = open_db(state_dir)
         conn.execute(f"PRAGMA synchronous={synchronous}")
-        return cls(SessionStore(conn))
+        return cls(SqliteSessionStore(conn))
 
     @property
-    def sessions(self) -> SessionStore:
+    def sessions(self) -> SqliteSessionStore:
         """The session store whose histories `consume` appends to."""
         return self._sessions
 
@@ -150,8 +155,8 @@ class SqliteBusStore:
                 ).fetchall()
             if len(found) != len(wanted):
                 raise AlreadyConsumedError(session, self._not_pending(session, wanted))
-            head = self._sessions.append(
-                session, messages, expected_last_entry=expected_last_entry, conn_tx=conn
+            head = self._sessions.append_in(
+                conn, session, messages, expected_last_entry=expected_last_entry
             )
             now = time.time()
             conn.executemany(
@@ -195,13 +200,41 @@ class SqliteBusStore:
 
     # -- inspection -------------------------------------------------------------------------
 
-    def consumed_into(self, event_id: str) -> int | None:
-        """The history entry an event was consumed into, `None` while it is pending."""
+    async def consumed_into(self, event_id: str) -> int | None:
         row = self._conn.execute(
             "SELECT entry_id FROM bus_events WHERE id = ? AND consumed_at IS NOT NULL",
             (event_id,),
         ).fetchone()
         return None if row is None else int(row[0] or 0)
+
+    async def events(
+        self,
+        *,
+        session: str | None = None,
+        pending_only: bool = False,
+        after: int | None = None,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        where: list[str] = ["1 = 1"]
+        params: list[str | int] = []
+        if session is not None:
+            where.append("session = ?")
+            params.append(session)
+        if pending_only:
+            where.append("consumed_at IS NULL")
+        if after is not None:
+            where.append("seq > ?")
+            params.append(after)
+        rows = self._conn.execute(
+            f"SELECT seq, body, consumed_at FROM bus_events WHERE {' AND '.join(where)}"
+            " ORDER BY seq DESC LIMIT ?",
+            [*params, -1 if limit is None else limit],
+        ).fetchall()
+        bodies = _EVENTS.validate_json("[" + ",".join(r[1] for r in reversed(rows)) + "]")
+        return [
+            StoredEvent(seq=seq, event=event, consumed=consumed_at is not None)
+            for (seq, _, consumed_at), event in zip(reversed(rows), bodies, strict=True)
+        ]
 
     def _not_pending(self, session: str, ids: list[str]) -> list[str]:
         """The ids among `ids` that are not pending in `session`."""

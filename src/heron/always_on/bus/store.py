@@ -1,8 +1,8 @@
 """`BusStore`: the small interface every event-bus back end implements.
 
-The embedded default is `heron.always_on.bus.sqlite_store.SqliteBusStore`; Redis or PostgreSQL back
-ends
-implement the same five methods. Nothing here names a storage technology.
+The embedded default is `heron.always_on.bus.sqlite_store.SqliteBusStore`; a PostgreSQL back end
+implements the same methods and passes the same contract suite
+(`tests/contracts/test_bus_store_contract.py`). Nothing here names a storage technology.
 
 The contract:
 
@@ -20,17 +20,25 @@ The contract:
   number, not with the number of events (a host of many sessions polls it);
   `key_session` names the session that holds an idempotency key, so an ingress shared by many
   sessions can store each key once across all of them.
+- `sessions` is the session store `consume` appends to: a bus back end and its session
+  histories live in one database, because `consume` is one transaction over both.
+- `events` and `consumed_into` are for inspection (`heron events tail`, tests).
+
+The storage methods are `async`: the event loop calls them on the hot path of `heron serve`,
+where a networked back end must not block the loop (the SQLite implementation runs its short
+local transactions in line).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from heron.always_on.bus.model import BusEvent
 from heron.errors import HeronError
 from heron.messages import Message
-from heron.sessions.store import ConcurrentWriteError
+from heron.sessions.store import ConcurrentWriteError, SessionStore
 
 EventCallback = Callable[[BusEvent], None]
 """Called synchronously, on the publisher's thread, after the event is durable."""
@@ -54,8 +62,23 @@ class AlreadyConsumedError(BusStoreError):
         )
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredEvent:
+    """One event as the bus keeps it (`BusStore.events`)."""
+
+    seq: int
+    """Arrival order across the whole bus: increases with every stored event."""
+    event: BusEvent
+    consumed: bool
+
+
 class BusStore(Protocol):
     """Durable, idempotent event storage with exactly-once consumption into a session."""
+
+    @property
+    def sessions(self) -> SessionStore:
+        """The session store whose histories `consume` appends to."""
+        ...
 
     async def publish(self, event: BusEvent) -> bool:
         """Persist `event`; `False` (and nothing stored) for a duplicate."""
@@ -96,6 +119,23 @@ class BusStore(Protocol):
         """A session that holds an event with this idempotency key, or `None`."""
         ...
 
+    async def consumed_into(self, event_id: str) -> int | None:
+        """The history entry an event was consumed into (`0` when `consume` appended no
+        message); `None` while it is pending or unknown."""
+        ...
+
+    async def events(
+        self,
+        *,
+        session: str | None = None,
+        pending_only: bool = False,
+        after: int | None = None,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        """Stored events in arrival order, consumed ones included unless `pending_only`:
+        of one `session` or all, only those after `seq` `after`, only the last `limit`."""
+        ...
+
 
 __all__ = [
     "AlreadyConsumedError",
@@ -103,5 +143,6 @@ __all__ = [
     "BusStoreError",
     "ConcurrentWriteError",
     "EventCallback",
+    "StoredEvent",
     "Unwatch",
 ]

@@ -30,7 +30,6 @@ import asyncio
 import hashlib
 import logging
 import re
-import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from email.message import Message
@@ -43,7 +42,6 @@ from heron._support.clock import Clock, RealClock, timestamp
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.always_on.bus.routing import SessionAddress, route_session
 from heron.connectors.mail.maildir import INBOX, Maildir, MailRef, mail_summary, message_text
-from heron.sessions.store import transaction
 
 log = logging.getLogger("heron.always_on.channels.mail")
 
@@ -62,55 +60,18 @@ def thread_ids(message: Message) -> list[str]:
 
 
 class ThreadIndex(Protocol):
-    """Which session each mail heron received or sent belongs to, by Message-ID."""
+    """Which session each mail heron received or sent belongs to, by Message-ID (synchronous;
+    a back-end failure raises `heron.errors.StoreError`). The SQLite implementation is
+    `heron.always_on.channels.sqlite_mail_inbound.SqliteThreadIndex`."""
 
     def session_of(self, message_ids: Sequence[str]) -> str | None:
         """The session of the first of `message_ids` that is known, or `None`."""
         ...
 
     def record(self, pairs: Iterable[tuple[str, str]], *, now: float) -> None:
-        """Remember `(message_id, session)` pairs; a Message-ID keeps its first session."""
+        """Remember `(message_id, session)` pairs, atomically; a Message-ID keeps its first
+        session, and an empty Message-ID is skipped."""
         ...
-
-
-_THREADS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS mail_threads (
-    message_id  TEXT PRIMARY KEY,
-    session     TEXT NOT NULL,
-    recorded_at REAL NOT NULL
-) WITHOUT ROWID
-"""
-
-
-class SqliteThreadIndex:
-    """`ThreadIndex` in heron's SQLite database (table `mail_threads`), on a connection with
-    explicit transactions (`isolation_level = None`, like the session store's)."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-        conn.execute(_THREADS_SCHEMA)
-
-    def session_of(self, message_ids: Sequence[str]) -> str | None:
-        for message_id in message_ids:
-            row = self._conn.execute(
-                "SELECT session FROM mail_threads WHERE message_id = ?", (message_id,)
-            ).fetchone()
-            if row is not None:
-                return str(row[0])
-        return None
-
-    def record(self, pairs: Iterable[tuple[str, str]], *, now: float) -> None:
-        rows = [(m, s, now) for m, s in pairs if m]
-        if not rows:
-            return
-        insert = (
-            "INSERT OR IGNORE INTO mail_threads (message_id, session, recorded_at) VALUES (?, ?, ?)"
-        )
-        if self._conn.in_transaction:  # joins the caller's transaction
-            self._conn.executemany(insert, rows)
-            return
-        with transaction(self._conn) as conn:
-            conn.executemany(insert, rows)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

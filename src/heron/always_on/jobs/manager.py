@@ -1,12 +1,11 @@
 """`JobManager`: detached background jobs that survive heron, reported on the event bus.
 
 A job is one bash command started through a supervisor (`heron.always_on.jobs.supervisor`) in its
-own
-session, inside the agent's sandbox (bubblewrap namespaces for the `bwrap` level; the sandbox's
+own session, inside the agent's sandbox (bubblewrap namespaces for the `bwrap` level; the sandbox's
 resource limits, pids cgroup or unprivileged user for both levels) and after the same command
-policy as the `shell` tool. Its state lives in SQLite (`heron.always_on.jobs.store`), its output in
-a
-file, its end in the supervisor's status file, so nothing about it depends on heron's process.
+policy as the `shell` tool. Its record lives in a `JobStore` (`heron.always_on.jobs.store`; SQLite
+by default), its output in a file, its end in the supervisor's status file, so nothing about it
+depends on heron's process.
 
 Reporting, exactly once: when a job ends, a `job.exit` event (bound to the starting call's id
 and the job id) is published with an idempotency key, then the record is marked `reported`. A
@@ -37,7 +36,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,15 +44,10 @@ from typing import Any, Literal
 from heron._support.clock import Clock, RealClock, timestamp
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.jobs import supervisor as sup
-from heron.always_on.jobs.store import (
-    JobRecord,
-    JobState,
-    JobStore,
-    end_event,
-    tail_lines,
-    timeout_event,
-)
-from heron.errors import HeronError
+from heron.always_on.jobs.events import end_event, timeout_event
+from heron.always_on.jobs.output import tail_lines
+from heron.always_on.jobs.store import JobRecord, JobState, JobStore
+from heron.errors import HeronError, StoreError
 from heron.safety.command_policy import CommandPolicy, CommandVerdict, Decision
 from heron.sandbox.base import ResourceLimits, Sandbox, SandboxUnavailable
 from heron.sandbox.bwrap import BwrapSandbox
@@ -101,7 +94,7 @@ class JobManager:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        store: JobStore,
         *,
         state_dir: Path,
         workspace: Path,
@@ -113,7 +106,7 @@ class JobManager:
         config: JobConfig | None = None,
         cgroup_root: Path = Path("/sys/fs/cgroup"),
     ) -> None:
-        self.store = JobStore(conn)
+        self.store = store
         self.workspace = workspace.resolve()
         self.jobs_dir = state_dir / "jobs"
         self.session = session
@@ -271,7 +264,7 @@ class JobManager:
             self._wake.clear()
             try:
                 await self.poll()
-            except (OSError, sqlite3.Error):
+            except (OSError, StoreError):
                 log.exception("job poll failed; retrying")
             delay = self.config.poll_interval_s
             now = self.clock.time()

@@ -12,7 +12,8 @@ from typing import Any
 
 from heron._support.timefmt import utc_rfc3339
 from heron.always_on.jobs.manager import JobError, JobManager, JobRefused
-from heron.always_on.jobs.store import JobRecord, output_size, read_output, tail_lines
+from heron.always_on.jobs.output import output_size, read_output, tail_lines
+from heron.always_on.jobs.store import JobRecord
 from heron.sandbox.base import SandboxError
 from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool

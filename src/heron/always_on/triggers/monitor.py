@@ -10,8 +10,9 @@ next event says how many lines and events were dropped. Each event quotes at mos
 the rest. When the job ends, what is left is flushed in one last event (never rate limited, so
 drop counts are always reported) before the job's `job.exit` event.
 
-Monitors persist (table `job_monitors`): the stored offset is where everything before it has
-been published, dropped or filtered out, so after a restart the output is tailed from there.
+Monitors persist in a `MonitorStore` (`SqliteMonitorStore` by default): the stored offset is
+where everything before it has been published, dropped or filtered out, so after a restart the
+output is tailed from there.
 Events carry idempotency keys made of the monitor id and the byte range.
 """
 
@@ -21,17 +22,18 @@ import asyncio
 import dataclasses
 import re
 import secrets
-import sqlite3
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, Protocol
 
 from heron._support.clock import Clock, RealClock, timestamp
 from heron.always_on.background import BackgroundLoop, TaskScope
 from heron.always_on.bus.model import BusEvent
+from heron.always_on.jobs.events import job_event, short_command
 from heron.always_on.jobs.manager import JobManager
-from heron.always_on.jobs.store import JobRecord, job_event, output_size, short_command
+from heron.always_on.jobs.output import output_size
+from heron.always_on.jobs.store import JobRecord
 
 Publish = Callable[[BusEvent], Awaitable[bool]]
 MAX_LINES = 50
@@ -39,21 +41,6 @@ MAX_CHARS = 4000
 READ_CHUNK = 1 << 20
 READS_PER_POLL = 8
 RATE_WINDOW_S = 60.0
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS job_monitors (
-    id                 TEXT PRIMARY KEY,
-    job_id             TEXT NOT NULL,
-    session            TEXT NOT NULL,
-    call_id            TEXT,
-    pattern            TEXT,
-    coalesce_s         REAL NOT NULL,
-    max_events_per_min INTEGER NOT NULL,
-    offset             INTEGER NOT NULL,
-    state              TEXT NOT NULL,
-    created_at         REAL NOT NULL
-)
-"""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,7 +59,26 @@ class MonitorRecord:
     created_at: float
 
 
-_FIELDS = [f.name for f in dataclasses.fields(MonitorRecord)]
+MONITOR_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(MonitorRecord))
+"""The stored fields of a monitor, in declaration order."""
+
+
+class MonitorStore(Protocol):
+    """Durable shell monitors (`MonitorRecord`), per session. Synchronous, like the monitors'
+    other steps between two awaits; a back-end failure raises `heron.errors.StoreError`."""
+
+    def insert(self, monitor: MonitorRecord) -> None:
+        """Store a new monitor (its id must be new)."""
+        ...
+
+    def update(self, monitor_id: str, *, offset: int, done: bool = False) -> None:
+        """Record how far a monitor has handled its job's output; `done` ends the monitor
+        (`False` leaves its state as it is)."""
+        ...
+
+    def monitors(self, session: str, *, active_only: bool = True) -> list[MonitorRecord]:
+        """The session's monitors, oldest first."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -158,7 +164,7 @@ class ShellMonitors:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        store: MonitorStore,
         jobs: JobManager,
         *,
         publish: Publish,
@@ -167,9 +173,7 @@ class ShellMonitors:
         tasks: TaskScope | None = None,
     ) -> None:
         """`tasks`: the scope the polling loop runs in (the trigger runtime's), else its own."""
-        self._conn = conn
-        with conn:
-            conn.execute(_SCHEMA)
+        self.store = store
         self.jobs = jobs
         self.clock: Clock = clock or RealClock()
         self.poll_interval_s = poll_interval_s
@@ -223,21 +227,12 @@ class ShellMonitors:
             state="active",
             created_at=self.clock.time(),
         )
-        with self._conn:
-            self._conn.execute(
-                f"INSERT INTO job_monitors ({', '.join(_FIELDS)}) VALUES "
-                f"({', '.join('?' * len(_FIELDS))})",
-                [getattr(record, name) for name in _FIELDS],
-            )
+        self.store.insert(record)
         return record
 
     def monitors(self, *, active_only: bool = True) -> list[MonitorRecord]:
         """The session's monitors, oldest first."""
-        query = f"SELECT {', '.join(_FIELDS)} FROM job_monitors WHERE session = ?"
-        if active_only:
-            query += " AND state = 'active'"
-        rows = self._conn.execute(query + " ORDER BY created_at, rowid", (self.jobs.session,))
-        return [MonitorRecord(**dict(zip(_FIELDS, row, strict=True))) for row in rows]
+        return self.store.monitors(self.jobs.session, active_only=active_only)
 
     async def poll(self) -> None:
         """Read new output of every active monitor and publish what is due."""
@@ -278,15 +273,10 @@ class ShellMonitors:
             batch = batcher.take(now, final=final)
             if batch is not None:
                 await self._publish(self._event(monitor, job, batch, final=final))
-            changes: dict[str, Any] = {"offset": batcher.safe_offset}
-            if final or job is None:
-                changes["state"] = "done"
+            done = final or job is None
+            if done:
                 self._batchers.pop(monitor.id, None)
-            sets = ", ".join(f"{name} = ?" for name in changes)
-            with self._conn:
-                self._conn.execute(
-                    f"UPDATE job_monitors SET {sets} WHERE id = ?", [*changes.values(), monitor.id]
-                )
+            self.store.update(monitor.id, offset=batcher.safe_offset, done=done)
 
     def _event(
         self, monitor: MonitorRecord, job: JobRecord | None, batch: Batch, *, final: bool

@@ -3,8 +3,9 @@
 Usage::
 
     runtime = TriggerRuntime(
-        state_dir=state_dir, bus=bus, workspace=workspace, sandbox=sandbox, policy=policy,
-        session=session, config=TriggerConfig(heartbeat=HeartbeatConfig(every_s=1800)),
+        state_dir=state_dir, stores=open_trigger_stores(state_dir), bus=bus,
+        workspace=workspace, sandbox=sandbox, policy=policy, session=session,
+        config=TriggerConfig(heartbeat=HeartbeatConfig(every_s=1800)),
     )
     agent = HookedAgent(hooks=runtime.hooks, model=model, tools=[*tools, *runtime.tools], ...)
     loop = EventDrivenAgent(agent, bus, bus.sessions, session=session,
@@ -14,28 +15,32 @@ Usage::
     await runtime.aclose()     # stop hooks, stop the schedulers; jobs keep running detached
 
 Everything publishes on `bus` (the same `BusStore` object the event loop watches, so events
-wake it at once) and persists in `<state_dir>/heron.db`.
+wake it at once) and persists in `stores` (`TriggerStores`: jobs, timers, monitors and
+subscriptions; `heron.always_on.triggers.sqlite_store.open_trigger_stores` opens them in
+`<state_dir>/heron.db`). The runtime owns the stores it is given and closes them in `aclose`;
+runtimes that share one set (`heron serve` gives every session's runtime the process's) are
+each given `TriggerStores.shared()`. `state_dir` also holds the jobs' directories.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from heron._support.clock import Clock, RealClock
-from heron._support.state import open_db
 from heron.always_on.background import TaskScope
 from heron.always_on.bus.store import BusStore, Unwatch
 from heron.always_on.hooks import LifecycleHooks
 from heron.always_on.jobs.manager import JobConfig, JobManager
+from heron.always_on.jobs.store import JobStore
 from heron.always_on.jobs.tools import job_tools
 from heron.always_on.triggers.heartbeat import AllClearFilter, Heartbeat, HeartbeatConfig
-from heron.always_on.triggers.monitor import ShellMonitors
-from heron.always_on.triggers.subscriptions import SubscriptionStore
+from heron.always_on.triggers.monitor import MonitorStore, ShellMonitors
+from heron.always_on.triggers.subscriptions import Subscriptions, SubscriptionStore
 from heron.always_on.triggers.system import SystemEventConfig, SystemEvents
-from heron.always_on.triggers.timers import TimerConfig, TimerScheduler
+from heron.always_on.triggers.timers import TimerConfig, TimerScheduler, TimerStore
 from heron.always_on.triggers.tools import monitor_tools, subscription_tools, timer_tools
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox.base import Sandbox
@@ -56,6 +61,24 @@ class TriggerConfig:
     monitor_poll_s: float = 0.5
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TriggerStores:
+    """The durable state of the triggers. Each store keeps every session's records (its
+    methods take the session), so one set can serve the runtimes of many sessions."""
+
+    jobs: JobStore
+    timers: TimerStore
+    monitors: MonitorStore
+    subscriptions: SubscriptionStore
+    close: Callable[[], None] = lambda: None
+    """Releases the stores' connections (called by `TriggerRuntime.aclose`)."""
+
+    def shared(self) -> TriggerStores:
+        """The same stores with a `close` that leaves them open: for one of several runtimes
+        that share them (`heron serve`'s sessions); whoever opened them closes them once."""
+        return dataclasses.replace(self, close=lambda: None)
+
+
 class TriggerRuntime:
     """Jobs, monitors, timers, heartbeat, system events and subscriptions of one session.
 
@@ -66,6 +89,7 @@ class TriggerRuntime:
         self,
         *,
         state_dir: Path,
+        stores: TriggerStores,
         bus: BusStore,
         workspace: Path,
         sandbox: Sandbox,
@@ -74,22 +98,21 @@ class TriggerRuntime:
         clock: Clock | None = None,
         config: TriggerConfig | None = None,
         hooks: LifecycleHooks | None = None,
-        conn: sqlite3.Connection | None = None,
     ) -> None:
-        """`conn`: a connection to `<state_dir>/heron.db` to share (the caller closes it);
-        by default the runtime opens its own."""
+        """`stores`: the runtime closes them in `aclose`; to share one set of stores among
+        the runtimes of many sessions (their methods take the session), give each runtime
+        `stores.shared()` and close the stores once, after the last runtime."""
         config = config or TriggerConfig()
         self.config = config
         self.clock: Clock = clock or RealClock()
         self.hooks = hooks or LifecycleHooks()
         self._bus = bus
-        self._own_conn = conn is None
-        self._conn = conn if conn is not None else open_db(state_dir)
+        self.stores = stores
         self.tasks = TaskScope()
         """The task group every trigger's background loop runs in."""
         publish = bus.publish
         self.jobs = JobManager(
-            self._conn,
+            stores.jobs,
             state_dir=state_dir,
             workspace=workspace,
             sandbox=sandbox,
@@ -100,7 +123,7 @@ class TriggerRuntime:
             config=config.jobs,
         )
         self.monitors = ShellMonitors(
-            self._conn,
+            stores.monitors,
             self.jobs,
             publish=publish,
             clock=self.clock,
@@ -108,14 +131,14 @@ class TriggerRuntime:
             tasks=self.tasks,
         )
         self.timers = TimerScheduler(
-            self._conn,
+            stores.timers,
             publish=publish,
             session=session,
             clock=self.clock,
             config=config.timers,
             tasks=self.tasks,
         )
-        self.subscriptions = SubscriptionStore(self._conn, session=session)
+        self.subscriptions = Subscriptions(stores.subscriptions, session=session)
         system = config.system
         if system is not None and not system.disk_paths:
             system = dataclasses.replace(system, disk_paths=(state_dir, workspace))
@@ -168,8 +191,8 @@ class TriggerRuntime:
         await self.hooks.started()
 
     async def aclose(self) -> None:
-        """Run the stop hooks and stop every scheduler. Background jobs keep running; the
-        next `start()` re-attaches them."""
+        """Run the stop hooks, stop every scheduler and close the stores. Background jobs keep
+        running; the next `start()` re-attaches them."""
         await self.hooks.stopped()
         if self.heartbeat is not None:
             await self.heartbeat.aclose()
@@ -182,5 +205,4 @@ class TriggerRuntime:
         await self.monitors.aclose()
         await self.tasks.aclose()
         await self.jobs.aclose()
-        if self._own_conn:
-            self._conn.close()
+        self.stores.close()

@@ -15,7 +15,9 @@ A subscription names a `source` (the channel the event arrived on, or `any`) and
 every condition given must hold: event kinds, sender (a case-insensitive glob on
 `content.data["sender"]` or `["from"]`, also tried on the address inside `<...>`), a regular
 expression searched in the text, a minimum urgency, and who sent it (`user`, `contact`,
-`stranger`, ...). Subscriptions persist in SQLite (table `subscriptions`).
+`stranger`, ...). Subscriptions persist in a `SubscriptionStore` (`SqliteSubscriptionStore` by
+default); `Subscriptions` is one session's view, which checks a new subscription before storing
+it.
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from __future__ import annotations
 import fnmatch
 import re
 import secrets
-import sqlite3
 from collections.abc import Iterable
-from typing import Literal, get_args
+from typing import Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,17 +44,6 @@ MAX_SCANNED_TEXT = 20_000
 _URGENCY_RANK: dict[str, int] = {"low": 0, "normal": 1, "urgent": 2}
 _KNOWN_KINDS = frozenset(get_args(EventKind))
 _ADDRESS = re.compile(r"<([^<>]+)>")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS subscriptions (
-    id         TEXT PRIMARY KEY,
-    session    TEXT NOT NULL,
-    source     TEXT NOT NULL,
-    filter     TEXT NOT NULL,
-    note       TEXT NOT NULL,
-    created_at REAL NOT NULL
-)
-"""
 
 
 class SubscriptionFilter(BaseModel):
@@ -133,14 +123,29 @@ def _sender_matches(event: BusEvent, pattern: str) -> bool:
     return any(fnmatch.fnmatchcase(c.strip().lower(), wanted) for c in candidates)
 
 
-class SubscriptionStore:
-    """The subscriptions of one session in heron's SQLite database."""
+class SubscriptionStore(Protocol):
+    """Durable subscriptions, per session (synchronous; a back-end failure raises
+    `heron.errors.StoreError`)."""
 
-    def __init__(self, conn: sqlite3.Connection, *, session: str = "default") -> None:
-        self._conn = conn
+    def insert(self, subscription: Subscription) -> None:
+        """Store a new subscription (its id must be new)."""
+        ...
+
+    def remove(self, session: str, subscription_id: str) -> bool:
+        """Delete a subscription of `session`; `False` if it has none with that id."""
+        ...
+
+    def list(self, session: str) -> list[Subscription]:
+        """The session's subscriptions, oldest first."""
+        ...
+
+
+class Subscriptions:
+    """The subscriptions of one session: checked before they are stored in `store`."""
+
+    def __init__(self, store: SubscriptionStore, *, session: str = "default") -> None:
+        self.store = store
         self.session = session
-        with conn:
-            conn.execute(_SCHEMA)
 
     def add(
         self,
@@ -167,48 +172,16 @@ class SubscriptionStore:
             note=note,
             created_at=now,
         )
-        with self._conn:
-            self._conn.execute(
-                "INSERT INTO subscriptions (id, session, source, filter, note, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    subscription.id,
-                    self.session,
-                    source,
-                    rule.model_dump_json(exclude_none=True),
-                    note,
-                    now,
-                ),
-            )
+        self.store.insert(subscription)
         return subscription
 
     def remove(self, subscription_id: str) -> bool:
         """Delete a subscription of this session; `False` if there was none."""
-        with self._conn:
-            cursor = self._conn.execute(
-                "DELETE FROM subscriptions WHERE id = ? AND session = ?",
-                (subscription_id, self.session),
-            )
-        return cursor.rowcount == 1
+        return self.store.remove(self.session, subscription_id)
 
     def list(self) -> list[Subscription]:
         """This session's subscriptions, oldest first."""
-        rows = self._conn.execute(
-            "SELECT id, source, filter, note, created_at FROM subscriptions WHERE session = ?"
-            " ORDER BY created_at, rowid",
-            (self.session,),
-        )
-        return [
-            Subscription(
-                id=row[0],
-                session=self.session,
-                source=row[1],
-                filter=SubscriptionFilter.model_validate_json(row[2]),
-                note=row[3],
-                created_at=row[4],
-            )
-            for row in rows
-        ]
+        return self.store.list(self.session)
 
     def should_wake(self, event: BusEvent) -> bool:
         """`should_wake` with this session's stored subscriptions."""

@@ -12,8 +12,8 @@
   repeat every tick.
 
 `system.process_timeout` is produced by the job manager
-(`heron.always_on.jobs.store.timeout_event`),
-once per job, when a background job passes its deadline.
+(`heron.always_on.jobs.events.timeout_event`), once per job, when a background job passes its
+deadline.
 
 Register `SystemEvents.observe` with the bus (`BusStore.watch`) so user activity is seen.
 """

@@ -1,9 +1,10 @@
 """Durable timers: one-shot, interval and cron schedules that publish `timer.trigger` events.
 
-Timers live in SQLite (table `timers`), so they survive restarts. A `TimerScheduler` task,
-driven by a `Clock`, sleeps until the earliest due timer (waking early when timers change) and
-publishes one event per fire with the idempotency key `timer:<id>:<slot>`; a crash between
-publishing and storing the next slot republishes the same key, which the bus stores once.
+Timers live in a `TimerStore` (`SqliteTimerStore` in `heron.always_on.triggers.sqlite_store`
+by default), so they survive restarts. A `TimerScheduler` task, driven by a `Clock`, sleeps
+until the earliest due timer (waking early when timers change) and publishes one event per fire
+with the idempotency key `timer:<id>:<slot>`; a crash between publishing and storing the next
+slot republishes the same key, which the bus stores once.
 
 Schedules: `at` (an RFC 3339 time) or `after_s` fire once; `every_s` repeats (its first fire at
 `at`/`after_s` if given, else one interval from now); `cron` is a five-field expression read
@@ -28,12 +29,11 @@ import asyncio
 import dataclasses
 import math
 import secrets
-import sqlite3
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from croniter import croniter  # type: ignore[import-untyped]
@@ -49,27 +49,6 @@ ScheduleKind = Literal["at", "every", "cron"]
 TimerState = Literal["active", "done", "cancelled"]
 CRON_SCAN_LIMIT = 10_000
 """Missed cron slots counted one by one; beyond this the count is a lower bound."""
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS timers (
-    id         TEXT PRIMARY KEY,
-    session    TEXT NOT NULL,
-    call_id    TEXT,
-    message    TEXT NOT NULL,
-    kind       TEXT NOT NULL,
-    every_s    REAL,
-    cron       TEXT,
-    tz         TEXT NOT NULL,
-    misfire    TEXT NOT NULL,
-    next_fire  REAL,
-    fires      INTEGER NOT NULL,
-    missed     INTEGER NOT NULL,
-    state      TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    last_fired REAL
-);
-CREATE INDEX IF NOT EXISTS timers_due ON timers (session, state, next_fire);
-"""
 
 
 class TimerError(HeronError, ValueError):
@@ -115,7 +94,43 @@ class TimerRecord:
         return f"once at {rfc3339(self.next_fire or self.last_fired or 0.0, self.tz)}"
 
 
-_FIELDS = [f.name for f in dataclasses.fields(TimerRecord)]
+TIMER_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(TimerRecord))
+"""The stored fields of a timer, in declaration order."""
+
+
+class TimerStore(Protocol):
+    """Durable timers (`TimerRecord`), per session. Timers are never deleted: a cancelled or
+    finished timer keeps its record. Synchronous, like the scheduler's other steps between two
+    awaits; a back-end failure raises `heron.errors.StoreError`."""
+
+    def insert(self, timer: TimerRecord) -> None:
+        """Store a new timer (its id must be new)."""
+        ...
+
+    def update(self, timer_id: str, **changes: Any) -> TimerRecord:
+        """Change fields of a timer and return the stored result; `ValueError` for a name not
+        in `TIMER_FIELDS` (nothing changes), `KeyError` for an unknown timer."""
+        ...
+
+    def get(self, session: str, timer_id: str) -> TimerRecord | None:
+        """The session's timer, or `None` (also for another session's timer)."""
+        ...
+
+    def timers(self, session: str, *, active_only: bool = True) -> list[TimerRecord]:
+        """The session's timers, soonest `next_fire` first, those without one last."""
+        ...
+
+    def count_active(self, session: str) -> int:
+        """How many of the session's timers are `active`."""
+        ...
+
+    def due(self, session: str, now: float) -> list[TimerRecord]:
+        """The session's active timers whose `next_fire` is at or before `now`, soonest first."""
+        ...
+
+    def next_fire(self, session: str) -> float | None:
+        """The earliest `next_fire` of the session's active timers; `None` when none is."""
+        ...
 
 
 def rfc3339(epoch: float, tz: str = "UTC") -> str:
@@ -181,7 +196,7 @@ class TimerScheduler:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        store: TimerStore,
         *,
         publish: Publish,
         session: str = "default",
@@ -190,9 +205,7 @@ class TimerScheduler:
         tasks: TaskScope | None = None,
     ) -> None:
         """`tasks`: the scope the firing loop runs in (the trigger runtime's), else its own."""
-        self._conn = conn
-        with conn:
-            conn.executescript(_SCHEMA)
+        self.store = store
         self._publish = publish
         self.session = session
         self.clock: Clock = clock or RealClock()
@@ -245,9 +258,7 @@ class TimerScheduler:
             kind = "at"
         else:
             raise TimerError("give one of `at`, `after_s`, `every_s` or `cron`")
-        active = self._conn.execute(
-            "SELECT COUNT(*) FROM timers WHERE session = ? AND state = 'active'", (self.session,)
-        ).fetchone()[0]
+        active = self.store.count_active(self.session)
         if active >= config.max_active:
             raise TimerError(f"{active} timers are active, the limit; cancel some first")
         timer = TimerRecord(
@@ -267,12 +278,7 @@ class TimerScheduler:
             created_at=now,
             last_fired=None,
         )
-        with self._conn:
-            self._conn.execute(
-                f"INSERT INTO timers ({', '.join(_FIELDS)}) VALUES "
-                f"({', '.join('?' * len(_FIELDS))})",
-                [getattr(timer, name) for name in _FIELDS],
-            )
+        self.store.insert(timer)
         self._wake()
         return timer
 
@@ -282,24 +288,16 @@ class TimerScheduler:
         if timer is None:
             return None
         if timer.state == "active":
-            timer = self._update(timer.id, state="cancelled", next_fire=None)
+            timer = self.store.update(timer.id, state="cancelled", next_fire=None)
             self._wake()
         return timer
 
     def get(self, timer_id: str) -> TimerRecord | None:
-        row = self._conn.execute(
-            f"SELECT {', '.join(_FIELDS)} FROM timers WHERE id = ? AND session = ?",
-            (timer_id, self.session),
-        ).fetchone()
-        return None if row is None else TimerRecord(**dict(zip(_FIELDS, row, strict=True)))
+        return self.store.get(self.session, timer_id)
 
     def timers(self, *, active_only: bool = True) -> list[TimerRecord]:
         """The session's timers, soonest first."""
-        query = f"SELECT {', '.join(_FIELDS)} FROM timers WHERE session = ?"
-        if active_only:
-            query += " AND state = 'active'"
-        rows = self._conn.execute(query + " ORDER BY next_fire IS NULL, next_fire", (self.session,))
-        return [TimerRecord(**dict(zip(_FIELDS, row, strict=True))) for row in rows]
+        return self.store.timers(self.session, active_only=active_only)
 
     # -- firing -------------------------------------------------------------------------------
 
@@ -313,14 +311,8 @@ class TimerScheduler:
     async def fire_due(self) -> int:
         """Fire every timer due now, applying misfire policies; returns events published."""
         now = self.clock.time()
-        rows = self._conn.execute(
-            f"SELECT {', '.join(_FIELDS)} FROM timers WHERE session = ? AND state = 'active'"
-            " AND next_fire <= ? ORDER BY next_fire",
-            (self.session, now),
-        ).fetchall()
         published = 0
-        for row in rows:
-            timer = TimerRecord(**dict(zip(_FIELDS, row, strict=True)))
+        for timer in self.store.due(self.session, now):
             assert timer.next_fire is not None  # selected by next_fire <= now
             misfired = timer.next_fire < now - self.config.misfire_grace_s
             keep = max(self.config.max_catch_up, 1) if misfired else None
@@ -342,7 +334,7 @@ class TimerScheduler:
             for slot, note in fires:
                 await self._publish(self._event(timer, slot, now, note))
             published += len(fires)
-            self._update(
+            self.store.update(
                 timer.id,
                 next_fire=upcoming,
                 state="active" if upcoming is not None else "done",
@@ -363,16 +355,13 @@ class TimerScheduler:
             await self.fire_due()
             if self._stale:
                 continue
-            row = self._conn.execute(
-                "SELECT MIN(next_fire) FROM timers WHERE session = ? AND state = 'active'",
-                (self.session,),
-            ).fetchone()
+            upcoming = self.store.next_fire(self.session)
             self._sleeping = True
             try:
-                if row[0] is None:
+                if upcoming is None:
                     await asyncio.get_running_loop().create_future()
                 else:
-                    await self.clock.sleep_until(row[0])
+                    await self.clock.sleep_until(upcoming)
             except asyncio.CancelledError:
                 if not self._wake_pending or task.uncancel() > 0:
                     raise
@@ -415,13 +404,3 @@ class TimerScheduler:
             context=EventContext(related_task=timer.id),
             idempotency_key=f"timer:{timer.id}:{slot:.3f}",
         )
-
-    def _update(self, timer_id: str, **changes: Any) -> TimerRecord:
-        sets = ", ".join(f"{name} = ?" for name in changes)
-        with self._conn:
-            self._conn.execute(
-                f"UPDATE timers SET {sets} WHERE id = ?", [*changes.values(), timer_id]
-            )
-        timer = self.get(timer_id)
-        assert timer is not None  # timers are never deleted
-        return timer

@@ -2,7 +2,7 @@
 
 - `set_timer` / `cancel_timer` / `list_timers` (`TimerScheduler`);
 - `monitor_shell` (`ShellMonitors`): a background job's new output as `job.output` events;
-- `subscribe` / `unsubscribe` / `list_subscriptions` (`SubscriptionStore`): which inbound
+- `subscribe` / `unsubscribe` / `list_subscriptions` (`Subscriptions`): which inbound
   events wake the agent.
 
 Each returns at once; what it sets up arrives later as events on the agent's timeline.
@@ -17,8 +17,8 @@ from heron.always_on.triggers.monitor import ShellMonitors
 from heron.always_on.triggers.subscriptions import (
     Subscription,
     SubscriptionFilter,
+    Subscriptions,
     SubscriptionSource,
-    SubscriptionStore,
 )
 from heron.always_on.triggers.timers import (
     Misfire,
@@ -187,7 +187,7 @@ def _subscription_view(sub: Subscription) -> dict[str, Any]:
     }
 
 
-def subscription_tools(store: SubscriptionStore, clock: Clock) -> list[Tool]:
+def subscription_tools(store: Subscriptions, clock: Clock) -> list[Tool]:
     """`subscribe`, `unsubscribe` and `list_subscriptions` for one session."""
 
     @tool(

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from heron.mcp.client.errors import ServerRefused, ServerUnavailable
+from heron.mcp.client.errors import ServerAuthRequired, ServerRefused, ServerUnavailable
 from heron.mcp.client.manager import McpClientManager, ServerStatus
 from heron.mcp.client.resources import (
     McpPrompt,
@@ -33,6 +33,7 @@ __all__ = [
     "McpResource",
     "McpResourceContent",
     "McpTool",
+    "ServerAuthRequired",
     "ServerRefused",
     "ServerStatus",
     "ServerUnavailable",

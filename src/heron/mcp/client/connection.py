@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from heron.mcp.auth.scrub import scrub_secrets
 from heron.mcp.client.errors import ServerRefused, ServerUnavailable
 from heron.mcp.config import McpServerConfig
 from heron.mcp.trust import ToolDefinition
@@ -80,19 +81,28 @@ def describe_start_failure(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError):
         return f"its command was not found ({exc.filename or exc})"
     if isinstance(exc, MCPError):
-        return f"MCP error {exc.code}: {exc.message}"
+        return scrub_secrets(f"MCP error {exc.code}: {exc.message}")
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(describe_start_failure(e) for e in exc.exceptions)
-    text = str(exc) or type(exc).__name__
-    return text
+    # OAuth errors may quote an authorization server's answer: never show a secret.
+    return scrub_secrets(str(exc) or type(exc).__name__)
 
 
 class Connection:
     """One running SDK client, owned by its own task."""
 
-    def __init__(self, name: str, config: McpServerConfig, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: McpServerConfig,
+        clock: Callable[[], float],
+        *,
+        http_auth: Any = None,
+    ) -> None:
         self.name = name
         self.config = config
+        self.http_auth = http_auth
+        """The HTTP client's auth hook (the SDK's OAuth provider for `auth = "oauth"`)."""
         self._clock = clock
         self.client: Client | None = None
         self.definitions: tuple[ToolDefinition, ...] = ()
@@ -166,7 +176,9 @@ class Connection:
             transport: Any = stdio_client(params, errlog=self._errlog)
         else:
             assert cfg.url is not None
-            http = create_mcp_http_client(headers=cfg.resolved_headers() or None)
+            http = create_mcp_http_client(
+                headers=cfg.resolved_headers() or None, auth=self.http_auth
+            )
             transport = HttpTransport(cfg.url, http)
         return Client(transport, mode=cfg.protocol, cache=None, client_info=info)
 

@@ -1,4 +1,5 @@
-"""The two ways an MCP server cannot be used: unavailable now, or refused until approved."""
+"""The ways an MCP server cannot be used: unavailable now, waiting for an operator's OAuth
+consent, or refused until approved."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 from heron.errors import HeronError
 from heron.mcp.trust import Finding, PinCheck
 
-__all__ = ["ServerRefused", "ServerUnavailable"]
+__all__ = ["ServerAuthRequired", "ServerRefused", "ServerUnavailable"]
 
 
 class ServerUnavailable(HeronError):
@@ -27,4 +28,13 @@ class ServerRefused(ServerUnavailable):
     ) -> None:
         self.check = check
         self.findings = tuple(findings)
+        super().__init__(server, reason)
+
+
+class ServerAuthRequired(ServerUnavailable):
+    """A server's OAuth login needs an operator's consent (status `auth_required`); heron
+    asked once, and the server is used again as soon as the login completes."""
+
+    def __init__(self, server: str, reason: str, *, scope: str | None = None) -> None:
+        self.scope = scope
         super().__init__(server, reason)

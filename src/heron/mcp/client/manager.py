@@ -12,6 +12,12 @@
   outcome is unknown; the next call starts the server again. Repeated failures back off
   exponentially, and a call during the back-off fails at once with the retry time.
 - **frugal**: a server idle for `idle_timeout_s` is stopped.
+- **never blocked by a login**: a server with `auth = "oauth"` connects with the SDK's OAuth
+  provider over its stored tokens (refreshed when due). When they are missing or expired, or a
+  call needs more scopes, the server goes `auth_required`: its calls fail at once with that
+  reason, the other servers go on, and — when the `McpAuth` has a consent channel — heron asks
+  the operator once, in the background; the server is used again as soon as the login
+  completes (or another process, `heron mcp login`, stored new tokens).
 """
 
 from __future__ import annotations
@@ -29,8 +35,12 @@ from mcp.shared.exceptions import MCPError
 
 import heron.mcp.client.admission as admission
 import heron.mcp.client.resources as resources
+from heron.mcp.auth import AuthorizationRequired, LoginState, McpAuth
+from heron.mcp.auth.consent import ConsentChannel
+from heron.mcp.auth.session import LogoutResult
 from heron.mcp.client.connection import Connection, describe_start_failure
-from heron.mcp.client.errors import ServerRefused, ServerUnavailable
+from heron.mcp.client.errors import ServerAuthRequired, ServerRefused, ServerUnavailable
+from heron.mcp.client.login_gate import LoginGate, authorization_required
 from heron.mcp.client.resources import (
     McpPrompt,
     McpPromptResult,
@@ -59,7 +69,7 @@ class ServerStatus:
 
     name: str
     transport: Literal["stdio", "http"]
-    state: Literal["stopped", "running", "backing-off", "refused"]
+    state: Literal["stopped", "running", "backing-off", "refused", "auth_required"]
     starts: int
     """How many times the server was started in this process."""
     crashes: int
@@ -71,6 +81,8 @@ class ServerStatus:
     server_version: str
     tools: int | None
     """Tools the server lists (None when unknown: never started and not pinned)."""
+    login: LoginState | None = None
+    """The OAuth login (servers with `auth = "oauth"` only)."""
 
 
 def _progress_line(progress: float, total: float | None, message: str | None) -> str:
@@ -102,6 +114,8 @@ class McpClientManager:
     Use as an async context manager (or call `aclose()`) so servers are stopped at the end.
     `trust=None` disables pinning (findings are still computed); with a `TrustStore`, servers
     are admitted at every start (`heron.mcp.client.admission`) and refused when they changed.
+    `auth` holds the OAuth token store of servers with `auth = "oauth"`; its consent channel,
+    when it has one, is how a running manager asks an operator (once per need).
     """
 
     def __init__(
@@ -109,6 +123,7 @@ class McpClientManager:
         config: McpConfig | Mapping[str, McpServerConfig],
         *,
         trust: TrustStore | None = None,
+        auth: McpAuth | None = None,
         builtin_names: Sequence[str] = (),
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
@@ -122,6 +137,7 @@ class McpClientManager:
             self.approval = "first-use"
         self._slots = {n: _Slot(name=n, config=c) for n, c in servers.items()}
         self._trust = trust
+        self._gate = LoginGate(auth, logged_in=self._logged_in)
         self._builtin_names = tuple(builtin_names)
         self._backoff_base = backoff_base_s
         self._backoff_max = backoff_max_s
@@ -185,18 +201,61 @@ class McpClientManager:
             if problems:
                 slot.last_error = "; ".join(problems)
                 raise ServerUnavailable(server, slot.last_error)
+            http_auth = self._http_auth(slot)
             try:
-                conn = await self._open(slot)
+                conn = await self._open(slot, http_auth)
             except ServerRefused as refused:
                 self._refuse(slot, refused)
                 raise
             except Exception as exc:
+                required = authorization_required(exc, http_auth)
+                if required is not None:
+                    raise self._need_consent(slot, required) from None
                 reason = describe_start_failure(exc)
                 self._note_failure(slot, reason)
                 raise ServerUnavailable(server, reason) from exc
             slot.conn = conn
             slot.starts += 1
             return conn
+
+    # -- OAuth (heron.mcp.client.login_gate) ------------------------------------------------
+
+    def _http_auth(self, slot: _Slot) -> Any:
+        try:
+            return self._gate.http_auth(slot.name, slot.config)
+        except ServerUnavailable as exc:
+            slot.last_error = exc.reason
+            raise
+
+    def _need_consent(self, slot: _Slot, required: AuthorizationRequired) -> ServerAuthRequired:
+        refused = self._gate.need_consent(slot.name, required)
+        slot.last_error = refused.reason
+        return refused
+
+    async def _logged_in(self, server: str) -> None:
+        slot = self._slot(server)
+        slot.last_error = None
+        slot.failures = 0
+        slot.retry_at = 0.0
+        await self.stop(server)  # the next call connects with the new tokens
+
+    async def wait_for_login(self, server: str, within_s: float | None = None) -> bool:
+        """Wait (at most `within_s`) for the background login of `server` to end; True when
+        the server no longer waits for consent."""
+        self._slot(server)
+        return await self._gate.wait(server, within_s)
+
+    async def login(self, server: str, *, channel: ConsentChannel | None = None) -> LoginState:
+        """Log in to `server` now (the operator consents through `channel`, default the
+        `McpAuth`'s); the next call uses the new tokens. Raises `LoginFailed`."""
+        self._slot(server)
+        return await self._gate.login(server, channel)
+
+    async def logout(self, server: str) -> LogoutResult:
+        """Revoke and delete `server`'s tokens (`McpAuth.logout`); stops the server."""
+        self._slot(server)
+        await self.stop(server)
+        return await self._gate.logout(server)
 
     def _refuse(self, slot: _Slot, refused: ServerRefused) -> None:
         slot.refusal = refused
@@ -216,8 +275,8 @@ class McpClientManager:
         slot.refused_pin_at = None
         return True
 
-    async def _open(self, slot: _Slot) -> Connection:
-        conn = Connection(slot.name, slot.config, self._clock)
+    async def _open(self, slot: _Slot, http_auth: Any = None) -> Connection:
+        conn = Connection(slot.name, slot.config, self._clock, http_auth=http_auth)
         try:
             await conn.open()
         except Exception as exc:
@@ -299,7 +358,8 @@ class McpClientManager:
             await conn.close()
 
     async def aclose(self) -> None:
-        """Stop every server."""
+        """Stop every server (and any login waiting for consent)."""
+        await self._gate.aclose()
         await asyncio.gather(*(self.stop(name) for name in self._slots))
 
     async def wait_stopped(self, server: str, within_s: float) -> bool:
@@ -320,8 +380,11 @@ class McpClientManager:
         for slot in self._slots.values():
             conn = slot.conn
             running = conn is not None and conn.usable
+            state: Literal["stopped", "running", "backing-off", "refused", "auth_required"]
             if slot.refusal is not None or (conn is not None and conn.refusal is not None):
-                state: Literal["stopped", "running", "backing-off", "refused"] = "refused"
+                state = "refused"
+            elif self._gate.waiting(slot.name):
+                state = "auth_required"
             elif running:
                 state = "running"
             elif slot.retry_at > now:
@@ -341,12 +404,17 @@ class McpClientManager:
                     crashes=slot.crashes,
                     failures=slot.failures,
                     retry_in_s=max(slot.retry_at - now, 0.0) if slot.retry_at > now else None,
-                    last_error=slot.last_error,
+                    last_error=self._gate.reason(slot.name) or slot.last_error,
                     server_version=conn.server_version if conn is not None else "",
                     tools=known,
+                    login=self.login_state(slot.name),
                 )
             )
         return out
+
+    def login_state(self, server: str) -> LoginState | None:
+        """The OAuth login of `server` (None when it does not use OAuth)."""
+        return self._gate.login_state(server, self._slot(server).config)
 
     def findings(self, server: str | None = None) -> list[Finding]:
         """Scan findings from the last start of `server` (or of every server)."""
@@ -380,11 +448,18 @@ class McpClientManager:
         """Start `server` without pin enforcement and report what approving it would pin:
         its identity, definitions, scan findings and the comparison with the current pin."""
         slot = self._slot(server)
-        conn = Connection(server, slot.config, self._clock)
         problems = slot.config.credential_problems(datetime.now(UTC))
         if problems:
             raise ServerUnavailable(server, "; ".join(problems))
-        await conn.open()
+        http_auth = self._http_auth(slot)
+        conn = Connection(server, slot.config, self._clock, http_auth=http_auth)
+        try:
+            await conn.open()
+        except Exception as exc:
+            required = authorization_required(exc, http_auth)
+            if required is not None:
+                raise self._need_consent(slot, required) from None
+            raise
         try:
             definitions = await asyncio.wait_for(
                 conn.list_definitions(), slot.config.startup_timeout_s
@@ -489,6 +564,8 @@ class McpClientManager:
         except ServerUnavailable as exc:
             return ToolResult.fail(str(exc))
         except MCPError as exc:
+            if (required := authorization_required(exc, conn.http_auth)) is not None:
+                return self._step_up(slot, conn, tool, required)
             if exc.code == mcp_types.CONNECTION_CLOSED:
                 return self._crashed(slot, conn, tool)
             if exc.code == mcp_types.REQUEST_TIMEOUT:
@@ -507,13 +584,29 @@ class McpClientManager:
                 f"MCP server {server!r} returned an invalid result for {tool!r}: {exc}",
                 data={"mcp_error": {"kind": "invalid_result"}},
             )
-        except Exception:
+        except Exception as exc:
+            if (required := authorization_required(exc, conn.http_auth)) is not None:
+                return self._step_up(slot, conn, tool, required)
             # Transport failures (broken pipe, HTTP connection lost) end the connection.
             return self._crashed(slot, conn, tool)
         slot.failures = 0
         return render_call_result(result)
 
+    def _step_up(
+        self, slot: _Slot, conn: Connection, tool: str, required: AuthorizationRequired
+    ) -> ToolResult:
+        """A call the server refused for want of consent (more scopes, or a token that can
+        no longer be refreshed). The connection ended with it; nothing ran."""
+        conn.broken = True
+        refused = self._need_consent(slot, required)
+        return ToolResult.fail(
+            f"MCP tool {slot.name}__{tool} was not run: {refused.reason}",
+            data={"mcp_error": {"kind": "auth_required", "scope": required.scope}},
+        )
+
     def _crashed(self, slot: _Slot, conn: Connection, tool: str) -> ToolResult:
+        if (required := authorization_required(None, conn.http_auth)) is not None:
+            return self._step_up(slot, conn, tool, required)
         conn.broken = True
         slot.crashes += 1
         tail = conn.stderr_summary()

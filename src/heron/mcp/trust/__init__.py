@@ -3,10 +3,11 @@
 A server's tool descriptions are untrusted input: they go straight into the model's context.
 heron therefore
 
-- **pins** each server at its first approval (`pins`): how it is launched and which package
-  version that resolves to, the version the server reports, and the sha256 of its canonical
-  tool definitions. A later start whose version or definitions differ is refused until an
-  operator re-approves it, and the refusal carries a readable diff;
+- **pins** each server at its first approval (`pins`, kept by a `TrustStore`; SQLite in
+  `sqlite_store`): how it is launched and which package version that resolves to, the version
+  the server reports, and the sha256 of its canonical tool definitions. A later start whose
+  version or definitions differ is refused until an operator re-approves it, and the refusal
+  carries a readable diff;
 - **scans** descriptions for injected instructions and **detects shadowing** between servers
   (`scan`);
 - **labels capabilities** (reads private data, ingests untrusted content, sends data out) and
@@ -33,6 +34,7 @@ from heron.mcp.trust.pins import (
     definitions_digest,
     diff_definitions,
     launch_identity,
+    new_pin,
 )
 from heron.mcp.trust.scan import (
     Finding,
@@ -42,6 +44,7 @@ from heron.mcp.trust.scan import (
     scan_definition,
     scan_definitions,
 )
+from heron.mcp.trust.sqlite_store import SqliteTrustStore
 
 __all__ = [
     "Finding",
@@ -50,6 +53,7 @@ __all__ = [
     "ServerIdentity",
     "ServerPin",
     "Severity",
+    "SqliteTrustStore",
     "ToolDefinition",
     "TrifectaReport",
     "TrustStore",
@@ -60,6 +64,7 @@ __all__ = [
     "diff_definitions",
     "launch_identity",
     "lethal_trifecta",
+    "new_pin",
     "scan_definition",
     "scan_definitions",
     "spec_capability_labels",

@@ -5,7 +5,8 @@ the server reports, and the sha256 of its canonical tool definitions. A later st
 version or definitions differ is refused until an operator re-approves it, and the refusal
 carries a readable diff (a "rug pull" never goes unnoticed).
 
-The pin store is a table in heron's state database (`heron._support.state.open_db`).
+Pins are kept in a `TrustStore`; `heron.mcp.trust.sqlite_store.SqliteTrustStore` keeps them in
+heron's state database.
 """
 
 from __future__ import annotations
@@ -15,16 +16,13 @@ import hashlib
 import json
 import shlex
 import shutil
-import sqlite3
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from heron._support.canonical import canonical_json
-from heron._support.state import open_db
 from heron.mcp.config import McpServerConfig
 from heron.tools.registry import NAMESPACE_SEP
 
@@ -38,6 +36,7 @@ __all__ = [
     "definitions_digest",
     "diff_definitions",
     "launch_identity",
+    "new_pin",
 ]
 
 
@@ -301,106 +300,44 @@ def compare_pin(
     )
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS mcp_server_pins (
-    server TEXT PRIMARY KEY,
-    launch TEXT NOT NULL,
-    package_version TEXT NOT NULL,
-    server_version TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    definitions TEXT NOT NULL,
-    approved_at REAL NOT NULL
-)
-"""
+def new_pin(
+    server: str,
+    identity: ServerIdentity,
+    definitions: Sequence[ToolDefinition],
+    *,
+    approved_at: float,
+) -> ServerPin:
+    """The pin that approves `server` as it is now (definitions in name order)."""
+    ordered = tuple(sorted(definitions, key=lambda d: d.name))
+    return ServerPin(
+        server=server,
+        identity=identity,
+        digest=definitions_digest(ordered),
+        definitions=ordered,
+        approved_at=approved_at,
+    )
 
 
-class TrustStore:
-    """Pins of approved MCP servers in heron's state database."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self._state_dir = state_dir
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = open_db(self._state_dir)
-        conn.execute(_SCHEMA)
-        return conn
+class TrustStore(Protocol):
+    """Pins of approved MCP servers, one per server name (synchronous; a back-end failure
+    raises `heron.errors.StoreError`). Compare a live server with `compare_pin(store.get(name),
+    ...)`."""
 
     def get(self, server: str) -> ServerPin | None:
         """The pin of `server`, or None when it was never approved (or was revoked)."""
-        conn = self._connect()
-        try:
-            row = conn.execute(
-                "SELECT launch, package_version, server_version, digest, definitions, "
-                "approved_at FROM mcp_server_pins WHERE server = ?",
-                (server,),
-            ).fetchone()
-        finally:
-            conn.close()
-        if row is None:
-            return None
-        launch, package_version, server_version, digest, defs, approved_at = row
-        return ServerPin(
-            server=server,
-            identity=ServerIdentity(
-                launch=launch, package_version=package_version, server_version=server_version
-            ),
-            digest=digest,
-            definitions=tuple(ToolDefinition.from_canonical(server, d) for d in json.loads(defs)),
-            approved_at=approved_at,
-        )
+        ...
 
     def pins(self) -> list[ServerPin]:
         """Every pin, in server-name order."""
-        conn = self._connect()
-        try:
-            names = [r[0] for r in conn.execute("SELECT server FROM mcp_server_pins")]
-        finally:
-            conn.close()
-        return [p for p in (self.get(n) for n in sorted(names)) if p is not None]
+        ...
 
     def approve(
         self, server: str, identity: ServerIdentity, definitions: Sequence[ToolDefinition]
     ) -> ServerPin:
-        """Pin (or re-pin) `server` to this identity and these definitions."""
-        ordered = sorted(definitions, key=lambda d: d.name)
-        pin = ServerPin(
-            server=server,
-            identity=identity,
-            digest=definitions_digest(ordered),
-            definitions=tuple(ordered),
-            approved_at=time.time(),
-        )
-        conn = self._connect()
-        try:
-            with conn:
-                conn.execute(
-                    "INSERT OR REPLACE INTO mcp_server_pins VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        server,
-                        identity.launch,
-                        identity.package_version,
-                        identity.server_version,
-                        pin.digest,
-                        canonical_json([d.canonical() for d in ordered]),
-                        pin.approved_at,
-                    ),
-                )
-        finally:
-            conn.close()
-        return pin
+        """Pin (or re-pin) `server` to this identity and these definitions (`new_pin`, approved
+        now) and return the stored pin."""
+        ...
 
     def revoke(self, server: str) -> bool:
         """Forget the pin; the server needs approval again. False when there was none."""
-        conn = self._connect()
-        try:
-            with conn:
-                cur = conn.execute("DELETE FROM mcp_server_pins WHERE server = ?", (server,))
-        finally:
-            conn.close()
-        return cur.rowcount > 0
-
-    def check(
-        self, server: str, identity: ServerIdentity, definitions: Sequence[ToolDefinition]
-    ) -> PinCheck:
-        """Compare a live server with its stored pin."""
-        return compare_pin(self.get(server), identity, definitions)
+        ...

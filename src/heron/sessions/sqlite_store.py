@@ -1,0 +1,196 @@
+"""`SqliteSessionStore`: the `SessionStore` in heron's SQLite database (table `session_entries`).
+
+The store sets `isolation_level = None` on its connection and opens its own explicit
+transactions (`heron._support.state.transaction`), so the event bus, which shares the
+connection, runs an append inside its own transaction (`append_in`) and commits both at once.
+The head check of `append` runs inside a `BEGIN IMMEDIATE` transaction, so it cannot race a
+writer in another process.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pydantic import TypeAdapter
+
+from heron._support.state import open_db, sqlite_errors, transaction
+from heron.messages import Message
+from heron.sessions.store import (
+    MESSAGE,
+    ConcurrentWriteError,
+    SessionEntry,
+    SessionExistsError,
+    SessionInfo,
+)
+
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+_TAIL_CHUNK = 16
+"""Rows read per step of `load_tail` (most tool rounds fit in one)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS session_entries (
+    entry_id  INTEGER PRIMARY KEY AUTOINCREMENT,
+    session   TEXT NOT NULL,
+    parent_id INTEGER,
+    ts        REAL NOT NULL,
+    role      TEXT NOT NULL,
+    message   TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_entries_by_session ON session_entries (session, entry_id);
+"""
+
+
+@sqlite_errors
+class SqliteSessionStore:
+    """Append-only session histories over one SQLite connection (WAL, see
+    `heron._support.state`)."""
+
+    def __init__(self, conn: sqlite3.Connection, *, now: Callable[[], float] = time.time) -> None:
+        conn.isolation_level = None  # explicit transactions only; see the module docstring
+        conn.executescript(_SCHEMA)
+        self._conn = conn
+        self._now = now
+
+    @classmethod
+    def open(cls, state_dir: Path) -> SqliteSessionStore:
+        """A store on `<state_dir>/heron.db`; close it with `close()`."""
+        return cls(open_db(state_dir))
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection, for SQLite stores that share this database and its transactions."""
+        return self._conn
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def head(self, session: str) -> int:
+        return _head(self._conn, session)
+
+    def append(
+        self,
+        session: str,
+        messages: Sequence[Message],
+        *,
+        expected_last_entry: int | None = None,
+    ) -> int:
+        with transaction(self._conn) as conn:
+            return self.append_in(conn, session, messages, expected_last_entry=expected_last_entry)
+
+    def append_in(
+        self,
+        conn: sqlite3.Connection,
+        session: str,
+        messages: Sequence[Message],
+        *,
+        expected_last_entry: int | None = None,
+        now: float | None = None,
+    ) -> int:
+        """`append` inside a write transaction the caller opened on `conn` (this store's
+        connection) and commits; `now` overrides the entries' timestamp."""
+        head = _head(conn, session)
+        if expected_last_entry is not None and head != expected_last_entry:
+            raise ConcurrentWriteError(session, expected_last_entry, head)
+        ts = self._now() if now is None else now
+        for message in messages:
+            cursor = conn.execute(
+                "INSERT INTO session_entries (session, parent_id, ts, role, message)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (session, head or None, ts, message.role, message.model_dump_json()),
+            )
+            assert cursor.lastrowid is not None  # an INSERT into a rowid table always sets it
+            head = cursor.lastrowid
+        return head
+
+    def create(self, session: str, entries: Sequence[tuple[float, Message]]) -> tuple[int, int]:
+        with transaction(self._conn) as conn:
+            existing = conn.execute(
+                "SELECT COUNT(*) FROM session_entries WHERE session = ?", (session,)
+            ).fetchone()[0]
+            if existing:
+                raise SessionExistsError(session, existing)
+            head = first = 0
+            for timestamp, message in entries:
+                head = self.append_in(conn, session, [message], now=timestamp)
+                first = first or head
+        return first, head
+
+    def load(self, session: str) -> list[Message]:
+        rows = self._conn.execute(
+            "SELECT message FROM session_entries WHERE session = ? ORDER BY entry_id", (session,)
+        ).fetchall()
+        # One validation call for the whole history is several times faster than one per row.
+        return _MESSAGES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
+
+    def load_with_head(self, session: str) -> tuple[list[Message], int]:
+        self._conn.execute("BEGIN")
+        try:
+            return self.load(session), self.head(session)
+        finally:
+            self._conn.execute("COMMIT")
+
+    def load_tail(self, session: str) -> tuple[list[Message], int]:
+        tail: list[str] = []
+        head = 0
+        self._conn.execute("BEGIN")
+        try:
+            before = 2**63 - 1
+            while True:
+                # Rows are stepped one at a time: the reading stops at the round's start.
+                cursor = self._conn.execute(
+                    "SELECT entry_id, role, message FROM session_entries"
+                    " WHERE session = ? AND entry_id < ? ORDER BY entry_id DESC LIMIT ?",
+                    (session, before, _TAIL_CHUNK),
+                )
+                rows, started = 0, False
+                for entry_id, role, body in cursor:
+                    rows += 1
+                    head = head or entry_id
+                    tail.append(body)
+                    before = entry_id
+                    if role != "tool":
+                        started = True
+                        break
+                cursor.close()
+                if started or rows < _TAIL_CHUNK:
+                    break
+        finally:
+            self._conn.execute("COMMIT")
+        return _MESSAGES.validate_json("[" + ",".join(reversed(tail)) + "]"), head
+
+    def entries(self, session: str) -> list[SessionEntry]:
+        rows = self._conn.execute(
+            "SELECT entry_id, parent_id, ts, message FROM session_entries"
+            " WHERE session = ? ORDER BY entry_id",
+            (session,),
+        ).fetchall()
+        return [
+            SessionEntry(
+                entry_id=entry_id,
+                session=session,
+                parent_id=parent_id,
+                timestamp=ts,
+                message=MESSAGE.validate_json(body),
+            )
+            for entry_id, parent_id, ts, body in rows
+        ]
+
+    def list_sessions(self) -> list[SessionInfo]:
+        rows = self._conn.execute(
+            "SELECT session, COUNT(*), MAX(entry_id), MAX(ts) FROM session_entries"
+            " GROUP BY session ORDER BY MAX(entry_id) DESC"
+        ).fetchall()
+        return [
+            SessionInfo(session=s, entries=n, last_entry=last, updated=ts)
+            for s, n, last, ts in rows
+        ]
+
+
+def _head(conn: sqlite3.Connection, session: str) -> int:
+    row = conn.execute(
+        "SELECT MAX(entry_id) FROM session_entries WHERE session = ?", (session,)
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
