@@ -188,6 +188,11 @@ class KnownSecrets:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def replacements(self) -> tuple[tuple[str, str], ...]:
+        """(value, placeholder) pairs, longest value first, for a masker heron cannot run in
+        its own process (a detached job's supervisor). Hand them over a pipe, never a file."""
+        return self._entries
+
     def mask(self, text: str) -> str:
         """`text` with every known secret replaced by its placeholder. Idempotent."""
         entries = self._entries
