@@ -5,6 +5,7 @@ credentials stay raw on the data path and are masked on surfaces."""
 from __future__ import annotations
 
 import json
+import logging
 import secrets as random
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from heron.safety.redact import scrub_text, scrub_value, summarize_args
 from heron.safety.secrets import (
     KnownSecrets,
     Secret,
+    install_log_masking,
     known_secrets,
     placeholder,
     placeholders_in,
@@ -262,3 +264,18 @@ def test_the_job_supervisor_masks_a_secret_split_across_two_reads() -> None:
     ready, held = mask_output(held + b"retvalue and more\n", masks)
     assert ready == "«secret:S» and more\n".encode() and held == b""
     assert mask_output(b"no secret here", masks) == (b"no secret here", b"")
+
+
+def test_log_records_carry_placeholders_once_masking_is_installed(
+    canary: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    install_log_masking()
+    logger = logging.getLogger("heron.test.secrets")
+    with caplog.at_level(logging.WARNING, logger="heron.test.secrets"):
+        logger.warning("the key %s failed", canary)
+        try:
+            raise RuntimeError(f"bad key {canary}")
+        except RuntimeError:
+            logger.exception("while calling")
+    text = caplog.text
+    assert canary not in text and f"the key {KEY} failed" in text and f"bad key {KEY}" in text

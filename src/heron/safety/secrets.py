@@ -28,6 +28,7 @@ it with `reveal()`, and every error message that might quote it goes through `sc
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -42,6 +43,7 @@ __all__ = [
     "PROVIDER_KEY_VARIABLES",
     "KnownSecrets",
     "Secret",
+    "install_log_masking",
     "known_secrets",
     "placeholder",
     "placeholders_in",
@@ -267,6 +269,38 @@ def known_secrets() -> KnownSecrets:
                 registry.add_env(sorted(n for n in os.environ if _is_secret_variable(n)))
                 _registry = registry
     return _registry
+
+
+_log_masking = False
+
+
+def install_log_masking() -> None:
+    """Make every log record of this process carry placeholders instead of known secrets:
+    its message (arguments merged in) and its traceback are masked when the record is made,
+    before any handler formats it. For front ends (the `heron` command installs it); idempotent."""
+    global _log_masking
+    with _registry_lock:
+        if _log_masking:
+            return
+        _log_masking = True
+    make = logging.getLogRecordFactory()
+
+    def masked(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        known = known_secrets()
+        if not len(known):
+            return record
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: let the handler report it as usual
+            return record
+        record.msg, record.args = known.mask(message), None
+        if record.exc_info and record.exc_info[1] is not None:
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_text = known.mask(text)
+        return record
+
+    logging.setLogRecordFactory(masked)
 
 
 def secret_env_names(value: Any) -> list[str]:
