@@ -2,7 +2,9 @@
 
 Output is for machines first: `serve` writes one JSON object per line
 (its own `serve_started` / `serve_stopped` records and, with `--events jsonl`, every turn
-event); the listing commands print a table or, with `--json`, JSON lines.
+event); the listing commands print a table or, with `--json`, JSON lines. Listings are a
+rendering surface: known secrets and credential shapes in them are masked
+(`heron.safety.redact`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from heron.cli import common
 from heron.cli.common import EXIT_OK, UsageError
+from heron.safety.redact import scrub_text, scrub_value
 
 if TYPE_CHECKING:
     from heron.agent import Agent
@@ -160,10 +163,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
     from heron.config.build import agent_model, build_agent, open_builtin, open_mcp
+    from heron.safety.secrets import known_secrets
     from heron.turn.approval import NoApprover
     from heron.turn.events import discard
 
     config = _serve_config(common.require_model(common.load_config(args)))
+    known_secrets().add_env([args.webhook_secret_env, args.notify_secret_env or ""])
     user_tools = common.user_tools(config)
     with common.library_errors():
         model = agent_model(config)
@@ -253,7 +258,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _print_event(stored: StoredEvent, as_json: bool) -> None:
-    event = stored.event.model_dump(mode="json")
+    event = scrub_value(stored.event.model_dump(mode="json"))
     if as_json:
         _emit({"seq": stored.seq, "consumed": stored.consumed, "event": event})
         return
@@ -311,10 +316,11 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         jobs = SqliteJobStore(conn).list(args.session, limit=1000)
         for job in reversed(jobs):
             if args.json:
-                _emit(job_summary(job))
+                _emit(scrub_value(job_summary(job)))
             else:
                 code = "" if job.exit_code is None else f"exit {job.exit_code}"
-                sys.stdout.write(f"{job.id}  {job.state:<14} {code:<8} {job.command[:70]}\n")
+                command = scrub_text(job.command)
+                sys.stdout.write(f"{job.id}  {job.state:<14} {code:<8} {command[:70]}\n")
     finally:
         conn.close()
     return 0
@@ -329,12 +335,12 @@ def cmd_timers(args: argparse.Namespace) -> int:
     try:
         for timer in SqliteTimerStore(conn).timers(args.session, active_only=False):
             if args.json:
-                _emit(timer_view(timer))
+                _emit(scrub_value(timer_view(timer)))
             else:
                 view = timer_view(timer)
                 sys.stdout.write(
                     f"{timer.id}  {timer.state:<9} {view['next_fire'] or '-':<25} "
-                    f"{timer.describe()}: {timer.message[:60]}\n"
+                    f"{timer.describe()}: {scrub_text(timer.message)[:60]}\n"
                 )
     finally:
         conn.close()
