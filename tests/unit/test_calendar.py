@@ -18,7 +18,6 @@ import pytest
 import radicale  # type: ignore[import-untyped]
 import radicale.config  # type: ignore[import-untyped]
 from caldav.davclient import DAVClient
-from test_connector_http import LOCAL, ApiServer, Reply, closed_port
 
 from heron import ToolContext, ToolResult
 from heron.connectors.calendar import (
@@ -30,6 +29,7 @@ from heron.connectors.calendar import (
 from heron.safety.idempotency import Confirmations, IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.tools.definition import Tool
+from support.connectors import LOCAL, ApiServer, Reply, closed_port
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 PASSWORD = "radicale-pw-7f3e9a"
