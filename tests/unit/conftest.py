@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from heron._support.clock import FakeClock
 from support.clock import FakeTime
 from support.connectors import ApiServer
 from support.engine import Events
@@ -15,6 +16,12 @@ from support.protocol_servers import ProtocolServer, Sleeps, serve
 @pytest.fixture
 def events() -> Events:
     return Events()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """The tests' fake clock; pass `clock.time` where a callable clock is expected."""
+    return FakeClock()
 
 
 @pytest.fixture
