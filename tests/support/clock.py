@@ -4,18 +4,27 @@ Where the code under test takes a callable clock (`clock=`, `now=`), pass `clock
 time with `clock.advance(seconds)`. Two shapes wrap it for code that asks for more:
 
 - `FakeTime`, for code that sleeps inline while it answers one call (the connectors' retry and
-  rate-limit waits through their `sleep=` / `clock=` / `wall_clock=` seams): nothing else would
-  advance the clock there, so a sleep returns at once, having moved the clock on by what it
-  asked for, and is recorded.
+  rate-limit waits through their `sleep=` / `clock=` / `wall_clock=` seams, all three given as
+  `**fake_time.seams`): nothing else would advance the clock there, so a sleep returns at once,
+  having moved the clock on by what it asked for, and is recorded.
 - `ticking(clock, step_s)`, a reading that moves the clock on by `step_s` each time it is read,
   for stores that stamp every write and tests that want the stamps to differ.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypedDict
 
 from heron._support.clock import FakeClock
+
+
+class Seams(TypedDict):
+    """How the connectors take their time (`HttpApi` and every connector's tool builder)."""
+
+    sleep: Callable[[float], Awaitable[None]]
+    clock: Callable[[], float]
+    wall_clock: Callable[[], float]
 
 
 class FakeTime:
@@ -34,6 +43,11 @@ class FakeTime:
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.clock.advance(seconds)
+
+    @property
+    def seams(self) -> Seams:
+        """The connectors' `sleep=`, `clock=` (monotonic) and `wall_clock=`, all on this clock."""
+        return {"sleep": self.sleep, "clock": self.time, "wall_clock": self.time}
 
 
 def ticking(clock: FakeClock, step_s: float) -> Callable[[], float]:

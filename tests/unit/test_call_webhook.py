@@ -54,9 +54,7 @@ def secret(monkeypatch: pytest.MonkeyPatch) -> None:
 def build(tmp_path: Path, fake_time: FakeTime, **options: Any) -> Tool:
     config = WebhookConfig(secret_env="TEST_WEBHOOK_SECRET", **({"policy": LOCAL} | options))
     store = IdempotencyStore(SqliteIdempotencyLedger(tmp_path / "state"))
-    (webhook,) = webhook_tools(
-        config, store, sleep=fake_time.sleep, clock=fake_time.time, wall_clock=fake_time.time
-    )
+    (webhook,) = webhook_tools(config, store, **fake_time.seams)
     return webhook
 
 

@@ -29,14 +29,7 @@ def make_api(
     base: str, fake_time: FakeTime, *, environ: dict[str, str] | None = None, **options: Any
 ) -> HttpApi:
     source = ApiSource(name="demo", base_url=base, **options)
-    return HttpApi(
-        source,
-        policy=LOCAL,
-        sleep=fake_time.sleep,
-        clock=fake_time.time,
-        wall_clock=fake_time.time,
-        environ=environ or {},
-    )
+    return HttpApi(source, policy=LOCAL, environ=environ or {}, **fake_time.seams)
 
 
 async def test_json_answer_comes_back_with_user_agent_and_host(api_server: ApiServer) -> None:

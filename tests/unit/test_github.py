@@ -52,13 +52,7 @@ def token(monkeypatch: pytest.MonkeyPatch) -> None:
 def build(base: str, fake_time: FakeTime, tmp_path: Path, **options: Any) -> dict[str, Tool]:
     config = GitHubConfig(base_url=base, token_env="TEST_GH_TOKEN", policy=LOCAL, **options)
     confirmations = Confirmations(IdempotencyStore(SqliteIdempotencyLedger(tmp_path / "state")))
-    tools = github_tools(
-        config,
-        confirmations,
-        sleep=fake_time.sleep,
-        clock=fake_time.time,
-        wall_clock=fake_time.time,
-    )
+    tools = github_tools(config, confirmations, **fake_time.seams)
     return {t.spec.name: t for t in tools}
 
 

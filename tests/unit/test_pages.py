@@ -66,9 +66,7 @@ def token(monkeypatch: pytest.MonkeyPatch) -> None:
 def build(base: str, fake_time: FakeTime, **options: Any) -> dict[str, Tool]:
     options = {"allowed_parents": (TEAM,), "allowed_pages": (ALLOWED,)} | options
     config = PagesConfig(base_url=base, token_env="TEST_NOTION_TOKEN", **options)
-    tools = pages_tools(
-        config, policy=LOCAL, sleep=fake_time.sleep, clock=fake_time.time, wall_clock=fake_time.time
-    )
+    tools = pages_tools(config, policy=LOCAL, **fake_time.seams)
     return {t.spec.name: t for t in tools}
 
 

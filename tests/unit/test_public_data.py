@@ -82,9 +82,7 @@ def build(server_base: str, fake_time: FakeTime, root: Path | None = None) -> di
         policy=LOCAL,
         sources=sources,
         workspace_root=root,
-        sleep=fake_time.sleep,
-        clock=fake_time.time,
-        wall_clock=fake_time.time,
+        **fake_time.seams,
     )
     return {t.spec.name: t for t in tools}
 
