@@ -1,6 +1,6 @@
 """A loopback HTTP server for the connector tests: per-route scripted replies, every request
 recorded. `LOCAL` is the URL policy that lets the connectors reach it; `closed_port()` is a port
-nothing listens on."""
+nothing listens on; `run` calls one of a connector's tools by name, as the engine would."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from heron.safety.url_policy import UrlPolicy
+from heron.tools.definition import Tool, ToolContext, ToolResult
 
 LOCAL = UrlPolicy(allow_hosts=("127.0.0.1",))
+CTX = ToolContext(call_id="c0", turn_id="t0")
 
 
 @dataclass(kw_only=True)
@@ -126,3 +128,9 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+async def run(tools: dict[str, Tool], name: str, **arguments: Any) -> ToolResult:
+    """Validate `arguments` and execute the tool called `name`."""
+    t = tools[name]
+    return await t.execute(t.validate(arguments), CTX)

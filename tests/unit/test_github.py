@@ -10,15 +10,14 @@ from typing import Any
 
 import pytest
 
-from heron import ToolContext, ToolResult
+from heron import ToolResult
 from heron.connectors.github import GitHubConfig, github_tools
 from heron.safety.idempotency import Confirmations, IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.tools.definition import Tool
 from support.clock import FakeTime
-from support.connectors import LOCAL, ApiServer, Reply, Seen, closed_port
+from support.connectors import LOCAL, ApiServer, Reply, Seen, closed_port, run
 
-CTX = ToolContext(call_id="c0", turn_id="t0")
 TOKEN = "ghp_test0123456789abcdefTOKEN"
 PR_ARGS: dict[str, Any] = {
     "repo": "octo/app",
@@ -54,11 +53,6 @@ def build(base: str, fake_time: FakeTime, tmp_path: Path, **options: Any) -> dic
     confirmations = Confirmations(IdempotencyStore(SqliteIdempotencyLedger(tmp_path / "state")))
     tools = github_tools(config, confirmations, **fake_time.seams)
     return {t.spec.name: t for t in tools}
-
-
-async def run(tools: dict[str, Tool], name: str, **arguments: Any) -> ToolResult:
-    t = tools[name]
-    return await t.execute(t.validate(arguments), CTX)
 
 
 def leaked(result: ToolResult) -> bool:

@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 
-from heron import ToolContext, ToolResult
+from heron import ToolResult
 from heron.connectors.pages import PagesConfig, pages_tools
 from heron.tools.definition import Tool
 from support.clock import FakeTime
-from support.connectors import LOCAL, ApiServer, Reply, Seen, closed_port
+from support.connectors import LOCAL, ApiServer, Reply, Seen, closed_port, run
 
-CTX = ToolContext(call_id="c0", turn_id="t0")
 TOKEN = "secret_ntn_0123456789abcdefTOKEN"
 ALLOWED = "11111111-1111-1111-1111-111111111111"
 TEAM = "22222222-2222-2222-2222-222222222222"
@@ -68,11 +67,6 @@ def build(base: str, fake_time: FakeTime, **options: Any) -> dict[str, Tool]:
     config = PagesConfig(base_url=base, token_env="TEST_NOTION_TOKEN", **options)
     tools = pages_tools(config, policy=LOCAL, **fake_time.seams)
     return {t.spec.name: t for t in tools}
-
-
-async def run(tools: dict[str, Tool], name: str, **arguments: Any) -> ToolResult:
-    t = tools[name]
-    return await t.execute(t.validate(arguments), CTX)
 
 
 def leaked(result: ToolResult) -> bool:

@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from heron import Agent, ScriptedModel, ToolContext, ToolResult, tool
+from heron import Agent, ScriptedModel, tool
 from heron.connectors.public_data import (
     DEFAULT_SOURCES,
     perception_catalogue_section,
@@ -18,10 +18,9 @@ from heron.connectors.public_data import (
 from heron.messages import ToolResultMessage
 from heron.tools.definition import Tool
 from support.clock import FakeTime
-from support.connectors import LOCAL, ApiServer, Reply, closed_port
+from support.connectors import LOCAL, ApiServer, Reply, closed_port, run
 from support.engine import Events, call, calls_turn
 
-CTX = ToolContext(call_id="c0", turn_id="t0")
 PREFIX = {
     "open-meteo": "/om/v1",
     "open-meteo-geocoding": "/geo/v1",
@@ -85,11 +84,6 @@ def build(server_base: str, fake_time: FakeTime, root: Path | None = None) -> di
         **fake_time.seams,
     )
     return {t.spec.name: t for t in tools}
-
-
-async def run(tools: dict[str, Tool], name: str, **arguments: Any) -> ToolResult:
-    t = tools[name]
-    return await t.execute(t.validate(arguments), CTX)
 
 
 async def test_weather_for_a_place_geocodes_then_forecasts(
