@@ -18,6 +18,7 @@ from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.triggers.sqlite_store import SqliteSubscriptionStore
 from heron.always_on.triggers.subscriptions import SubscriptionFilter, Subscriptions
 from heron.connectors.mail.maildir import Maildir
+from support.waiting import until
 
 BOUND = 5.0
 
@@ -156,8 +157,7 @@ async def test_the_periodic_scan_follows_the_clock(box: Maildir, bus: SqliteBusS
     bus.watch(lambda _: published.set())
     task = asyncio.create_task(source.run())
     try:
-        while clock.sleepers == 0:  # noqa: ASYNC110 - the first scan has run, the loop sleeps
-            await asyncio.sleep(0)
+        await until(lambda: clock.sleepers > 0, "the first scan to end in a sleep")
         box.deliver(message(message_id="<p1@x>"))
         assert await bus.pending("main") == []
         clock.advance(5)
