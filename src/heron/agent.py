@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from heron.messages import MediaPart, Message, SystemMessage, UserMessage
 from heron.models.base import Model
+from heron.safety.secrets import known_secrets
 from heron.tools.definition import Tool
 from heron.tools.registry import (
     ActivatedToolSet,
@@ -223,6 +224,7 @@ class Agent:
         if messages and isinstance(messages[0], SystemMessage):
             raise ValueError("pass the system prompt as Agent(system_prompt=...), not in history")
         parts = tuple(m if isinstance(m, MediaPart) else MediaPart.from_file(m) for m in media)
+        prompt = known_secrets().mask(prompt)  # a pasted provider key stays out of the history
         messages.append(UserMessage(content=prompt, media=parts))
         state = self.turn_state(
             history=messages,

@@ -1,5 +1,6 @@
 """`BusStore`: durable idempotent publish, ordered pending, atomic consume into the session
-store it comes with, watchers, inspection."""
+store it comes with, watchers, the sessions with pending events, keys across sessions,
+inspection."""
 
 from __future__ import annotations
 
@@ -162,3 +163,30 @@ async def test_events_lists_arrivals_with_their_state(bus: BusStore) -> None:
     assert [e.event for e in await bus.events(limit=2)] == [b, c]
     assert [e.event for e in await bus.events(after=every[0].seq)] == [b, c]
     assert await bus.events(after=every[-1].seq) == []
+
+
+async def test_pending_sessions_names_each_session_with_pending_events_once(
+    bus: BusStore, backend: StoreBackend
+) -> None:
+    assert await bus.pending_sessions() == []
+    a = event("a", session="beta")
+    await bus.publish_many([a, event("b", session="alpha"), event("c", session="alpha")])
+    await bus.publish(event("d", session="team/gamma"))
+    assert await backend.bus().pending_sessions() == ["alpha", "beta", "team/gamma"]
+    await bus.consume("beta", [a.id], [UserMessage(content="a")])
+    assert await bus.pending_sessions() == ["alpha", "team/gamma"]
+
+
+async def test_key_session_finds_the_first_session_that_holds_a_key(
+    bus: BusStore, backend: StoreBackend
+) -> None:
+    assert await bus.key_session("webhook:k1") is None
+    first = event("one", key="webhook:k1", session="alpha")
+    await bus.publish(first)
+    await bus.publish(event("copy", key="webhook:k1", session="beta"))
+    await bus.publish(event("keyless", session="gamma"))
+    assert await backend.bus().key_session("webhook:k1") == "alpha"
+    # Consumed events keep their keys: a late copy is still a duplicate.
+    await bus.consume("alpha", [first.id], [UserMessage(content="one")])
+    assert await bus.key_session("webhook:k1") == "alpha"
+    assert await bus.key_session("webhook:other") is None

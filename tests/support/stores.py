@@ -17,8 +17,12 @@ from typing import Protocol
 from heron._support.state import open_db
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.bus.store import BusStore
+from heron.always_on.channels.mail_inbound import ThreadIndex
+from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.jobs.store import JobStore
+from heron.always_on.sessions import HostIndex
+from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.triggers.monitor import MonitorStore
 from heron.always_on.triggers.sqlite_store import (
     SqliteMonitorStore,
@@ -65,6 +69,8 @@ class StoreBackend(Protocol):
     def idempotency(self) -> IdempotencyLedger: ...
     def shell_history(self) -> ShellHistory: ...
     def artifact_catalog(self) -> ArtifactCatalog: ...
+    def host_index(self) -> HostIndex: ...
+    def thread_index(self) -> ThreadIndex: ...
     def close(self) -> None:
         """Close every store this back end opened."""
 
@@ -124,6 +130,12 @@ class SqliteBackend:
 
     def artifact_catalog(self) -> SqliteArtifactCatalog:
         return SqliteArtifactCatalog(self.root)
+
+    def host_index(self) -> SqliteHostIndex:
+        return SqliteHostIndex(self._conn())
+
+    def thread_index(self) -> SqliteThreadIndex:
+        return SqliteThreadIndex(self._conn())
 
     def close(self) -> None:
         for close in reversed(self._closers):

@@ -51,6 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    from heron.safety.secrets import install_log_masking
+
+    install_log_masking()  # no known secret in a log line, whoever logs it
     args = build_parser().parse_args(argv)
     try:
         code: int = args.handler(args)

@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.text import Text
 
 from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from heron.safety.redact import scrub_text
 from heron.tools.definition import ToolSpec
 from heron.toolsets.plan import render_plan
 from heron.turn.events import (
@@ -229,5 +230,5 @@ def summarize_message(message: Message, width: int = 100) -> str:
         text = f"[{message.call_id}] {message.name}: {mark}{message.content}"
     else:
         text = message.content
-    flat = " ".join(text.split())
+    flat = " ".join(scrub_text(text).split())  # a surface: credential shapes are masked
     return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from heron._support.state import default_state_dir
-from heron.config.builtin import BuiltinConfig
+from heron.config.builtin import BuiltinConfig, ShellSection
 from heron.errors import ConfigurationError
 from heron.humans.config import ApprovalsConfig
 from heron.mcp.config import McpConfig
@@ -103,6 +103,8 @@ class ToolsConfig(_Section):
     """Python files (or importable modules) whose `@heron.tool` functions are loaded."""
     builtin: BuiltinConfig = Field(default_factory=BuiltinConfig)
     """`[tools.builtin]`: heron's own tool sets (see docs/tools.md)."""
+    shell: ShellSection = Field(default_factory=ShellSection)
+    """`[tools.shell]`: what the `shell` tool runs with no operator (see docs/security.md)."""
 
 
 class StateConfig(_Section):

@@ -59,14 +59,21 @@ def check_history(history: Sequence[Message]) -> None:
         raise SessionRepairError(f"the stored history is not valid: {exc}") from exc
 
 
+def interrupted_results(history: Sequence[Message]) -> list[ToolResultMessage]:
+    """One synthetic result per open call of the history's last round, without checking the
+    rest: enough for the end of a history (`SessionStore.load_tail`) that only heron's writers
+    wrote, which repair before they append."""
+    return [
+        ToolResultMessage(call_id=c.id, name=c.name, content=INTERRUPTED_RESULT, is_error=True)
+        for c in open_calls(history)
+    ]
+
+
 def repair_messages(history: Sequence[Message]) -> list[ToolResultMessage]:
     """The synthetic results that make `history` valid again (empty when it already is).
 
     Raises `SessionRepairError` when the history stays invalid even with them.
     """
-    results = [
-        ToolResultMessage(call_id=c.id, name=c.name, content=INTERRUPTED_RESULT, is_error=True)
-        for c in open_calls(history)
-    ]
+    results = interrupted_results(history)
     check_history([*history, *results])
     return results

@@ -59,6 +59,9 @@ class AuditRecord:
     turn_id: str | None = None
     session_id: str | None = None
     reason: str | None = None
+    risk: str | None = None
+    """The call's risk tier (`low`, `medium`, `high`) for a tool that judges each call (the
+    `shell` tool: its parsed command); None for the others."""
 
     def __post_init__(self) -> None:
         if self.decision not in DECISIONS:

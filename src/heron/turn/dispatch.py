@@ -27,6 +27,7 @@ from typing import Any, Literal, assert_never
 
 from heron._support.canonical import canonical_json
 from heron.safety.redact import scrub_text, scrub_value
+from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.bounds import render_bounded
 from heron.turn.call_prep import NOT_STARTED, PreparedBatch, TurnGuards, prepare_calls
@@ -250,6 +251,13 @@ def _busy_text(call: ExecutableCall, running: Sequence[str]) -> str:
 
 
 def _map_result(call: ExecutableCall, result: Any) -> tuple[bool, str]:
+    """Success and the text the model sees, with every known secret already a placeholder:
+    this is where a tool's output enters the data path."""
+    success, text = _mapped(call, result)
+    return success, known_secrets().mask(text)
+
+
+def _mapped(call: ExecutableCall, result: Any) -> tuple[bool, str]:
     if not isinstance(result, ToolResult):
         return False, f"Error: '{call.name}' returned {type(result).__name__}, not a ToolResult"
     if result.success:
@@ -289,6 +297,7 @@ async def execute_one(
             arguments=scrub_value(call.arguments),
             owner=spec.owner,
             injected=call.injected,
+            risk=call.risk,
         )
     )
     started_record = ToolCallStartRecord(
@@ -300,6 +309,7 @@ async def execute_one(
         channel=state.channel,
         agent=exec_.agent,
         parent_agent=exec_.parent_agent,
+        risk=call.risk,
     )
     if type(exec_.observer) is not NullObserver:
         notify(exec_.observer, started_record, observer_failed(state, call.call_id))
@@ -448,9 +458,9 @@ def _completed(
     try:
         result = task.result()
         success, output = _map_result(call, result)
-        data = result.data if isinstance(result, ToolResult) else None
+        data = known_secrets().mask_value(result.data) if isinstance(result, ToolResult) else None
     except Exception as exc:
-        success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
+        success, output = False, _raised(call, exc)
     outcome = CallOutcome(
         call_id=call.call_id,
         name=call.name,
@@ -470,6 +480,10 @@ def _completed(
         else:
             exec_.cache.invalidate(spec, call.arguments)
     return outcome
+
+
+def _raised(call: ExecutableCall, exc: BaseException) -> str:
+    return known_secrets().mask(f"Error: '{call.name}' raised {type(exc).__name__}: {exc}")
 
 
 def _finish(
@@ -538,7 +552,7 @@ def _detach(state: TurnState, task: asyncio.Task[Any], task_id: str, call: Execu
         if t.cancelled():
             success, output = False, "Error: cancelled"
         elif (exc := t.exception()) is not None:
-            success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
+            success, output = False, _raised(call, exc)
         else:
             success, output = _map_result(call, t.result())
         if state.on_background_result is not None:

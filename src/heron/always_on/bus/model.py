@@ -13,9 +13,10 @@ import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from heron._support.timefmt import utc_rfc3339
+from heron.safety.secrets import known_secrets
 
 Source = Literal["user", "contact", "stranger", "system", "agent", "tool"]
 """`user` is the operator; `contact` a known third party; `stranger` an unknown one."""
@@ -77,6 +78,19 @@ class EventContent(BaseModel):
     needs_reply: bool = False
     data: dict[str, Any] = Field(default_factory=dict)
     """Structured payload with enough context to act without re-querying."""
+
+    # Everything that wakes an agent (a webhook body, mail, a job's output) enters the data path
+    # here: a known secret becomes its placeholder before the event is stored or shown.
+    @field_validator("text")
+    @classmethod
+    def _mask_text(cls, text: str) -> str:
+        return known_secrets().mask(text)
+
+    @field_validator("data")
+    @classmethod
+    def _mask_data(cls, data: dict[str, Any]) -> dict[str, Any]:
+        masked: dict[str, Any] = known_secrets().mask_value(data)
+        return masked
 
 
 class EventContext(BaseModel):
