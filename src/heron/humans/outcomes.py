@@ -31,6 +31,7 @@ from heron.humans.store import HumanRequest, RequestStore
 from heron.safety.idempotency import IdempotencyStore
 from heron.safety.redact import summarize_args
 from heron.tools.definition import Tool, ToolArgumentsError, ToolContext, ToolResult
+from heron.turn.approval_audit import AuditLog, AuditRecord, Decision, audit_timestamp
 
 __all__ = [
     "EndingReporter",
@@ -101,6 +102,7 @@ class EndingReporter:
         publish: Publish,
         max_output_chars: int = 50_000,
         timeout_s: float | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.store = store
         self.tools = tools
@@ -108,6 +110,7 @@ class EndingReporter:
         self.publish = publish
         self.max_output_chars = max_output_chars
         self.timeout_s = timeout_s
+        self.audit = audit
 
     async def report(self, *, session: str | None = None) -> list[RequestEnding]:
         """Hand every ended, unreported request (of `session`) to `publish`, oldest first."""
@@ -115,7 +118,8 @@ class EndingReporter:
         for request in self.store.unreported(session=session):
             ending = await self.ending(request)
             await self.publish(ending)
-            self.store.mark_reported(request.id)
+            if self.store.mark_reported(request.id):
+                self._record(request)
             done.append(ending)
         return done
 
@@ -138,6 +142,29 @@ class EndingReporter:
             deadline = self.store.next_deadline()
             wake = now + interval_s if deadline is None else min(now + interval_s, deadline)
             await clock.sleep_until(max(wake, now))
+
+    def _record(self, request: HumanRequest) -> None:
+        """The decision of a gated call in the approval trail, under the request's id."""
+        if self.audit is None or not request.gates_call:
+            return
+        decision: Decision
+        if request.decision is not None:
+            decision = request.decision.kind
+        else:
+            decision = "timeout" if request.status == "timed_out" else "unavailable"
+        self.audit.record(
+            AuditRecord(
+                timestamp=audit_timestamp(),
+                tool=request.tool,
+                arguments_summary=summarize_args(request.display_arguments),
+                decision=decision,
+                decided_by=request.answered_by or "policy",
+                request_id=request.id,
+                session_id=request.session,
+                reason=request.reason,
+                risk=request.risk,
+            )
+        )
 
     async def ending(self, request: HumanRequest) -> RequestEnding:
         """The ending of one ended request, running the tool when the decision says so."""
