@@ -93,7 +93,7 @@ async def round_trips(state_dir: Path, rounds: int, interval: float, cli: int) -
     tools: dict[str, Tool] = {"pay": pay}
     reporter = EndingReporter(
         serving.store,
-        tools=tools.get,
+        tools=lambda r: tools.get(r.tool),
         idempotency=IdempotencyStore(SqliteIdempotencyLedger(state_dir)),
         publish=publish,
     )

@@ -114,7 +114,7 @@ async def test_a_gated_call_gets_a_placeholder_at_once_and_runs_once_after_the_d
 
     reporter = EndingReporter(
         store,
-        tools={"pay": pay}.get,
+        tools=lambda r: pay if r.tool == "pay" else None,
         idempotency=IdempotencyStore(SqliteIdempotencyLedger(tmp_path)),
         publish=publish,
         audit=audit,

@@ -110,7 +110,7 @@ class Published:
 def reporter(store: SqliteRequestStore, tmp_path: Path, published: Published) -> EndingReporter:
     return EndingReporter(
         store,
-        tools=TOOLS.get,
+        tools=lambda r: TOOLS.get(r.tool),
         idempotency=IdempotencyStore(SqliteIdempotencyLedger(tmp_path)),
         publish=published,
     )

@@ -19,6 +19,7 @@ Silence is reported as silence: a timed-out approval says "no answer in N s", ne
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -89,15 +90,16 @@ Publish = Callable[[RequestEnding], Awaitable[None]]
 
 
 class EndingReporter:
-    """Reports ended requests of a session (see the module docstring). `tools` finds the tool
-    a gated call named (`None`: no longer available); `max_output_chars` bounds what the
-    model reads of a result; `timeout_s` bounds a run."""
+    """Reports ended requests (see the module docstring). `tools(request)` finds the tool a
+    gated call named, in the request's session (`None`: no longer available; it may be a
+    coroutine: `heron serve` wakes the session first); `max_output_chars` bounds what the model
+    reads of a result; `timeout_s` bounds a run; `audit` receives each gated call's decision."""
 
     def __init__(
         self,
         store: RequestStore,
         *,
-        tools: Callable[[str], Tool | None],
+        tools: Callable[[HumanRequest], Tool | Awaitable[Tool | None] | None],
         idempotency: IdempotencyStore,
         publish: Publish,
         max_output_chars: int = 50_000,
@@ -171,12 +173,13 @@ class EndingReporter:
         decision = request.decision
         who = f"{request.answered_by} at {_when(request.answered_at)}"
         base: dict[str, Any] = {
-            "request": request.id,
             "tool": request.tool,
-            "status": request.status,
+            "request": request.id,
             "outcome": request.outcome,
             "answered_by": request.answered_by,
         }
+        if len(request.call_ids) > 1:
+            base["calls"] = list(request.call_ids)  # identical calls that waited on it too
         if request.kind == "question":
             return self._question(request, base)
         if decision is None:
@@ -194,7 +197,6 @@ class EndingReporter:
                 status="completed",
                 data=base,
             )
-        base["decision"] = decision.to_data()
         reason = f" Reason: {request.reason}" if request.reason else ""
         if decision.kind == "no":
             text = f"Denied by the operator ({who}): '{request.tool}' was not run.{reason}"
@@ -239,7 +241,7 @@ class EndingReporter:
             text=f"{head}\n{output}".rstrip(),
             success=result.success,
             status=status,
-            data={**base, "success": result.success, "ran": status == "completed"},
+            data={**base, "success": result.success},
         )
 
     def _question(self, request: HumanRequest, base: dict[str, Any]) -> RequestEnding:
@@ -255,13 +257,14 @@ class EndingReporter:
             text=text,
             success=request.outcome in ("answered", "defaulted"),
             status="completed",
-            data={**base, "answer": request.answer, "on_timeout": request.on_timeout},
+            data=base,
         )
 
     async def _run(
         self, request: HumanRequest, arguments: dict[str, Any]
     ) -> tuple[ToolResult, Status]:
-        tool = self.tools(request.tool)
+        found_tool = self.tools(request)
+        tool = await found_tool if inspect.isawaitable(found_tool) else found_tool
         if tool is None:
             return ToolResult.fail(f"'{request.tool}' is no longer available; it did not run"), (
                 "completed"
