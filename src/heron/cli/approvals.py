@@ -66,6 +66,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ls.add_argument("--session", help="only requests of this session")
     ls.add_argument("--limit", type=int, default=100, metavar="N", help="the latest N")
     ls.add_argument("--json", action="store_true", help="one JSON array")
+    ls.add_argument(
+        "-q", "--quiet", action="store_true", help="only the ids, one per line (oldest first)"
+    )
 
     show = asub.add_parser("show", help="one request in full")
     show.add_argument("id")
@@ -192,6 +195,10 @@ def _list(desk: RequestDesk, args: argparse.Namespace) -> int:
     found = desk.store.list(statuses=statuses, session=args.session, limit=args.limit)
     if args.json:
         common.out(json.dumps([_data(r) for r in found], ensure_ascii=False, indent=2))
+        return EXIT_OK
+    if args.quiet:
+        for r in found:
+            common.out(r.id)
         return EXIT_OK
     if not found:
         common.out("no pending requests" if args.status == "pending" else "no requests")

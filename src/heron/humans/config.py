@@ -55,6 +55,9 @@ class QuestionsConfig(_Section):
 class ApprovalsConfig(_Section):
     """`[approvals]`: see the module docstring."""
 
+    durable: bool = True
+    """`heron serve` keeps requests durable (answered with `heron approvals`); `false`: it
+    denies every call that needs approval by policy, as with no operator."""
     approvers: dict[ApproverChannel, list[str]] = Field(default_factory=dict)
     """Approver identities per channel. Nothing configured: the local operator, on the
     console."""
