@@ -25,6 +25,7 @@ from heron.messages import ToolResultMessage
 from heron.models.history_rules import HistoryChecker
 from heron.safety.idempotency import IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
+from heron.tools.definition import CallApproval
 from heron.turn.approval import ApprovalManager, ApprovalPolicy, BackChannelApprover
 from heron.turn.approval_audit import MemoryAuditStore
 from support.engine import Events, call, calls_turn
@@ -243,3 +244,55 @@ async def test_a_models_own_approval_request_never_satisfies_the_gate(
     assert PAID == []
     gated = [r for r in store.list() if r.gates_call]
     assert len(gated) == 1 and gated[0].active and gated[0].tool == "pay"
+
+
+class JudgedTool:
+    """A tool that judges each call, like the shell: `ls` may run unattended, `rm` may not."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self._inner = heron.tool(name="run_cmd", destructive=True)(self._run)
+
+    async def _run(self, command: str) -> str:
+        """Run a command.
+
+        Args:
+            command: The command.
+        """
+        self.ran.append(command)
+        return f"ran {command}"
+
+    @property
+    def spec(self) -> Any:
+        return self._inner.spec
+
+    def validate(self, arguments: Any) -> dict[str, Any]:
+        return self._inner.validate(arguments)
+
+    async def execute(self, arguments: dict[str, Any], ctx: Any) -> Any:
+        return await self._inner.execute(arguments, ctx)
+
+    def approval_for(self, arguments: Any) -> CallApproval:
+        low = arguments["command"].startswith("ls")
+        return CallApproval(risk="low" if low else "medium", unattended=low)
+
+
+async def test_what_may_run_unattended_runs_and_only_the_rest_waits_on_a_request(
+    store: SqliteRequestStore, tmp_path: Path, clock: FakeClock
+) -> None:
+    desk = make_desk(store, tmp_path, clock)
+    judged = JudgedTool()
+    manager = ApprovalManager(approver=DurableApprover(desk, session="main"))
+    model = ScriptedModel(
+        [
+            calls_turn(call("run_cmd", "c1", command="ls"), call("run_cmd", "c2", command="rm x")),
+            {"text": "done"},
+        ]
+    )
+    events = Events()
+    await Agent(model=model, tools=[judged], approval=manager).run("go", sink=events)
+    assert judged.ran == ["ls"]
+    results = events.results()
+    assert (results["c1"].status, results["c2"].status) == ("ok", "awaiting_approval")
+    [request] = store.list()
+    assert (request.call_id, request.risk) == ("c2", "medium")

@@ -30,8 +30,10 @@ __all__ = ["DurableApprover"]
 class DurableApprover:
     """A `DeferringApprover` for one session over `desk`."""
 
-    attended = True
-    """Someone can answer (later): the gate asks rather than applying the unattended rules."""
+    attended = False
+    """Nobody is at a terminal now: a call its tool says may run unattended (a low-risk shell
+    command in a containing sandbox) runs as with no operator at all; every other call that
+    needs approval waits on a request instead of being denied."""
 
     def __init__(self, desk: RequestDesk, *, session: str, urgency: Urgency = "normal") -> None:
         self.desk = desk
