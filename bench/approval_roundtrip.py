@@ -7,7 +7,8 @@ terminal — and the serving process's watcher (`EndingReporter.watch`, polling 
 `--interval` seconds) notices the decision and starts the tool. Three spans are timed:
 open (request created and delivered), answer (the compare-and-set decision, signed), pickup
 (decision stored → tool started). `--cli N` also answers N requests with a real
-`heron approvals approve` process (its start-up included).
+`heron approvals approve` process (its start-up included). Each answer here lands just after a
+poll, so pickup shows the worst case: one watcher interval (`heron serve --poll-interval`).
 
 Memory: `--pending` requests are opened and left pending in one process; Python's traced
 memory and the process's resident set are measured before and after, and the database's size
