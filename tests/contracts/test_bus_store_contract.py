@@ -1,5 +1,6 @@
 """`BusStore`: durable idempotent publish, ordered pending, atomic consume into the session
-store it comes with, watchers, inspection."""
+store it comes with, watchers, the sessions with pending events, keys across sessions,
+inspection."""
 
 from __future__ import annotations
 
@@ -164,6 +165,33 @@ async def test_events_lists_arrivals_with_their_state(bus: BusStore) -> None:
     assert await bus.events(after=every[-1].seq) == []
 
 
+async def test_pending_sessions_names_each_session_with_pending_events_once(
+    bus: BusStore, backend: StoreBackend
+) -> None:
+    assert await bus.pending_sessions() == []
+    a = event("a", session="beta")
+    await bus.publish_many([a, event("b", session="alpha"), event("c", session="alpha")])
+    await bus.publish(event("d", session="team/gamma"))
+    assert await backend.bus().pending_sessions() == ["alpha", "beta", "team/gamma"]
+    await bus.consume("beta", [a.id], [UserMessage(content="a")])
+    assert await bus.pending_sessions() == ["alpha", "team/gamma"]
+
+
+async def test_key_session_finds_the_first_session_that_holds_a_key(
+    bus: BusStore, backend: StoreBackend
+) -> None:
+    assert await bus.key_session("webhook:k1") is None
+    first = event("one", key="webhook:k1", session="alpha")
+    await bus.publish(first)
+    await bus.publish(event("copy", key="webhook:k1", session="beta"))
+    await bus.publish(event("keyless", session="gamma"))
+    assert await backend.bus().key_session("webhook:k1") == "alpha"
+    # Consumed events keep their keys: a late copy is still a duplicate.
+    await bus.consume("alpha", [first.id], [UserMessage(content="one")])
+    assert await bus.key_session("webhook:k1") == "alpha"
+    assert await bus.key_session("webhook:other") is None
+
+
 # -- poison messages ------------------------------------------------------------------------
 
 
@@ -228,3 +256,15 @@ async def test_dead_letters_are_listed_in_arrival_order_with_after_and_limit(
         second.id,
         third.id,
     ]
+
+
+async def test_a_session_whose_only_pending_event_is_quarantined_is_no_longer_pending(
+    bus: BusStore,
+) -> None:
+    # A host of many sessions wakes the sessions `pending_sessions` names: a dead letter must
+    # not wake its session again and again.
+    poison = event("poison", session="beta")
+    await bus.publish_many([poison, event("fine", session="alpha")])
+    await bus.fail("beta", [poison.id], "ValueError: no", max_attempts=1)
+    assert await bus.pending_sessions() == ["alpha"]
+    assert [d.session for d in await bus.dead_letters()] == ["beta"]

@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("heron._support", "heron.errors"),
     ("heron.messages", "heron.tools"),
-    ("heron.safety",),
+    ("heron.safety", "heron.discovery"),
     ("heron.models", "heron.sandbox", "heron.artifacts"),
     ("heron.turn",),
     # The durable audit trails sit above the engine: the execution trail is a turn observer
@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "heron.mcp",
         "heron.sessions",
         "heron.collaboration",
+        "heron.humans",
     ),
     ("heron.always_on",),
     # Configuration: the schema and the builders that turn it into agents, built-in sets and

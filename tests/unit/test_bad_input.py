@@ -10,11 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+import heron.safety.secrets as secrets_module
 from heron import Agent, FunctionModel, ModelTurn, tool
+from heron.always_on.bus.model import BusEvent, EventContent
 from heron.messages import AssistantMessage, ToolResultMessage, UserMessage
 from heron.models.base import ModelRequest
 from heron.models.scripted import ScriptedCall
+from heron.safety.secrets import KnownSecrets
 from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.tools.definition import ToolAnnotations, ToolContext, ToolResult, ToolSpec
 from heron.tools.validation import SchemaValidator
@@ -218,3 +222,62 @@ async def test_structured_data_over_the_limits_is_dropped_and_the_text_result_ke
     )
     assert not second.success
     assert "Maximum serialization depth exceeded" in second.output
+
+
+# -- the replacement and known secrets ------------------------------------------------------
+
+# A secret whose value holds an undecodable byte, as `os.environ` gives it (`surrogateescape`).
+ODD_SECRET = "token-caf\udce9-0123456789"
+MARK = "«secret:SHOP_TOKEN»"
+
+
+@pytest.fixture
+def odd_secret(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(secrets_module, "_registry", KnownSecrets({"SHOP_TOKEN": ODD_SECRET}))
+    return ODD_SECRET
+
+
+async def test_a_known_secret_is_masked_before_the_text_replacement(
+    odd_secret: str, tmp_path: Path
+) -> None:
+    @tool
+    def leak() -> ToolResult:
+        """Print the token."""
+        return ToolResult.ok(f"token: {odd_secret}, file caf\udce9", data={"t": odd_secret})
+
+    def turn(request: ModelRequest) -> ModelTurn | str:
+        if isinstance(request.messages[-1], UserMessage):
+            return ModelTurn(tool_calls=[ScriptedCall(id="c1", name="leak")])
+        return "done"
+
+    events = Events()
+    agent = Agent(model=FunctionModel(turn), tools=[leak], autonomy="full")
+    result = await agent.run(f"use {odd_secret}", sink=events)
+    # Masked first: the placeholder, never the secret in its replaced form (`token-caf\xe9-…`).
+    [done] = events.of("tool_result")
+    assert done.output == f"token: {MARK}, file caf\\xe9"
+    assert done.data == {"t": MARK}
+    assert isinstance(result.history[0], UserMessage)
+    assert result.history[0].content == f"use {MARK}"
+    assert isinstance(result.history[2], ToolResultMessage)
+    assert result.history[2].content == f"token: {MARK}, file caf\\xe9"
+    stored = json.dumps([m.model_dump(mode="json") for m in result.history])
+    assert "token-caf" not in stored
+    assert_storable(tmp_path, result.history)
+
+
+def test_bus_event_content_is_checked_then_masked_then_cleaned(odd_secret: str) -> None:
+    content = EventContent(text=f"{odd_secret} caf\udce9", data={"k": [odd_secret, "\ud800"]})
+    assert content.text == f"{MARK} caf\\xe9"
+    assert content.data == {"k": [MARK, "\\ud800"]}
+    # The limits come before the masking, which walks the data: a refusal, not RecursionError.
+    deep: Any = odd_secret
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(ValidationError, match="nested more than 64 levels deep"):
+        BusEvent(
+            kind="webhook.received",
+            source="stranger",
+            channel="webhook",
+            content=EventContent(data={"deep": deep}),
+        )

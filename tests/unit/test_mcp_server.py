@@ -14,16 +14,17 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from heron.audit.approvals import MemoryAuditStore
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 import heron
+from heron.artifacts.sqlite_store import SqliteArtifactCatalog
 from heron.artifacts.store import ArtifactSpill, ArtifactStore
 from heron.mcp.server import ToolServer
 from heron.mcp.server.asking import APPROVAL_KEY
 from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.approval import ApprovalManager, ApprovalPolicy, BackChannelApprover
+from heron.turn.approval_audit import MemoryAuditStore
 from heron.turn.hooks import Cancel, HookCall, ToolHook
 from heron.turn.observer import Observer, ToolCallRecord, ToolCallStartRecord
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
@@ -320,7 +321,7 @@ async def test_on_2026_log_messages_follow_the_request_s_own_opt_in() -> None:
 
 
 async def test_a_spilled_output_is_a_resource_read_page_by_page(tmp_path: Path) -> None:
-    spill = ArtifactSpill(ArtifactStore(tmp_path))
+    spill = ArtifactSpill(ArtifactStore(SqliteArtifactCatalog(tmp_path), tmp_path / "artifacts"))
     async with Client(_server(spill=spill).server, mode=LEGACY) as client:
         result = await client.call_tool("big", {"lines": 450})
         links = [c for c in result.content if isinstance(c, types.ResourceLink)]

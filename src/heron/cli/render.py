@@ -13,6 +13,7 @@ from rich.text import Text
 
 from heron._support.limits import model_json
 from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from heron.safety.redact import scrub_text
 from heron.tools.definition import ToolSpec
 from heron.toolsets.plan import render_plan
 from heron.turn.events import (
@@ -230,5 +231,5 @@ def summarize_message(message: Message, width: int = 100) -> str:
         text = f"[{message.call_id}] {message.name}: {mark}{message.content}"
     else:
         text = message.content
-    flat = " ".join(text.split())
+    flat = " ".join(scrub_text(text).split())  # a surface: credential shapes are masked
     return flat if len(flat) <= width else flat[: width - 1] + "…"

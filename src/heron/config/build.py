@@ -9,7 +9,10 @@ The pieces, in the order `open_agent` uses them:
 - heron's built-in sets: `open_builtin` starts `[tools.builtin]` (the caller `aclose()`s it);
 - the MCP servers: `open_mcp` connects `[mcp.servers]` (the caller `aclose()`s it);
 - `build_agent` puts them together with approval (its audit: the SQLite approval trail in the
-  state directory), receipts, budgets and telemetry.
+  state directory), receipts, budgets and telemetry;
+- `register_secrets` tells the known-secrets registry (`heron.safety.secrets`) which
+  environment variables the configuration names as secrets (`open_agent` and `build_agent`
+  call it), so their values become placeholders wherever they would enter the data path.
 
 Every mistake found on the way is a `BuildError` — a `ConfigError` whose message says what
 could not be built and why — so a front end reports one kind of error.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -187,7 +191,9 @@ async def open_builtin(config: HeronConfig) -> Builtin | None:
     from heron.config.builtin import BuiltinError, build_builtin
 
     try:
-        return await build_builtin(config.tools.builtin, state_dir=config.state.path())
+        return await build_builtin(
+            config.tools.builtin, state_dir=config.state.path(), shell=config.tools.shell
+        )
     except BuiltinError as exc:
         raise BuildError(f"built-in tools: {exc}") from exc
 
@@ -212,6 +218,28 @@ async def open_mcp(config: HeronConfig, known: Sequence[Tool]) -> McpAssembly | 
     )
 
 
+# -- secrets ------------------------------------------------------------------------------
+
+
+def register_secrets(config: HeronConfig, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Register the secrets `config` names with the process's known secrets: every `*_env`
+    setting that names a secret (`password_env`, `token_env`, `secret_env`,
+    `client_secret_env`, `private_key_env`, `alerts_webhook_secret_env`, MCP credentials'
+    `from_env`, the MCP token files' `token_key_env`) and the values of MCP servers' `env`
+    and `headers` entries under secret-like names. Returns the variables' names."""
+    from heron.safety.redact import is_secret_key
+    from heron.safety.secrets import known_secrets, secret_env_names
+
+    known = known_secrets()
+    names = secret_env_names(config)
+    known.add_env(names, environ)
+    for server, cfg in config.mcp.servers.items():
+        for key, value in [*cfg.env.items(), *cfg.headers.items()]:
+            if is_secret_key(key):
+                known.add(re.sub(r"[^A-Za-z0-9_.-]", "_", f"mcp.{server}.{key}"), value)
+    return names
+
+
 # -- the agent ----------------------------------------------------------------------------
 
 
@@ -229,6 +257,7 @@ def build_agent(
     `mcp` (from `open_mcp`) adds its tools, catalogue section, activated set,
     never-unreachable resolver and per-turn filter groups; `builtin` (from `open_builtin`)
     adds heron's tool sets as bundles, with their spill, cache and workspace."""
+    register_secrets(config)
     state_dir = config.state.path()
     set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
     a = config.agent
@@ -299,6 +328,7 @@ async def open_agent(
     """The whole configured agent, for the length of the `async with`: `tools` (default: the
     `[tools] modules`), the built-in sets and the MCP servers, which are closed on exit.
     `on_problem` hears about MCP servers left out and shadowed names."""
+    register_secrets(config)
     user_tools = load_user_tools(config) if tools is None else list(tools)
     async with AsyncExitStack() as stack:
         builtin = await open_builtin(config)

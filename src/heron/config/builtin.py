@@ -127,6 +127,17 @@ class WebhookSection(_Section):
     allowed_urls: list[str] = Field(default_factory=list)
 
 
+class ShellSection(_Section):
+    """`[tools.shell]`: what the `shell` tool may run when no operator can be asked."""
+
+    unattended_risk: Literal["low", "medium"] = "low"
+    """The highest risk tier that runs with no operator (`heron run --non-interactive`, `heron
+    serve`): `low` (inspection, workspace writes; only where the sandbox contains heron's
+    environment and the files outside the workspace, else low counts as medium) or `medium`
+    (also deletions in the workspace, network clients, unknown programs). High risk never runs
+    unattended."""
+
+
 class BuiltinConfig(_Section):
     """`[tools.builtin]`: which built-in tool sets an agent gets and how they are confined."""
 
@@ -137,6 +148,11 @@ class BuiltinConfig(_Section):
     directory."""
     sandbox: Literal["process", "bwrap"] = "process"
     """Where `shell`, `run_python` and jobs run: a limited process, or bubblewrap namespaces."""
+    confine: bool = True
+    """False: the `process` level only limits commands (no namespaces, dedicated user or
+    Landlock), for hosts where that confinement breaks the commands you need. `heron doctor`
+    then reports nothing contained but the limits, and unattended low-risk shell commands count
+    as medium. Not for `bwrap`."""
     network: bool = True
     """False: no web tools, and commands run without network (needs `sandbox = "bwrap"`)."""
     command_network: dict[Literal["execution", "events"], NetworkMode] = Field(default_factory=dict)
@@ -192,13 +208,15 @@ class Builtin:
             await close()
 
 
-async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
-    """Build the sets `cfg.sets` names. Raises `BuiltinError` for an impossible configuration
-    (no such workspace, `network = false` with the `process` sandbox, a bad mail section)."""
+async def build_builtin(
+    cfg: BuiltinConfig, *, state_dir: Path, shell: ShellSection | None = None
+) -> Builtin:
+    """Build the sets `cfg.sets` names (`shell`: the `[tools.shell]` section). Raises
+    `BuiltinError` for an impossible configuration (no such workspace, `network = false` with
+    the `process` sandbox, a bad mail section)."""
     from heron.artifacts.sqlite_store import SqliteArtifactCatalog
     from heron.artifacts.store import ArtifactSpill, ArtifactStore
     from heron.safety.workspace import Workspace, WorkspaceError
-    from heron.sandbox import make_sandbox
     from heron.toolsets.cache import WorkspaceResultCache
 
     root = cfg.workspace_path()
@@ -209,7 +227,7 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
     sandbox: Sandbox | None = None
     if {"execution", "events"} & set(cfg.sets):
         try:
-            sandbox = make_sandbox(cfg.sandbox, workspace=ws.root, network=cfg.network)
+            sandbox = _sandbox(cfg, ws.root)
         except SandboxUnavailable as exc:
             raise BuiltinError(f"sandbox: {exc}") from exc
     store = ArtifactStore(SqliteArtifactCatalog(state_dir), state_dir / "artifacts")
@@ -226,7 +244,9 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
             elif name == "execution":
                 assert sandbox is not None
                 confined = _networked(sandbox, cfg, "execution")
-                built.tools[name] = _execution(cfg, ws, confined, state_dir, built)
+                built.tools[name] = _execution(
+                    cfg, ws, confined, state_dir, built, shell or ShellSection()
+                )
             elif name == "connectors":
                 built.tools[name] = _connectors(cfg, ws, built, state_dir)
             elif name == "planning":
@@ -241,6 +261,18 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
         await built.aclose()
         raise
     return built
+
+
+def _sandbox(cfg: BuiltinConfig, root: Path) -> Sandbox:
+    from heron.sandbox import ProcessSandbox, make_sandbox
+
+    if cfg.confine:
+        return make_sandbox(cfg.sandbox, workspace=root, network=cfg.network)
+    if cfg.sandbox != "process":
+        raise SandboxUnavailable("confine = false applies to the process level only")
+    if not cfg.network:
+        raise SandboxUnavailable("network = false needs a confined sandbox (the bwrap level)")
+    return ProcessSandbox(workspace=root, confine=False)
 
 
 def _policy(cfg: BuiltinConfig) -> Any:
@@ -286,7 +318,12 @@ def _ocr() -> Any:
 
 
 def _execution(
-    cfg: BuiltinConfig, ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin
+    cfg: BuiltinConfig,
+    ws: Any,
+    sandbox: Sandbox,
+    state_dir: Path,
+    built: Builtin,
+    shell: ShellSection,
 ) -> list[Tool]:
     from heron.safety.command_policy import CommandPolicy
     from heron.toolsets.files import file_tools
@@ -306,7 +343,15 @@ def _execution(
 
     built._closers.append(close_history)
     policy = CommandPolicy(workspace=ws.root)
-    tools.append(shell_tool(sandbox=sandbox, policy=policy, workspace=ws.root, history=history))
+    tools.append(
+        shell_tool(
+            sandbox=sandbox,
+            policy=policy,
+            workspace=ws.root,
+            history=history,
+            unattended_risk=shell.unattended_risk,
+        )
+    )
     # run_python scripts call the agent's other tools; name the ones known so far.
     names = [t.spec.name for t in (*built.all_tools(), *tools)]
     tools.append(run_python_tool(sandbox=sandbox, workspace=ws.root, tool_names=names))

@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from heron._support.limits import DEFAULT_LIMITS, MAX_DEPTH_CEILING, InputLimits
 from heron._support.state import default_state_dir
-from heron.config.builtin import BuiltinConfig
+from heron.config.builtin import BuiltinConfig, ShellSection
 from heron.errors import ConfigurationError
+from heron.humans.config import ApprovalsConfig
 from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
 from heron.turn.context import LoopDetectionKnobs, ParallelMode, RuntimeKnobs
@@ -103,6 +104,8 @@ class ToolsConfig(_Section):
     """Python files (or importable modules) whose `@heron.tool` functions are loaded."""
     builtin: BuiltinConfig = Field(default_factory=BuiltinConfig)
     """`[tools.builtin]`: heron's own tool sets (see docs/tools.md)."""
+    shell: ShellSection = Field(default_factory=ShellSection)
+    """`[tools.shell]`: what the `shell` tool runs with no operator (see docs/security.md)."""
 
 
 class LimitsConfig(_Section):
@@ -130,6 +133,8 @@ class StateConfig(_Section):
 class HeronConfig(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    """`[approvals]`: who answers requests to a human, "always" rules, question timeouts."""
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     state: StateConfig = Field(default_factory=StateConfig)

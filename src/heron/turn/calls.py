@@ -62,6 +62,8 @@ class ExecutableCall:
     tool: Tool
     original_arguments: dict[str, Any]
     injected: tuple[str, ...] = ()
+    risk: str | None = None
+    """The risk tier the tool gave this call (`CallApproval`), when it judges each call."""
 
 
 @dataclass(kw_only=True, slots=True)

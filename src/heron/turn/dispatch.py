@@ -30,6 +30,7 @@ from pydantic_core import to_jsonable_python
 from heron._support.canonical import canonical_json
 from heron._support.limits import InputRejected, check_value, clean_text, clean_value
 from heron.safety.redact import scrub_text, scrub_value
+from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.bounds import render_bounded
 from heron.turn.call_prep import NOT_STARTED, PreparedBatch, TurnGuards, prepare_calls
@@ -253,28 +254,47 @@ def _busy_text(call: ExecutableCall, running: Sequence[str]) -> str:
 
 
 def _map_result(call: ExecutableCall, result: Any) -> tuple[bool, str]:
-    """Success and the text the model sees. A tool's text is outside data: what is not Unicode
-    in it (a file name's undecodable byte) gets the documented replacement (`clean_text`)."""
+    """Success and the text the model sees: this is where a tool's output enters the data path.
+
+    Every known secret becomes its placeholder first, then what is not Unicode (a file name's
+    undecodable byte) gets the documented replacement (`clean_text`): masking sees the text as
+    the tool produced it, so a secret whose value holds undecodable bytes (the environment's
+    `surrogateescape`) still matches, and nothing the replacement writes can form a secret.
+    Both come before any bound on the text (`render_bounded`), which so never cuts a secret
+    in half and leaves a prefix of it unmasked.
+    """
+    success, text = _mapped(call, result)
+    return success, _taken_in_text(text)
+
+
+def _taken_in_text(text: str) -> str:
+    return clean_text(known_secrets().mask(text))
+
+
+def _mapped(call: ExecutableCall, result: Any) -> tuple[bool, str]:
     if not isinstance(result, ToolResult):
         return False, f"Error: '{call.name}' returned {type(result).__name__}, not a ToolResult"
     if result.success:
-        return True, clean_text(result.output or "(no output)")
+        return True, result.output or "(no output)"
     reason = result.error or result.output or "the tool failed without a message"
     if result.error and result.output:
-        return False, clean_text(f"Error: {reason}\n{result.output}")
-    return False, clean_text(f"Error: {reason}")
+        return False, f"Error: {reason}\n{result.output}"
+    return False, f"Error: {reason}"
 
 
 def _raised(call: ExecutableCall, exc: BaseException) -> str:
-    return clean_text(f"Error: '{call.name}' raised {type(exc).__name__}: {exc}")
+    return _taken_in_text(f"Error: '{call.name}' raised {type(exc).__name__}: {exc}")
 
 
 def taken_in_data(data: Any) -> tuple[Any, str]:
     """A tool's structured data checked against the input limits where it enters the engine.
 
-    Returns the data to keep (as it is, or with the text replacement applied) and a note for
-    the output: data nested deeper or larger than the limits, or not renderable as JSON, is
-    dropped (the text result stays) and the note says why.
+    Returns the data to keep (with known secrets as placeholders, and the text replacement
+    applied where needed) and a note for the output: data nested deeper or larger than the
+    limits, or not renderable as JSON, is dropped (the text result stays) and the note says
+    why. The limits come first (masking walks the value recursively; after the check it is at
+    most `max_depth` deep), then the masking, then the replacement, as for the text
+    (`_map_result`).
     """
     shown = data
     try:
@@ -290,7 +310,8 @@ def taken_in_data(data: Any) -> tuple[Any, str]:
         return None, f"\n[structured data not kept: {exc.problem}]"
     except ValueError as exc:  # pydantic's own serialisation depth guard
         return None, f"\n[structured data not kept: {exc}]"
-    return (clean_value(shown) if odd else data), ""
+    known = known_secrets()
+    return (clean_value(known.mask_value(shown)) if odd else known.mask_value(data)), ""
 
 
 async def execute_one(
@@ -322,6 +343,7 @@ async def execute_one(
             arguments=scrub_value(call.arguments),
             owner=spec.owner,
             injected=call.injected,
+            risk=call.risk,
         )
     )
     started_record = ToolCallStartRecord(
@@ -333,6 +355,7 @@ async def execute_one(
         channel=state.channel,
         agent=exec_.agent,
         parent_agent=exec_.parent_agent,
+        risk=call.risk,
     )
     if type(exec_.observer) is not NullObserver:
         notify(exec_.observer, started_record, observer_failed(state, call.call_id))
@@ -346,7 +369,7 @@ async def execute_one(
                 turn_id=state.turn_id,
                 id=call.call_id,
                 name=call.name,
-                message=scrub_text(clean_text(message)),
+                message=clean_text(scrub_text(message)),  # masked first, as `_map_result`
             )
         )
 
@@ -486,7 +509,7 @@ def _completed(
         success, output = _map_result(call, result)
         if isinstance(result, ToolResult) and result.data is not None:
             data, note = taken_in_data(result.data)
-            output += note
+            output += known_secrets().mask(note)  # the note may quote a key
     except Exception as exc:
         success, output = False, _raised(call, exc)
     outcome = CallOutcome(

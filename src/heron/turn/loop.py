@@ -37,6 +37,7 @@ from heron.models.base import (
     Usage,
 )
 from heron.safety.redact import scrub_text
+from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolSpec
 from heron.turn.bounds import bound_text
 from heron.turn.call_prep import PreparedBatch, TurnGuards, is_excluded, prepare_calls, start_check
@@ -510,20 +511,24 @@ class _Loop:
     def _append_assistant(
         self, text: str, calls: tuple[()] | list[ParsedCall], reasoning: str | None
     ) -> None:
+        # The model can only repeat a known secret it was given despite the masking (a guess,
+        # a script): the history keeps the placeholder; preparation refuses the raw call.
+        known = known_secrets()
         self._append(
             AssistantMessage(
-                text=text,
+                text=known.mask(text),
                 tool_calls=tuple(
-                    ToolCallPart(id=c.call_id, name=c.name, arguments=c.arguments) for c in calls
+                    ToolCallPart(id=c.call_id, name=c.name, arguments=known.mask_value(c.arguments))
+                    for c in calls
                 ),
-                reasoning=reasoning or None,
+                reasoning=known.mask(reasoning) if reasoning else None,
             )
         )
 
     def _drain_steering(self) -> None:
         steering = self.state.steering
         while steering:
-            self._append(UserMessage(content=steering.popleft()))
+            self._append(UserMessage(content=known_secrets().mask(steering.popleft())))
 
     def _check_cancel(self) -> None:
         cancel = self.state.cancel

@@ -39,6 +39,12 @@ listed by `heron events tail --dead`; the loop goes on with the next event.
 Single writer: the loop holds the session through a `SessionWriter` (`heron.sessions.writer`,
 the writer of every front end: the same repair, the same head check), so a second writer on
 the same session is refused with `ConcurrentWriteError` instead of being interleaved.
+
+Many sessions in one process (`heron.always_on.sessions.SessionHost`): the host gives each
+awake session a writer from `SessionWriter.wake` (the history is read only when the model is
+first called), watches the store once for all of them (`watch=False` here, `notify` there),
+polls once for all of them (`check_pending`), and parks a session when `idle` says nothing is
+left in flight.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ class EventDrivenAgent:
         prepare: Callable[[TurnState], None] | None = None,
         writer: SessionWriter | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        watch: bool = True,
     ) -> None:
         """`store` and `sessions` must share one database, so that `consume` is atomic.
 
@@ -96,7 +103,9 @@ class EventDrivenAgent:
         (`Agent.turn_state`). `writer`: the main session's writer, when the front end already
         holds one (it must write `session` in `sessions`); by default the loop opens its own
         on first use. `max_attempts`: failed consumptions after which an event is
-        quarantined (`heron.always_on.bus.quarantine`).
+        quarantined (`heron.always_on.bus.quarantine`). `watch=False`: the caller forwards the
+        store's publishes of this session to `notify` itself (a host of many sessions watches
+        the store once for all).
         """
         if writer is not None and (writer.name != session or writer.store is not sessions):
             raise ValueError(f"the writer holds session {writer.name!r}, not {session!r} here")
@@ -110,6 +119,7 @@ class EventDrivenAgent:
         self.sink = sink
         self.poll_interval = poll_interval
         self.prepare = prepare
+        self.watch = watch
         self.outcomes: list[TurnOutcome] = []
         """Every finished main turn, in order."""
         self._main: SessionWriter | None = writer
@@ -183,9 +193,10 @@ class EventDrivenAgent:
                     waker.cancel()
 
     async def serve(self) -> None:
-        """Run until `stop()`: process events as they arrive (and poll, if configured)."""
+        """Run until `stop()`: process events as they arrive (and poll, if configured). A
+        `stop()` that came before `serve` started ends it at once; `serve` may be called
+        again afterwards."""
         self._start()
-        self._stopping = False
         poller = asyncio.ensure_future(self._poll()) if self.poll_interval else None
         try:
             while not self._stopping:
@@ -193,6 +204,7 @@ class EventDrivenAgent:
                 if not self._stopping:
                     await self._wake.wait()
         finally:
+            self._stopping = False
             if poller is not None:
                 poller.cancel()
                 await asyncio.gather(poller, return_exceptions=True)
@@ -210,6 +222,33 @@ class EventDrivenAgent:
         self._answer_interrupt = False
         self._running.cancel.cancel(reason)
         return True
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight: no turn, no history waiting for the model, no event routed but
+        not consumed, no side session, no detached tool or result being published. (Events
+        pending in the store that were not routed yet are the caller's to check.)"""
+        return not (
+            self._running
+            or self._unanswered
+            or self._routes
+            or self._classifying
+            or self._sides
+            or self._background
+            or self._publishing
+        )
+
+    def notify(self, event: BusEvent) -> None:
+        """An event of this session was published (by the caller's watch of the store)."""
+        self._on_published(event)
+
+    async def check_pending(self) -> None:
+        """Look for pending events written by other processes or connections (what the
+        poller does every `poll_interval`)."""
+        if not self._started:
+            return
+        for event in await self.store.pending(self.session):
+            self._on_published(event)
 
     async def wait_background(self) -> None:
         """Wait until every detached tool has finished and its result event is published."""
@@ -238,10 +277,11 @@ class EventDrivenAgent:
             self._main = SessionWriter.open(self.sessions, self.session)
         if not self._started:
             self._started = True
-            history = self._main.history
+            last = self._main.last  # read without the history (a woken writer has none yet)
             # A crash after events were consumed but before the model answered them.
-            self._unanswered = bool(history) and not isinstance(history[-1], AssistantMessage)
-            self._unwatch = self.store.watch(self._on_published)
+            self._unanswered = last is not None and not isinstance(last, AssistantMessage)
+            if self.watch:
+                self._unwatch = self.store.watch(self._on_published)
         return self._main
 
     async def _step(self) -> bool:
@@ -361,8 +401,7 @@ class EventDrivenAgent:
             head = self.sessions.append(self.session, batch, expected_last_entry=main.head)
         else:
             return
-        main.history.extend(messages)
-        main.saved(head)
+        main.stored(messages, head)
         for event_id in event_ids:
             self._routes.pop(event_id, None)
 
@@ -433,8 +472,7 @@ class EventDrivenAgent:
         assert self.poll_interval is not None  # serve starts the poller only with an interval
         while True:
             await self.clock.sleep(self.poll_interval)
-            for event in await self.store.pending(self.session):
-                self._on_published(event)
+            await self.check_pending()
 
     # -- side sessions ----------------------------------------------------------------------
 

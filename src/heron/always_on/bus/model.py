@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from heron._support.limits import check_value, clean_text, clean_value
 from heron._support.timefmt import utc_rfc3339
+from heron.safety.secrets import known_secrets
 
 Source = Literal["user", "contact", "stranger", "system", "agent", "tool"]
 """`user` is the operator; `contact` a known third party; `stranger` an unknown one."""
@@ -101,15 +102,28 @@ class EventContent(BaseModel):
     needs_reply: bool = False
     data: dict[str, Any] = Field(default_factory=dict)
     """Structured payload with enough context to act without re-querying; within the input
-    limits (`heron._support.limits`), its text cleaned like `text`."""
+    limits (`heron._support.limits`), with known secrets as placeholders and its text cleaned
+    like `text`."""
 
+    # Everything that wakes an agent (a webhook body, mail, a job's output) enters the data
+    # path here. In this order: the limits first, because masking walks `data` recursively and
+    # the check bounds its depth; then every known secret becomes its placeholder, before the
+    # event is stored or shown; the text replacement last, so a secret whose value holds
+    # undecodable bytes (the environment's `surrogateescape`) is matched before `clean_text`
+    # rewrites them as `\xNN`. Events read back from a store had all three when built.
     @model_validator(mode="after")
     def _within_limits(self, info: ValidationInfo) -> EventContent:
         if _stored(info):
             return self
-        _clean_fields(self, ("text",))
         # An `InputRejected` is a `ValueError`: too deep, too large or non-finite data fails.
-        if self.data and check_value(self.data, strict_text=False):
+        odd = bool(self.data) and check_value(self.data, strict_text=False)
+        known = known_secrets()
+        if len(known):
+            object.__setattr__(self, "text", known.mask(self.text))  # frozen: still validating
+            if self.data:
+                object.__setattr__(self, "data", known.mask_value(self.data))
+        _clean_fields(self, ("text",))
+        if odd:
             object.__setattr__(self, "data", clean_value(self.data))
         return self
 

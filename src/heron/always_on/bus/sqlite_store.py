@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS bus_events (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS bus_events_idem
     ON bus_events (session, idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS bus_events_by_key ON bus_events (idem_key) WHERE idem_key IS NOT NULL;
 CREATE TABLE IF NOT EXISTS bus_pending (
     session TEXT NOT NULL,
     ts      REAL NOT NULL,
@@ -282,6 +283,26 @@ class SqliteBusStore:
                 self._watchers.remove(callback)
 
         return unwatch
+
+    async def pending_sessions(self) -> list[str]:
+        # A skip scan over the queue's primary key: one index seek per session with pending
+        # events, however many events wait in each.
+        rows = self._conn.execute(
+            "WITH RECURSIVE s(name) AS ("
+            " SELECT MIN(session) FROM bus_pending"
+            " UNION ALL"
+            " SELECT (SELECT MIN(session) FROM bus_pending WHERE session > s.name) FROM s"
+            " WHERE s.name IS NOT NULL)"
+            " SELECT name FROM s WHERE name IS NOT NULL"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    async def key_session(self, idempotency_key: str) -> str | None:
+        row = self._conn.execute(
+            "SELECT session FROM bus_events WHERE idem_key = ? ORDER BY seq LIMIT 1",
+            (idempotency_key,),
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     # -- inspection -------------------------------------------------------------------------
 

@@ -16,6 +16,10 @@ The contract:
   changes nothing.
 - `watch` registers a callback run after each successful publish through this store object,
   so an in-process consumer wakes at once instead of polling.
+- `pending_sessions` names the sessions with pending events, at a cost that grows with their
+  number, not with the number of events (a host of many sessions polls it);
+  `key_session` names the session that holds an idempotency key, so an ingress shared by many
+  sessions can store each key once across all of them.
 - `sessions` is the session store `consume` appends to: a bus back end and its session
   histories live in one database, because `consume` is one transaction over both.
 - Poison messages are quarantined, never retried forever: `fail` records a failed attempt to
@@ -148,6 +152,14 @@ class BusStore(Protocol):
 
     def watch(self, callback: EventCallback) -> Unwatch:
         """Call `callback` after every successful publish; returns a function that stops it."""
+        ...
+
+    async def pending_sessions(self) -> list[str]:
+        """The sessions with at least one pending event, in name order."""
+        ...
+
+    async def key_session(self, idempotency_key: str) -> str | None:
+        """A session that holds an event with this idempotency key, or `None`."""
         ...
 
     async def consumed_into(self, event_id: str) -> int | None:
