@@ -35,8 +35,8 @@ from heron.artifacts.sqlite_store import SqliteArtifactCatalog
 from heron.artifacts.store import ArtifactCatalog
 from heron.audit.executions import ExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
-from heron.collaboration.notify import NotificationStore
-from heron.collaboration.sqlite_store import SqliteNotificationStore
+from heron.collaboration.sqlite_store import SqliteMessageStore
+from heron.collaboration.store import MessageStore
 from heron.mcp.trust.pins import TrustStore
 from heron.mcp.trust.sqlite_store import SqliteTrustStore
 from heron.safety.idempotency import IdempotencyLedger
@@ -61,7 +61,7 @@ class StoreBackend(Protocol):
     def subscriptions(self) -> SubscriptionStore: ...
     def approval_audit(self) -> AuditLog: ...
     def executions(self) -> ExecutionStore: ...
-    def notifications(self) -> NotificationStore: ...
+    def messages(self) -> MessageStore: ...
     def trust(self) -> TrustStore: ...
     def idempotency(self) -> IdempotencyLedger: ...
     def shell_history(self) -> ShellHistory: ...
@@ -110,8 +110,8 @@ class SqliteBackend:
     def executions(self) -> SqliteExecutionStore:
         return SqliteExecutionStore(self._conn())
 
-    def notifications(self) -> SqliteNotificationStore:
-        return SqliteNotificationStore(self._conn())
+    def messages(self) -> SqliteMessageStore:
+        return SqliteMessageStore(self._conn())
 
     def trust(self) -> SqliteTrustStore:
         return SqliteTrustStore(self.root)

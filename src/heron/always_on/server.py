@@ -19,15 +19,21 @@ that feeds them:
   Inbound third-party events wake a session only through a matching subscription of that
   session; the others are kept quietly (mail in the Maildir, webhooks in the session
   `<session>/quiet`);
-- the tools that act on that world: mail triage over the Maildir, the calendar check, user
-  notifications, and the trigger tools;
+- the tools that act on that world: mail triage over the Maildir, the calendar check, the
+  messaging tools (`send_message`, `send_card`, `send_notification`: assistant text is
+  private, so these are the only way to reach a person; an event needing a reply that a turn
+  leaves unanswered gets one reminder turn), and the trigger tools;
+- the outbox (`heron.always_on.messaging`): what comes due (quiet hours' end, the recall of
+  unread urgent messages), answers by mail and through `/card`, the notices of long turns and
+  jobs;
 - polling, so events other processes write into the database are found too (one query for
   every session).
 
 The server is where `heron serve`'s stores are built, all in `<state_dir>/heron.db`: the SQLite
 bus with its session store, the host index and the mail thread index on the bus's connection,
-the notification store, and one set of triggers' stores for the process, which every awake
-session's `TriggerRuntime` shares (`TriggerStores.shared()`; closed once, by `aclose`).
+the message store (`heron.always_on.messaging`), and one set of triggers' stores for the
+process, which every awake session's `TriggerRuntime` shares (`TriggerStores.shared()`;
+closed once, by `aclose`).
 
 A stop request (an interrupt the router turns into `cancel`) also cancels the running
 background jobs of its session: the engine cancels the tools it detached, jobs belong to the
@@ -60,6 +66,7 @@ from heron.always_on.bus.model import BusEvent
 from heron.always_on.bus.routing import check_hosted_name, quiet_session_name
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
+from heron.always_on.channels.answers import CardActionAdapter, MailAnswers
 from heron.always_on.channels.mail_inbound import (
     MaildirSource,
     MailIngressConfig,
@@ -70,6 +77,7 @@ from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
 from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.jobs.manager import JobManager
+from heron.always_on.messaging import MessagingConfig, ServeMessaging
 from heron.always_on.sessions import HostConfig, SessionHost
 from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
@@ -79,8 +87,8 @@ from heron.always_on.triggers.subscriptions import (
     Subscriptions,
     SubscriptionSource,
 )
-from heron.collaboration.notify import NotifyConfig, notify_tools
-from heron.collaboration.sqlite_store import SqliteNotificationStore
+from heron.collaboration.config import PersonConfig, SignedPostConfig
+from heron.collaboration.tools import MESSAGE_TOOLS, messaging_tools
 from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.errors import HeronError
 from heron.safety.command_policy import CommandPolicy
@@ -141,8 +149,27 @@ class ServeConfig:
     mail_scan_interval_s: float = 5.0
     calendars: tuple[Path, ...] = ()
     notify_webhook: str | None = None
+    """The user's webhook (heron's signed JSON): added to `[user] channels`."""
     notify_secret_env: str | None = None
     shutdown_grace_s: float = 10.0
+    messaging: MessagingConfig = dataclasses.field(default_factory=MessagingConfig)
+    """The agent's identity, the people it writes to, the channels and notices."""
+
+    def messaging_config(self) -> MessagingConfig:
+        """`messaging` with `notify_webhook` folded into the user's channels."""
+        m = self.messaging
+        if self.notify_webhook is None:
+            return m
+        user = m.people.get(m.user, PersonConfig())
+        channels = [*user.channels, *(["webhook"] if "webhook" not in user.channels else [])]
+        people = {
+            **m.people,
+            m.user: user.model_copy(update={"webhook": self.notify_webhook, "channels": channels}),
+        }
+        posts = m.channels.model_copy(
+            update={"webhook": SignedPostConfig(secret_env=self.notify_secret_env)}
+        )
+        return dataclasses.replace(m, people=people, channels=posts)
 
 
 class ServedSession:
@@ -218,7 +245,7 @@ class HeronServer:
         self.announce = announce or (lambda _record: None)
         self.clock: Clock = clock or RealClock()
         self.bus: SqliteBusStore | None = None
-        self.notifications: SqliteNotificationStore | None = None
+        self.messaging: ServeMessaging | None = None
         self.host: SessionHost | None = None
         self.threads: ThreadIndex | None = None
         self.maildir: Maildir | None = None
@@ -230,6 +257,7 @@ class HeronServer:
         self._sandbox: Sandbox | None = None
         self._calendar_tools: list[Tool] = []
         self._tasks: list[asyncio.Task[Any]] = []
+        self._unwatch: Callable[[], None] | None = None
         self._serving: asyncio.Task[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
         self._signals = 0
@@ -294,12 +322,14 @@ class HeronServer:
         workspace.mkdir(parents=True, exist_ok=True)
         self._sandbox = make_sandbox(cfg.sandbox, workspace=workspace)
         self.bus = bus = SqliteBusStore.open(cfg.state_dir)
-        self.notifications = SqliteNotificationStore.open(cfg.state_dir)
         # The triggers' stores, one set for the process: every session's runtime shares them.
         self._trigger_stores = open_trigger_stores(cfg.state_dir)
         if cfg.maildir is not None:
             self.maildir = Maildir(cfg.maildir)
             self.threads = SqliteThreadIndex(bus.sessions.conn)
+        self.messaging = ServeMessaging.open(
+            cfg.messaging_config(), state_dir=cfg.state_dir, threads=self.threads, clock=self.clock
+        )
         if cfg.calendars:
             from heron.connectors.calendar import CalendarConfig, calendar_tools
 
@@ -372,7 +402,9 @@ class HeronServer:
             config=triggers_config,
             hooks=self.hooks if default else LifecycleHooks(),
         )
-        agent = HookedAgent.around(self._make_agent([*self._tools(), *triggers.tools]), self.hooks)
+        assert self.messaging is not None
+        hooks = self.messaging.notices(name, self.hooks)
+        agent = HookedAgent.around(self._make_agent([*self._tools(name), *triggers.tools]), hooks)
         sink = self._session_sink(name) if self._session_sink is not None else self.sink
         if self.threads is not None:
             sink = _SentMail(sink, name, self.threads, self.clock)
@@ -385,6 +417,7 @@ class HeronServer:
             sink=triggers.sink(sink),
             writer=writer,
             watch=False,  # the host watches the store once for every session
+            reply_tools=MESSAGE_TOOLS,  # assistant text is private: only these reach a person
         )
         return ServedSession(loop, triggers)
 
@@ -414,21 +447,25 @@ class HeronServer:
         subscriptions = Subscriptions(self._trigger_stores.subscriptions, session=event.session)
         return subscriptions.should_wake(event)
 
-    def _tools(self) -> list[Tool]:
-        assert self.notifications is not None  # start() opens the stores first
+    def _tools(self, session: str) -> list[Tool]:
+        assert self.messaging is not None  # start() opens the stores first
         cfg = self.config
         tools: list[Tool] = []
         if self.maildir is not None:
             tools += maildir_tools(self.maildir, from_addr=cfg.mail_from)
         tools += self._calendar_tools
-        notify = NotifyConfig(
-            webhook_url=cfg.notify_webhook, webhook_secret_env=cfg.notify_secret_env
-        )
-        return [*tools, *notify_tools(notify, self.notifications)]
+        outbox = self.messaging.outbox
+        shared = outbox.identity.workspace
+        workspace = shared if shared is not None and shared.is_dir() else self._workspace
+        return [*tools, *messaging_tools(outbox, session=session, workspace=workspace)]
 
     async def _start_ingress(self, secret: bytes) -> None:
         cfg = self.config
         assert self.bus is not None and self.host is not None  # opened by start()
+        assert self.messaging is not None and self._trigger_stores is not None
+        messaging, jobs = self.messaging, self._trigger_stores.jobs
+        self._tasks.append(asyncio.ensure_future(messaging.run(cfg.poll_interval_s)))
+        self._unwatch = self.bus.watch(lambda event: messaging.job_ended(event, jobs))
         if self.maildir is not None:
             mail_config = MailIngressConfig(
                 session=cfg.session,
@@ -443,6 +480,7 @@ class HeronServer:
                 wake=self._should_wake,
                 threads=self.threads,
                 admit=self.host.admit,
+                answers=MailAnswers(messaging.outbox, clock=self.clock),
             )
             self._tasks.append(asyncio.ensure_future(self.mail.run()))
         if cfg.smtp_port is not None:
@@ -459,6 +497,11 @@ class HeronServer:
                 ),
                 WebhookRoute(path="/im", adapter=ImAdapter(contacts=contacts), secret=secret),
                 WebhookRoute(path="/webhook", adapter=GenericAdapter(), secret=secret),
+                WebhookRoute(
+                    path="/card",
+                    adapter=CardActionAdapter(messaging.outbox, clock=self.clock),
+                    secret=secret,
+                ),
             ]
             self.webhook = WebhookServer(
                 routes,
@@ -537,10 +580,16 @@ class HeronServer:
         if self.host is not None:
             await self.host.aclose()
             self.host = None
-        for store in (self.bus, self.notifications, self._trigger_stores):
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        if self.messaging is not None:
+            await self.messaging.aclose()
+            self.messaging = None
+        for store in (self.bus, self._trigger_stores):
             if store is not None:
                 store.close()
-        self.bus = self.notifications = self._trigger_stores = None
+        self.bus = self._trigger_stores = None
         if self._started:
             self._started = False
             self.announce({"type": "serve_stopped", "pid": os.getpid()})

@@ -159,6 +159,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     from contextlib import AsyncExitStack
 
+    from heron.always_on.messaging import MessagingConfig
     from heron.always_on.server import HeronServer, ServeConfig, ServeError
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
@@ -198,6 +199,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         calendars=tuple(args.calendar),
         notify_webhook=args.notify_webhook,
         notify_secret_env=args.notify_secret_env,
+        messaging=MessagingConfig(
+            identity=config.identity.identity(),
+            user=config.user.name,
+            people=config.everyone(),
+            channels=config.channels,
+            messages=config.messages,
+        ),
         workspace=workspace,
         sandbox=builtin_cfg.sandbox,
         shutdown_grace_s=args.shutdown_grace,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from heron._support.state import open_db
 from heron.agent import Agent
 from heron.audit.sqlite_store import SqliteApprovalAudit
+from heron.collaboration.prompt import ASKING_TOOLS, collaboration_section
 from heron.config.schema import ConfigError, HeronConfig
 from heron.models.base import Model, ModelError
 from heron.tools.definition import Tool, ToolDefinitionError
@@ -262,7 +263,7 @@ def build_agent(
     approval = ApprovalManager(
         policy=ApprovalPolicy(
             autonomy=a.autonomy,
-            auto_approve=config.approval.auto_approve,
+            auto_approve=[*config.approval.auto_approve, *_messaging(tools, builtin)],
             always_ask=config.approval.always_ask,
             timeout_s=config.approval.timeout_s,
             record_auto_approvals=config.approval.record_auto_approvals,
@@ -279,6 +280,8 @@ def build_agent(
                 registry.add_all(bundled, bundle=bundle)
         system_prompt, allowed = a.system_prompt, a.allowed_tools
         if builtin is not None and (section := builtin.catalogue_section()):
+            system_prompt = f"{system_prompt}\n\n{section}" if system_prompt else section
+        if section := collaboration_section([t.spec.name for t in registry.tools()]):
             system_prompt = f"{system_prompt}\n\n{section}" if system_prompt else section
         if mcp is not None:
             mcp.register(registry)
@@ -342,6 +345,18 @@ async def open_agent(
         yield build_agent(
             config, tools=user_tools, approver=approver, model=model, mcp=mcp, builtin=builtin
         )
+
+
+def _messaging(tools: Sequence[Tool], builtin: Builtin | None) -> list[str]:
+    """heron's own messaging and asking tools among `tools`: they run without asking,
+    because they reach only the people the configuration names (`[user]`, `[people.*]`),
+    never an address the model chooses, and asking grants nothing. `[approval] always_ask`
+    still wins."""
+    from heron.collaboration.tools import MESSAGE_TOOLS
+
+    names = MESSAGE_TOOLS | ASKING_TOOLS
+    every = [*tools, *(builtin.all_tools() if builtin is not None else [])]
+    return [t.spec.name for t in every if t.spec.name in names and t.spec.owner == "builtin"]
 
 
 def _budgets(config: HeronConfig, model: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from heron._support.timefmt import utc_rfc3339
+from heron.collaboration.urgency import Urgency as Urgency
 from heron.safety.secrets import known_secrets
 
 Source = Literal["user", "contact", "stranger", "system", "agent", "tool"]
@@ -36,7 +37,8 @@ Channel = Literal[
     "system",
 ]
 
-Urgency = Literal["urgent", "normal", "low"]
+# `Urgency` (imported above) is heron's one urgency vocabulary, `low < normal < high < urgent`,
+# shared with the messages and requests to people; only `urgent` interrupts the running step.
 
 EventKind = Literal[
     "user.input",
@@ -54,6 +56,7 @@ EventKind = Literal[
     "webhook.received",
     "im.message",
     "approval.answer",
+    "card.action",
     "system.user_inactive",
     "system.process_timeout",
     "system.resource_alert",
