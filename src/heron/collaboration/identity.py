@@ -42,6 +42,11 @@ class AgentIdentity:
         return self.signature.strip() or f"{self.name} — an AI agent"
 
     @property
+    def display(self) -> str:
+        """`Heron <heron@example.com>`, as people read it."""
+        return f"{self.name} <{self.address}>"
+
+    @property
     def from_header(self) -> str:
         """`Heron <heron@example.com>`, encoded as a mail header needs it."""
         local, _, domain = self.address.partition("@")

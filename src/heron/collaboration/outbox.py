@@ -191,7 +191,7 @@ class Outbox:
             card=card.model_dump(mode="json") if card is not None else None,
             attachments=tuple(attachments),
             urgency=urgency,
-            sender=self.identity.from_header,
+            sender=self.identity.display,
             created=now,
         )
         previous = self._previous_ref(message.thread)
