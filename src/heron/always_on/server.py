@@ -88,6 +88,7 @@ from heron.always_on.triggers.subscriptions import (
     SubscriptionSource,
 )
 from heron.collaboration.config import PersonConfig, SignedPostConfig
+from heron.collaboration.store import MessageStore
 from heron.collaboration.tools import MESSAGE_TOOLS, messaging_tools
 from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.errors import HeronError
@@ -277,6 +278,11 @@ class HeronServer:
             return None
         assert isinstance(awake.runtime, ServedSession)
         return awake.runtime
+
+    @property
+    def messages(self) -> MessageStore | None:
+        """The message store (every message the agents sent people), once started."""
+        return self.messaging.store if self.messaging is not None else None
 
     @property
     def agent(self) -> EventDrivenAgent | None:

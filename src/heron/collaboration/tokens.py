@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from heron._support.clock import Clock, RealClock
+from heron.errors import HeronError
 from heron.turn.receipts import ReceiptKey, ReceiptKeyStore
 
 __all__ = ["MessageKeyStore", "TokenClaim", "TokenError", "TokenSigner"]
@@ -42,7 +43,7 @@ TOKEN_PATTERN: Final = (
 """A regular expression matching a token inside other text (a Message-ID, an address)."""
 
 
-class TokenError(ValueError):
+class TokenError(HeronError, ValueError):
     """A token that does not verify; the message says why, for the sender."""
 
 

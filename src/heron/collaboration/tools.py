@@ -14,6 +14,7 @@ inside the workspace and to exist, and only its path (and size) travels.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,22 +45,18 @@ MAX_ATTACHMENTS = 10
 
 
 def _result(message: StoredMessage) -> ToolResult:
-    delivered = message.delivered()
+    """What the model reads: the message id and thread, and per channel what happened (JSON)."""
     data: dict[str, Any] = {
         "id": message.id,
         "thread": message.thread,
         "to": message.to,
         "urgency": message.urgency,
-        "delivered": delivered,
+        "delivered": message.delivered(),
     }
     if message.pending:
         data["pending"] = list(message.pending)
         data["due_at"] = message.due_at
-    shown = ", ".join(f"{c}: {o}" for c, o in delivered.items())
-    text = f"{message.kind} {message.id} to {message.to} — {shown}"
-    if message.pending:
-        text += f"; later, unless read first: {', '.join(message.pending)}"
-    return ToolResult.ok(text, data=data)
+    return ToolResult.ok(json.dumps(data, ensure_ascii=False), data=data)
 
 
 def messaging_tools(
