@@ -44,6 +44,7 @@ from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApp
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
 if TYPE_CHECKING:
+    from heron.collaboration.setup import MessagingConfig
     from heron.config.builtin import Builtin
     from heron.mcp.assembly import McpAssembly
 
@@ -183,16 +184,35 @@ def load_user_tools(config: HeronConfig) -> list[Tool]:
         raise BuildError(f"cannot load tools: {type(exc).__name__}: {exc}") from exc
 
 
-async def open_builtin(config: HeronConfig) -> Builtin | None:
+def messaging_config(config: HeronConfig) -> MessagingConfig:
+    """Whom the agent writes to and how: `[identity]`, `[user]`, `[people.*]`, `[channels]`,
+    `[messages]`."""
+    from heron.collaboration.setup import MessagingConfig
+
+    return MessagingConfig(
+        identity=config.identity.identity(),
+        user=config.user.name,
+        people=config.everyone(),
+        channels=config.channels,
+        messages=config.messages,
+    )
+
+
+async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin | None:
     """The built-in tool sets of `[tools.builtin]` (None when no set is named); the caller
-    `aclose()`s them."""
+    `aclose()`s them. `aliases`: the `collaboration` set with the seed's names too (the MCP
+    profile)."""
     if not config.tools.builtin.sets:
         return None
     from heron.config.builtin import BuiltinError, build_builtin
 
     try:
         return await build_builtin(
-            config.tools.builtin, state_dir=config.state.path(), shell=config.tools.shell
+            config.tools.builtin,
+            state_dir=config.state.path(),
+            shell=config.tools.shell,
+            messaging=messaging_config(config),
+            aliases=aliases,
         )
     except BuiltinError as exc:
         raise BuildError(f"built-in tools: {exc}") from exc
@@ -263,7 +283,7 @@ def build_agent(
     approval = ApprovalManager(
         policy=ApprovalPolicy(
             autonomy=a.autonomy,
-            auto_approve=[*config.approval.auto_approve, *_messaging(tools, builtin)],
+            auto_approve=[*config.approval.auto_approve, *preapproved_tools(tools, builtin)],
             always_ask=config.approval.always_ask,
             timeout_s=config.approval.timeout_s,
             record_auto_approvals=config.approval.record_auto_approvals,
@@ -347,7 +367,7 @@ async def open_agent(
         )
 
 
-def _messaging(tools: Sequence[Tool], builtin: Builtin | None) -> list[str]:
+def preapproved_tools(tools: Sequence[Tool], builtin: Builtin | None) -> list[str]:
     """heron's own messaging and asking tools among `tools`: they run without asking,
     because they reach only the people the configuration names (`[user]`, `[people.*]`),
     never an address the model chooses, and asking grants nothing. `[approval] always_ask`

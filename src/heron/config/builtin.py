@@ -1,6 +1,6 @@
 """heron's built-in tool sets, assembled from configuration.
 
-Five sets, each a bundle of the agent's tool registry:
+Six sets, each a bundle of the agent's tool registry:
 
 - `perception`: look without changing anything — workspace files, the web, the knowledge base,
   stored artifacts and office documents.
@@ -14,6 +14,10 @@ Five sets, each a bundle of the agent's tool registry:
   `default`, where `heron serve` consumes the events.
 - `planning`: `update_plan`, a checklist the model keeps and the user watches (a `plan` event
   after each update). It touches nothing, so it needs no workspace access or sandbox.
+- `collaboration`: reaching people — `send_message`, `send_card`, `send_notification` over the
+  outbox of `[identity]`, `[user]`, `[people.*]` and `[channels]` (`heron.collaboration`);
+  under `heron mcp serve collaboration` also the seed's names (`send_email_notification`,
+  `send_im_notification`, `send_slack_message`).
 
 `build_builtin` also returns what the agent needs next to these tools: an `ArtifactSpill`
 (oversize results become artifacts that `read_artifact` pages through) and a
@@ -36,11 +40,19 @@ from heron.tools.definition import Tool
 
 if TYPE_CHECKING:
     from heron.artifacts.store import ArtifactSpill
+    from heron.collaboration.setup import MessagingConfig
     from heron.sandbox.base import Sandbox
     from heron.toolsets.cache import WorkspaceResultCache
 
-BuiltinSet = Literal["perception", "execution", "connectors", "events", "planning"]
-SETS: tuple[BuiltinSet, ...] = ("perception", "execution", "connectors", "events", "planning")
+BuiltinSet = Literal["perception", "execution", "connectors", "events", "planning", "collaboration"]
+SETS: tuple[BuiltinSet, ...] = (
+    "perception",
+    "execution",
+    "connectors",
+    "events",
+    "planning",
+    "collaboration",
+)
 
 
 class BuiltinError(ConfigurationError, ValueError):
@@ -209,9 +221,15 @@ class Builtin:
 
 
 async def build_builtin(
-    cfg: BuiltinConfig, *, state_dir: Path, shell: ShellSection | None = None
+    cfg: BuiltinConfig,
+    *,
+    state_dir: Path,
+    shell: ShellSection | None = None,
+    messaging: MessagingConfig | None = None,
+    aliases: bool = False,
 ) -> Builtin:
-    """Build the sets `cfg.sets` names (`shell`: the `[tools.shell]` section). Raises
+    """Build the sets `cfg.sets` names (`shell`: the `[tools.shell]` section; `messaging`:
+    whom the `collaboration` set writes to and how, `aliases`: with the seed's names). Raises
     `BuiltinError` for an impossible configuration (no such workspace, `network = false` with
     the `process` sandbox, a bad mail section)."""
     from heron.artifacts.sqlite_store import SqliteArtifactCatalog
@@ -253,6 +271,8 @@ async def build_builtin(
                 from heron.toolsets.plan import plan_tools
 
                 built.tools[name] = plan_tools()
+            elif name == "collaboration":
+                built.tools[name] = _collaboration(messaging, ws, state_dir, built, aliases)
             else:
                 assert sandbox is not None
                 confined = _networked(sandbox, cfg, "events")
@@ -261,6 +281,25 @@ async def build_builtin(
         await built.aclose()
         raise
     return built
+
+
+def _collaboration(
+    messaging: MessagingConfig | None, ws: Any, state_dir: Path, built: Builtin, aliases: bool
+) -> list[Tool]:
+    from heron.collaboration.setup import MessagingConfig, open_outbox
+    from heron.collaboration.tools import alias_tools, messaging_tools
+
+    # The console channel is the store here: `heron messages` and `heron chat` show it.
+    outbox, store = open_outbox(messaging or MessagingConfig(), state_dir=state_dir)
+
+    async def close() -> None:
+        store.close()
+
+    built._closers.append(close)
+    shared = outbox.identity.workspace
+    workspace = shared if shared is not None and shared.is_dir() else ws.root
+    tools = messaging_tools(outbox, workspace=workspace)
+    return [*tools, *alias_tools(outbox)] if aliases else tools
 
 
 def _sandbox(cfg: BuiltinConfig, root: Path) -> Sandbox:
