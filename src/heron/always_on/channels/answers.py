@@ -102,6 +102,7 @@ class CardActionAdapter:
 
     def to_event(self, request: WebhookRequest, session: str) -> BusEvent:
         claim, by = self._claim(request)
+        self.outbox.answered(claim.message.id, via="im")  # a press answers the card
         return card_action_event(
             claim,
             via="im",
