@@ -37,6 +37,8 @@ from heron.audit.executions import ExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import MessageStore
+from heron.humans.sqlite_store import SqliteRequestStore
+from heron.humans.store import RequestStore
 from heron.mcp.trust.pins import TrustStore
 from heron.mcp.trust.sqlite_store import SqliteTrustStore
 from heron.safety.idempotency import IdempotencyLedger
@@ -62,6 +64,7 @@ class StoreBackend(Protocol):
     def approval_audit(self) -> AuditLog: ...
     def executions(self) -> ExecutionStore: ...
     def messages(self) -> MessageStore: ...
+    def human_requests(self) -> RequestStore: ...
     def trust(self) -> TrustStore: ...
     def idempotency(self) -> IdempotencyLedger: ...
     def shell_history(self) -> ShellHistory: ...
@@ -112,6 +115,9 @@ class SqliteBackend:
 
     def messages(self) -> SqliteMessageStore:
         return SqliteMessageStore(self._conn())
+
+    def human_requests(self) -> SqliteRequestStore:
+        return SqliteRequestStore(self._conn())
 
     def trust(self) -> SqliteTrustStore:
         return SqliteTrustStore(self.root)

@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "heron.mcp",
         "heron.sessions",
         "heron.collaboration",
+        "heron.humans",
     ),
     ("heron.always_on",),
     # Configuration: the schema and the builders that turn it into agents, built-in sets and

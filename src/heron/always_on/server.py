@@ -27,7 +27,13 @@ that feeds them:
   unread urgent messages), answers by mail and through `/card`, the notices of long turns and
   jobs;
 - polling, so events other processes write into the database are found too (one query for
-  every session).
+  every session);
+- requests to a human (`heron.humans`): a session whose agent has no operator gets the durable
+  approver, so a call that needs approval waits on a request in the state directory with a
+  placeholder result instead of being denied; `heron approvals` answers it from any terminal,
+  and the watcher (`EndingReporter.watch`, one per process, polling like the bus) applies the
+  deadlines, runs an approved call once and publishes the outcome to the call's session as a
+  `tool.result` or `approval.answer` event (which wakes a parked session).
 
 The server is where `heron serve`'s stores are built, all in `<state_dir>/heron.db`: the SQLite
 bus with its session store, the host index and the mail thread index on the bus's connection,
@@ -54,15 +60,18 @@ import contextlib
 import dataclasses
 import os
 import signal
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from heron._support.clock import Clock, RealClock
+from heron._support.clock import Clock, RealClock, timestamp
+from heron._support.state import open_db
+from heron._support.vocabulary import ACTIVE_STATUSES
 from heron.agent import Agent
 from heron.always_on.bus.loop import EventDrivenAgent
-from heron.always_on.bus.model import BusEvent
+from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.always_on.bus.routing import check_hosted_name, quiet_session_name
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
@@ -87,12 +96,24 @@ from heron.always_on.triggers.subscriptions import (
     Subscriptions,
     SubscriptionSource,
 )
+from heron.audit.sqlite_store import SqliteApprovalAudit
 from heron.collaboration.config import PersonConfig, SignedPostConfig
 from heron.collaboration.store import MessageStore
 from heron.collaboration.tools import MESSAGE_TOOLS, messaging_tools
 from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.errors import HeronError
+from heron.humans.approvers import describe
+from heron.humans.config import ApprovalsConfig
+from heron.humans.console import ConsoleChannel
+from heron.humans.desk import RequestDesk
+from heron.humans.gate import DurableApprover
+from heron.humans.outcomes import EndingReporter, RequestEnding, awaiting_text
+from heron.humans.signing import DecisionKeyStore, DecisionSigner
+from heron.humans.sqlite_store import SqliteRequestStore
+from heron.humans.store import HumanRequest
 from heron.safety.command_policy import CommandPolicy
+from heron.safety.idempotency import IdempotencyStore
+from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.sandbox import make_sandbox
 from heron.sandbox.base import Sandbox
 from heron.sessions.lock import SessionInUseError
@@ -171,6 +192,14 @@ class ServeConfig:
             update={"webhook": SignedPostConfig(secret_env=self.notify_secret_env)}
         )
         return dataclasses.replace(m, people=people, channels=posts)
+
+    approvals: ApprovalsConfig | None = field(default_factory=ApprovalsConfig)
+    """`[approvals]`: who answers requests to a human (by default the local operator with
+    `heron approvals`); `None`: no durable requests, calls that need approval are denied."""
+    approval_timeout_s: float = 300.0
+    """`[approval] timeout_s`: how long a request waits; then it ends as no answer."""
+    approval_announce: bool = False
+    """Write one line per new request to standard error (the console channel's announce)."""
 
 
 class ServedSession:
@@ -253,12 +282,16 @@ class HeronServer:
         self.mail: MaildirSource | None = None
         self.webhook: WebhookServer | None = None
         self.smtp: SmtpIngress | None = None
+        self.requests: SqliteRequestStore | None = None
+        self.desk: RequestDesk | None = None
         self._trigger_stores: TriggerStores | None = None
         self._workspace = Path()
         self._sandbox: Sandbox | None = None
         self._calendar_tools: list[Tool] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self._unwatch: Callable[[], None] | None = None
+        self._reporter: EndingReporter | None = None
+        self._audit_db: Any = None
         self._serving: asyncio.Task[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
         self._signals = 0
@@ -330,6 +363,8 @@ class HeronServer:
         self.bus = bus = SqliteBusStore.open(cfg.state_dir)
         # The triggers' stores, one set for the process: every session's runtime shares them.
         self._trigger_stores = open_trigger_stores(cfg.state_dir)
+        if cfg.approvals is not None:
+            self._open_requests(cfg.approvals)
         if cfg.maildir is not None:
             self.maildir = Maildir(cfg.maildir)
             self.threads = SqliteThreadIndex(bus.sessions.conn)
@@ -357,12 +392,18 @@ class HeronServer:
             prepare=self._standing_subscriptions,
             clock=self.clock,
             announce=self.announce,
+            awaiting=self._awaiting if self.desk is not None else None,
         )
         try:
             await host.start()  # wakes the default session: one writer per session
         except SessionInUseError as exc:
             raise ServeError(str(exc)) from exc
         await self._start_ingress(secret)
+        if self._reporter is not None and self.desk is not None:
+            watch = self._reporter.watch(
+                expire=self.desk.expire, clock=self.clock, interval_s=cfg.poll_interval_s
+            )
+            self._tasks.append(asyncio.ensure_future(watch))
         self._started = True
         default = self._default()
         assert default is not None  # woken by `host.start`
@@ -376,6 +417,71 @@ class HeronServer:
                 "tools": default.loop.agent.registry.names(),
             }
         )
+
+    # -- requests to a human -----------------------------------------------------------------
+
+    def _open_requests(self, approvals: ApprovalsConfig) -> None:
+        cfg = self.config
+        self.requests = store = SqliteRequestStore.open_dir(cfg.state_dir)
+        announce = sys.stderr if cfg.approval_announce else None
+        self.desk = RequestDesk(
+            store,
+            signer=DecisionSigner(DecisionKeyStore(cfg.state_dir)),
+            config=approvals,
+            channels=[ConsoleChannel(announce)],
+            approval_timeout_s=cfg.approval_timeout_s,
+            clock=self.clock,
+        )
+        self._audit_db = audit_db = open_db(cfg.state_dir)
+        self._reporter = EndingReporter(
+            store,
+            tools=self._tool_for,
+            idempotency=IdempotencyStore(
+                SqliteIdempotencyLedger(cfg.state_dir), clock=self.clock.time
+            ),
+            publish=self._publish_ending,
+            audit=SqliteApprovalAudit(audit_db),
+        )
+
+    def _awaiting(self, session: str) -> dict[str, str]:
+        """The placeholders of the session's calls that wait on an open request."""
+        assert self.requests is not None
+        self.requests.expire(self.clock.time())
+        return {
+            call_id: awaiting_text(request, describe(request.approvers))
+            for request in self.requests.list(statuses=ACTIVE_STATUSES, session=session)
+            for call_id in request.call_ids
+        }
+
+    async def _tool_for(self, request: HumanRequest) -> Tool | None:
+        """The tool an approved call named, from its session's agent (woken if parked)."""
+        assert self.host is not None
+        if request.session not in self.host.awake:
+            await self.host.wake(request.session)
+        runtime = self.session(request.session)
+        return None if runtime is None else runtime.loop.agent.registry.get(request.tool)
+
+    async def _publish_ending(self, ending: RequestEnding) -> None:
+        """The outcome of a request, as a new event of the session that asked, bound to the
+        call (stored once per request: the idempotency key)."""
+        assert self.bus is not None
+        request = ending.request
+        by_person = request.answered_by not in (None, "policy")
+        source: Literal["tool", "user", "system"] = "user" if by_person else "system"
+        channel: Literal["async_tool", "cli", "system"] = "cli" if by_person else "system"
+        if ending.kind == "tool.result":
+            source, channel = "tool", "async_tool"
+        event = BusEvent(
+            kind=ending.kind,
+            source=source,
+            channel=channel,
+            session=request.session,
+            timestamp=timestamp(self.clock),
+            content=EventContent(text=ending.text, data=dict(ending.data)),
+            context=EventContext(call_id=request.call_id, related_task=request.id),
+            idempotency_key=ending.idempotency_key,
+        )
+        await self.bus.publish(event)
 
     def _secret(self) -> bytes:
         secret = os.environ.get(self.config.webhook_secret_env, "")
@@ -411,6 +517,9 @@ class HeronServer:
         assert self.messaging is not None
         hooks = self.messaging.notices(name, self.hooks)
         agent = HookedAgent.around(self._make_agent([*self._tools(name), *triggers.tools]), hooks)
+        if self.desk is not None and not agent.approval.attended:
+            # Nobody at a terminal: a call that needs approval waits on a durable request.
+            agent.approval.approver = DurableApprover(self.desk, session=name)
         sink = self._session_sink(name) if self._session_sink is not None else self.sink
         if self.threads is not None:
             sink = _SentMail(sink, name, self.threads, self.clock)
@@ -592,10 +701,13 @@ class HeronServer:
         if self.messaging is not None:
             await self.messaging.aclose()
             self.messaging = None
-        for store in (self.bus, self._trigger_stores):
+        for store in (self.bus, self._trigger_stores, self.requests):
             if store is not None:
                 store.close()
-        self.bus = self._trigger_stores = None
+        if self._audit_db is not None:
+            self._audit_db.close()
+        self.bus = self._trigger_stores = self.requests = None
+        self.desk = self._reporter = self._audit_db = None
         if self._started:
             self._started = False
             self.announce({"type": "serve_stopped", "pid": os.getpid()})

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -167,10 +167,13 @@ class SessionHost:
         prepare: Callable[[str], None] | None = None,
         clock: Clock | None = None,
         announce: Announce | None = None,
+        awaiting: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         """`bus` and `sessions` share one database (see `EventDrivenAgent`). `prepare` runs
         once per process for each session before its first event is judged (the server adds
-        its standing subscriptions there)."""
+        its standing subscriptions there). `awaiting(session)`: the placeholders of its calls
+        that wait on an open request to a human, which waking leaves waiting instead of
+        closing them as interrupted."""
         check_hosted_name(config.default)
         self.config = config
         self.bus = bus
@@ -179,6 +182,7 @@ class SessionHost:
         self._build = build
         self._dormant = dormant
         self._prepare = prepare
+        self._awaiting = awaiting
         self.clock: Clock = clock or RealClock()
         self._announce = announce or (lambda _record: None)
         self._awake: dict[str, Awake] = {}
@@ -443,7 +447,8 @@ class SessionHost:
             return False
         self._blocked.discard(name)
         try:
-            writer = SessionWriter.wake(self.sessions, name)
+            waiting = self._awaiting(name) if self._awaiting is not None else None
+            writer = SessionWriter.wake(self.sessions, name, awaiting=waiting)
             runtime = await self._build(name, writer)
             await runtime.start()
         except BaseException:

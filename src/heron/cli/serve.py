@@ -213,6 +213,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         triggers=TriggerConfig(heartbeat=HeartbeatConfig(every_s=args.heartbeat))
         if args.heartbeat
         else None,
+        approvals=config.approvals if config.approvals.durable else None,
+        approval_timeout_s=config.approval.timeout_s,
+        approval_announce=True,
     )
     session_sink = _session_events if args.events == "jsonl" else None
 
@@ -233,7 +236,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     common.err(f"mcp: {problem}")
 
             def make_agent(tools: list[Tool]) -> Agent:
-                # A daemon has no terminal: approval-required calls are denied by policy.
+                # A daemon has no terminal: the server gives each session the durable
+                # approver (`heron approvals` answers), or with `[approvals] durable = false`
+                # approval-required calls are denied by policy.
                 return build_agent(
                     config,
                     approver=NoApprover(),

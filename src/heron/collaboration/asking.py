@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from heron.collaboration.urgency import Urgency
+from heron._support.vocabulary import Urgency
 from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
 

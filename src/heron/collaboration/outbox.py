@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heron._support.clock import Clock, RealClock
+from heron._support.vocabulary import Urgency
 from heron.collaboration.cards import ButtonAction, Card
 from heron.collaboration.channels import OutboundChannel, Outgoing
 from heron.collaboration.config import PersonConfig
@@ -45,7 +46,6 @@ from heron.collaboration.store import (
     StoredMessage,
 )
 from heron.collaboration.tokens import TokenError, TokenSigner
-from heron.collaboration.urgency import Urgency
 from heron.errors import HeronError
 
 __all__ = [

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from heron.collaboration.urgency import Urgency
+from heron._support.vocabulary import Urgency
 
 __all__ = ["Attachment", "Delivery", "MessageKind", "MessageStore", "StoredMessage"]
 

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from heron._support.vocabulary import Urgency
 from heron.collaboration.cards import Card
 from heron.collaboration.outbox import Outbox, OutboxError
 from heron.collaboration.store import Attachment, MessageKind, StoredMessage
-from heron.collaboration.urgency import Urgency
 from heron.safety.workspace import Workspace, WorkspaceError
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool

@@ -24,6 +24,7 @@ from heron.collaboration.config import (
 )
 from heron.config.builtin import BuiltinConfig, ShellSection
 from heron.errors import ConfigurationError
+from heron.humans.config import ApprovalsConfig
 from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
 from heron.turn.context import LoopDetectionKnobs, ParallelMode, RuntimeKnobs
@@ -125,6 +126,8 @@ class StateConfig(_Section):
 class HeronConfig(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    """`[approvals]`: who answers requests to a human, "always" rules, question timeouts."""
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     state: StateConfig = Field(default_factory=StateConfig)

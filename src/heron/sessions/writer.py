@@ -24,7 +24,7 @@ in its own transactions (`stored`) at no cost that grows with the history.
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage
 from heron.sessions.repair import SessionRepairError, interrupted_results, repair_messages
@@ -87,14 +87,17 @@ class SessionWriter:
             self._calls.update(history)
 
     @classmethod
-    def open(cls, store: SessionStore, name: str) -> SessionWriter:
-        """Load `name` (empty if unknown), store the repairs it needs, and hold it.
+    def open(
+        cls, store: SessionStore, name: str, *, awaiting: Mapping[str, str] | None = None
+    ) -> SessionWriter:
+        """Load `name` (empty if unknown), store the repairs it needs, and hold it. `awaiting`:
+        the placeholders of calls that wait on an open request (`repair.interrupted_results`).
 
         Raises `SessionRepairError` for a history appending cannot mend.
         """
         history, head = store.load_with_head(name)
         try:
-            repairs = repair_messages(history)
+            repairs = repair_messages(history, awaiting)
         except SessionRepairError as exc:
             raise SessionRepairError(f"session {name!r} cannot be resumed: {exc}") from exc
         if repairs:
@@ -103,13 +106,15 @@ class SessionWriter:
         return cls(store, name, history, head, repairs)
 
     @classmethod
-    def wake(cls, store: SessionStore, name: str) -> SessionWriter:
+    def wake(
+        cls, store: SessionStore, name: str, *, awaiting: Mapping[str, str] | None = None
+    ) -> SessionWriter:
         """Hold `name` without reading its history: the head and the last tool round only,
         whose open calls are closed at once as `open` closes them. The history is read when
         `history` is first used. Only the end of a history heron wrote can be open, so this
         mends what `open` mends; a history broken elsewhere is left to the provider's check."""
         tail, head = store.load_tail(name)
-        repairs = interrupted_results(tail)
+        repairs = interrupted_results(tail, awaiting)
         if repairs:
             head = store.append(name, repairs, expected_last_entry=head)
         last = [*tail, *repairs][-1] if tail or repairs else None

@@ -8,6 +8,14 @@ marks `unattended` runs. `ApprovalManager.decide()`
 asks the configured `Approver` front end (terminal, back-channel, or none) and records every
 operator, back-channel and policy decision in the audit log (`heron.turn.approval_audit`).
 Approval is pre-execution control; it is not a receipt.
+
+A front end that can keep a request durable (`DeferringApprover`: it has `defer`, e.g.
+`heron.humans.gate.DurableApprover` in `heron serve`) is not waited for: the call's result is a
+placeholder at once ("awaiting approval R …", status `awaiting_approval`) and its outcome — the
+decision, and the tool's result if it runs — arrives later as a new event bound to the call id.
+The answers are the one decision vocabulary (`heron._support.vocabulary.DecisionKind`):
+`yes`, `no`, `always`, `replace` (the text becomes the result) and `edit` (run with changed
+arguments, validated again by the tool).
 """
 
 from __future__ import annotations
@@ -17,10 +25,12 @@ import itertools
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TextIO
 
+from heron._support.vocabulary import DecisionKind
+from heron.errors import StoreError
 from heron.safety.redact import sanitize_replacement, summarize_args
 from heron.safety.secrets import known_secrets
 from heron.tools.definition import CallApproval, ToolSpec
@@ -34,7 +44,9 @@ from heron.turn.approval_audit import (
 )
 
 Requirement = Literal["not_required", "approved", "prompt"]
-AnswerKind = Literal["yes", "no", "always", "replace"]
+AnswerKind = DecisionKind
+"""What an operator answers: `yes`, `no`, `always`, `replace` or `edit` (one vocabulary for
+every channel, `heron._support.vocabulary`)."""
 
 _request_ids = itertools.count(1)
 
@@ -58,14 +70,17 @@ class ApprovalRequest:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ApprovalAnswer:
-    """An operator's answer: `yes`, `no`, `always` (for this tool, this session) or `replace`."""
+    """An operator's answer: `yes`, `no`, `always` (for this tool, this session), `replace` or
+    `edit`."""
 
     decision: AnswerKind
     decided_by: str
-    """Who answered, e.g. `operator:cli` or `backchannel:web`."""
+    """Who answered, e.g. `operator:cli`, `backchannel:web` or `rule:<id>` (a stored "always")."""
     replacement: str | None = None
     """With `replace`: the text the model sees instead of running the tool."""
     reason: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    """With `edit`: the arguments the tool runs with (validated again before it runs)."""
 
 
 class Approver(Protocol):
@@ -76,6 +91,35 @@ class Approver(Protocol):
     approver is taken to have an operator."""
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeferredCall:
+    """The exact call a durable front end stores with its request."""
+
+    spec: ToolSpec
+    arguments: Mapping[str, Any]
+    """The validated call's arguments, as the tool would receive them."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Deferred:
+    """The call waits on the durable request `request_id`: `placeholder` is its result now;
+    the outcome arrives later as a new event bound to the call id."""
+
+    request_id: str
+    placeholder: str
+
+
+class DeferringApprover(Approver, Protocol):
+    """A front end whose requests outlive the turn (and the process): `defer` stores the
+    request and returns `Deferred`, or answers at once (an `ApprovalAnswer`, e.g. a stored
+    "always" rule), or `None` when no approver can be reached. The gate calls `defer`, never
+    `ask`, when a front end has it."""
+
+    async def defer(
+        self, request: ApprovalRequest, call: DeferredCall
+    ) -> Deferred | ApprovalAnswer | None: ...
 
 
 class NoApprover:
@@ -198,6 +242,7 @@ class BackChannelApprover:
         decision: AnswerKind,
         *,
         replacement: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
         operator: str = "operator",
     ) -> bool:
         """Answer a pending request; False when it is unknown or already answered."""
@@ -209,6 +254,7 @@ class BackChannelApprover:
                 decision=decision,
                 decided_by=f"backchannel:{self.name}:{operator}",
                 replacement=replacement,
+                arguments=arguments,
             )
         )
         return True
@@ -220,8 +266,12 @@ class GateResult:
 
     proceed: bool
     approved: bool = False
-    status: Literal["denied", "replaced"] | None = None
+    status: Literal["denied", "replaced", "awaiting_approval"] | None = None
     output: str = ""
+    arguments: Mapping[str, Any] | None = None
+    """With an `edit` answer: the arguments to run with instead of the model's."""
+    request_id: str | None = None
+    """With `awaiting_approval`: the durable request the call waits on."""
 
 
 @dataclass(kw_only=True)
@@ -376,12 +426,31 @@ class ApprovalManager:
             risk=call.risk if call is not None else None,
         )
         on_request(request)
-        try:
-            answer = await asyncio.wait_for(self.approver.ask(request), self.policy.timeout_s)
-            why = "no operator decision was available"
-        except TimeoutError:
-            answer = None
-            why = f"no operator answered within {self.policy.timeout_s:g} s"
+        defer = getattr(self.approver, "defer", None)
+        answer: ApprovalAnswer | None
+        if defer is not None:
+            why = "no approver could be reached"
+            try:
+                deferred = await defer(request, DeferredCall(spec=spec, arguments=arguments))
+            except StoreError as exc:
+                deferred, why = None, f"the approval request could not be stored ({exc})"
+            if isinstance(deferred, Deferred):
+                self._record(request, "deferred", "policy", reason=deferred.request_id)
+                on_decision(request, "deferred", f"request:{deferred.request_id}")
+                return GateResult(
+                    proceed=False,
+                    status="awaiting_approval",
+                    output=deferred.placeholder,
+                    request_id=deferred.request_id,
+                )
+            answer = deferred
+        else:
+            try:
+                answer = await asyncio.wait_for(self.approver.ask(request), self.policy.timeout_s)
+                why = "no operator decision was available"
+            except TimeoutError:
+                answer = None
+                why = f"no operator answered within {self.policy.timeout_s:g} s"
         if answer is None:
             decision: Decision = (
                 "timeout" if why.startswith("no operator answered") else "unavailable"
@@ -400,6 +469,8 @@ class ApprovalManager:
             self.session_allowlist.add(spec.name)
         if answer.decision in ("yes", "always"):
             return GateResult(proceed=True, approved=True)
+        if answer.decision == "edit":
+            return GateResult(proceed=True, approved=True, arguments=dict(answer.arguments or {}))
         if answer.decision == "replace":
             # The operator's text enters the data path like a tool's output would.
             text = known_secrets().mask(sanitize_replacement(answer.replacement or ""))

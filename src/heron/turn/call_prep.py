@@ -4,7 +4,9 @@ before-hooks → availability (unknown / excluded) → delivery defaults → scr
 approval marker → strict argument validation → known secrets (a secret's value is passed to no
 tool; a placeholder `«secret:NAME»` to no tool that changes something) → duplicate guard → the
 tool's judgement of this call (`approval_for`: its risk tier) → checks → prompt-required repeat
-guard → approval gate → restore the runtime marker.
+guard (every prompt-required tool by default) → approval gate (a durable front end gives the call
+a placeholder result at once, status `awaiting_approval`; an operator's edit is validated again)
+→ restore the runtime marker.
 
 Calls that will not run get their terminal result here (one slot per original call) and their
 pending/terminal event pair at once. A cancellation of the task running the turn while a hook, a
@@ -260,7 +262,7 @@ async def prepare_calls(
                 escalation = verdict.reason
         if requirement == "prompt":
             batch.any_prompted = True
-            guarded = name in knobs.prompt_guard_tools
+            guarded = "*" in knobs.prompt_guard_tools or name in knobs.prompt_guard_tools
             if guarded:
                 if sig in prompted_this_round:
                     refuse(call, name, args, "duplicate", _duplicate_text(name))
@@ -311,6 +313,23 @@ async def prepare_calls(
                     guards.refused_signatures.add(sig)
                 refuse(call, name, args, gate.status or "denied", gate.output)
                 continue
+            if gate.arguments is not None:  # an edit: the operator's arguments, checked again
+                args = dict(gate.arguments)
+                if has_marker:
+                    args["approved"] = False
+                try:
+                    validated = tool.validate(args)
+                except ToolArgumentsError as exc:
+                    refuse(
+                        call,
+                        name,
+                        args,
+                        "error",
+                        f"Error: the operator's edited arguments for '{name}' are invalid: "
+                        + "; ".join(exc.problems)
+                        + ". Nothing was run.",
+                    )
+                    continue
             approved = gate.approved
         else:
             approved = requirement == "approved"

@@ -21,6 +21,7 @@ ToolStatus = Literal[
     "excluded",
     "interrupted",
     "hook_cancelled",
+    "awaiting_approval",
 ]
 
 InterruptPhase = Literal["not_started", "cancelled_while_running", "running_in_background"]

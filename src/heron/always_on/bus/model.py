@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from heron._support.timefmt import utc_rfc3339
-from heron.collaboration.urgency import Urgency as Urgency
+from heron._support.vocabulary import Urgency as Urgency
 from heron.safety.secrets import known_secrets
 
 Source = Literal["user", "contact", "stranger", "system", "agent", "tool"]
@@ -37,8 +37,9 @@ Channel = Literal[
     "system",
 ]
 
-# `Urgency` (imported above) is heron's one urgency vocabulary, `low < normal < high < urgent`,
-# shared with the messages and requests to people; only `urgent` interrupts the running step.
+# `Urgency` (imported above: `heron._support.vocabulary`) is heron's one urgency vocabulary,
+# `low < normal < high < urgent`, shared with the messages and requests to people; only
+# `urgent` interrupts the running step.
 
 EventKind = Literal[
     "user.input",

@@ -30,8 +30,8 @@ from typing import Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from heron._support.vocabulary import URGENCIES
 from heron.always_on.bus.model import BusEvent, EventKind, Source, Urgency
-from heron.collaboration.urgency import URGENCIES
 
 SubscriptionSource = Literal["any", "mail", "webhook", "im", "sms", "voice", "web", "agent"]
 
