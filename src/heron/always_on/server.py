@@ -97,15 +97,18 @@ from heron.always_on.triggers.subscriptions import (
     SubscriptionSource,
 )
 from heron.audit.sqlite_store import SqliteApprovalAudit
+from heron.collaboration.asking import DeskRequests, asking_tools
 from heron.collaboration.config import PersonConfig, SignedPostConfig
+from heron.collaboration.mail_requests import MailRequestAnswers, MailRequestChannel
 from heron.collaboration.store import MessageStore
 from heron.collaboration.tools import MESSAGE_TOOLS, messaging_tools
 from heron.connectors.mail.maildir import Maildir, maildir_tools
+from heron.connectors.mail.send import MailConfig
 from heron.errors import HeronError
 from heron.humans.approvers import describe
 from heron.humans.config import ApprovalsConfig
 from heron.humans.console import ConsoleChannel
-from heron.humans.desk import RequestDesk
+from heron.humans.desk import Channel, RequestDesk
 from heron.humans.gate import DurableApprover
 from heron.humans.outcomes import EndingReporter, RequestEnding, awaiting_text
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
@@ -291,6 +294,7 @@ class HeronServer:
         self._tasks: list[asyncio.Task[Any]] = []
         self._unwatch: Callable[[], None] | None = None
         self._reporter: EndingReporter | None = None
+        self._mail_requests: Callable[[RequestDesk], MailRequestAnswers] | None = None
         self._audit_db: Any = None
         self._serving: asyncio.Task[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
@@ -363,14 +367,14 @@ class HeronServer:
         self.bus = bus = SqliteBusStore.open(cfg.state_dir)
         # The triggers' stores, one set for the process: every session's runtime shares them.
         self._trigger_stores = open_trigger_stores(cfg.state_dir)
-        if cfg.approvals is not None:
-            self._open_requests(cfg.approvals)
         if cfg.maildir is not None:
             self.maildir = Maildir(cfg.maildir)
             self.threads = SqliteThreadIndex(bus.sessions.conn)
         self.messaging = ServeMessaging.open(
             cfg.messaging_config(), state_dir=cfg.state_dir, threads=self.threads, clock=self.clock
         )
+        if cfg.approvals is not None:
+            self._open_requests(cfg.approvals)
         if cfg.calendars:
             from heron.connectors.calendar import CalendarConfig, calendar_tools
 
@@ -424,11 +428,15 @@ class HeronServer:
         cfg = self.config
         self.requests = store = SqliteRequestStore.open_dir(cfg.state_dir)
         announce = sys.stderr if cfg.approval_announce else None
+        channels: list[Channel] = [ConsoleChannel(announce)]
+        mail = self._mail_request_channel()
+        if mail is not None:
+            channels.append(mail)
         self.desk = RequestDesk(
             store,
             signer=DecisionSigner(DecisionKeyStore(cfg.state_dir)),
             config=approvals,
-            channels=[ConsoleChannel(announce)],
+            channels=channels,
             approval_timeout_s=cfg.approval_timeout_s,
             clock=self.clock,
         )
@@ -442,6 +450,36 @@ class HeronServer:
             publish=self._publish_ending,
             audit=SqliteApprovalAudit(audit_db),
         )
+
+    def _mail_request_channel(self) -> MailRequestChannel | None:
+        """Requests by mail to the `[approvals.approvers] mail` identities, when mail goes
+        out (`[channels.mail]`); their replies are answered by `MailRequestAnswers`."""
+        assert self.messaging is not None
+        messaging = self.config.messaging_config()
+        smtp = messaging.channels.mail
+        if smtp is None:
+            return None
+        identity = self.messaging.outbox.identity
+        config = MailConfig(
+            host=smtp.host,
+            port=smtp.port,
+            from_addr=identity.address,
+            username_env=smtp.username_env,
+            password_env=smtp.password_env,
+            starttls=smtp.starttls,
+            timeout_s=smtp.timeout_s,
+        )
+        assert self.messaging.outbox.signer is not None  # `open_outbox` gives it one
+        channel = MailRequestChannel(
+            config, identity=identity, signer=self.messaging.outbox.signer, clock=self.clock
+        )
+        self._mail_requests = lambda desk: MailRequestAnswers(
+            desk,
+            channel,
+            ledger=SqliteIdempotencyLedger(self.config.state_dir),
+            trusted_authserv_ids=smtp.trusted_authserv_ids,
+        )
+        return channel
 
     def _awaiting(self, session: str) -> dict[str, str]:
         """The placeholders of the session's calls that wait on an open request."""
@@ -482,6 +520,11 @@ class HeronServer:
             idempotency_key=ending.idempotency_key,
         )
         await self.bus.publish(event)
+
+    def _mail_answers(self) -> MailRequestAnswers | None:
+        if self._mail_requests is None or self.desk is None:
+            return None
+        return self._mail_requests(self.desk)
 
     def _secret(self) -> bytes:
         secret = os.environ.get(self.config.webhook_secret_env, "")
@@ -572,7 +615,10 @@ class HeronServer:
         outbox = self.messaging.outbox
         shared = outbox.identity.workspace
         workspace = shared if shared is not None and shared.is_dir() else self._workspace
-        return [*tools, *messaging_tools(outbox, session=session, workspace=workspace)]
+        tools += messaging_tools(outbox, session=session, workspace=workspace)
+        if self.desk is not None:  # the answers arrive as events for the asking call
+            tools += asking_tools(DeskRequests(self.desk), session=session)
+        return tools
 
     async def _start_ingress(self, secret: bytes) -> None:
         cfg = self.config
@@ -595,7 +641,9 @@ class HeronServer:
                 wake=self._should_wake,
                 threads=self.threads,
                 admit=self.host.admit,
-                answers=MailAnswers(messaging.outbox, clock=self.clock),
+                answers=MailAnswers(
+                    messaging.outbox, requests=self._mail_answers(), clock=self.clock
+                ),
             )
             self._tasks.append(asyncio.ensure_future(self.mail.run()))
         if cfg.smtp_port is not None:

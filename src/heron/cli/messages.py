@@ -101,11 +101,12 @@ def cmd_messages(args: argparse.Namespace) -> int:
             common.err(f"no message {args.id!r}")
             return EXIT_ERROR
         if args.messages_command == "show":
+            store.mark_read(found.id, via="console", at=_now())  # opened: read
+            found = store.get(found.id) or found
             if args.json:
                 common.out(json.dumps(_data(found), ensure_ascii=False, indent=2))
             else:
                 common.out(scrub_text(render_console(found, config.identity.identity())))
-            store.mark_read(found.id, via="console", at=_now())
             return EXIT_OK
         return _act(args, config, store, found)
     finally:

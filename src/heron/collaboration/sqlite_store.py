@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_thread ON messages (thread, created);
 CREATE INDEX IF NOT EXISTS messages_due ON messages (due_at) WHERE due_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS message_deliveries (
-    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq        INTEGER PRIMARY KEY,
     message_id TEXT NOT NULL REFERENCES messages (id),
     channel    TEXT NOT NULL,
     outcome    TEXT NOT NULL,

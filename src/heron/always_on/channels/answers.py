@@ -21,6 +21,7 @@ presser's text, and grants nothing (approvals are durable requests with approver
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from email.message import Message
 
 from heron._support.clock import Clock, RealClock, timestamp
@@ -124,13 +125,24 @@ class CardActionAdapter:
 
 class MailAnswers:
     """Marks the messages mail replies answer, and turns a reply that presses a card's
-    button into its `card.action` event (see the module docstring)."""
+    button into its `card.action` event (see the module docstring). `requests` sees each
+    mail first: an answer to a durable request (`MailRequestAnswers`) is taken in without an
+    event — its outcome reaches the session through the request."""
 
-    def __init__(self, outbox: Outbox, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        outbox: Outbox,
+        *,
+        requests: Callable[[Message], Awaitable[bool]] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.outbox = outbox
+        self.requests = requests
         self.clock: Clock = clock or RealClock()
 
     async def __call__(self, mail: Message, event: BusEvent) -> BusEvent | None:
+        if self.requests is not None and await self.requests(mail):
+            return None
         answered = self.outbox.store.find_by_ref(thread_ids(mail))
         if answered is None:
             return event
