@@ -116,10 +116,14 @@ class ServeMessaging:
         took = _duration(job.ended_at - job.started_at)
         self.notify(f"Finished after {took}: {first}", session=event.session)
 
-    async def aclose(self) -> None:
+    async def drain(self) -> None:
+        """Wait (up to 5 s each) for the notices still being sent."""
         for task in list(self._notices):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, timeout=5.0)
+
+    async def aclose(self) -> None:
+        await self.drain()
         self.store.close()
 
 
