@@ -55,6 +55,10 @@ im = "{chat.url}"
             await session.initialize()
             listed = {t.name for t in (await session.list_tools()).tools}
             slack = await session.call_tool("send_slack_message", {"text": "Deploy finished."})
+            asked = await session.call_tool(
+                "request_human_input",
+                {"question": "Which colour?", "timeout_s": 0.5, "default": "blue"},
+            )
             card = await session.call_tool(
                 "send_card",
                 {
@@ -74,7 +78,11 @@ im = "{chat.url}"
         "send_email_notification",
         "send_im_notification",
         "send_slack_message",
+        "request_human_approval",
+        "request_human_input",
     } <= listed
+    # Experiment 4-4's human side: nobody answers in time, so the default is the answer.
+    assert not asked.is_error and _text(asked) == 'No answer in time; the default applies: "blue"'
     assert not slack.is_error, _text(slack)
     assert not card.is_error, _text(card)
     first, second = (json.loads(body) for _, body in requests)

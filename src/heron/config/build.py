@@ -200,8 +200,8 @@ def messaging_config(config: HeronConfig) -> MessagingConfig:
 
 async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin | None:
     """The built-in tool sets of `[tools.builtin]` (None when no set is named); the caller
-    `aclose()`s them. `aliases`: the `collaboration` set with the seed's names too (the MCP
-    profile)."""
+    `aclose()`s them. `aliases`: the `collaboration` set of the MCP profile — the seed's
+    names too, and the human-request tools (`[approvals]`)."""
     if not config.tools.builtin.sets:
         return None
     from heron.config.builtin import BuiltinError, build_builtin
@@ -213,6 +213,7 @@ async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin
             shell=config.tools.shell,
             messaging=messaging_config(config),
             aliases=aliases,
+            approvals=config.approvals if aliases and config.approvals.durable else None,
         )
     except BuiltinError as exc:
         raise BuildError(f"built-in tools: {exc}") from exc

@@ -41,6 +41,7 @@ from heron.tools.definition import Tool
 if TYPE_CHECKING:
     from heron.artifacts.store import ArtifactSpill
     from heron.collaboration.setup import MessagingConfig
+    from heron.humans.config import ApprovalsConfig
     from heron.sandbox.base import Sandbox
     from heron.toolsets.cache import WorkspaceResultCache
 
@@ -227,9 +228,11 @@ async def build_builtin(
     shell: ShellSection | None = None,
     messaging: MessagingConfig | None = None,
     aliases: bool = False,
+    approvals: ApprovalsConfig | None = None,
 ) -> Builtin:
     """Build the sets `cfg.sets` names (`shell`: the `[tools.shell]` section; `messaging`:
-    whom the `collaboration` set writes to and how, `aliases`: with the seed's names). Raises
+    whom the `collaboration` set writes to and how, `aliases`: with the seed's names, and with
+    `approvals` the human-request tools, which wait for the answer). Raises
     `BuiltinError` for an impossible configuration (no such workspace, `network = false` with
     the `process` sandbox, a bad mail section)."""
     from heron.artifacts.sqlite_store import SqliteArtifactCatalog
@@ -272,7 +275,9 @@ async def build_builtin(
 
                 built.tools[name] = plan_tools()
             elif name == "collaboration":
-                built.tools[name] = _collaboration(messaging, ws, state_dir, built, aliases)
+                built.tools[name] = _collaboration(
+                    messaging, ws, state_dir, built, aliases, approvals
+                )
             else:
                 assert sandbox is not None
                 confined = _networked(sandbox, cfg, "events")
@@ -284,22 +289,49 @@ async def build_builtin(
 
 
 def _collaboration(
-    messaging: MessagingConfig | None, ws: Any, state_dir: Path, built: Builtin, aliases: bool
+    messaging: MessagingConfig | None,
+    ws: Any,
+    state_dir: Path,
+    built: Builtin,
+    aliases: bool,
+    approvals: ApprovalsConfig | None,
 ) -> list[Tool]:
+    import sys
+
+    from heron.collaboration.asking import DeskRequests, asking_tools
     from heron.collaboration.setup import MessagingConfig, open_outbox
     from heron.collaboration.tools import alias_tools, messaging_tools
+    from heron.humans.console import ConsoleChannel
+    from heron.humans.desk import RequestDesk
+    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.sqlite_store import SqliteRequestStore
 
     # The console channel is the store here: `heron messages` and `heron chat` show it.
     outbox, store = open_outbox(messaging or MessagingConfig(), state_dir=state_dir)
+    requests = SqliteRequestStore.open_dir(state_dir) if approvals is not None else None
 
     async def close() -> None:
         store.close()
+        if requests is not None:
+            requests.close()
 
     built._closers.append(close)
     shared = outbox.identity.workspace
     workspace = shared if shared is not None and shared.is_dir() else ws.root
     tools = messaging_tools(outbox, workspace=workspace)
-    return [*tools, *alias_tools(outbox)] if aliases else tools
+    if aliases:
+        tools += alias_tools(outbox)
+    if requests is not None:
+        # An MCP client gets no event later: the call waits, answered with `heron approvals`.
+        desk = RequestDesk(
+            requests,
+            signer=DecisionSigner(DecisionKeyStore(state_dir)),
+            channels=[ConsoleChannel(sys.stderr)],
+            config=approvals,
+        )
+        wait_s = approvals.questions.max_timeout_s if approvals is not None else 3600.0
+        tools += asking_tools(DeskRequests(desk, wait_s=wait_s), session="mcp/collaboration")
+    return tools
 
 
 def _sandbox(cfg: BuiltinConfig, root: Path) -> Sandbox:
