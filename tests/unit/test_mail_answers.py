@@ -134,8 +134,7 @@ def test_a_high_risk_call_needs_a_trusted_servers_dkim_verdict(
         signer,
         "approve",
         headers=(
-            "Authentication-Results: mx.example.com; dkim=pass header.d=example.com"
-            " header.s=s1\n"
+            "Authentication-Results: mx.example.com; dkim=pass header.d=example.com header.s=s1\n"
         ),
     )
     answer = read_mail_answer(
