@@ -69,3 +69,38 @@ async def test_a_long_turn_that_sent_nothing_ends_with_a_notice_and_a_short_one_
         await messaging.aclose()
     assert notice.kind == "notification" and notice.session == "ops"
     assert notice.text.startswith("Finished after 15 min 0 s: a task of session 'ops'")
+
+
+async def test_a_background_job_that_ran_long_ends_with_a_notice(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from heron.always_on.bus.model import BusEvent, EventContent
+
+    clock = FakeClock()
+    messaging = ServeMessaging.open(MessagingConfig(), state_dir=tmp_path, clock=clock)
+    jobs = {
+        "job-long": SimpleNamespace(started_at=0.0, ended_at=1200.0),
+        "job-short": SimpleNamespace(started_at=0.0, ended_at=5.0),
+    }
+    store = SimpleNamespace(get=jobs.get)
+
+    def ended(job_id: str) -> BusEvent:
+        text = f"background job {job_id} (`make all`) completed: exit code 0."
+        return BusEvent(
+            kind="job.exit",
+            source="tool",
+            channel="async_tool",
+            session="ops",
+            content=EventContent(text=text, data={"job_id": job_id}),
+        )
+
+    try:
+        messaging.job_ended(ended("job-short"), store)  # type: ignore[arg-type]
+        messaging.job_ended(ended("job-long"), store)  # type: ignore[arg-type]
+        await messaging.drain()
+        [notice] = messaging.store.list()
+    finally:
+        await messaging.aclose()
+    assert notice.text == (
+        "Finished after 20 min 0 s: background job job-long (`make all`) completed: exit code 0."
+    )
