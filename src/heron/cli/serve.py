@@ -139,12 +139,13 @@ def _session_events(session: str) -> EventSink:
 
 
 def _serve_config(config: HeronConfig) -> HeronConfig:
-    """`config` for serve: the `events` built-in set is left out, since serve gives every
-    session its own trigger tools (bound to that session)."""
+    """`config` for serve: the `events` and `collaboration` built-in sets are left out, since
+    serve gives every session its own trigger and messaging tools (bound to that session)."""
     builtin = config.tools.builtin
-    if "events" not in builtin.sets:
+    own = {"events", "collaboration"}
+    if not own & set(builtin.sets):
         return config
-    sets = [s for s in builtin.sets if s != "events"]
+    sets = [s for s in builtin.sets if s not in own]
     tools = config.tools.model_copy(update={"builtin": builtin.model_copy(update={"sets": sets})})
     return config.model_copy(update={"tools": tools})
 
@@ -175,7 +176,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from heron.always_on.server import HeronServer, ServeConfig, ServeError
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
-    from heron.config.build import agent_model, build_agent, open_builtin, open_mcp
+    from heron.config.build import (
+        agent_model,
+        build_agent,
+        messaging_config,
+        open_builtin,
+        open_mcp,
+    )
     from heron.safety.secrets import known_secrets
     from heron.turn.approval import NoApprover
     from heron.turn.events import discard
@@ -211,6 +218,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         calendars=tuple(args.calendar),
         notify_webhook=args.notify_webhook,
         notify_secret_env=args.notify_secret_env,
+        messaging=messaging_config(config),
         workspace=workspace,
         sandbox=builtin_cfg.sandbox,
         shutdown_grace_s=args.shutdown_grace,

@@ -16,6 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from heron._support.limits import DEFAULT_LIMITS, MAX_DEPTH_CEILING, InputLimits
 from heron._support.state import default_state_dir
+from heron.collaboration.config import (
+    ChannelsConfig,
+    IdentityConfig,
+    MessagesConfig,
+    PersonConfig,
+    UserConfig,
+)
 from heron.config.builtin import BuiltinConfig, ShellSection
 from heron.errors import ConfigurationError
 from heron.humans.config import ApprovalsConfig
@@ -143,6 +150,21 @@ class HeronConfig(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     """`[mcp]`, `[mcp.servers.NAME]`, `[[mcp.tool_filter_groups]]` (see docs/mcp.md)."""
+    identity: IdentityConfig = Field(default_factory=IdentityConfig)
+    """`[identity]`: the agent's own name, address, signature, workspace (docs/collaboration.md)."""
+    user: UserConfig = Field(default_factory=UserConfig)
+    """`[user]`: the operator's channels, addresses and quiet hours."""
+    people: dict[str, PersonConfig] = Field(default_factory=dict)
+    """`[people.NAME]`: others the agent may write to."""
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    """`[channels.mail]`, `[channels.webhook]`, `[channels.im]`: the outbound transports."""
+    messages: MessagesConfig = Field(default_factory=MessagesConfig)
+    """`[messages]`: completion notices and how long card buttons work."""
+
+    def everyone(self) -> dict[str, PersonConfig]:
+        """`[people]` and the user (under `[user] name`), for the outbox."""
+        user = PersonConfig.model_validate(self.user.model_dump(exclude={"name"}))
+        return {**self.people, self.user.name: user}
 
     def result_limit(self) -> int:
         """The tool-result bound: explicit, else a fraction of a known context window."""

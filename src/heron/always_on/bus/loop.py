@@ -40,6 +40,11 @@ Single writer: the loop holds the session through a `SessionWriter` (`heron.sess
 the writer of every front end: the same repair, the same head check), so a second writer on
 the same session is refused with `ConcurrentWriteError` instead of being interleaved.
 
+Assistant text is private (`reply_tools`): in `heron serve` nothing the model writes as its
+answer reaches a person — only its messaging tools do. When a turn that took in an event marked
+as needing a reply (`EventContent.needs_reply`) ends without a successful call of one of those
+tools, the loop appends one runtime reminder and runs one more turn; never a second.
+
 Many sessions in one process (`heron.always_on.sessions.SessionHost`): the host gives each
 awake session a writer from `SessionWriter.wake` (the history is read only when the model is
 first called), watches the store once for all of them (`watch=False` here, `notify` there),
@@ -61,7 +66,7 @@ from heron.always_on.bus.quarantine import DEFAULT_MAX_ATTEMPTS, Quarantine
 from heron.always_on.bus.routing import Route, Router
 from heron.always_on.bus.store import AlreadyConsumedError, BusStore, Unwatch
 from heron.errors import StoreError
-from heron.messages import AssistantMessage, Message
+from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from heron.sessions.store import ConcurrentWriteError, SessionStore
 from heron.sessions.writer import SessionWriter
 from heron.turn.context import BackgroundResult, SafePoint, TurnState
@@ -93,6 +98,7 @@ class EventDrivenAgent:
         writer: SessionWriter | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         watch: bool = True,
+        reply_tools: frozenset[str] = frozenset(),
     ) -> None:
         """`store` and `sessions` must share one database, so that `consume` is atomic.
 
@@ -106,6 +112,8 @@ class EventDrivenAgent:
         quarantined (`heron.always_on.bus.quarantine`). `watch=False`: the caller forwards the
         store's publishes of this session to `notify` itself (a host of many sessions watches
         the store once for all).
+        `reply_tools`: the tools that reach a person; with any, an event needing a reply that
+        a turn leaves unanswered gets one reminder turn (see the module docstring).
         """
         if writer is not None and (writer.name != session or writer.store is not sessions):
             raise ValueError(f"the writer holds session {writer.name!r}, not {session!r} here")
@@ -120,6 +128,8 @@ class EventDrivenAgent:
         self.poll_interval = poll_interval
         self.prepare = prepare
         self.watch = watch
+        self.reply_tools = reply_tools
+        self._awaiting_reply: list[BusEvent] = []
         self.outcomes: list[TurnOutcome] = []
         """Every finished main turn, in order."""
         self._main: SessionWriter | None = writer
@@ -303,13 +313,37 @@ class EventDrivenAgent:
             if not await self._take_in(batch, sides, framed):
                 return True  # counted (or quarantined); the next step retries one by one
             self._unanswered = True
+            self._note_replies(batch)
         else:
             # Idle: a side answer is a finished exchange, appended without calling the model.
             if not await self._take_in([], sides, lambda: [m for s in sides for m in side_pair(s)]):
                 return True
         if self._unanswered and not self._interrupt_requested:
+            start = len(main.history)
             await self._run_turn(main)
+            await self._remind(main, start)
         return True
+
+    def _note_replies(self, batch: Sequence[BusEvent]) -> None:
+        if self.reply_tools:
+            self._awaiting_reply += [e for e in batch if e.content.needs_reply]
+
+    async def _remind(self, main: SessionWriter, start: int) -> None:
+        """One reminder turn when the events needing a reply got none (module docstring)."""
+        waiting, self._awaiting_reply = self._awaiting_reply, []
+        last = self.outcomes[-1] if self.outcomes else None
+        if not waiting or last is None or last.status != "final" or self._spoke(main, start):
+            return
+        await self._consume([], [_reminder(waiting, sorted(self.reply_tools))])
+        self._unanswered = True
+        await self._run_turn(main)
+        self._awaiting_reply.clear()  # one reminder; what the reminder turn took in waits no more
+
+    def _spoke(self, main: SessionWriter, start: int) -> bool:
+        return any(
+            isinstance(m, ToolResultMessage) and m.name in self.reply_tools and not m.is_error
+            for m in main.history[start:]
+        )
 
     async def _run_turn(self, main: SessionWriter) -> None:
         # The exclusions follow the last user message: the batch of events this turn answers.
@@ -352,6 +386,8 @@ class EventDrivenAgent:
             return
         if not await self._take_in(batch, sides, lambda: [frame_batch(batch, sides)]):
             main.flush()
+            return
+        self._note_replies(batch)
 
     async def _fetch(self) -> list[BusEvent]:
         """Pending events to append now, each routed; parallel ones go to side sessions."""
@@ -508,3 +544,16 @@ class EventDrivenAgent:
                 f"event {event.id} is for session {event.session!r}, this agent serves "
                 f"{self.session!r}"
             )
+
+
+def _reminder(events: Sequence[BusEvent], tools: Sequence[str]) -> UserMessage:
+    what = ", ".join(f"{e.kind} {e.id} via {e.channel}" for e in events)
+    return UserMessage(
+        source="runtime",
+        content=(
+            f"[runtime] This turn took in events that need a reply ({what}), and it ended "
+            "without a message to anyone. Your own answer text is private: nobody sees it. "
+            f"If a reply is due, send it now with one of: {', '.join(tools)}. If none is "
+            "needed, say so in one line."
+        ),
+    )

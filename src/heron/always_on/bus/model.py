@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from heron._support.limits import check_value, clean_text, clean_value
 from heron._support.timefmt import utc_rfc3339
+from heron._support.vocabulary import Urgency as Urgency
 from heron.safety.secrets import known_secrets
 
 Source = Literal["user", "contact", "stranger", "system", "agent", "tool"]
@@ -37,7 +38,9 @@ Channel = Literal[
     "system",
 ]
 
-Urgency = Literal["urgent", "normal", "low"]
+# `Urgency` (imported above: `heron._support.vocabulary`) is heron's one urgency vocabulary,
+# `low < normal < high < urgent`, shared with the messages and requests to people; only
+# `urgent` interrupts the running step.
 
 EventKind = Literal[
     "user.input",
@@ -55,6 +58,7 @@ EventKind = Literal[
     "webhook.received",
     "im.message",
     "approval.answer",
+    "card.action",
     "system.user_inactive",
     "system.process_timeout",
     "system.resource_alert",
