@@ -13,6 +13,12 @@ from typing import TYPE_CHECKING
 from heron._support.lazy import lazy_getattr
 
 if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
+    from heron._support.vocabulary import HumanDecision as HumanDecision
+    from heron._support.vocabulary import Outcome as Outcome
+    from heron._support.vocabulary import Status as Status
+    from heron._support.vocabulary import StatusError as StatusError
+    from heron._support.vocabulary import Urgency as Urgency
+    from heron._support.vocabulary import advance_status as advance_status
     from heron.agent import Agent as Agent
     from heron.agent import RunResult as RunResult
     from heron.config.build import BuildError as BuildError
@@ -172,6 +178,13 @@ _EXPORTS: dict[str, str] = {
     "BackChannelApprover": "heron.turn.approval",
     "NoApprover": "heron.turn.approval",
     "TerminalApprover": "heron.turn.approval",
+    # the status and decision vocabularies of everything that runs or waits for a person
+    "HumanDecision": "heron._support.vocabulary",
+    "Outcome": "heron._support.vocabulary",
+    "Status": "heron._support.vocabulary",
+    "StatusError": "heron._support.vocabulary",
+    "Urgency": "heron._support.vocabulary",
+    "advance_status": "heron._support.vocabulary",
     # hooks: `Cancel` skips one call (a hook decision), unlike `CancelScope`
     "Cancel": "heron.turn.hooks",
     "HookCall": "heron.turn.hooks",

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from heron._support.limits import clean_text
 from heron.messages import MediaPart, Message, SystemMessage, UserMessage
 from heron.models.base import Model
+from heron.safety.secrets import known_secrets
 from heron.tools.definition import Tool
 from heron.tools.registry import (
     ActivatedToolSet,
@@ -223,6 +225,9 @@ class Agent:
         if messages and isinstance(messages[0], SystemMessage):
             raise ValueError("pass the system prompt as Agent(system_prompt=...), not in history")
         parts = tuple(m if isinstance(m, MediaPart) else MediaPart.from_file(m) for m in media)
+        # A pasted provider key stays out of the history; then a command line's undecodable
+        # bytes get the text replacement (masking first, as everywhere data enters).
+        prompt = clean_text(known_secrets().mask(prompt))
         messages.append(UserMessage(content=prompt, media=parts))
         state = self.turn_state(
             history=messages,

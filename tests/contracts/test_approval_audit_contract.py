@@ -37,7 +37,18 @@ def test_records_are_durable_and_read_back_whole_through_another_store(
 
 
 def test_every_decision_kind_round_trips(store: AuditLog) -> None:
-    decisions = ["yes", "always", "no", "replace", "timeout", "unavailable", "policy_deny", "auto"]
+    decisions = [
+        "yes",
+        "always",
+        "no",
+        "replace",
+        "edit",
+        "timeout",
+        "unavailable",
+        "policy_deny",
+        "auto",
+        "deferred",
+    ]
     assert set(decisions) == DECISIONS
     for n, decision in enumerate(decisions):
         store.record(

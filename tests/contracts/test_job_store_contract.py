@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from heron._support.vocabulary import StatusError
 from heron.always_on.jobs.store import JOB_FIELDS, JobRecord, JobStore
 from support.stores import StoreBackend
 
@@ -71,6 +72,15 @@ def test_update_refuses_an_unknown_field_or_job(store: JobStore) -> None:
     with pytest.raises(KeyError):
         store.update("job-9", state="failed")
     assert set(JOB_FIELDS) == {f.name for f in dataclasses.fields(JobRecord)}
+
+
+def test_a_finished_job_keeps_its_state(store: JobStore) -> None:
+    store.insert(job("job-1"))
+    store.update("job-1", state="cancelled", reported=True)
+    store.update("job-1", state="cancelled")  # the same final state again: nothing changes
+    with pytest.raises(StatusError, match="cancelled"):
+        store.update("job-1", state="working", detail="late report")
+    assert store.get("job-1") == dataclasses.replace(job("job-1"), state="cancelled", reported=True)
 
 
 def test_list_gives_the_sessions_latest_jobs_newest_first(store: JobStore) -> None:

@@ -125,3 +125,29 @@ def test_create_refuses_a_session_that_has_entries_and_writes_nothing(
         store.create("taken", [(1.0, UserMessage(content="mixed in?"))])
     assert (refused.value.session, refused.value.entries) == ("taken", 2)
     assert store.load("taken") == CONVERSATION[:2]
+
+
+def test_load_tail_reads_the_last_round_and_the_head(
+    store: SessionStore, backend: StoreBackend
+) -> None:
+    calls = tuple(ToolCallPart(id=f"c{i}", name="t", arguments={}) for i in range(40))
+    results = [ToolResultMessage(call_id=f"c{i}", name="t", content="ok") for i in range(37)]
+    head = store.append(
+        "s", [*CONVERSATION, UserMessage(content="go"), AssistantMessage(tool_calls=calls)]
+    )
+    head = store.append("s", results, expected_last_entry=head)
+    # The last message that is not a tool result, and every result after it, however many.
+    tail, tail_head = backend.sessions().load_tail("s")
+    assert tail == [AssistantMessage(tool_calls=calls), *results] and tail_head == head
+    # A history ending in a final answer: its tail is that answer.
+    store.append("done", CONVERSATION)
+    assert store.load_tail("done") == (CONVERSATION[-1:], store.head("done"))
+    assert store.load_tail("unknown") == ([], 0)
+
+
+def test_load_tail_of_a_history_of_results_only_is_the_whole_history(
+    store: SessionStore,
+) -> None:
+    results = [ToolResultMessage(call_id=f"r{i}", name="t", content="ok") for i in range(20)]
+    head = store.append("orphans", results)
+    assert store.load_tail("orphans") == (results, head)

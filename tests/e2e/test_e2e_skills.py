@@ -50,6 +50,9 @@ autonomy = "full"
 [tools.builtin]
 sets = ["perception", "execution"]
 
+[tools.shell]
+unattended_risk = "medium"  # the skill's script is a program heron does not know
+
 [discovery]
 tool = "discover_tools"
 prompt_tools = ["shell"]

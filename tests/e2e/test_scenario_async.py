@@ -24,6 +24,7 @@ from heron.always_on.server import HeronServer, ServeConfig
 from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from heron.tools.definition import Tool
 from heron.turn.events import BaseEvent, FinalEvent
+from support.waiting import until
 
 BOUND = 20.0
 """Upper bound for waits; a loaded 2-core machine stays far below it."""
@@ -48,10 +49,7 @@ class Harness:
 
     async def until(self, predicate: Callable[[], bool]) -> None:
         """Wait (bounded) until `predicate` holds; re-checked after every final answer."""
-        async with asyncio.timeout(BOUND):
-            while not predicate():
-                await self.changed.wait()
-                self.changed.clear()
+        await until(predicate, "the finals to match", within_s=BOUND, changed=self.changed)
 
     def job(self, job_id: str) -> Any:
         assert self.server.jobs is not None

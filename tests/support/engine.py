@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -13,9 +14,15 @@ class Events:
 
     def __init__(self) -> None:
         self.all: list[BaseEvent] = []
+        self._arrived: dict[str, asyncio.Event] = {}
 
     def __call__(self, event: BaseEvent) -> None:
         self.all.append(event)
+        self.arrived(getattr(event, "type", "")).set()
+
+    def arrived(self, kind: str) -> asyncio.Event:
+        """Set once an event of `kind` has been recorded: wait on it, not on event-loop turns."""
+        return self._arrived.setdefault(kind, asyncio.Event())
 
     def of(self, kind: str) -> list[Any]:
         return [e for e in self.all if getattr(e, "type", None) == kind]

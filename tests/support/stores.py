@@ -17,8 +17,12 @@ from typing import Protocol
 from heron._support.state import open_db
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.bus.store import BusStore
+from heron.always_on.channels.mail_inbound import ThreadIndex
+from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.jobs.store import JobStore
+from heron.always_on.sessions import HostIndex
+from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.triggers.monitor import MonitorStore
 from heron.always_on.triggers.sqlite_store import (
     SqliteMonitorStore,
@@ -31,8 +35,10 @@ from heron.artifacts.sqlite_store import SqliteArtifactCatalog
 from heron.artifacts.store import ArtifactCatalog
 from heron.audit.executions import ExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
-from heron.collaboration.notify import NotificationStore
-from heron.collaboration.sqlite_store import SqliteNotificationStore
+from heron.collaboration.sqlite_store import SqliteMessageStore
+from heron.collaboration.store import MessageStore
+from heron.humans.sqlite_store import SqliteRequestStore
+from heron.humans.store import RequestStore
 from heron.mcp.trust.pins import TrustStore
 from heron.mcp.trust.sqlite_store import SqliteTrustStore
 from heron.safety.idempotency import IdempotencyLedger
@@ -57,11 +63,14 @@ class StoreBackend(Protocol):
     def subscriptions(self) -> SubscriptionStore: ...
     def approval_audit(self) -> AuditLog: ...
     def executions(self) -> ExecutionStore: ...
-    def notifications(self) -> NotificationStore: ...
+    def messages(self) -> MessageStore: ...
+    def human_requests(self) -> RequestStore: ...
     def trust(self) -> TrustStore: ...
     def idempotency(self) -> IdempotencyLedger: ...
     def shell_history(self) -> ShellHistory: ...
     def artifact_catalog(self) -> ArtifactCatalog: ...
+    def host_index(self) -> HostIndex: ...
+    def thread_index(self) -> ThreadIndex: ...
     def close(self) -> None:
         """Close every store this back end opened."""
 
@@ -104,8 +113,11 @@ class SqliteBackend:
     def executions(self) -> SqliteExecutionStore:
         return SqliteExecutionStore(self._conn())
 
-    def notifications(self) -> SqliteNotificationStore:
-        return SqliteNotificationStore(self._conn())
+    def messages(self) -> SqliteMessageStore:
+        return SqliteMessageStore(self._conn())
+
+    def human_requests(self) -> SqliteRequestStore:
+        return SqliteRequestStore(self._conn())
 
     def trust(self) -> SqliteTrustStore:
         return SqliteTrustStore(self.root)
@@ -118,6 +130,12 @@ class SqliteBackend:
 
     def artifact_catalog(self) -> SqliteArtifactCatalog:
         return SqliteArtifactCatalog(self.root)
+
+    def host_index(self) -> SqliteHostIndex:
+        return SqliteHostIndex(self._conn())
+
+    def thread_index(self) -> SqliteThreadIndex:
+        return SqliteThreadIndex(self._conn())
 
     def close(self) -> None:
         for close in reversed(self._closers):

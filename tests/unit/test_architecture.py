@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "heron.mcp",
         "heron.sessions",
         "heron.collaboration",
+        "heron.humans",
         "heron.skills",
     ),
     ("heron.always_on",),

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult, tool
+from heron._support.clock import FakeClock
 from heron.artifacts.sqlite_store import SqliteArtifactCatalog
 from heron.artifacts.store import ArtifactError, ArtifactSpill, ArtifactStore
 from heron.artifacts.tools import artifact_tools
@@ -19,14 +20,6 @@ from support.engine import Events, call, calls_turn
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 SECRET = "sk-live0123456789abcdefXYZ"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def numbered(count: int) -> str:
@@ -76,12 +69,12 @@ def test_outputs_are_stored_by_content_hash_and_survive_a_new_store_object(
 
 
 def test_expired_artifacts_are_removed_on_access_and_by_purge(tmp_path: Path) -> None:
-    clock = Clock()
-    store = make_store(tmp_path, ttl_s=60, clock=clock)
+    clock = FakeClock()
+    store = make_store(tmp_path, ttl_s=60, clock=clock.time)
     short = store.put("shared\n", tool="t", call_id="c1")
     long = store.put("shared\n", tool="t", call_id="c2", ttl_s=600)
     alone = store.put("alone\n", tool="t", call_id="c3")
-    clock.now += 60
+    clock.advance(60)
     with pytest.raises(ArtifactError, match="expired at") as exc:
         store.info(short.id)
     assert exc.value.reason == "expired"
@@ -143,15 +136,15 @@ async def test_long_lines_and_big_pages_are_cut_with_visible_markers(
 
 
 async def test_unknown_malformed_and_expired_ids_are_clear_errors(tmp_path: Path) -> None:
-    clock = Clock()
-    store = make_store(tmp_path, ttl_s=10, clock=clock)
+    clock = FakeClock()
+    store = make_store(tmp_path, ttl_s=10, clock=clock.time)
     read, grep = artifact_tools(store)
     malformed = await run(read, id="../../etc/passwd")
     assert not malformed.success and "is not an artifact id" in (malformed.error or "")
     unknown = await run(grep, id="art_0000000000000000", pattern="x")
     assert unknown.data["error"] == "unknown" and "run the command again" in (unknown.error or "")
     info = store.put("x\n", tool="t", call_id="c")
-    clock.now += 10
+    clock.advance(10)
     expired = await run(read, id=info.id)
     assert expired.data["error"] == "expired"
 

@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from heron._support.clock import FakeClock
 from heron.models.base import Usage
 from heron.turn.budgets import BudgetLimits, ModelPrice, PriceTable, RunBudget
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_fresh_budget_is_not_exhausted() -> None:
@@ -70,12 +63,12 @@ def test_the_first_exhausted_limit_is_reported() -> None:
 
 
 def test_wall_time_counts_from_the_start_of_the_run() -> None:
-    clock = Clock()
-    budget = RunBudget(BudgetLimits(wall_time_s=60), clock=clock)
-    clock.now += 59
+    clock = FakeClock(1000.0)
+    budget = RunBudget(BudgetLimits(wall_time_s=60), clock=clock.time)
+    clock.advance(59)
     assert budget.check() is None
     assert budget.time_left() == pytest.approx(1)
-    clock.now += 2
+    clock.advance(2)
     hit = budget.check()
     assert hit is not None and hit.limit == "wall_time"
     assert hit.reason.endswith("time limit: 61 s of 60 s elapsed")
@@ -158,10 +151,10 @@ def test_a_child_limit_stops_the_child_but_not_the_parent() -> None:
 
 
 def test_children_share_the_parents_prices_and_tightest_deadline() -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     prices = PriceTable({"m": ModelPrice(input_per_mtok=1_000_000, output_per_mtok=0)})
-    parent = RunBudget(BudgetLimits(wall_time_s=100), prices=prices, clock=clock)
-    clock.now += 30
+    parent = RunBudget(BudgetLimits(wall_time_s=100), prices=prices, clock=clock.time)
+    clock.advance(30)
     child = parent.child(BudgetLimits(wall_time_s=200, cost_usd=3), label="c")
     assert child.time_left() == pytest.approx(70)
     child.record_model_call("m", Usage(input_tokens=2))

@@ -18,9 +18,8 @@ import pytest
 import radicale  # type: ignore[import-untyped]
 import radicale.config  # type: ignore[import-untyped]
 from caldav.davclient import DAVClient
-from test_connector_http import LOCAL, ApiServer, Reply, closed_port
 
-from heron import ToolContext, ToolResult
+from heron import ToolResult
 from heron.connectors.calendar import (
     CalDavCalendar,
     CalendarConfig,
@@ -30,8 +29,8 @@ from heron.connectors.calendar import (
 from heron.safety.idempotency import Confirmations, IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.tools.definition import Tool
+from support.connectors import CTX, LOCAL, ApiServer, Reply, closed_port, run
 
-CTX = ToolContext(call_id="c0", turn_id="t0")
 PASSWORD = "radicale-pw-7f3e9a"
 STANDUP = """BEGIN:VCALENDAR
 VERSION:2.0
@@ -175,11 +174,6 @@ def build(tmp_path: Path, **calendars: IcsCalendar | CalDavCalendar) -> dict[str
     confirmations = Confirmations(IdempotencyStore(SqliteIdempotencyLedger(tmp_path / "state")))
     config = CalendarConfig(calendars=calendars, policy=LOCAL)
     return {t.spec.name: t for t in calendar_tools(config, confirmations)}
-
-
-async def run(tools: dict[str, Tool], name: str, **arguments: Any) -> ToolResult:
-    t = tools[name]
-    return await t.execute(t.validate(arguments), CTX)
 
 
 def stored(url: str) -> list[icalendar.Component]:

@@ -17,8 +17,7 @@ import asyncio
 import logging
 import os
 import threading
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -44,16 +43,9 @@ from heron.turn.cancel import TASK_CANCELLED
 from heron.turn.hooks import Cancel, HookCall, HookOutcome, Rewrite, ToolHook
 from heron.turn.observer import FanOutObserver, RecordingObserver, ToolCallRecord
 from support.engine import Events, call, calls_turn
+from support.waiting import poll_until, until
 
 BOUND = 10.0  # seconds; an upper bound for waits that normally take milliseconds
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Wait (bounded) until `condition()` holds; for conditions no event announces."""
-    deadline = time.monotonic() + BOUND
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
 
 
 async def assert_history_valid(history: list[Message]) -> None:
@@ -543,8 +535,8 @@ async def test_a_timed_out_thread_tool_is_still_running_and_is_not_started_again
     assert sent == [] and send.still_running() == ("c1",)
 
     release.set()  # the side effect the model was warned about lands now
-    await until(lambda: sent == ["ana"], "the thread's late side effect")
-    await until(lambda: send.still_running() == (), "the thread to be forgotten")
+    await poll_until(lambda: sent == ["ana"], "the thread's late side effect")
+    await poll_until(lambda: send.still_running() == (), "the thread to be forgotten")
     again = Agent(
         model=ScriptedModel([calls_turn(call("send", "c3", to="bo")), {"text": "sent"}]),
         tools=[send],
@@ -606,7 +598,7 @@ async def test_an_interrupted_thread_tool_says_it_is_still_running(events: Event
     )
     task = asyncio.create_task(agent.run("go", sink=events, cancel=scope))
     try:
-        await until(started.is_set, "the thread to start")
+        await poll_until(started.is_set, "the thread to start")
         scope.cancel()
         result = await asyncio.wait_for(task, BOUND)
     finally:
@@ -697,7 +689,7 @@ async def test_a_process_tool_that_times_out_is_killed_and_its_effect_never_land
         "process. Anything it did before that stays done; check the current state first."
     )
     pid = int((tmp_path / "effect.pid").read_text())
-    await until(lambda: not _alive(pid), "the worker to be gone")
+    await poll_until(lambda: not _alive(pid), "the worker to be gone")
     assert not effect.exists()
 
 
@@ -713,8 +705,8 @@ async def test_cancelling_the_task_kills_a_running_process_tool(
     )
     task = asyncio.create_task(agent.run("go", history=history, sink=events))
     pid_file = tmp_path / "effect.pid"
-    await until(pid_file.exists, "the worker to start")
-    await until(lambda: pid_file.read_text() != "", "the worker's pid")
+    await poll_until(pid_file.exists, "the worker to start")
+    await poll_until(lambda: pid_file.read_text() != "", "the worker's pid")
     pid = int(pid_file.read_text())
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

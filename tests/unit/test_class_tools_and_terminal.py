@@ -104,9 +104,14 @@ async def test_cancelled_terminal_prompt_leaves_no_reader_to_swallow_the_next_an
     read_end, write_end = os.pipe()
     fake_stdin = os.fdopen(read_end, "r")
     monkeypatch.setattr(sys, "stdin", fake_stdin)
-    approver = TerminalApprover(prompt_out=io.StringIO(), tty_path=str(tmp_path / "no-tty"))
+    prompted = asyncio.Event()
+    approver = TerminalApprover(
+        prompt_out=io.StringIO(), before_prompt=prompted.set, tty_path=str(tmp_path / "no-tty")
+    )
     first = asyncio.create_task(approver.ask(_request()))
-    await asyncio.sleep(0)  # let the prompt register its reader
+    # `before_prompt` runs in the step that goes on to register the reader and then wait:
+    # by the time this task wakes, the reader is in place.
+    await asyncio.wait_for(prompted.wait(), 5)
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first

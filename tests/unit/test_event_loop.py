@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from heron.sessions.store import ConcurrentWriteError
 from heron.sessions.writer import SessionWriter
 from heron.turn.events import BaseEvent, FinalEvent, ReasoningDeltaEvent
 from support.engine import Events, call, calls_turn
+from support.waiting import until
 
 BOUND = 5.0  # seconds; an upper bound for waits that normally take microseconds
 
@@ -98,15 +99,6 @@ def main_event(event: BusEvent) -> BusEvent:
 async def publish(eda: EventDrivenAgent, *events: BusEvent) -> None:
     for event in events:
         assert await eda.publish(main_event(event))
-
-
-async def until(predicate: Callable[[], bool]) -> None:
-    """Yield to the event loop until `predicate` holds (callers bound it with wait_for).
-
-    For state with no event to wait on (a fake clock's sleepers); each pass is a bare yield.
-    """
-    while not predicate():  # noqa: ASYNC110
-        await asyncio.sleep(0)
 
 
 def roles(history: list[Message]) -> list[str]:
@@ -820,10 +812,15 @@ async def test_events_from_another_process_are_found_by_polling(
     serving = asyncio.create_task(eda.serve())
     producer = SqliteBusStore.open(tmp_path)
     try:
-        await asyncio.wait_for(until(lambda: clock.sleepers > 0), BOUND)  # idle, poller asleep
+        await until(lambda: clock.sleepers > 0)  # idle, poller asleep
+        announced: list[BusEvent] = []
+        unwatch = bus.watch(announced.append)
         assert await producer.publish(main_event(user("from elsewhere")))
-        for _ in range(10):
-            await asyncio.sleep(0)
+        unwatch()
+        # The agent wakes on what its own store announces and when its poller's sleep ends:
+        # neither happened, so the event waits unconsumed however long the loop runs.
+        assert announced == [] and clock.sleepers == 1
+        assert [e.content.text for e in await bus.pending("main")] == ["from elsewhere"]
         assert eda.history == []  # another connection's publish does not wake this agent
         clock.advance(1.0)
         await asyncio.wait_for(done.wait(), BOUND)
@@ -886,11 +883,11 @@ async def test_fake_clock_wakes_sleepers_in_deadline_order_only_when_advanced() 
         woke.append((name, clock.time()))
 
     tasks = [asyncio.create_task(sleeper(n, s)) for n, s in (("c", 30), ("a", 10), ("b", 10))]
-    await asyncio.wait_for(until(lambda: clock.sleepers == 3), BOUND)
+    await until(lambda: clock.sleepers == 3)
     assert clock.advance(9.5) == 0
     assert clock.next_deadline == 110.0
     assert clock.advance(0.5) == 2
-    await asyncio.wait_for(until(lambda: len(woke) == 2), BOUND)
+    await until(lambda: len(woke) == 2)
     assert woke == [("a", 110.0), ("b", 110.0)]
     assert clock.advance(100) == 1
     await asyncio.gather(*tasks)
@@ -909,9 +906,9 @@ async def test_one_long_advance_fires_every_due_occurrence_of_an_absolute_schedu
             fired.append(deadline)
 
     task = asyncio.create_task(every_ten_seconds())
-    await asyncio.wait_for(until(lambda: clock.sleepers == 1), BOUND)
+    await until(lambda: clock.sleepers == 1)
     clock.advance(35)
-    await asyncio.wait_for(until(lambda: clock.sleepers == 1 and len(fired) == 3), BOUND)
+    await until(lambda: clock.sleepers == 1 and len(fired) == 3)
     task.cancel()
     assert fired == [10, 20, 30]
 

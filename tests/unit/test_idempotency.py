@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from heron import ToolResult
+from heron._support.clock import FakeClock
 from heron.safety.idempotency import (
     ConfirmationError,
     Confirmations,
@@ -20,14 +21,6 @@ from heron.safety.idempotency import (
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 
 ARGS = {"to": ["ana@example.com"], "amount": 120}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Action:
@@ -45,17 +38,12 @@ class Action:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def store(tmp_path: Path, clock: Clock) -> IdempotencyStore:
-    return IdempotencyStore(SqliteIdempotencyLedger(tmp_path), clock=clock)
+def store(tmp_path: Path, clock: FakeClock) -> IdempotencyStore:
+    return IdempotencyStore(SqliteIdempotencyLedger(tmp_path), clock=clock.time)
 
 
 async def test_a_retry_with_the_same_key_returns_the_first_result_without_acting(
-    store: IdempotencyStore, tmp_path: Path, clock: Clock
+    store: IdempotencyStore, tmp_path: Path, clock: FakeClock
 ) -> None:
     action = Action()
     first = await store.run_once("pay", "inv-7", ARGS, action)
@@ -65,7 +53,7 @@ async def test_a_retry_with_the_same_key_returns_the_first_result_without_acting
     assert again.success and again.output.endswith("nothing was done again]\npaid, run 1")
     assert again.data == {"receipt": "r-1", "replayed": True}
     # A new store object on the same state directory (a restart) still knows the key.
-    reopened = IdempotencyStore(SqliteIdempotencyLedger(tmp_path), clock=clock)
+    reopened = IdempotencyStore(SqliteIdempotencyLedger(tmp_path), clock=clock.time)
     assert (await reopened.run_once("pay", "inv-7", ARGS, action)).data["replayed"] is True
     assert action.runs == 1
     # Keys are per tool.
@@ -122,17 +110,17 @@ async def test_a_call_still_running_makes_a_concurrent_retry_answer_unknown(
     assert (await first).output == "done"
 
 
-async def test_keys_are_forgotten_after_their_ttl(tmp_path: Path, clock: Clock) -> None:
-    store = IdempotencyStore(SqliteIdempotencyLedger(tmp_path), ttl_s=60, clock=clock)
+async def test_keys_are_forgotten_after_their_ttl(tmp_path: Path, clock: FakeClock) -> None:
+    store = IdempotencyStore(SqliteIdempotencyLedger(tmp_path), ttl_s=60, clock=clock.time)
     action = Action()
     await store.run_once("pay", "inv-7", ARGS, action)
-    clock.now += 60
+    clock.advance(60)
     assert store.purge_expired() == 1
     assert (await store.run_once("pay", "inv-7", ARGS, action)).output == "paid, run 2"
 
 
 def test_a_token_confirms_only_the_exact_arguments_once(
-    store: IdempotencyStore, clock: Clock
+    store: IdempotencyStore, clock: FakeClock
 ) -> None:
     confirmations = Confirmations(store)
     issued = confirmations.issue("pay", ARGS)
@@ -150,16 +138,16 @@ def test_a_token_confirms_only_the_exact_arguments_once(
     assert reused.value.reason == "used"
 
 
-def test_tokens_expire_and_cannot_be_forged(store: IdempotencyStore, clock: Clock) -> None:
+def test_tokens_expire_and_cannot_be_forged(store: IdempotencyStore, clock: FakeClock) -> None:
     confirmations = Confirmations(store, ttl_s=600)
     issued = confirmations.issue("pay", ARGS)
-    clock.now += 600
+    clock.advance(600)
     with pytest.raises(ConfirmationError, match="expired at") as expired:
         confirmations.redeem("pay", ARGS, issued.token)
     assert expired.value.reason == "expired"
     later = confirmations.issue("pay", ARGS)
     nonce, _, mac = later.token.removeprefix("cfm-").split("-", 2)
-    stretched = f"cfm-{nonce}-{int(clock.now) + 10**6}-{mac}"  # a longer expiry, same MAC
+    stretched = f"cfm-{nonce}-{int(clock.time()) + 10**6}-{mac}"  # a longer expiry, same MAC
     elsewhere = Confirmations(store).issue("pay", ARGS).token  # another secret
     for token in (stretched, elsewhere, "cfm-nonsense"):
         with pytest.raises(ConfirmationError):

@@ -14,9 +14,11 @@ from heron._support.clock import FakeClock
 from heron._support.state import open_db
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.mail_inbound import MaildirSource, MailIngressConfig, SmtpIngress
+from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.triggers.sqlite_store import SqliteSubscriptionStore
 from heron.always_on.triggers.subscriptions import SubscriptionFilter, Subscriptions
 from heron.connectors.mail.maildir import Maildir
+from support.waiting import until
 
 BOUND = 5.0
 
@@ -155,8 +157,7 @@ async def test_the_periodic_scan_follows_the_clock(box: Maildir, bus: SqliteBusS
     bus.watch(lambda _: published.set())
     task = asyncio.create_task(source.run())
     try:
-        while clock.sleepers == 0:  # noqa: ASYNC110 - the first scan has run, the loop sleeps
-            await asyncio.sleep(0)
+        await until(lambda: clock.sleepers > 0, "the first scan to end in a sleep")
         box.deliver(message(message_id="<p1@x>"))
         assert await bus.pending("main") == []
         clock.advance(5)
@@ -186,3 +187,17 @@ async def test_mail_no_subscription_wants_waits_in_the_maildir_without_an_event(
     assert [e.idempotency_key for e in await bus.pending("main")] == ["mail:<q2@x>"]
     assert files(box, "new") == [] and len(files(box, "cur")) == 2
     assert source.quiet == 1
+
+
+def test_sqlite_thread_records_join_a_transaction_the_caller_opened(tmp_path: Path) -> None:
+    conn = open_db(tmp_path / "state")
+    try:
+        threads = SqliteThreadIndex(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        threads.record([("<t1@x>", "alpha")], now=1.0)
+        conn.execute("ROLLBACK")  # the record went with the caller's transaction
+        assert threads.session_of(["<t1@x>"]) is None
+        threads.record([("<t1@x>", "beta")], now=2.0)  # none open: committed on its own
+        assert not conn.in_transaction and threads.session_of(["<t1@x>"]) == "beta"
+    finally:
+        conn.close()

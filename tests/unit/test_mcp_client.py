@@ -7,7 +7,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from heron.tools.definition import ToolArgumentsError, ToolContext, ToolResult
 from heron.tools.registry import ActivatedToolSet
 from support.engine import Events, call, calls_turn
 from support.mcp_servers import everything_http, npm_bin, probe_server, time_server_bin
+from support.waiting import poll_until
 
 CTX = ToolContext(call_id="c1", turn_id="t1")
 
@@ -38,14 +39,6 @@ def everything(**fields: Any) -> McpServerConfig:
 
 def probe(scenario: str = "probe", **fields: Any) -> McpServerConfig:
     return server(**probe_server(scenario, **fields))
-
-
-async def wait_until(condition: Callable[[], bool], within_s: float = 10.0) -> None:
-    """Bounded wait for a condition another process makes true."""
-    # The condition is set by another process (a file it writes): there is no event to await.
-    async with asyncio.timeout(within_s):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
 
 
 @pytest.fixture
@@ -257,7 +250,7 @@ async def test_cancelling_the_caller_cancels_the_request_on_the_server(tmp_path:
         pending.cancel()
         with pytest.raises(asyncio.CancelledError):
             await pending
-        await wait_until(marker.exists)
+        await poll_until(marker.exists, "the server process to write its marker")
         assert (await manager.call("probe", "pid", {})).success
         assert manager.status()[0].starts == 1
 

@@ -53,6 +53,7 @@ from heron.mcp.auth.provider import HeronOAuth
 from heron.mcp.client import McpClientManager
 from heron.mcp.config import McpServerConfig
 from heron.tools.definition import ToolResult
+from support.waiting import until
 
 # -- a real authorization server + protected MCP server ----------------------------------------
 
@@ -268,10 +269,7 @@ async def protected_server(
     uv = uvicorn.Server(uvicorn.Config(wrapped, log_level="warning", lifespan="on"))
     task = asyncio.create_task(uv.serve(sockets=[sock]))
     try:
-        for _ in range(500):
-            if uv.started:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: uv.started, "the authorization server to start")
         yield Protected(url=base + "/mcp", issuer=base, auth=provider, call_scopes=wrapped)
     finally:
         uv.should_exit = True

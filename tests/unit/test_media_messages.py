@@ -4,7 +4,6 @@ and Anthropic adapters put them on the wire (against local protocol servers)."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,18 +24,11 @@ from support.protocol_servers import (
     ask,
     collect,
     openai_stream,
-    serve,
 )
 
 KEY = "test-key-0123456789abcdef"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 PDF = b"%PDF-1.4\n%fake\n"
-
-
-@pytest.fixture
-def server() -> Iterator[ProtocolServer]:
-    with serve() as running:
-        yield running
 
 
 @pytest.fixture
@@ -57,16 +49,16 @@ def _b64(data: bytes) -> str:
 
 
 async def test_openai_sends_images_as_image_url_parts_and_pdfs_as_file_parts(
-    server: ProtocolServer, files: tuple[Path, Path]
+    protocol_server: ProtocolServer, files: tuple[Path, Path]
 ) -> None:
-    server.queue(Reply(events=openai_stream(text=["ok"])))
-    model = OpenAIChatModel("gpt-4o-mini", api_key=KEY, base_url=server.url)
+    protocol_server.queue(Reply(events=openai_stream(text=["ok"])))
+    model = OpenAIChatModel("gpt-4o-mini", api_key=KEY, base_url=protocol_server.url)
     try:
         await collect(model, ask([_message(files)]))
     finally:
         await model.aclose()
 
-    user = server.requests[0].body["messages"][1]
+    user = protocol_server.requests[0].body["messages"][1]
     assert user["content"] == [
         {"type": "text", "text": "What do these show?"},
         {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{_b64(PNG)}"}},
@@ -81,16 +73,16 @@ async def test_openai_sends_images_as_image_url_parts_and_pdfs_as_file_parts(
 
 
 async def test_anthropic_sends_image_and_document_blocks_before_the_text(
-    server: ProtocolServer, files: tuple[Path, Path]
+    protocol_server: ProtocolServer, files: tuple[Path, Path]
 ) -> None:
-    server.queue(Reply(events=anthropic_stream(Text(pieces=["ok"]))))
-    model = AnthropicMessagesModel("claude-test", api_key=KEY, base_url=server.url)
+    protocol_server.queue(Reply(events=anthropic_stream(Text(pieces=["ok"]))))
+    model = AnthropicMessagesModel("claude-test", api_key=KEY, base_url=protocol_server.url)
     try:
         await collect(model, ask([_message(files)]))
     finally:
         await model.aclose()
 
-    user = server.requests[0].body["messages"][0]
+    user = protocol_server.requests[0].body["messages"][0]
     assert user["content"] == [
         {
             "type": "image",
@@ -105,12 +97,14 @@ async def test_anthropic_sends_image_and_document_blocks_before_the_text(
 
 
 async def test_a_model_without_vision_gets_a_labelled_placeholder_instead_of_the_file(
-    server: ProtocolServer, files: tuple[Path, Path]
+    protocol_server: ProtocolServer, files: tuple[Path, Path]
 ) -> None:
-    server.queue(Reply(events=openai_stream(text=["ok"])))
-    server.queue(Reply(events=anthropic_stream(Text(pieces=["ok"]))))
-    openai = OpenAIChatModel("llama3", api_key=KEY, base_url=server.url)
-    claude = AnthropicMessagesModel("claude-x", api_key=KEY, base_url=server.url, vision=False)
+    protocol_server.queue(Reply(events=openai_stream(text=["ok"])))
+    protocol_server.queue(Reply(events=anthropic_stream(Text(pieces=["ok"]))))
+    openai = OpenAIChatModel("llama3", api_key=KEY, base_url=protocol_server.url)
+    claude = AnthropicMessagesModel(
+        "claude-x", api_key=KEY, base_url=protocol_server.url, vision=False
+    )
     try:
         await collect(openai, ask([_message(files)]))
         await collect(claude, ask([_message(files)]))
@@ -123,8 +117,10 @@ async def test_a_model_without_vision_gets_a_labelled_placeholder_instead_of_the
         "[image chart.png not shown: this model has no vision input]\n"
         "[pdf report.pdf not shown: this model has no vision input]"
     )
-    assert server.requests[0].body["messages"][1]["content"] == expected
-    assert server.requests[1].body["messages"][0]["content"] == [{"type": "text", "text": expected}]
+    assert protocol_server.requests[0].body["messages"][1]["content"] == expected
+    assert protocol_server.requests[1].body["messages"][0]["content"] == [
+        {"type": "text", "text": expected}
+    ]
 
 
 def test_vision_defaults_follow_the_model_name() -> None:

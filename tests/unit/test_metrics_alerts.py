@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from heron import Agent, RuntimeKnobs, ScriptedModel, tool
+from heron._support.clock import FakeClock
 from heron.safety import signing
 from heron.telemetry.alerts import (
     Alert,
@@ -30,14 +31,6 @@ from heron.telemetry.metrics import Histogram, MetricsObserver, MetricsRegistry,
 from heron.turn.budgets import BudgetLimits, RunBudget
 from heron.turn.observer import FanOutObserver, ToolCallRecord, ToolCallStartRecord
 from support.engine import call, calls_turn
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def record(
@@ -82,8 +75,8 @@ class Recorder:
 
 
 def test_tool_stats_give_call_rate_success_rate_latency_and_timeouts() -> None:
-    clock = Clock()
-    registry = MetricsRegistry(clock=clock, rate_window_s=60)
+    clock = FakeClock(0.0)
+    registry = MetricsRegistry(clock=clock.time, rate_window_s=60)
     for seconds in (0.02, 0.04, 0.3):
         registry.record_tool("fetch", outcome="success", duration_s=seconds)
     registry.record_tool("fetch", outcome="failure", duration_s=0.01)
@@ -96,7 +89,7 @@ def test_tool_stats_give_call_rate_success_rate_latency_and_timeouts() -> None:
     assert stats.per_minute == pytest.approx(6)
     assert stats.mean_latency_s == pytest.approx((0.02 + 0.04 + 0.3 + 0.01 + 5.0 + 0.5) / 6)
     assert stats.p95_latency_s == 5.0
-    clock.now += 61
+    clock.advance(61)
     later = registry.tool_stats("fetch")
     assert later is not None and later.per_minute == 0 and later.calls == 6
     assert registry.tool_stats("never") is None
@@ -244,12 +237,12 @@ def test_interruptions_and_other_tools_do_not_extend_a_failure_streak() -> None:
 
 
 def test_timeouts_alert_when_enough_happen_within_the_window() -> None:
-    clock = Clock()
-    rule = Timeouts(threshold=2, window_s=60, clock=clock)
+    clock = FakeClock(0.0)
+    rule = Timeouts(threshold=2, window_s=60, clock=clock.time)
     assert rule.on_tool(timeout_record(), "timeout") is None
-    clock.now += 61
+    clock.advance(61)
     assert rule.on_tool(timeout_record(), "timeout") is None  # the first one expired
-    clock.now += 10
+    clock.advance(10)
     alert = rule.on_tool(timeout_record(), "timeout")
     assert alert is not None and alert.rule == "tool_timeouts"
     assert "timed out 2 time(s) within 60 s" in alert.message
@@ -293,14 +286,14 @@ async def test_the_manager_observes_a_real_run_and_alerts_on_repeated_failures()
 
 
 async def test_the_same_alert_is_held_back_during_the_cooldown() -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     recorder = Recorder()
-    manager = AlertManager([recorder], [], cooldown_s=300, clock=clock)
+    manager = AlertManager([recorder], [], cooldown_s=300, clock=clock.time)
     first = Alert(rule="r", severity="warning", subject="a", message="one")
     assert manager.notify(first)
     assert not manager.notify(Alert(rule="r", severity="warning", subject="a", message="two"))
     assert manager.notify(Alert(rule="r", severity="warning", subject="b", message="three"))
-    clock.now += 301
+    clock.advance(301)
     assert manager.notify(Alert(rule="r", severity="warning", subject="a", message="four"))
     await manager.flush()
     assert [a.message for a in recorder.alerts] == ["one", "three", "four"]

@@ -5,17 +5,16 @@ search pagination, page + block children with nested blocks, the agent's own all
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_connector_http import LOCAL, ApiServer, FakeTime, Reply, Seen, closed_port
 
-from heron import ToolContext, ToolResult
+from heron import ToolResult
 from heron.connectors.pages import PagesConfig, pages_tools
 from heron.tools.definition import Tool
+from support.clock import FakeTime
+from support.connectors import LOCAL, ApiServer, Reply, Seen, closed_port, run
 
-CTX = ToolContext(call_id="c0", turn_id="t0")
 TOKEN = "secret_ntn_0123456789abcdefTOKEN"
 ALLOWED = "11111111-1111-1111-1111-111111111111"
 TEAM = "22222222-2222-2222-2222-222222222222"
@@ -58,33 +57,16 @@ def listing(results: list[Any], next_cursor: str | None = None) -> dict[str, Any
     }
 
 
-@pytest.fixture
-def server() -> Iterator[ApiServer]:
-    api = ApiServer().start()
-    yield api
-    api.stop()
-
-
-@pytest.fixture
-def time() -> FakeTime:
-    return FakeTime()
-
-
 @pytest.fixture(autouse=True)
 def token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_NOTION_TOKEN", TOKEN)
 
 
-def build(base: str, time: FakeTime, **options: Any) -> dict[str, Tool]:
+def build(base: str, fake_time: FakeTime, **options: Any) -> dict[str, Tool]:
     options = {"allowed_parents": (TEAM,), "allowed_pages": (ALLOWED,)} | options
     config = PagesConfig(base_url=base, token_env="TEST_NOTION_TOKEN", **options)
-    tools = pages_tools(config, policy=LOCAL, sleep=time.sleep, clock=time, wall_clock=time)
+    tools = pages_tools(config, policy=LOCAL, **fake_time.seams)
     return {t.spec.name: t for t in tools}
-
-
-async def run(tools: dict[str, Tool], name: str, **arguments: Any) -> ToolResult:
-    t = tools[name]
-    return await t.execute(t.validate(arguments), CTX)
 
 
 def leaked(result: ToolResult) -> bool:
@@ -92,7 +74,7 @@ def leaked(result: ToolResult) -> bool:
 
 
 async def test_search_asks_for_pages_and_follows_the_notion_cursor(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
     def answer(seen: Seen) -> Reply:
         body = json.loads(seen.body)
@@ -106,8 +88,8 @@ async def test_search_asks_for_pages_and_follows_the_notion_cursor(
         ]
         return Reply(body=listing(first, next_cursor="cur-2"))
 
-    server.on("POST", "/v1/search", fn=answer)
-    tools = build(server.base + "/v1", time)
+    api_server.on("POST", "/v1/search", fn=answer)
+    tools = build(api_server.base + "/v1", fake_time)
     first = await run(tools, "pages_search", query="road")
     assert first.success, first.error
     assert [r["title"] for r in first.data["results"]] == ["Roadmap"]
@@ -122,24 +104,24 @@ async def test_search_asks_for_pages_and_follows_the_notion_cursor(
     second = await run(tools, "pages_search", query="road", cursor="cur-2")
     assert [r["id"] for r in second.data["results"]] == [CHILD]
     assert second.data["next_cursor"] is None
-    sent = [json.loads(s.body) for s in server.seen]
+    sent = [json.loads(s.body) for s in api_server.seen]
     assert sent[0] == {
         "query": "road",
         "page_size": 20,
         "filter": {"property": "object", "value": "page"},
     }
     assert sent[1]["start_cursor"] == "cur-2"
-    headers = server.seen[0].headers
+    headers = api_server.seen[0].headers
     assert headers["authorization"] == f"Bearer {TOKEN}"
     assert headers["notion-version"] == "2022-06-28"
 
 
 async def test_page_read_renders_nested_blocks_as_readable_text(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
     status = {"type": "status", "status": {"name": "In progress"}}
     tags = {"type": "multi_select", "multi_select": [{"name": "ops"}, {"name": "q3"}]}
-    server.on(
+    api_server.on(
         "GET",
         f"/pages/{CHILD}",
         Reply(
@@ -166,10 +148,10 @@ async def test_page_read_renders_nested_blocks_as_readable_text(
             "child_page": {"title": "Archive"},
         },
     ]
-    server.on("GET", f"/blocks/{CHILD}/children", Reply(body=listing(top, next_cursor="blk-2")))
+    api_server.on("GET", f"/blocks/{CHILD}/children", Reply(body=listing(top, next_cursor="blk-2")))
     nested = [block("bulleted_list_item", "Check the backups"), block("quote", "Measure twice")]
-    server.on("GET", f"/blocks/{nested_id}/children", Reply(body=listing(nested)))
-    result = await run(build(server.base, time), "page_read", page_id=CHILD)
+    api_server.on("GET", f"/blocks/{nested_id}/children", Reply(body=listing(nested)))
+    result = await run(build(api_server.base, fake_time), "page_read", page_id=CHILD)
     assert result.success, result.error
     body = result.output.split("\n\n", 1)[1]
     assert body.splitlines() == [
@@ -193,56 +175,62 @@ async def test_page_read_renders_nested_blocks_as_readable_text(
     assert "Status: In progress" in result.output and "Tags: ops, q3" in result.output
     assert result.data["next_cursor"] == "blk-2" and result.data["title"] == "Runbook"
     # The child page is listed, never read through its parent.
-    assert not server.hits(f"/blocks/{OTHER}/children")
-    assert server.hits(f"/blocks/{CHILD}/children")[0].query == {"page_size": "50"}
+    assert not api_server.hits(f"/blocks/{OTHER}/children")
+    assert api_server.hits(f"/blocks/{CHILD}/children")[0].query == {"page_size": "50"}
 
 
 async def test_page_read_passes_the_cursor_for_the_next_blocks(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
-    server.on(
+    api_server.on(
         "GET",
         f"/pages/{ALLOWED}",
         Reply(body=page(ALLOWED, "Roadmap", {"type": "workspace", "workspace": True})),
     )
-    server.on("GET", f"/blocks/{ALLOWED}/children", Reply(body=listing([block("paragraph", "Q4")])))
-    result = await run(build(server.base, time), "page_read", page_id=ALLOWED, cursor="blk-2")
+    api_server.on(
+        "GET", f"/blocks/{ALLOWED}/children", Reply(body=listing([block("paragraph", "Q4")]))
+    )
+    result = await run(
+        build(api_server.base, fake_time), "page_read", page_id=ALLOWED, cursor="blk-2"
+    )
     assert result.success and result.output.endswith("Q4")
     assert result.data["next_cursor"] is None
-    assert server.hits(f"/blocks/{ALLOWED}/children")[0].query["start_cursor"] == "blk-2"
+    assert api_server.hits(f"/blocks/{ALLOWED}/children")[0].query["start_cursor"] == "blk-2"
 
 
 async def test_page_outside_the_allowed_pages_is_refused_before_its_content_is_read(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
     # The token can read it (Notion answers 200), the agent still may not.
-    server.on(
+    api_server.on(
         "GET",
         f"/pages/{OTHER}",
         Reply(body=page(OTHER, "Salaries", {"type": "page_id", "page_id": CHILD})),
     )
-    server.on("GET", f"/blocks/{OTHER}/children", Reply(body=listing([block("paragraph", "$$$")])))
-    result = await run(build(server.base, time), "page_read", page_id=OTHER)
+    api_server.on(
+        "GET", f"/blocks/{OTHER}/children", Reply(body=listing([block("paragraph", "$$$")]))
+    )
+    result = await run(build(api_server.base, fake_time), "page_read", page_id=OTHER)
     assert not result.success
     assert result.data["error"] == "not_allowed" and OTHER in (result.error or "")
     assert "Salaries" not in f"{result.error}{result.output}"
-    assert not server.hits(f"/blocks/{OTHER}/children")
+    assert not api_server.hits(f"/blocks/{OTHER}/children")
 
 
 async def test_workspace_parent_allows_top_level_pages_and_ids_match_without_dashes(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
-    server.on(
+    api_server.on(
         "GET",
         f"/pages/{OTHER}",
         Reply(body=page(OTHER, "Home", {"type": "workspace", "workspace": True})),
     )
-    server.on("GET", f"/blocks/{OTHER}/children", Reply(body=listing([])))
-    tools = build(server.base, time, allowed_pages=(), allowed_parents=("workspace",))
+    api_server.on("GET", f"/blocks/{OTHER}/children", Reply(body=listing([])))
+    tools = build(api_server.base, fake_time, allowed_pages=(), allowed_parents=("workspace",))
     assert (await run(tools, "page_read", page_id=OTHER)).success
-    by_id = build(server.base, time, allowed_pages=(OTHER.replace("-", "").upper(),))
+    by_id = build(api_server.base, fake_time, allowed_pages=(OTHER.replace("-", "").upper(),))
     assert (await run(by_id, "page_read", page_id=OTHER)).success
-    elsewhere = build(server.base, time, allowed_pages=(), allowed_parents=(TEAM,))
+    elsewhere = build(api_server.base, fake_time, allowed_pages=(), allowed_parents=(TEAM,))
     assert (await run(elsewhere, "page_read", page_id=OTHER)).data["error"] == "not_allowed"
 
 
@@ -252,7 +240,7 @@ async def test_a_config_without_any_allowed_page_is_refused() -> None:
 
 
 async def test_401_is_an_auth_error_that_never_shows_the_token(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
     error = {
         "object": "error",
@@ -260,8 +248,8 @@ async def test_401_is_an_auth_error_that_never_shows_the_token(
         "code": "unauthorized",
         "message": f"bad token {TOKEN}",
     }
-    server.on("POST", "/search", Reply(status=401, body=error))
-    result = await run(build(server.base, time), "pages_search", query="x")
+    api_server.on("POST", "/search", Reply(status=401, body=error))
+    result = await run(build(api_server.base, fake_time), "pages_search", query="x")
     assert not result.success
     assert result.data == {"error": "auth", "source": "notion", "status": 401}
     assert "bad token [redacted]" in (result.error or "")
@@ -269,61 +257,63 @@ async def test_401_is_an_auth_error_that_never_shows_the_token(
 
 
 async def test_429_with_retry_after_is_waited_out_then_retried(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
     limited = {"object": "error", "status": 429, "code": "rate_limited", "message": "slow down"}
-    server.on(
+    api_server.on(
         "POST",
         "/search",
         Reply(status=429, body=limited, headers={"Retry-After": "2"}),
         Reply(body=listing([page(ALLOWED, "Roadmap", {"type": "workspace", "workspace": True})])),
     )
-    result = await run(build(server.base, time), "pages_search", query="road")
+    result = await run(build(api_server.base, fake_time), "pages_search", query="road")
     assert result.success, result.error
-    assert time.sleeps == [2.0] and len(server.seen) == 2
+    assert fake_time.sleeps == [2.0] and len(api_server.seen) == 2
 
 
 async def test_429_with_a_long_retry_after_says_when_to_try_again(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
-    server.on(
+    api_server.on(
         "GET", f"/pages/{ALLOWED}", Reply(status=429, body={}, headers={"Retry-After": "120"})
     )
-    result = await run(build(server.base, time), "page_read", page_id=ALLOWED)
-    assert not result.success and time.sleeps == []
+    result = await run(build(api_server.base, fake_time), "page_read", page_id=ALLOWED)
+    assert not result.success and fake_time.sleeps == []
     assert result.data["error"] == "rate_limited" and result.data["retry_after_s"] == 120
 
 
-async def test_garbage_json_is_a_bad_response(server: ApiServer, time: FakeTime) -> None:
-    server.on("POST", "/search", Reply(body="<html>maintenance</html>"))
-    server.on("GET", f"/pages/{ALLOWED}", Reply(body={"object": "list", "results": []}))
-    tools = build(server.base, time)
+async def test_garbage_json_is_a_bad_response(api_server: ApiServer, fake_time: FakeTime) -> None:
+    api_server.on("POST", "/search", Reply(body="<html>maintenance</html>"))
+    api_server.on("GET", f"/pages/{ALLOWED}", Reply(body={"object": "list", "results": []}))
+    tools = build(api_server.base, fake_time)
     searched = await run(tools, "pages_search", query="x")
     assert searched.data["error"] == "bad_response" and "maintenance" in (searched.error or "")
     read = await run(tools, "page_read", page_id=ALLOWED)
     assert read.data["error"] == "bad_response" and "not a page object" in (read.error or "")
 
 
-async def test_unreachable_server_is_reported_as_such(time: FakeTime) -> None:
-    tools = build(f"http://127.0.0.1:{closed_port()}/v1", time)
+async def test_unreachable_server_is_reported_as_such(fake_time: FakeTime) -> None:
+    tools = build(f"http://127.0.0.1:{closed_port()}/v1", fake_time)
     result = await run(tools, "page_read", page_id=ALLOWED)
     assert not result.success
     assert result.data["error"] == "unreachable" and "nothing was sent" in (result.error or "")
 
 
 async def test_missing_token_names_the_variable_and_sends_nothing(
-    server: ApiServer, time: FakeTime, monkeypatch: pytest.MonkeyPatch
+    api_server: ApiServer, fake_time: FakeTime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("TEST_NOTION_TOKEN")
-    result = await run(build(server.base, time), "pages_search", query="x")
+    result = await run(build(api_server.base, fake_time), "pages_search", query="x")
     assert result.data["error"] == "credentials"
     assert "$TEST_NOTION_TOKEN" in (result.error or "")
-    assert server.seen == []
+    assert api_server.seen == []
 
 
-async def test_token_appears_in_no_repr_result_or_error(server: ApiServer, time: FakeTime) -> None:
-    server.on("GET", f"/pages/{ALLOWED}", Reply(status=404, body={"message": f"no {TOKEN}"}))
-    tools = build(server.base, time)
+async def test_token_appears_in_no_repr_result_or_error(
+    api_server: ApiServer, fake_time: FakeTime
+) -> None:
+    api_server.on("GET", f"/pages/{ALLOWED}", Reply(status=404, body={"message": f"no {TOKEN}"}))
+    tools = build(api_server.base, fake_time)
     result = await run(tools, "page_read", page_id=ALLOWED)
     assert result.data["error"] == "not_found" and "not shared" in (result.error or "")
     assert not leaked(result)
@@ -334,15 +324,15 @@ async def test_token_appears_in_no_repr_result_or_error(server: ApiServer, time:
 
 
 async def test_malformed_block_ids_from_the_server_are_not_followed(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
-    server.on(
+    api_server.on(
         "GET",
         f"/pages/{ALLOWED}",
         Reply(body=page(ALLOWED, "Roadmap", {"type": "workspace", "workspace": True})),
     )
     sneaky = block("toggle", "More", bid="../../pages/" + OTHER, children=True)
-    server.on("GET", f"/blocks/{ALLOWED}/children", Reply(body=listing([sneaky])))
-    result = await run(build(server.base, time), "page_read", page_id=ALLOWED)
+    api_server.on("GET", f"/blocks/{ALLOWED}/children", Reply(body=listing([sneaky])))
+    result = await run(build(api_server.base, fake_time), "page_read", page_id=ALLOWED)
     assert result.success and result.output.endswith("▸ More")
-    assert len(server.seen) == 2
+    assert len(api_server.seen) == 2

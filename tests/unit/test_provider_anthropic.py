@@ -4,7 +4,7 @@ server that speaks the protocol (JSON errors, SSE event streams, dropped connect
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -44,7 +44,6 @@ from support.protocol_servers import (
     calls_made,
     collect,
     retrying,
-    serve,
     text_in,
     weather,
 )
@@ -53,30 +52,19 @@ KEY = "gateway-key-0123456789abcdef"
 
 
 @pytest.fixture
-def server() -> Iterator[ProtocolServer]:
-    with serve() as running:
-        yield running
-
-
-@pytest.fixture
-async def model(server: ProtocolServer) -> AsyncIterator[AnthropicMessagesModel]:
-    adapter = AnthropicMessagesModel("claude-test", api_key=KEY, base_url=server.url)
+async def model(protocol_server: ProtocolServer) -> AsyncIterator[AnthropicMessagesModel]:
+    adapter = AnthropicMessagesModel("claude-test", api_key=KEY, base_url=protocol_server.url)
     yield adapter
     await adapter.aclose()
-
-
-@pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
 
 
 # -- streaming ------------------------------------------------------------------------------
 
 
 async def test_thinking_text_and_a_split_tool_use_stream_in_order(
-    server: ProtocolServer, model: AnthropicMessagesModel
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel
 ) -> None:
-    server.queue(
+    protocol_server.queue(
         Reply(
             events=anthropic_stream(
                 Thinking(pieces=["User wants ", "weather."]),
@@ -101,9 +89,9 @@ async def test_thinking_text_and_a_split_tool_use_stream_in_order(
 
 
 async def test_parallel_tool_uses_are_each_emitted_when_their_block_ends(
-    server: ProtocolServer, model: AnthropicMessagesModel
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel
 ) -> None:
-    server.queue(
+    protocol_server.queue(
         Reply(
             events=anthropic_stream(
                 ToolUse(id="toolu_1", name="weather", pieces=['{"city": "Oslo"}']),
@@ -119,17 +107,19 @@ async def test_parallel_tool_uses_are_each_emitted_when_their_block_ends(
 
 
 async def test_a_tool_use_without_input_fragments_has_empty_arguments(
-    server: ProtocolServer, model: AnthropicMessagesModel
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel
 ) -> None:
-    server.queue(Reply(events=anthropic_stream(ToolUse(id="toolu_1", name="weather", pieces=[]))))
+    protocol_server.queue(
+        Reply(events=anthropic_stream(ToolUse(id="toolu_1", name="weather", pieces=[])))
+    )
     [call] = calls_in(await collect(model))
     assert call.arguments == {} and call.arguments_json == "{}"
 
 
 async def test_malformed_tool_input_json_is_passed_on_raw(
-    server: ProtocolServer, model: AnthropicMessagesModel
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel
 ) -> None:
-    server.queue(
+    protocol_server.queue(
         Reply(events=anthropic_stream(ToolUse(id="toolu_1", name="weather", pieces=['{"city":'])))
     )
     [call] = calls_in(await collect(model))
@@ -137,9 +127,9 @@ async def test_malformed_tool_input_json_is_passed_on_raw(
 
 
 async def test_usage_counts_cache_reads_and_writes_as_input_and_reads_as_cached(
-    server: ProtocolServer, model: AnthropicMessagesModel
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel
 ) -> None:
-    server.queue(
+    protocol_server.queue(
         Reply(
             events=anthropic_stream(
                 Text(pieces=["Hi"]),
@@ -158,7 +148,7 @@ async def test_usage_counts_cache_reads_and_writes_as_input_and_reads_as_cached(
 
 
 async def test_system_is_separate_and_parallel_results_share_the_next_user_turn(
-    server: ProtocolServer, model: AnthropicMessagesModel
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel
 ) -> None:
     history: list[Message] = [
         UserMessage(content="Weather in Paris and Rome?"),
@@ -173,9 +163,9 @@ async def test_system_is_separate_and_parallel_results_share_the_next_user_turn(
         ToolResultMessage(call_id="toolu_2", name="weather", content="Error: down", is_error=True),
         UserMessage(content="And tomorrow?", source="user"),
     ]
-    server.queue(Reply(events=anthropic_stream(Text(pieces=["Unknown."]))))
+    protocol_server.queue(Reply(events=anthropic_stream(Text(pieces=["Unknown."]))))
     await collect(model, ask(history))
-    request = server.requests[0]
+    request = protocol_server.requests[0]
     assert request.path == "/v1/messages"
     body = request.body
     assert body["system"] == "You are terse."
@@ -225,18 +215,21 @@ async def test_tool_specs_share_the_parameters_dict(model: AnthropicMessagesMode
 
 
 async def test_no_system_and_no_tools_leave_both_fields_out(
-    server: ProtocolServer, model: AnthropicMessagesModel
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel
 ) -> None:
-    server.queue(Reply(events=anthropic_stream(Text(pieces=["Hi."]))))
+    protocol_server.queue(Reply(events=anthropic_stream(Text(pieces=["Hi."]))))
     await collect(model, ask(tools=(), system=""))
-    assert "system" not in server.requests[0].body and "tools" not in server.requests[0].body
+    assert (
+        "system" not in protocol_server.requests[0].body
+        and "tools" not in protocol_server.requests[0].body
+    )
 
 
 async def test_text_protocol_mode_sends_no_tools_and_renders_calls_and_results_as_text(
-    server: ProtocolServer,
+    protocol_server: ProtocolServer,
 ) -> None:
     model = AnthropicMessagesModel(
-        "claude-test", api_key=KEY, base_url=server.url, native_tools=False
+        "claude-test", api_key=KEY, base_url=protocol_server.url, native_tools=False
     )
     history: list[Message] = [
         UserMessage(content="Weather in Paris?"),
@@ -246,12 +239,12 @@ async def test_text_protocol_mode_sends_no_tools_and_renders_calls_and_results_a
         ),
         ToolResultMessage(call_id="c1", name="weather", content="sunny"),
     ]
-    server.queue(Reply(events=anthropic_stream(Text(pieces=["Sunny."]))))
+    protocol_server.queue(Reply(events=anthropic_stream(Text(pieces=["Sunny."]))))
     try:
         await collect(model, ask(history, tools=()))
     finally:
         await model.aclose()
-    body = server.requests[0].body
+    body = protocol_server.requests[0].body
     assert "tools" not in body
     [assistant_block] = body["messages"][1]["content"]
     assert assistant_block["type"] == "text"
@@ -262,35 +255,37 @@ async def test_text_protocol_mode_sends_no_tools_and_renders_calls_and_results_a
 
 
 async def test_a_system_message_in_history_joins_the_system_field(
-    server: ProtocolServer, model: AnthropicMessagesModel
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel
 ) -> None:
     history: list[Message] = [
         SystemMessage(content="Project rules."),
         UserMessage(content="Hi"),
     ]
-    server.queue(Reply(events=anthropic_stream(Text(pieces=["Hi."]))))
+    protocol_server.queue(Reply(events=anthropic_stream(Text(pieces=["Hi."]))))
     await collect(model, ask(history))
-    body = server.requests[0].body
+    body = protocol_server.requests[0].body
     assert body["system"] == "You are terse.\n\nProject rules."
     assert [m["role"] for m in body["messages"]] == ["user"]
 
 
-async def test_request_options_such_as_thinking_reach_the_server(server: ProtocolServer) -> None:
+async def test_request_options_such_as_thinking_reach_the_server(
+    protocol_server: ProtocolServer,
+) -> None:
     thinking = {"type": "enabled", "budget_tokens": 2048}
     model = AnthropicMessagesModel(
         "claude-test",
         api_key=KEY,
-        base_url=server.url,
+        base_url=protocol_server.url,
         max_tokens=4096,
         prompt_cache=False,
         request_options={"thinking": thinking},
     )
-    server.queue(Reply(events=anthropic_stream(Text(pieces=["ok"]))))
+    protocol_server.queue(Reply(events=anthropic_stream(Text(pieces=["ok"]))))
     try:
         await collect(model)
     finally:
         await model.aclose()
-    body = server.requests[0].body
+    body = protocol_server.requests[0].body
     assert body["thinking"] == thinking and body["max_tokens"] == 4096
     assert "cache_control" not in body
 
@@ -299,9 +294,9 @@ async def test_request_options_such_as_thinking_reach_the_server(server: Protoco
 
 
 async def test_overloaded_529_with_retry_after_is_retried_after_exactly_that_wait(
-    server: ProtocolServer, model: AnthropicMessagesModel, sleeps: Sleeps
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel, sleeps: Sleeps
 ) -> None:
-    server.queue(
+    protocol_server.queue(
         anthropic_error(529, "overloaded_error", "Overloaded", {"retry-after": "3"}),
         Reply(events=anthropic_stream(Text(pieces=["Done."]))),
     )
@@ -310,14 +305,14 @@ async def test_overloaded_529_with_retry_after_is_retried_after_exactly_that_wai
 
 
 async def test_an_overload_event_before_any_output_is_retried(
-    server: ProtocolServer, model: AnthropicMessagesModel, sleeps: Sleeps
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel, sleeps: Sleeps
 ) -> None:
     start = anthropic_stream(Text(pieces=["x"]))[0]
     overloaded = SSE(
         event="error",
         data={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
     )
-    server.queue(
+    protocol_server.queue(
         Reply(events=[start, overloaded]),
         Reply(events=anthropic_stream(Text(pieces=["Done."]))),
     )
@@ -326,9 +321,9 @@ async def test_an_overload_event_before_any_output_is_retried(
 
 
 async def test_an_invalid_request_is_not_retried_and_says_why(
-    server: ProtocolServer, model: AnthropicMessagesModel, sleeps: Sleeps
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel, sleeps: Sleeps
 ) -> None:
-    server.queue(anthropic_error(400, "invalid_request_error", "max_tokens: too large"))
+    protocol_server.queue(anthropic_error(400, "invalid_request_error", "max_tokens: too large"))
     with pytest.raises(ProviderError) as caught:
         await collect(retrying(model, sleeps))
     assert caught.value.kind == "request" and not caught.value.retryable
@@ -337,19 +332,19 @@ async def test_an_invalid_request_is_not_retried_and_says_why(
 
 
 async def test_a_connection_dropped_mid_stream_raises_stream_interrupted_with_the_partial_text(
-    server: ProtocolServer, model: AnthropicMessagesModel, sleeps: Sleeps
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel, sleeps: Sleeps
 ) -> None:
     events = anthropic_stream(Text(pieces=["The wea", "ther is", " sunny"]), ping=False)
     # message_start, block start and two deltas arrive; the connection dies on the third.
-    server.queue(Reply(events=events, drop_after=4))
+    protocol_server.queue(Reply(events=events, drop_after=4))
     with pytest.raises(StreamInterrupted) as caught:
         await collect(retrying(model, sleeps))
     assert caught.value.partial_text == "The weather is"
-    assert len(server.requests) == 1
+    assert len(protocol_server.requests) == 1
 
 
 async def test_a_drop_after_a_complete_tool_use_is_an_interruption_not_a_retry(
-    server: ProtocolServer, model: AnthropicMessagesModel, sleeps: Sleeps
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel, sleeps: Sleeps
 ) -> None:
     events = anthropic_stream(
         ToolUse(id="toolu_1", name="weather", pieces=['{"city": "Oslo"}']),
@@ -357,38 +352,38 @@ async def test_a_drop_after_a_complete_tool_use_is_an_interruption_not_a_retry(
         ping=False,
     )
     # message_start and the whole first block arrive; the connection dies in the second.
-    server.queue(Reply(events=events, drop_after=5))
+    protocol_server.queue(Reply(events=events, drop_after=5))
     seen: list[ModelPart] = []
     with pytest.raises(StreamInterrupted) as caught:
         async for part in retrying(model, sleeps).stream(ask()):
             seen.append(part)
     assert [c.id for c in calls_in(seen)] == ["toolu_1"]
     assert caught.value.partial_text == ""
-    assert len(server.requests) == 1 and sleeps.calls == []
+    assert len(protocol_server.requests) == 1 and sleeps.calls == []
 
 
 async def test_a_stream_without_message_stop_is_not_silently_truncated(
-    server: ProtocolServer, model: AnthropicMessagesModel
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel
 ) -> None:
     events = anthropic_stream(Text(pieces=["Half"]), ping=False)[:-1]
-    server.queue(Reply(events=events))
+    protocol_server.queue(Reply(events=events))
     with pytest.raises(StreamInterrupted) as caught:
         await collect(model)
     assert caught.value.partial_text == "Half"
 
 
 async def test_the_api_key_never_appears_in_errors_reprs_or_logs(
-    server: ProtocolServer,
+    protocol_server: ProtocolServer,
     model: AnthropicMessagesModel,
     caplog: pytest.LogCaptureFixture,
     sleeps: Sleeps,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     wrapped = retrying(model, sleeps)
-    server.queue(anthropic_error(401, "authentication_error", f"invalid x-api-key {KEY}"))
+    protocol_server.queue(anthropic_error(401, "authentication_error", f"invalid x-api-key {KEY}"))
     with pytest.raises(ProviderError) as caught:
         await collect(wrapped)
-    assert KEY in server.requests[0].headers["authorization"]
+    assert KEY in protocol_server.requests[0].headers["authorization"]
     surfaces = [str(caught.value), repr(caught.value), repr(model), repr(wrapped), caplog.text]
     assert all(KEY not in surface for surface in surfaces)
     assert caught.value.kind == "auth" and "authentication_error" in str(caught.value)
@@ -398,10 +393,10 @@ async def test_the_api_key_never_appears_in_errors_reprs_or_logs(
 
 
 async def test_an_agent_runs_a_real_tool_through_the_provider_and_finishes(
-    server: ProtocolServer, model: AnthropicMessagesModel, events: Events
+    protocol_server: ProtocolServer, model: AnthropicMessagesModel, events: Events
 ) -> None:
     calls_made.clear()
-    server.queue(
+    protocol_server.queue(
         Reply(
             events=anthropic_stream(
                 Text(pieces=["Checking."]),
@@ -414,7 +409,7 @@ async def test_an_agent_runs_a_real_tool_through_the_provider_and_finishes(
     result = await agent.run("Weather in Lyon?", sink=events)
     assert result.ok and result.text == "Lyon is sunny."
     assert calls_made == ["Lyon"]
-    second = server.requests[1].body
+    second = protocol_server.requests[1].body
     assert second["system"] == "Be brief."
     assert second["messages"][-1] == {
         "role": "user",

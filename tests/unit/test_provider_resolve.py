@@ -6,7 +6,7 @@ from __future__ import annotations
 import email.utils
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -40,15 +40,9 @@ from heron.models.retry import (
     parse_retry_after,
     status_error,
 )
-from support.protocol_servers import ProtocolServer, Reply, openai_stream, serve
+from support.protocol_servers import ProtocolServer, Reply, openai_stream
 
 NO_RETRY = ProviderConfig(retry=None, environ={})
-
-
-@pytest.fixture
-def server() -> Iterator[ProtocolServer]:
-    with serve() as running:
-        yield running
 
 
 @pytest.fixture
@@ -103,14 +97,14 @@ async def test_provider_models_are_wrapped_in_the_retry_policy_by_default(
 
 
 async def test_ollama_talks_to_the_given_base_url_without_a_key(
-    server: ProtocolServer, closing: list[Model]
+    protocol_server: ProtocolServer, closing: list[Model]
 ) -> None:
-    model = resolve_model("ollama:qwen3", base_url=f"{server.url}/v1", config=NO_RETRY)
+    model = resolve_model("ollama:qwen3", base_url=f"{protocol_server.url}/v1", config=NO_RETRY)
     closing.append(model)
-    server.queue(Reply(events=openai_stream(text=["hello"])))
+    protocol_server.queue(Reply(events=openai_stream(text=["hello"])))
     parts = await collect(model)
     assert parts[-1] == TextDelta(text="hello")
-    assert server.requests[0].body["model"] == "qwen3"
+    assert protocol_server.requests[0].body["model"] == "qwen3"
 
 
 def test_openai_compatible_without_a_base_url_is_a_clear_error() -> None:
@@ -128,40 +122,45 @@ def test_a_missing_api_key_names_the_variable_to_set(spec: str, variable: str) -
 
 
 async def test_the_key_comes_from_the_environment_and_never_shows_in_the_repr(
-    server: ProtocolServer, closing: list[Model]
+    protocol_server: ProtocolServer, closing: list[Model]
 ) -> None:
     key = "sk-env-0123456789abcdef"
     config = ProviderConfig(environ={"OPENAI_API_KEY": key})
-    model = resolve_model("openai:gpt-test", base_url=f"{server.url}/v1", config=config)
+    model = resolve_model("openai:gpt-test", base_url=f"{protocol_server.url}/v1", config=config)
     closing.append(model)
-    server.queue(Reply(events=openai_stream(text=["ok"])))
+    protocol_server.queue(Reply(events=openai_stream(text=["ok"])))
     await collect(model)
-    assert server.requests[0].headers["authorization"] == f"Bearer {key}"
+    assert protocol_server.requests[0].headers["authorization"] == f"Bearer {key}"
     assert key not in repr(model) and key not in str(vars(model))
 
 
 async def test_an_explicit_key_wins_over_the_environment(
-    server: ProtocolServer, closing: list[Model]
+    protocol_server: ProtocolServer, closing: list[Model]
 ) -> None:
     config = ProviderConfig(retry=None, environ={"OPENAI_API_KEY": "sk-from-env"})
     model = resolve_model(
-        "openai:gpt-test", base_url=f"{server.url}/v1", api_key="sk-explicit", config=config
+        "openai:gpt-test",
+        base_url=f"{protocol_server.url}/v1",
+        api_key="sk-explicit",
+        config=config,
     )
     closing.append(model)
-    server.queue(Reply(events=openai_stream(text=["ok"])))
+    protocol_server.queue(Reply(events=openai_stream(text=["ok"])))
     await collect(model)
-    assert server.requests[0].headers["authorization"] == "Bearer sk-explicit"
+    assert protocol_server.requests[0].headers["authorization"] == "Bearer sk-explicit"
 
 
 async def test_openai_compatible_servers_never_receive_the_openai_key(
-    server: ProtocolServer, closing: list[Model]
+    protocol_server: ProtocolServer, closing: list[Model]
 ) -> None:
     config = ProviderConfig(retry=None, environ={"OPENAI_API_KEY": "sk-openai-secret"})
-    model = resolve_model("openai-compatible:llama", base_url=f"{server.url}/v1", config=config)
+    model = resolve_model(
+        "openai-compatible:llama", base_url=f"{protocol_server.url}/v1", config=config
+    )
     closing.append(model)
-    server.queue(Reply(events=openai_stream(text=["ok"])))
+    protocol_server.queue(Reply(events=openai_stream(text=["ok"])))
     await collect(model)
-    assert "sk-openai-secret" not in server.requests[0].headers["authorization"]
+    assert "sk-openai-secret" not in protocol_server.requests[0].headers["authorization"]
 
 
 @pytest.mark.parametrize("spec", ["gpt-4.1", "openai:", "bedrock:claude"])
@@ -214,21 +213,21 @@ async def test_an_agent_takes_a_scripted_model_string(tmp_path: Path) -> None:
 
 
 async def test_an_agent_takes_a_provider_model_string_and_talks_to_its_server(
-    server: ProtocolServer,
+    protocol_server: ProtocolServer,
 ) -> None:
     config = ProviderConfig(environ={"OPENAI_API_KEY": "sk-agent-0123456789"})
-    agent = Agent(model="openai:m", base_url=f"{server.url}/v1", provider_config=config)
+    agent = Agent(model="openai:m", base_url=f"{protocol_server.url}/v1", provider_config=config)
     try:
         assert isinstance(agent.model, RetryingModel)
         assert isinstance(agent.model.model, OpenAIChatModel)
         assert agent.model.name == "openai:m"
-        server.queue(Reply(events=openai_stream(text=["hello ", "from m"])))
+        protocol_server.queue(Reply(events=openai_stream(text=["hello ", "from m"])))
         result = await agent.run("hi")
     finally:
         await close_model(agent.model)
     assert result.ok and result.text == "hello from m"
-    assert server.requests[0].body["model"] == "m"
-    assert server.requests[0].headers["authorization"] == "Bearer sk-agent-0123456789"
+    assert protocol_server.requests[0].body["model"] == "m"
+    assert protocol_server.requests[0].headers["authorization"] == "Bearer sk-agent-0123456789"
 
 
 @pytest.mark.parametrize(

@@ -5,14 +5,10 @@ perception catalogue."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from test_connector_http import LOCAL, ApiServer, FakeTime, Reply, closed_port
-
-from heron import Agent, ScriptedModel, ToolContext, ToolResult, tool
+from heron import Agent, ScriptedModel, tool
 from heron.connectors.public_data import (
     DEFAULT_SOURCES,
     perception_catalogue_section,
@@ -21,9 +17,10 @@ from heron.connectors.public_data import (
 )
 from heron.messages import ToolResultMessage
 from heron.tools.definition import Tool
+from support.clock import FakeTime
+from support.connectors import LOCAL, ApiServer, Reply, closed_port, run
 from support.engine import Events, call, calls_turn
 
-CTX = ToolContext(call_id="c0", turn_id="t0")
 PREFIX = {
     "open-meteo": "/om/v1",
     "open-meteo-geocoding": "/geo/v1",
@@ -75,19 +72,7 @@ ATOM = """<?xml version="1.0" encoding="UTF-8"?>
 </feed>"""
 
 
-@pytest.fixture
-def server() -> Iterator[ApiServer]:
-    api = ApiServer().start()
-    yield api
-    api.stop()
-
-
-@pytest.fixture
-def time() -> FakeTime:
-    return FakeTime()
-
-
-def build(server_base: str, time: FakeTime, root: Path | None = None) -> dict[str, Tool]:
+def build(server_base: str, fake_time: FakeTime, root: Path | None = None) -> dict[str, Tool]:
     sources = {
         name: dataclasses.replace(source, base_url=server_base + PREFIX[name])
         for name, source in DEFAULT_SOURCES.items()
@@ -96,27 +81,22 @@ def build(server_base: str, time: FakeTime, root: Path | None = None) -> dict[st
         policy=LOCAL,
         sources=sources,
         workspace_root=root,
-        sleep=time.sleep,
-        clock=time,
-        wall_clock=time,
+        **fake_time.seams,
     )
     return {t.spec.name: t for t in tools}
 
 
-async def run(tools: dict[str, Tool], name: str, **arguments: Any) -> ToolResult:
-    t = tools[name]
-    return await t.execute(t.validate(arguments), CTX)
-
-
 async def test_weather_for_a_place_geocodes_then_forecasts(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
     place = {"name": "Berlin", "latitude": 52.52437, "longitude": 13.41053, "country": "Germany"}
-    server.on("GET", "/geo/v1/search", Reply(body={"results": [place]}))
-    server.on("GET", "/om/v1/forecast", Reply(body=FORECAST))
-    result = await run(build(server.base, time), "weather_forecast", place="Berlin", days=2)
+    api_server.on("GET", "/geo/v1/search", Reply(body={"results": [place]}))
+    api_server.on("GET", "/om/v1/forecast", Reply(body=FORECAST))
+    result = await run(
+        build(api_server.base, fake_time), "weather_forecast", place="Berlin", days=2
+    )
     assert result.success, result.error
-    forecast = server.hits("/om/v1/forecast")[0].query
+    forecast = api_server.hits("/om/v1/forecast")[0].query
     assert forecast["latitude"] == "52.52437" and forecast["timezone"] == "auto"
     assert forecast["forecast_days"] == "2" and "temperature_2m_max" in forecast["daily"]
     assert "Weather for Berlin, Germany (52.52437, 13.41053)" in result.output
@@ -125,29 +105,35 @@ async def test_weather_for_a_place_geocodes_then_forecasts(
     assert "Source: open-meteo" in result.output
 
 
-async def test_weather_for_an_unknown_place_says_so(server: ApiServer, time: FakeTime) -> None:
-    server.on("GET", "/geo/v1/search", Reply(body={"generationtime_ms": 0.1}))
-    result = await run(build(server.base, time), "weather_forecast", place="Atlantis")
+async def test_weather_for_an_unknown_place_says_so(
+    api_server: ApiServer, fake_time: FakeTime
+) -> None:
+    api_server.on("GET", "/geo/v1/search", Reply(body={"generationtime_ms": 0.1}))
+    result = await run(build(api_server.base, fake_time), "weather_forecast", place="Atlantis")
     assert not result.success and "no place named 'Atlantis'" in (result.error or "")
-    assert server.hits("/om/v1/forecast") == []
+    assert api_server.hits("/om/v1/forecast") == []
 
 
-async def test_weather_needs_a_place_or_both_coordinates(server: ApiServer, time: FakeTime) -> None:
-    result = await run(build(server.base, time), "weather_forecast", latitude=52.5)
-    assert not result.success and server.seen == []
+async def test_weather_needs_a_place_or_both_coordinates(
+    api_server: ApiServer, fake_time: FakeTime
+) -> None:
+    result = await run(build(api_server.base, fake_time), "weather_forecast", latitude=52.5)
+    assert not result.success and api_server.seen == []
 
 
 async def test_forecast_without_daily_block_is_a_bad_response(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
-    server.on("GET", "/om/v1/forecast", Reply(body={"current": {}}))
-    result = await run(build(server.base, time), "weather_forecast", latitude=1.0, longitude=2.0)
+    api_server.on("GET", "/om/v1/forecast", Reply(body={"current": {}}))
+    result = await run(
+        build(api_server.base, fake_time), "weather_forecast", latitude=1.0, longitude=2.0
+    )
     assert not result.success
     assert result.data["error"] == "bad_response" and "daily" in (result.error or "")
 
 
 async def test_fx_rates_convert_and_name_the_date_actually_used(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
     body = {
         "amount": 1.0,
@@ -155,9 +141,9 @@ async def test_fx_rates_convert_and_name_the_date_actually_used(
         "date": "2024-03-15",
         "rates": {"EUR": 0.918, "GBP": 0.78},
     }
-    server.on("GET", "/fx/v1/2024-03-16", Reply(body=body))
+    api_server.on("GET", "/fx/v1/2024-03-16", Reply(body=body))
     result = await run(
-        build(server.base, time),
+        build(api_server.base, fake_time),
         "fx_rates",
         base="USD",
         symbols=["EUR", "GBP", "XYZ"],
@@ -165,46 +151,46 @@ async def test_fx_rates_convert_and_name_the_date_actually_used(
         date="2024-03-16",
     )
     assert result.success, result.error
-    assert server.seen[0].query == {"base": "USD", "symbols": "EUR,GBP,XYZ"}
+    assert api_server.seen[0].query == {"base": "USD", "symbols": "EUR,GBP,XYZ"}
     assert "1 USD = 0.918 EUR; 100 USD = 91.8000 EUR" in result.output
     assert "Unavailable: XYZ" in result.output
     assert "no rates were published on 2024-03-16; these are of 2024-03-15" in result.output
 
 
 async def test_fx_rates_are_served_from_the_cache_and_say_how_old(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
-    server.on(
+    api_server.on(
         "GET",
         "/fx/v1/latest",
         Reply(body={"base": "EUR", "date": "2024-03-15", "rates": {"USD": 1.09}}),
     )
-    tools = build(server.base, time)
+    tools = build(api_server.base, fake_time)
     first = await run(tools, "fx_rates", symbols=["USD"])
-    time.now += 120
+    fake_time.advance(120)
     second = await run(tools, "fx_rates", symbols=["USD"])
     assert "fetched now" in first.output and "cached, 120 s old" in second.output
-    assert len(server.seen) == 1
+    assert len(api_server.seen) == 1
 
 
 async def test_fx_rate_limit_with_long_retry_after_is_a_structured_error(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
-    server.on(
+    api_server.on(
         "GET",
         "/fx/v1/latest",
         Reply(status=429, body={"message": "Too many"}, headers={"Retry-After": "3600"}),
     )
-    result = await run(build(server.base, time), "fx_rates")
+    result = await run(build(api_server.base, fake_time), "fx_rates")
     assert not result.success
     assert result.data == {"error": "rate_limited", "source": "frankfurter", "status": 429} | {
         "retry_after_s": 3600
     }
-    assert time.sleeps == []
+    assert fake_time.sleeps == []
 
 
 async def test_stock_quotes_parse_the_csv_and_flag_unknown_symbols(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
     def quote(seen: Any) -> Reply:
         symbol = seen.query["s"].upper()
@@ -213,23 +199,27 @@ async def test_stock_quotes_parse_the_csv_and_flag_unknown_symbols(
             values = "N/D,N/D,N/D,N/D,N/D,N/D,N/D"
         return Reply(body=f"Symbol,Date,Time,Open,High,Low,Close,Volume\r\n{symbol},{values}\r\n")
 
-    server.on("GET", "/stooq/q/l/", fn=quote)
-    result = await run(build(server.base, time), "stock_quote", symbols=["AAPL.US", "nope.us"])
+    api_server.on("GET", "/stooq/q/l/", fn=quote)
+    result = await run(
+        build(api_server.base, fake_time), "stock_quote", symbols=["AAPL.US", "nope.us"]
+    )
     assert result.success, result.error
-    assert server.seen[0].query == {"s": "aapl.us", "f": "sd2t2ohlcv", "h": "", "e": "csv"}
+    assert api_server.seen[0].query == {"s": "aapl.us", "f": "sd2t2ohlcv", "h": "", "e": "csv"}
     assert "AAPL.US: close 172.62 (open 171.2" in result.output
     assert "NOPE.US: no data" in result.output
 
 
-async def test_stock_quote_garbage_is_a_bad_response(server: ApiServer, time: FakeTime) -> None:
-    server.on("GET", "/stooq/q/l/", Reply(body="<html>Please solve the captcha</html>"))
-    result = await run(build(server.base, time), "stock_quote", symbols=["aapl.us"])
+async def test_stock_quote_garbage_is_a_bad_response(
+    api_server: ApiServer, fake_time: FakeTime
+) -> None:
+    api_server.on("GET", "/stooq/q/l/", Reply(body="<html>Please solve the captcha</html>"))
+    result = await run(build(api_server.base, fake_time), "stock_quote", symbols=["aapl.us"])
     assert not result.success and result.data["error"] == "bad_response"
     assert "captcha" in (result.error or "")
 
 
 async def test_wikipedia_search_strips_markup_and_pages_with_a_cursor(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
     body = {
         "continue": {"sroffset": 12, "continue": "-||"},
@@ -244,29 +234,31 @@ async def test_wikipedia_search_strips_markup_and_pages_with_a_cursor(
             ],
         },
     }
-    server.on("GET", "/wp/w/api.php", Reply(body=body))
+    api_server.on("GET", "/wp/w/api.php", Reply(body=body))
     result = await run(
-        build(server.base, time), "wikipedia_search", query="ada", cursor="10", limit=2
+        build(api_server.base, fake_time), "wikipedia_search", query="ada", cursor="10", limit=2
     )
     assert result.success, result.error
-    sent = server.seen[0].query
+    sent = api_server.seen[0].query
     assert sent["srsearch"] == "ada" and sent["sroffset"] == "10" and sent["srlimit"] == "2"
     assert "11. Ada Lovelace (9000 words)" in result.output
     assert "Ada & the engine" in result.output and "searchmatch" not in result.output
-    assert f"{server.base}/wp/wiki/Ada_Lovelace" in result.output
+    assert f"{api_server.base}/wp/wiki/Ada_Lovelace" in result.output
     assert result.data["total"] == 431 and result.data["next_cursor"] == "12"
 
 
-async def test_wikipedia_api_error_object_is_reported(server: ApiServer, time: FakeTime) -> None:
-    server.on(
+async def test_wikipedia_api_error_object_is_reported(
+    api_server: ApiServer, fake_time: FakeTime
+) -> None:
+    api_server.on(
         "GET", "/wp/w/api.php", Reply(body={"error": {"code": "x", "info": "Search is disabled"}})
     )
-    result = await run(build(server.base, time), "wikipedia_search", query="ada")
+    result = await run(build(api_server.base, fake_time), "wikipedia_search", query="ada")
     assert not result.success and "Search is disabled" in (result.error or "")
 
 
 async def test_wikipedia_summary_reads_the_lead_and_names_the_article(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
     body = {
         "type": "standard",
@@ -275,8 +267,8 @@ async def test_wikipedia_summary_reads_the_lead_and_names_the_article(
         "extract": "Augusta Ada King, Countess of Lovelace, was an English mathematician.",
         "content_urls": {"desktop": {"page": "https://en.wikipedia.org/wiki/Ada_Lovelace"}},
     }
-    server.on("GET", "/wp/api/rest_v1/page/summary/Ada_Lovelace", Reply(body=body))
-    result = await run(build(server.base, time), "wikipedia_summary", title="Ada Lovelace")
+    api_server.on("GET", "/wp/api/rest_v1/page/summary/Ada_Lovelace", Reply(body=body))
+    result = await run(build(api_server.base, fake_time), "wikipedia_summary", title="Ada Lovelace")
     assert result.success, result.error
     assert "# Ada Lovelace\n(English mathematician (1815–1852))" in result.output
     assert "Countess of Lovelace" in result.output
@@ -284,21 +276,23 @@ async def test_wikipedia_summary_reads_the_lead_and_names_the_article(
 
 
 async def test_wikipedia_summary_of_a_missing_title_points_to_search(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
-    result = await run(build(server.base, time), "wikipedia_summary", title="No such page")
+    result = await run(build(api_server.base, fake_time), "wikipedia_summary", title="No such page")
     assert not result.success and result.data["error"] == "not_found"
     assert "wikipedia_search" in (result.error or "")
-    assert server.seen[0].path == "/wp/api/rest_v1/page/summary/No_such_page"
+    assert api_server.seen[0].path == "/wp/api/rest_v1/page/summary/No_such_page"
 
 
 async def test_arxiv_search_parses_the_feed_and_marks_a_cut_abstract(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
-    server.on("GET", "/arxiv/api/query", Reply(body=ATOM.format(summary="word " * 100)))
-    result = await run(build(server.base, time), "arxiv_search", query="all:attention", limit=1)
+    api_server.on("GET", "/arxiv/api/query", Reply(body=ATOM.format(summary="word " * 100)))
+    result = await run(
+        build(api_server.base, fake_time), "arxiv_search", query="all:attention", limit=1
+    )
     assert result.success, result.error
-    assert server.seen[0].query["search_query"] == "all:attention"
+    assert api_server.seen[0].query["search_query"] == "all:attention"
     assert "1. [1706.03762v7] Attention Is All You Need" in result.output
     assert "Ashish Vaswani, Noam Shazeer — 2017-06-12, cs.CL" in result.output
     assert "[first 300 of 499 characters]" in result.output
@@ -307,24 +301,26 @@ async def test_arxiv_search_parses_the_feed_and_marks_a_cut_abstract(
 
 
 async def test_arxiv_requests_are_spaced_three_seconds_apart(
-    server: ApiServer, time: FakeTime
+    api_server: ApiServer, fake_time: FakeTime
 ) -> None:
-    server.on("GET", "/arxiv/api/query", Reply(body=ATOM.format(summary="short")))
-    tools = build(server.base, time)
+    api_server.on("GET", "/arxiv/api/query", Reply(body=ATOM.format(summary="short")))
+    tools = build(api_server.base, fake_time)
     await run(tools, "arxiv_search", query="one")
     await run(tools, "arxiv_search", query="two")
-    assert time.sleeps == [3.0] and len(server.seen) == 2
+    assert fake_time.sleeps == [3.0] and len(api_server.seen) == 2
 
 
-async def test_arxiv_error_entry_and_doctype_are_refused(server: ApiServer, time: FakeTime) -> None:
+async def test_arxiv_error_entry_and_doctype_are_refused(
+    api_server: ApiServer, fake_time: FakeTime
+) -> None:
     error_feed = ATOM.replace("http://arxiv.org/abs/1706.03762v7", "http://arxiv.org/api/errors#x")
-    server.on(
+    api_server.on(
         "GET",
         "/arxiv/api/query",
         Reply(body=error_feed.format(summary="malformed id")),
         Reply(body='<!DOCTYPE x [<!ENTITY a "aaaa">]><feed/>'),
     )
-    tools = build(server.base, time)
+    tools = build(api_server.base, fake_time)
     refused = await run(tools, "arxiv_search", query="id:bad")
     assert not refused.success and "malformed id" in (refused.error or "")
     doctype = await run(tools, "arxiv_search", query="other")
@@ -332,16 +328,16 @@ async def test_arxiv_error_entry_and_doctype_are_refused(server: ApiServer, time
 
 
 async def test_arxiv_download_saves_the_pdf_into_the_workspace(
-    server: ApiServer, time: FakeTime, tmp_path: Path
+    api_server: ApiServer, fake_time: FakeTime, tmp_path: Path
 ) -> None:
     pdf = b"%PDF-1.4\n" + bytes(range(256)) * 4
-    server.on(
+    api_server.on(
         "GET",
         "/arxiv/pdf/1706.03762v7",
         Reply(body=pdf, headers={"Content-Type": "application/pdf"}),
     )
-    server.on("GET", "/arxiv/pdf/2401.00001", Reply(body="<html>not here</html>"))
-    tools = build(server.base, time, tmp_path)
+    api_server.on("GET", "/arxiv/pdf/2401.00001", Reply(body="<html>not here</html>"))
+    tools = build(api_server.base, fake_time, tmp_path)
     saved = await run(tools, "arxiv_download", paper_id="1706.03762v7", path="papers/a.pdf")
     assert saved.success, saved.error
     assert (tmp_path / "papers" / "a.pdf").read_bytes() == pdf
@@ -353,34 +349,36 @@ async def test_arxiv_download_saves_the_pdf_into_the_workspace(
 
 
 async def test_arxiv_download_refuses_bad_ids_and_escaping_paths(
-    server: ApiServer, time: FakeTime, tmp_path: Path
+    api_server: ApiServer, fake_time: FakeTime, tmp_path: Path
 ) -> None:
-    tools = build(server.base, time, tmp_path)
+    tools = build(api_server.base, fake_time, tmp_path)
     bad_id = await run(tools, "arxiv_download", paper_id="../../etc/passwd", path="x.pdf")
     escape = await run(tools, "arxiv_download", paper_id="1706.03762", path="../x.pdf")
     assert not bad_id.success and "not an arXiv id" in (bad_id.error or "")
     assert not escape.success
-    assert server.seen == []
+    assert api_server.seen == []
 
 
-async def test_unreachable_source_is_a_structured_error(time: FakeTime) -> None:
-    tools = build(f"http://127.0.0.1:{closed_port()}", time)
+async def test_unreachable_source_is_a_structured_error(fake_time: FakeTime) -> None:
+    tools = build(f"http://127.0.0.1:{closed_port()}", fake_time)
     result = await run(tools, "wikipedia_summary", title="Ada Lovelace")
     assert not result.success
     assert result.data == {"error": "unreachable", "source": "wikipedia"}
 
 
 async def test_fx_rates_through_the_agent_loop(
-    server: ApiServer, time: FakeTime, events: Events
+    api_server: ApiServer, fake_time: FakeTime, events: Events
 ) -> None:
-    server.on(
+    api_server.on(
         "GET",
         "/fx/v1/latest",
         Reply(body={"base": "EUR", "date": "2024-03-15", "rates": {"USD": 1.09}}),
     )
     script = [calls_turn(call("fx_rates", "c1", symbols=["USD"])), {"text": "1.09"}]
     agent = Agent(
-        model=ScriptedModel(script), tools=list(build(server.base, time).values()), autonomy="full"
+        model=ScriptedModel(script),
+        tools=list(build(api_server.base, fake_time).values()),
+        autonomy="full",
     )
     result = await agent.run("euro in dollars?", sink=events)
     outputs = {m.call_id: m.content for m in result.history if isinstance(m, ToolResultMessage)}
@@ -388,7 +386,7 @@ async def test_fx_rates_through_the_agent_loop(
     events.assert_one_pair_per_call()
 
 
-def test_catalogue_groups_tools_by_kind(server: ApiServer, time: FakeTime) -> None:
+def test_catalogue_groups_tools_by_kind(api_server: ApiServer, fake_time: FakeTime) -> None:
     @tool(read_only=True)
     def read_document(path: str) -> str:
         """Extract the text of a PDF, Word or PowerPoint file. More words here.
@@ -398,7 +396,7 @@ def test_catalogue_groups_tools_by_kind(server: ApiServer, time: FakeTime) -> No
         """
         return path
 
-    tools = [*build(server.base, time).values(), read_document]
+    tools = [*build(api_server.base, fake_time).values(), read_document]
     section = perception_catalogue_section(tools)
     headings = [line for line in section.splitlines() if line.startswith("### ")]
     assert [h.split(" ")[1] for h in headings] == ["Search", "Read", "Parse", "Query"]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from heron import Agent, ScriptedModel
+from heron._support.clock import FakeClock
 from heron.messages import ToolResultMessage
 from heron.safety.workspace import Workspace
 from heron.tools.definition import ToolSpec
@@ -21,14 +22,6 @@ WRITE = ToolSpec(name="write_file", description="write", parameters={"type": "ob
 SHELL = ToolSpec(name="shell", description="run", parameters={"type": "object"})
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_hits_are_keyed_by_tool_and_canonical_arguments() -> None:
     cache = WorkspaceResultCache()
     cache.put(READ, {"path": "a.py", "offset": 1}, "text")
@@ -38,12 +31,12 @@ def test_hits_are_keyed_by_tool_and_canonical_arguments() -> None:
 
 
 def test_entries_expire_after_the_ttl() -> None:
-    clock = Clock()
-    cache = WorkspaceResultCache(ttl_s=60, clock=clock)
+    clock = FakeClock(100.0)
+    cache = WorkspaceResultCache(ttl_s=60, clock=clock.time)
     cache.put(READ, {"path": "a.py"}, "text")
-    clock.now += 59.9
+    clock.advance(59.9)
     assert cache.get(READ, {"path": "a.py"}) == "text"
-    clock.now += 0.1
+    clock.advance(0.1)
     assert cache.get(READ, {"path": "a.py"}) is None
     assert len(cache) == 0
 

@@ -15,6 +15,7 @@ import pytest
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult
+from heron._support.clock import FakeClock
 from heron.connectors.mail.send import MailConfig, address_problem, mail_tools
 from heron.messages import ToolResultMessage
 from heron.safety.idempotency import Confirmations, IdempotencyStore
@@ -29,14 +30,6 @@ MAIL: dict[str, Any] = {
     "body": "Hello Ana,\n.leading dot stays\nthe build failed at step 7.",
 }
 PASSWORD = "correct-horse-battery-staple-42"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Mailbox:
@@ -99,12 +92,7 @@ async def server() -> AsyncIterator[tuple[Mailbox, int]]:
     await listener.wait_closed()
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-def make_tool(port: int, tmp_path: Path, clock: Clock, **config: Any) -> Tool:
+def make_tool(port: int, tmp_path: Path, clock: FakeClock, **config: Any) -> Tool:
     mail = MailConfig(
         host="127.0.0.1",
         port=port,
@@ -115,13 +103,13 @@ def make_tool(port: int, tmp_path: Path, clock: Clock, **config: Any) -> Tool:
         **config,
     )
     [send_mail] = mail_tools(
-        mail, Confirmations(IdempotencyStore(SqliteIdempotencyLedger(tmp_path), clock=clock))
+        mail, Confirmations(IdempotencyStore(SqliteIdempotencyLedger(tmp_path), clock=clock.time))
     )
     return send_mail
 
 
 @pytest.fixture
-def send_mail(server: tuple[Mailbox, int], tmp_path: Path, clock: Clock) -> Tool:
+def send_mail(server: tuple[Mailbox, int], tmp_path: Path, clock: FakeClock) -> Tool:
     return make_tool(server[1], tmp_path, clock)
 
 
@@ -192,11 +180,11 @@ async def test_a_used_token_is_refused(server: tuple[Mailbox, int], send_mail: T
 
 
 async def test_an_expired_token_is_refused(
-    server: tuple[Mailbox, int], send_mail: Tool, clock: Clock
+    server: tuple[Mailbox, int], send_mail: Tool, clock: FakeClock
 ) -> None:
     box, _ = server
     token = (await run(send_mail, **MAIL)).data["confirmation_token"]
-    clock.now += 600
+    clock.advance(600)
     result = await run(send_mail, **MAIL, confirmation_token=token)
     assert not result.success and "expired at" in (result.error or "")
     assert box.data_commands == 0
@@ -294,7 +282,7 @@ async def test_a_refused_recipient_means_nothing_was_sent_and_the_key_is_free(
 
 
 async def test_credentials_come_from_the_environment_and_are_never_shown(
-    server: tuple[Mailbox, int], tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    server: tuple[Mailbox, int], tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     box, port = server
     monkeypatch.setenv("HERON_TEST_SMTP_USER", "heron-bot")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from heron._support.clock import FakeClock
 from heron.messages import (
     AssistantMessage,
     Message,
@@ -24,6 +25,7 @@ from heron.sessions.export import (
     import_session,
     parse_export,
 )
+from support.clock import ticking
 
 CONVERSATION: list[Message] = [
     UserMessage(content="list the files"),
@@ -36,18 +38,11 @@ CONVERSATION: list[Message] = [
 ]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        self.now += 1.5
-        return self.now
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[SessionStore]:
-    sessions = SqliteSessionStore(SqliteSessionStore.open(tmp_path).conn, now=Clock())
+    sessions = SqliteSessionStore(
+        SqliteSessionStore.open(tmp_path).conn, now=ticking(FakeClock(), 1.5)
+    )
     yield sessions
     sessions.close()
 

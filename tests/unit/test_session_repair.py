@@ -74,6 +74,20 @@ def test_every_call_of_a_round_without_results_is_closed_in_call_order() -> None
     assert [r.call_id for r in repairs] == ["c1", "c2"]
 
 
+def test_a_call_waiting_on_an_open_request_keeps_waiting_instead_of_being_interrupted(
+    store: SessionStore,
+) -> None:
+    store.append("s", [UserMessage(content="read a and b"), ROUND])
+    waiting = {"c2": "[awaiting approval apr-1 from the local operator: 'read' has not run.]"}
+    woken = SessionWriter.wake(store, "s", awaiting=waiting)
+    assert [(r.call_id, r.content) for r in woken.repaired] == [
+        ("c1", INTERRUPTED_RESULT),
+        ("c2", waiting["c2"]),
+    ]
+    HistoryChecker().check(store.load("s"))
+    assert repair_messages([UserMessage(content="go"), ROUND], waiting)[1].content == waiting["c2"]
+
+
 def test_a_complete_history_resumes_without_new_entries(store: SessionStore) -> None:
     store.append("s", [UserMessage(content="hi"), AssistantMessage(text="hello")])
     resumed = SessionWriter.open(store, "s")

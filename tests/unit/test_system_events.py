@@ -3,8 +3,7 @@ lifecycle hooks — on fake clocks, with a real bus and real agent turns."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, time
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -35,8 +34,8 @@ from heron.messages import AssistantMessage
 from heron.turn.context import TurnState
 from heron.turn.loop import TurnOutcome
 from support.engine import Events
+from support.waiting import until
 
-BOUND = 5.0
 JANUARY = datetime(2025, 1, 15, 6, 0, tzinfo=UTC).timestamp()  # 07:00 in Berlin
 
 
@@ -45,11 +44,6 @@ def bus(tmp_path: Path) -> Iterator[SqliteBusStore]:
     store = SqliteBusStore.open(tmp_path / "state")
     yield store
     store.close()
-
-
-async def until(predicate: Callable[[], bool]) -> None:
-    while not predicate():  # noqa: ASYNC110
-        await asyncio.sleep(0)
 
 
 def user_input(clock: FakeClock, text: str = "hi") -> BusEvent:
@@ -183,9 +177,9 @@ async def test_the_heartbeat_beats_every_interval_only_within_active_hours(
     )
     await heartbeat.start()
     for _ in range(48):  # one day in half-hour steps
-        await asyncio.wait_for(until(lambda: clock.sleepers == 1), BOUND)
+        await until(lambda: clock.sleepers == 1)
         clock.advance(1800)
-    await asyncio.wait_for(until(lambda: clock.sleepers == 1), BOUND)
+    await until(lambda: clock.sleepers == 1)
     await heartbeat.aclose()
     beats = await bus.pending("main")
     berlin = [
@@ -223,9 +217,9 @@ async def test_a_heartbeat_wakes_the_agent_and_its_all_clear_is_not_shown(
     heartbeat = Heartbeat(HeartbeatConfig(every_s=600), publish=bus.publish, session="main",
                           clock=clock)  # fmt: skip
     await heartbeat.start()
-    await asyncio.wait_for(until(lambda: clock.sleepers == 1), BOUND)
+    await until(lambda: clock.sleepers == 1)
     clock.advance(600)
-    await asyncio.wait_for(until(lambda: heartbeat.beats == 1), BOUND)
+    await until(lambda: heartbeat.beats == 1)
     await heartbeat.aclose()
     await eda.run_until_idle()
     assert events.of("final") == [] and events.of("text_delta") == []

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from heron.always_on.triggers.sqlite_store import SqliteTimerStore
 from heron.always_on.triggers.timers import Misfire, TimerConfig, TimerError, TimerScheduler
 from heron.always_on.triggers.tools import timer_tools
 from heron.tools.definition import Tool
+from support.waiting import until
 
-BOUND = 5.0
 START = datetime(2025, 3, 29, 12, 0, tzinfo=UTC).timestamp()  # a Saturday, before DST
 
 
@@ -65,12 +64,6 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     rig.bus.close()
 
 
-async def until(predicate: Callable[[], bool]) -> None:
-    """Yield to the event loop until `predicate` holds (bounded by the caller's wait_for)."""
-    while not predicate():  # noqa: ASYNC110
-        await asyncio.sleep(0)
-
-
 def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
 
@@ -82,12 +75,13 @@ async def test_a_one_shot_timer_fires_once_at_its_time_from_the_running_schedule
     await scheduler.start()
     timer = scheduler.add(message="check the deploy", after_s=60, call_id="c1")
     # The scheduler sleeps until exactly the timer's time.
-    await asyncio.wait_for(until(lambda: rig.clock.next_deadline == START + 60), BOUND)
-    rig.clock.advance(59.9)
-    await asyncio.sleep(0)
+    await until(lambda: rig.clock.next_deadline == START + 60)
+    # Short of it, no sleep ends (the scheduler's is still the one due at START + 60), so
+    # nothing can have fired: no number of event-loop turns would change that.
+    assert rig.clock.advance(59.9) == 0 and rig.clock.next_deadline == START + 60
     assert await rig.fired() == []
     rig.clock.advance(0.1)
-    await asyncio.wait_for(until(lambda: scheduler.timers() == []), BOUND)
+    await until(lambda: scheduler.timers() == [])
     [event] = await rig.fired()
     assert event.content.text == "check the deploy" and event.channel == "timer"
     assert event.content.data["timer_id"] == timer.id
@@ -165,7 +159,7 @@ async def test_each_misfire_policy_after_downtime(
 
     after = rig.scheduler(max_catch_up=4, misfire_grace_s=60)
     await after.start()
-    await asyncio.wait_for(until(lambda: rig.clock.sleepers == 1), BOUND)
+    await until(lambda: rig.clock.sleepers == 1)
     notes = ("catch_up", "missed", "left_out")
     got = [
         (

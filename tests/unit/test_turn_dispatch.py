@@ -267,7 +267,8 @@ async def test_parallel_cancel_keeps_finished_siblings_real_results(events: Even
     )
     task = asyncio.create_task(agent.run("go", sink=events, cancel=scope))
     await asyncio.wait_for(fast_done.wait(), BOUND)
-    await asyncio.sleep(0)  # let the finished call emit its terminal event
+    # The finished call's terminal event (stuck's comes only with the cancel).
+    await asyncio.wait_for(events.arrived("tool_result").wait(), BOUND)
     scope.cancel()
     result = await asyncio.wait_for(task, BOUND)
     by_id = events.results()

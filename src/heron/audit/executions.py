@@ -66,6 +66,9 @@ class Execution:
     success: bool | None
     duration_ms: float | None
     result: str | None
+    risk: str | None = None
+    """The call's risk tier for a tool that judges each call (the `shell` tool's parsed
+    command: `low`, `medium`, `high`); None for the others."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict with RFC 3339 UTC times."""
@@ -89,6 +92,7 @@ class Execution:
             "success": self.success,
             "duration_ms": self.duration_ms,
             "result": self.result,
+            "risk": self.risk,
         }
 
 
@@ -193,6 +197,7 @@ class ExecutionAuditTrail:
             success=None,
             duration_ms=None,
             result=None,
+            risk=record.risk,
         )
         try:
             row = self.store.start(execution)

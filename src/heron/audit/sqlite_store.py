@@ -22,7 +22,7 @@ from heron.turn.approval_audit import AuditRecord, Decision, check_limit
 
 _APPROVAL_COLUMNS: Final = (
     "timestamp, tool, arguments_summary, decision, decided_by, request_id, turn_id, session_id, "
-    "reason"
+    "reason, risk"
 )
 
 _APPROVAL_SCHEMA: Final = (
@@ -37,11 +37,19 @@ _APPROVAL_SCHEMA: Final = (
         request_id TEXT NOT NULL,
         turn_id TEXT,
         session_id TEXT,
-        reason TEXT
+        reason TEXT,
+        risk TEXT
     )
     """,
     "CREATE INDEX IF NOT EXISTS approval_audit_tool ON approval_audit (tool, id)",
 )
+
+
+def _add_column(conn: sqlite3.Connection, table: str, column: str) -> None:
+    """Add a nullable TEXT column to a table created by an older heron."""
+    known = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    if column not in known:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
 
 
 @sqlite_errors
@@ -52,12 +60,14 @@ class SqliteApprovalAudit:
         self._conn = conn
         for statement in _APPROVAL_SCHEMA:
             conn.execute(statement)
+        _add_column(conn, "approval_audit", "risk")
         conn.commit()
 
     def record(self, record: AuditRecord) -> None:
         """Insert one decision and commit it."""
         self._conn.execute(
-            f"INSERT INTO approval_audit ({_APPROVAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO approval_audit ({_APPROVAL_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 record.timestamp,
                 record.tool,
@@ -68,6 +78,7 @@ class SqliteApprovalAudit:
                 record.turn_id,
                 record.session_id,
                 record.reason,
+                record.risk,
             ),
         )
         self._conn.commit()
@@ -84,7 +95,7 @@ class SqliteApprovalAudit:
 
 
 def _approval(row: tuple[object, ...]) -> AuditRecord:
-    ts, tool, summary, decision, decided_by, request_id, turn_id, session_id, reason = row
+    ts, tool, summary, decision, decided_by, request_id, turn_id, session_id, reason, risk = row
     return AuditRecord(
         timestamp=cast(str, ts),
         tool=cast(str, tool),
@@ -95,6 +106,7 @@ def _approval(row: tuple[object, ...]) -> AuditRecord:
         turn_id=cast("str | None", turn_id),
         session_id=cast("str | None", session_id),
         reason=cast("str | None", reason),
+        risk=cast("str | None", risk),
     )
 
 
@@ -121,7 +133,8 @@ _SCHEMA: Final = (
         status TEXT NOT NULL,
         success INTEGER,
         duration_ms REAL,
-        result TEXT
+        result TEXT,
+        risk TEXT
     )
     """,
     "CREATE INDEX IF NOT EXISTS tool_executions_by_tool ON tool_executions (tool, id)",
@@ -130,7 +143,7 @@ _SCHEMA: Final = (
 )
 _COLUMNS: Final = (
     "started, ended, tool, call_id, session, turn_id, agent, parent_agent, channel, operator, "
-    "approved_by, owner, why, arguments, status, success, duration_ms, result"
+    "approved_by, owner, why, arguments, status, success, duration_ms, result, risk"
 )
 
 
@@ -142,6 +155,7 @@ class SqliteExecutionStore:
         self._conn = conn
         for statement in _SCHEMA:
             conn.execute(statement)
+        _add_column(conn, "tool_executions", "risk")
         conn.commit()
 
     def start(self, execution: Execution) -> int:
@@ -230,6 +244,7 @@ def _from_row(row: Sequence[Any]) -> Execution:
         success,
         duration_ms,
         result,
+        risk,
     ) = row
     return Execution(
         started=started,
@@ -250,4 +265,5 @@ def _from_row(row: Sequence[Any]) -> Execution:
         success=None if success is None else bool(success),
         duration_ms=duration_ms,
         result=result,
+        risk=risk,
     )

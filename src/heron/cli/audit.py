@@ -96,6 +96,7 @@ def format_row(row: Execution) -> str:
             f"channel={row.channel}" if row.channel else "",
             f"operator={row.operator}" if row.operator else "",
             f"approved_by={row.approved_by}" if row.approved_by else "",
+            f"risk={row.risk}" if row.risk else "",
         )
         if part
     )
@@ -120,13 +121,15 @@ def approval_json(record: AuditRecord) -> dict[str, str | None]:
         "session_id": record.session_id,
         "arguments": record.arguments_summary,
         "reason": record.reason,
+        "risk": record.risk,
     }
 
 
 def format_approval(record: dict[str, str | None]) -> str:
     """One line for people: when, which tool, the decision, who made it, and why."""
     reason = f"  reason: {' '.join((record['reason'] or '').split())}" if record["reason"] else ""
+    risk = f"  risk: {record['risk']}" if record.get("risk") else ""
     return (
         f"{record['timestamp']}  {record['tool']:20} {record['decision']:12} "
-        f"by {record['decided_by']}  {record['arguments']}{reason}"
+        f"by {record['decided_by']}  {record['arguments']}{risk}{reason}"
     )

@@ -12,7 +12,20 @@ import os
 import sys
 from collections.abc import Sequence
 
-from heron.cli import audit, chat, demo, doctor, mcp, receipts, run, serve, sessions, skills
+from heron.cli import (
+    approvals,
+    audit,
+    chat,
+    demo,
+    doctor,
+    mcp,
+    messages,
+    receipts,
+    run,
+    serve,
+    sessions,
+    skills,
+)
 from heron.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UsageError, err, stdout_is_gone
 
 
@@ -29,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_parser(sub)
     skills.add_parser(sub)
     audit.add_parser(sub)
+    messages.add_parser(sub)
     receipts.add_parser(sub)
+    approvals.add_parser(sub)
     doctor.add_parser(sub)
     demo.add_parser(sub)
     return parser
@@ -51,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    from heron.safety.secrets import install_log_masking
+
+    install_log_masking()  # no known secret in a log line, whoever logs it
     args = build_parser().parse_args(argv)
     try:
         code: int = args.handler(args)

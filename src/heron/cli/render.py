@@ -11,7 +11,9 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from heron._support.limits import model_json
 from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from heron.safety.redact import scrub_text
 from heron.tools.definition import ToolSpec
 from heron.toolsets.plan import render_plan
 from heron.turn.events import (
@@ -62,7 +64,7 @@ class JsonLinesRenderer:
         self._out = out or sys.stdout
 
     def __call__(self, event: BaseEvent) -> None:
-        self._out.write(event.model_dump_json(exclude_none=True) + "\n")
+        self._out.write(model_json(event, exclude_none=True) + "\n")
         self._out.flush()
 
     def pause(self) -> None:
@@ -229,5 +231,5 @@ def summarize_message(message: Message, width: int = 100) -> str:
         text = f"[{message.call_id}] {message.name}: {mark}{message.content}"
     else:
         text = message.content
-    flat = " ".join(text.split())
+    flat = " ".join(scrub_text(text).split())  # a surface: credential shapes are masked
     return flat if len(flat) <= width else flat[: width - 1] + "…"

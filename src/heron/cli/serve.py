@@ -2,7 +2,9 @@
 
 Output is for machines first: `serve` writes one JSON object per line
 (its own `serve_started` / `serve_stopped` records and, with `--events jsonl`, every turn
-event); the listing commands print a table or, with `--json`, JSON lines.
+event); the listing commands print a table or, with `--json`, JSON lines. Listings are a
+rendering surface: known secrets and credential shapes in them are masked
+(`heron.safety.redact`).
 """
 
 from __future__ import annotations
@@ -13,19 +15,42 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from heron._support.timefmt import utc_rfc3339
 from heron.cli import common
 from heron.cli.common import EXIT_OK, UsageError
+from heron.safety.redact import scrub_text, scrub_value
 
 if TYPE_CHECKING:
     from heron.agent import Agent
-    from heron.always_on.bus.store import StoredEvent
+    from heron.always_on.bus.store import BusStore, DeadLetter, StoredEvent
+    from heron.config.schema import HeronConfig
+    from heron.mcp.assembly import McpAssembly
     from heron.tools.definition import Tool
+    from heron.turn.events import BaseEvent, EventSink
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `serve`, `events`, `jobs` and `timers` to the `heron` parser."""
     serve = sub.add_parser("serve", help="run the always-on, event-driven agent")
-    serve.add_argument("--session", default="default", help="the bus session this agent owns")
+    serve.add_argument(
+        "--session",
+        default="default",
+        help="the default session: where events that name no session go",
+    )
+    serve.add_argument(
+        "--sessions",
+        nargs="+",
+        default=["any"],
+        metavar="NAME",
+        help="the other sessions events may address, or `any` (the default)",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="park a session (other than the default) idle this long",
+    )
     serve.add_argument("--events", choices=["jsonl", "none"], default="jsonl")
     serve.add_argument("--poll-interval", type=float, default=1.0, metavar="SECONDS")
     serve.add_argument("--webhook-port", type=int, metavar="PORT", help="0 picks a free port")
@@ -55,6 +80,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="let every inbound event of this channel wake the agent (repeatable)",
     )
     serve.add_argument("--heartbeat", type=float, metavar="SECONDS", help="heartbeat interval")
+    serve.add_argument(
+        "--max-attempts",
+        type=int,
+        default=3,
+        metavar="N",
+        help="quarantine an event after N failed attempts to consume it (default 3)",
+    )
     common.add_agent_flags(serve)
     serve.set_defaults(handler=cmd_serve)
 
@@ -64,6 +96,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     tail.add_argument("--session", help="only this session (default: all)")
     tail.add_argument("--limit", type=int, default=20, metavar="N", help="the last N events")
     tail.add_argument("--pending", action="store_true", help="only events not yet consumed")
+    tail.add_argument(
+        "--dead",
+        action="store_true",
+        help="the dead letters: events quarantined because they could not be consumed",
+    )
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     common.add_config_flags(tail)
@@ -90,18 +127,68 @@ def _emit(record: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _session_events(session: str) -> EventSink:
+    """A session's turn events as JSON lines, each led by its `session`."""
+    head = "{" + json.dumps("session") + ":" + json.dumps(session) + ","
+
+    def emit(event: BaseEvent) -> None:
+        sys.stdout.write(head + event.model_dump_json(exclude_none=True)[1:] + "\n")
+        sys.stdout.flush()
+
+    return emit
+
+
+def _serve_config(config: HeronConfig) -> HeronConfig:
+    """`config` for serve: the `events` and `collaboration` built-in sets are left out, since
+    serve gives every session its own trigger and messaging tools (bound to that session)."""
+    builtin = config.tools.builtin
+    own = {"events", "collaboration"}
+    if not own & set(builtin.sets):
+        return config
+    sets = [s for s in builtin.sets if s not in own]
+    tools = config.tools.model_copy(update={"builtin": builtin.model_copy(update={"sets": sets})})
+    return config.model_copy(update={"tools": tools})
+
+
+def _session_mcp(config: HeronConfig, shared: McpAssembly) -> McpAssembly:
+    """One session's MCP tools over the process's servers: the same clients and pins, an
+    activated set of its own (see `heron.mcp.assembly`)."""
+    from heron.mcp.assembly import assemble_tools
+    from heron.mcp.client import resource_tools
+    from heron.tools.registry import ActivatedToolSet
+
+    a = config.agent
+    return assemble_tools(
+        config.mcp,
+        shared.tool_catalogue.tools(),
+        autonomy=a.autonomy,
+        allowed_tools=a.allowed_tools,
+        excluded_tools=a.excluded_tools,
+        activated=ActivatedToolSet(),
+        capability_tools=resource_tools(shared.manager) if shared.manager is not None else (),
+    )
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
+    from contextlib import AsyncExitStack
 
     from heron.always_on.server import HeronServer, ServeConfig, ServeError
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
-    from heron.cli.render import JsonLinesRenderer
-    from heron.config.build import agent_model, build_agent, open_builtin
+    from heron.config.build import (
+        agent_model,
+        build_agent,
+        messaging_config,
+        open_builtin,
+        open_mcp,
+    )
+    from heron.safety.secrets import known_secrets
     from heron.turn.approval import NoApprover
-    from heron.turn.events import EventSink, discard
+    from heron.turn.events import discard
 
-    config = common.require_model(common.load_config(args))
+    config = _serve_config(common.require_model(common.load_config(args)))
+    known_secrets().add_env([args.webhook_secret_env, args.notify_secret_env or ""])
     user_tools = common.user_tools(config)
     with common.library_errors():
         model = agent_model(config)
@@ -110,9 +197,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     workspace = builtin_cfg.workspace_path() if builtin_cfg.workspace else None
     if workspace is not None and not workspace.is_dir():
         raise UsageError(f"--workspace {builtin_cfg.workspace} is not a directory")
+    if args.idle_timeout <= 0:
+        raise UsageError("--idle-timeout must be more than 0 seconds")
+    sessions = None if "any" in args.sessions else frozenset(args.sessions)
     serve_config = ServeConfig(
         state_dir=config.state.path(),
         session=args.session,
+        sessions=sessions,
+        idle_timeout_s=args.idle_timeout,
         poll_interval_s=args.poll_interval,
         webhook_port=args.webhook_port,
         webhook_host=args.webhook_host,
@@ -126,33 +218,57 @@ def cmd_serve(args: argparse.Namespace) -> int:
         calendars=tuple(args.calendar),
         notify_webhook=args.notify_webhook,
         notify_secret_env=args.notify_secret_env,
+        messaging=messaging_config(config),
         workspace=workspace,
         sandbox=builtin_cfg.sandbox,
         shutdown_grace_s=args.shutdown_grace,
+        max_attempts=args.max_attempts,
         subscribe=tuple(args.subscribe),
         triggers=TriggerConfig(heartbeat=HeartbeatConfig(every_s=args.heartbeat))
         if args.heartbeat
         else None,
+        approvals=config.approvals if config.approvals.durable else None,
+        approval_timeout_s=config.approval.timeout_s,
+        approval_announce=True,
     )
-    sink: EventSink = JsonLinesRenderer() if args.events == "jsonl" else discard
+    session_sink = _session_events if args.events == "jsonl" else None
 
     async def run() -> int:
         asyncio.get_running_loop().set_default_executor(common.DaemonThreadExecutor())
-        with common.library_errors():
-            builtin = await open_builtin(config)
+        async with AsyncExitStack() as stack:
+            with common.library_errors():
+                builtin = await open_builtin(config)
+                if builtin is not None:
+                    stack.push_async_callback(builtin.aclose)
+                # One set of MCP clients for the process, started lazily under their pins;
+                # every session gets its own view of them.
+                known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
+                mcp = await open_mcp(config, known)
+            if mcp is not None:
+                stack.push_async_callback(mcp.aclose)
+                for problem in mcp.problems:
+                    common.err(f"mcp: {problem}")
 
-        def make_agent(tools: list[Tool]) -> Agent:
-            # A daemon has no terminal: approval-required calls are denied by policy.
-            return build_agent(
-                config,
-                approver=NoApprover(),
-                tools=[*user_tools, *tools],
-                model=model,
-                builtin=builtin,
+            def make_agent(tools: list[Tool]) -> Agent:
+                # A daemon has no terminal: the server gives each session the durable
+                # approver (`heron approvals` answers), or with `[approvals] durable = false`
+                # approval-required calls are denied by policy.
+                return build_agent(
+                    config,
+                    approver=NoApprover(),
+                    tools=[*user_tools, *tools],
+                    model=model,
+                    builtin=builtin,
+                    mcp=_session_mcp(config, mcp) if mcp is not None else None,
+                )
+
+            server = HeronServer(
+                serve_config,
+                make_agent,
+                sink=discard,
+                session_sink=session_sink,
+                announce=_emit,
             )
-
-        server = HeronServer(serve_config, make_agent, sink=sink, announce=_emit)
-        try:
             try:
                 with common.library_errors():
                     await server.start()
@@ -160,9 +276,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 raise UsageError(str(exc)) from exc
             server.install_signal_handlers()
             await server.serve()
-        finally:
-            if builtin is not None:
-                await builtin.aclose()
         return EXIT_OK
 
     return asyncio.run(run())
@@ -172,7 +285,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _print_event(stored: StoredEvent, as_json: bool) -> None:
-    event = stored.event.model_dump(mode="json")
+    event = scrub_value(stored.event.model_dump(mode="json"))
     if as_json:
         _emit({"seq": stored.seq, "consumed": stored.consumed, "event": event})
         return
@@ -185,6 +298,49 @@ def _print_event(stored: StoredEvent, as_json: bool) -> None:
     sys.stdout.flush()
 
 
+def _print_dead(letter: DeadLetter, as_json: bool) -> None:
+    if as_json:
+        _emit(
+            {
+                "seq": letter.seq,
+                "event_id": letter.event_id,
+                "session": letter.session,
+                "kind": letter.kind,
+                "attempts": letter.attempts,
+                "error": scrub_text(letter.error),
+                "dead_at": utc_rfc3339(letter.dead_at, precision="milliseconds"),
+                "event": None
+                if letter.event is None
+                else scrub_value(letter.event.model_dump(mode="json")),  # as `_print_event`
+            }
+        )
+        return
+    sys.stdout.write(
+        f"{letter.seq:>6} {utc_rfc3339(letter.dead_at, precision='seconds')} "
+        f"{letter.session:<12} {letter.kind:<22} {letter.event_id} "
+        f"attempts={letter.attempts} {scrub_text(letter.error)[:120]}\n"
+    )
+    sys.stdout.flush()
+
+
+async def _tail_dead(bus: BusStore, args: argparse.Namespace) -> None:
+    """`heron events tail --dead`: the quarantined events, with why."""
+    import asyncio
+
+    last: int | None = None
+    while True:
+        letters = await bus.dead_letters(
+            session=args.session, after=last, limit=args.limit if last is None else None
+        )
+        for letter in letters:
+            _print_dead(letter, args.json)
+            last = letter.seq
+        if not args.follow:
+            return
+        last = last or 0
+        await asyncio.sleep(0.5)
+
+
 def cmd_events(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -193,6 +349,8 @@ def cmd_events(args: argparse.Namespace) -> int:
     bus = SqliteBusStore.open(common.state_dir(args))
 
     async def tail() -> None:
+        if args.dead:
+            return await _tail_dead(bus, args)
         last: int | None = None
         while True:
             # Without --follow: the last --limit events; then every event after the last seen.
@@ -230,10 +388,11 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         jobs = SqliteJobStore(conn).list(args.session, limit=1000)
         for job in reversed(jobs):
             if args.json:
-                _emit(job_summary(job))
+                _emit(scrub_value(job_summary(job)))
             else:
                 code = "" if job.exit_code is None else f"exit {job.exit_code}"
-                sys.stdout.write(f"{job.id}  {job.state:<14} {code:<8} {job.command[:70]}\n")
+                command = scrub_text(job.command)
+                sys.stdout.write(f"{job.id}  {job.state:<14} {code:<8} {command[:70]}\n")
     finally:
         conn.close()
     return 0
@@ -248,12 +407,12 @@ def cmd_timers(args: argparse.Namespace) -> int:
     try:
         for timer in SqliteTimerStore(conn).timers(args.session, active_only=False):
             if args.json:
-                _emit(timer_view(timer))
+                _emit(scrub_value(timer_view(timer)))
             else:
                 view = timer_view(timer)
                 sys.stdout.write(
                     f"{timer.id}  {timer.state:<9} {view['next_fire'] or '-':<25} "
-                    f"{timer.describe()}: {timer.message[:60]}\n"
+                    f"{timer.describe()}: {scrub_text(timer.message)[:60]}\n"
                 )
     finally:
         conn.close()

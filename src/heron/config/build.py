@@ -12,7 +12,10 @@ The pieces, in the order `open_agent` uses them:
   `[discovery] prompt_tools`, puts every other tool behind the search tool too (the caller
   `aclose()`s it);
 - `build_agent` puts them together with approval (its audit: the SQLite approval trail in the
-  state directory), receipts, budgets and telemetry.
+  state directory), receipts, budgets and telemetry;
+- `register_secrets` tells the known-secrets registry (`heron.safety.secrets`) which
+  environment variables the configuration names as secrets (`open_agent` and `build_agent`
+  call it), so their values become placeholders wherever they would enter the data path.
 
 Every mistake found on the way is a `BuildError` — a `ConfigError` whose message says what
 could not be built and why — so a front end reports one kind of error.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -31,9 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from heron._support.limits import set_input_limits
 from heron._support.state import open_db
 from heron.agent import Agent
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
+from heron.collaboration.prompt import ASKING_TOOLS, collaboration_section
 from heron.config.schema import ConfigError, HeronConfig
 from heron.models.base import Model, ModelError
 from heron.tools.definition import Tool, ToolDefinitionError
@@ -43,6 +49,7 @@ from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApp
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
 if TYPE_CHECKING:
+    from heron.collaboration.setup import MessagingConfig
     from heron.config.builtin import Builtin
     from heron.discovery import UsageRecord
     from heron.mcp.assembly import McpAssembly
@@ -184,15 +191,37 @@ def load_user_tools(config: HeronConfig) -> list[Tool]:
         raise BuildError(f"cannot load tools: {type(exc).__name__}: {exc}") from exc
 
 
-async def open_builtin(config: HeronConfig) -> Builtin | None:
+def messaging_config(config: HeronConfig) -> MessagingConfig:
+    """Whom the agent writes to and how: `[identity]`, `[user]`, `[people.*]`, `[channels]`,
+    `[messages]`."""
+    from heron.collaboration.setup import MessagingConfig
+
+    return MessagingConfig(
+        identity=config.identity.identity(),
+        user=config.user.name,
+        people=config.everyone(),
+        channels=config.channels,
+        messages=config.messages,
+    )
+
+
+async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin | None:
     """The built-in tool sets of `[tools.builtin]` (None when no set is named); the caller
-    `aclose()`s them."""
+    `aclose()`s them. `aliases`: the `collaboration` set of the MCP profile — the seed's
+    names too, and the human-request tools (`[approvals]`)."""
     if not config.tools.builtin.sets:
         return None
     from heron.config.builtin import BuiltinError, build_builtin
 
     try:
-        return await build_builtin(config.tools.builtin, state_dir=config.state.path())
+        return await build_builtin(
+            config.tools.builtin,
+            state_dir=config.state.path(),
+            shell=config.tools.shell,
+            messaging=messaging_config(config),
+            aliases=aliases,
+            approvals=config.approvals if aliases and config.approvals.durable else None,
+        )
     except BuiltinError as exc:
         raise BuildError(f"built-in tools: {exc}") from exc
 
@@ -320,6 +349,28 @@ async def open_mcp(
     )
 
 
+# -- secrets ------------------------------------------------------------------------------
+
+
+def register_secrets(config: HeronConfig, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Register the secrets `config` names with the process's known secrets: every `*_env`
+    setting that names a secret (`password_env`, `token_env`, `secret_env`,
+    `client_secret_env`, `private_key_env`, `alerts_webhook_secret_env`, MCP credentials'
+    `from_env`, the MCP token files' `token_key_env`) and the values of MCP servers' `env`
+    and `headers` entries under secret-like names. Returns the variables' names."""
+    from heron.safety.redact import is_secret_key
+    from heron.safety.secrets import known_secrets, secret_env_names
+
+    known = known_secrets()
+    names = secret_env_names(config)
+    known.add_env(names, environ)
+    for server, cfg in config.mcp.servers.items():
+        for key, value in [*cfg.env.items(), *cfg.headers.items()]:
+            if is_secret_key(key):
+                known.add(re.sub(r"[^A-Za-z0-9_.-]", "_", f"mcp.{server}.{key}"), value)
+    return names
+
+
 # -- the agent ----------------------------------------------------------------------------
 
 
@@ -342,12 +393,14 @@ def build_agent(
     their spill, cache and workspace; `skills` (from `open_skills`) adds the skills section,
     `load_skill`, `read_skill_file` and the `allowed-tools` guard. `on_problem` hears about
     skills the prompt's budget left out."""
+    register_secrets(config)
     state_dir = config.state.path()
+    set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
     a = config.agent
     approval = ApprovalManager(
         policy=ApprovalPolicy(
             autonomy=a.autonomy,
-            auto_approve=config.approval.auto_approve,
+            auto_approve=[*config.approval.auto_approve, *preapproved_tools(tools, builtin)],
             always_ask=config.approval.always_ask,
             timeout_s=config.approval.timeout_s,
             record_auto_approvals=config.approval.record_auto_approvals,
@@ -366,6 +419,8 @@ def build_agent(
                 registry.add_all((t for t in bundled if t.spec.name not in behind), bundle=bundle)
         system_prompt, allowed = a.system_prompt, a.allowed_tools
         if builtin is not None and not behind and (section := builtin.catalogue_section()):
+            system_prompt = f"{system_prompt}\n\n{section}" if system_prompt else section
+        if section := collaboration_section([t.spec.name for t in registry.tools()]):
             system_prompt = f"{system_prompt}\n\n{section}" if system_prompt else section
         hooks: list[Any] = []
         if mcp is not None:
@@ -454,6 +509,7 @@ async def open_agent(
     `[tools] modules`), the built-in sets, the skills and the MCP servers, which are closed on
     exit. `on_problem` hears about MCP servers left out and shadowed names; `on_notice` (default
     `on_problem`) about skills withheld until approved or left out of the prompt."""
+    register_secrets(config)
     user_tools = load_user_tools(config) if tools is None else list(tools)
     notice = on_notice or on_problem
     async with AsyncExitStack() as stack:
@@ -486,6 +542,18 @@ async def open_agent(
             skills=skills,
             on_problem=notice,
         )
+
+
+def preapproved_tools(tools: Sequence[Tool], builtin: Builtin | None) -> list[str]:
+    """heron's own messaging and asking tools among `tools`: they run without asking,
+    because they reach only the people the configuration names (`[user]`, `[people.*]`),
+    never an address the model chooses, and asking grants nothing. `[approval] always_ask`
+    still wins."""
+    from heron.collaboration.tools import MESSAGE_TOOLS
+
+    names = MESSAGE_TOOLS | ASKING_TOOLS
+    every = [*tools, *(builtin.all_tools() if builtin is not None else [])]
+    return [t.spec.name for t in every if t.spec.name in names and t.spec.owner == "builtin"]
 
 
 def _budgets(config: HeronConfig, model: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """heron's built-in tool sets, assembled from configuration.
 
-Five sets, each a bundle of the agent's tool registry:
+Six sets, each a bundle of the agent's tool registry:
 
 - `perception`: look without changing anything — workspace files, the web, the knowledge base,
   stored artifacts and office documents.
@@ -14,6 +14,10 @@ Five sets, each a bundle of the agent's tool registry:
   `default`, where `heron serve` consumes the events.
 - `planning`: `update_plan`, a checklist the model keeps and the user watches (a `plan` event
   after each update). It touches nothing, so it needs no workspace access or sandbox.
+- `collaboration`: reaching people — `send_message`, `send_card`, `send_notification` over the
+  outbox of `[identity]`, `[user]`, `[people.*]` and `[channels]` (`heron.collaboration`);
+  under `heron mcp serve collaboration` also the seed's names (`send_email_notification`,
+  `send_im_notification`, `send_slack_message`).
 
 `build_builtin` also returns what the agent needs next to these tools: an `ArtifactSpill`
 (oversize results become artifacts that `read_artifact` pages through) and a
@@ -36,11 +40,20 @@ from heron.tools.definition import Tool
 
 if TYPE_CHECKING:
     from heron.artifacts.store import ArtifactSpill
+    from heron.collaboration.setup import MessagingConfig
+    from heron.humans.config import ApprovalsConfig
     from heron.sandbox.base import Sandbox
     from heron.toolsets.cache import WorkspaceResultCache
 
-BuiltinSet = Literal["perception", "execution", "connectors", "events", "planning"]
-SETS: tuple[BuiltinSet, ...] = ("perception", "execution", "connectors", "events", "planning")
+BuiltinSet = Literal["perception", "execution", "connectors", "events", "planning", "collaboration"]
+SETS: tuple[BuiltinSet, ...] = (
+    "perception",
+    "execution",
+    "connectors",
+    "events",
+    "planning",
+    "collaboration",
+)
 
 
 class BuiltinError(ConfigurationError, ValueError):
@@ -127,6 +140,17 @@ class WebhookSection(_Section):
     allowed_urls: list[str] = Field(default_factory=list)
 
 
+class ShellSection(_Section):
+    """`[tools.shell]`: what the `shell` tool may run when no operator can be asked."""
+
+    unattended_risk: Literal["low", "medium"] = "low"
+    """The highest risk tier that runs with no operator (`heron run --non-interactive`, `heron
+    serve`): `low` (inspection, workspace writes; only where the sandbox contains heron's
+    environment and the files outside the workspace, else low counts as medium) or `medium`
+    (also deletions in the workspace, network clients, unknown programs). High risk never runs
+    unattended."""
+
+
 class BuiltinConfig(_Section):
     """`[tools.builtin]`: which built-in tool sets an agent gets and how they are confined."""
 
@@ -137,6 +161,11 @@ class BuiltinConfig(_Section):
     directory."""
     sandbox: Literal["process", "bwrap"] = "process"
     """Where `shell`, `run_python` and jobs run: a limited process, or bubblewrap namespaces."""
+    confine: bool = True
+    """False: the `process` level only limits commands (no namespaces, dedicated user or
+    Landlock), for hosts where that confinement breaks the commands you need. `heron doctor`
+    then reports nothing contained but the limits, and unattended low-risk shell commands count
+    as medium. Not for `bwrap`."""
     network: bool = True
     """False: no web tools, and commands run without network (needs `sandbox = "bwrap"`)."""
     command_network: dict[Literal["execution", "events"], NetworkMode] = Field(default_factory=dict)
@@ -192,13 +221,23 @@ class Builtin:
             await close()
 
 
-async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
-    """Build the sets `cfg.sets` names. Raises `BuiltinError` for an impossible configuration
-    (no such workspace, `network = false` with the `process` sandbox, a bad mail section)."""
+async def build_builtin(
+    cfg: BuiltinConfig,
+    *,
+    state_dir: Path,
+    shell: ShellSection | None = None,
+    messaging: MessagingConfig | None = None,
+    aliases: bool = False,
+    approvals: ApprovalsConfig | None = None,
+) -> Builtin:
+    """Build the sets `cfg.sets` names (`shell`: the `[tools.shell]` section; `messaging`:
+    whom the `collaboration` set writes to and how, `aliases`: with the seed's names, and with
+    `approvals` the human-request tools, which wait for the answer). Raises
+    `BuiltinError` for an impossible configuration (no such workspace, `network = false` with
+    the `process` sandbox, a bad mail section)."""
     from heron.artifacts.sqlite_store import SqliteArtifactCatalog
     from heron.artifacts.store import ArtifactSpill, ArtifactStore
     from heron.safety.workspace import Workspace, WorkspaceError
-    from heron.sandbox import make_sandbox
     from heron.toolsets.cache import WorkspaceResultCache
 
     root = cfg.workspace_path()
@@ -209,7 +248,7 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
     sandbox: Sandbox | None = None
     if {"execution", "events"} & set(cfg.sets):
         try:
-            sandbox = make_sandbox(cfg.sandbox, workspace=ws.root, network=cfg.network)
+            sandbox = _sandbox(cfg, ws.root)
         except SandboxUnavailable as exc:
             raise BuiltinError(f"sandbox: {exc}") from exc
     store = ArtifactStore(SqliteArtifactCatalog(state_dir), state_dir / "artifacts")
@@ -226,13 +265,19 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
             elif name == "execution":
                 assert sandbox is not None
                 confined = _networked(sandbox, cfg, "execution")
-                built.tools[name] = _execution(cfg, ws, confined, state_dir, built)
+                built.tools[name] = _execution(
+                    cfg, ws, confined, state_dir, built, shell or ShellSection()
+                )
             elif name == "connectors":
                 built.tools[name] = _connectors(cfg, ws, built, state_dir)
             elif name == "planning":
                 from heron.toolsets.plan import plan_tools
 
                 built.tools[name] = plan_tools()
+            elif name == "collaboration":
+                built.tools[name] = _collaboration(
+                    messaging, ws, state_dir, built, aliases, approvals
+                )
             else:
                 assert sandbox is not None
                 confined = _networked(sandbox, cfg, "events")
@@ -241,6 +286,64 @@ async def build_builtin(cfg: BuiltinConfig, *, state_dir: Path) -> Builtin:
         await built.aclose()
         raise
     return built
+
+
+def _collaboration(
+    messaging: MessagingConfig | None,
+    ws: Any,
+    state_dir: Path,
+    built: Builtin,
+    aliases: bool,
+    approvals: ApprovalsConfig | None,
+) -> list[Tool]:
+    import sys
+
+    from heron.collaboration.asking import DeskRequests, asking_tools
+    from heron.collaboration.setup import MessagingConfig, open_outbox
+    from heron.collaboration.tools import alias_tools, messaging_tools
+    from heron.humans.console import ConsoleChannel
+    from heron.humans.desk import RequestDesk
+    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.sqlite_store import SqliteRequestStore
+
+    # The console channel is the store here: `heron messages` and `heron chat` show it.
+    outbox, store = open_outbox(messaging or MessagingConfig(), state_dir=state_dir)
+    requests = SqliteRequestStore.open_dir(state_dir) if approvals is not None else None
+
+    async def close() -> None:
+        store.close()
+        if requests is not None:
+            requests.close()
+
+    built._closers.append(close)
+    shared = outbox.identity.workspace
+    workspace = shared if shared is not None and shared.is_dir() else ws.root
+    tools = messaging_tools(outbox, workspace=workspace)
+    if aliases:
+        tools += alias_tools(outbox)
+    if requests is not None:
+        # An MCP client gets no event later: the call waits, answered with `heron approvals`.
+        desk = RequestDesk(
+            requests,
+            signer=DecisionSigner(DecisionKeyStore(state_dir)),
+            channels=[ConsoleChannel(sys.stderr)],
+            config=approvals,
+        )
+        wait_s = approvals.questions.max_timeout_s if approvals is not None else 3600.0
+        tools += asking_tools(DeskRequests(desk, wait_s=wait_s), session="mcp/collaboration")
+    return tools
+
+
+def _sandbox(cfg: BuiltinConfig, root: Path) -> Sandbox:
+    from heron.sandbox import ProcessSandbox, make_sandbox
+
+    if cfg.confine:
+        return make_sandbox(cfg.sandbox, workspace=root, network=cfg.network)
+    if cfg.sandbox != "process":
+        raise SandboxUnavailable("confine = false applies to the process level only")
+    if not cfg.network:
+        raise SandboxUnavailable("network = false needs a confined sandbox (the bwrap level)")
+    return ProcessSandbox(workspace=root, confine=False)
 
 
 def _policy(cfg: BuiltinConfig) -> Any:
@@ -286,7 +389,12 @@ def _ocr() -> Any:
 
 
 def _execution(
-    cfg: BuiltinConfig, ws: Any, sandbox: Sandbox, state_dir: Path, built: Builtin
+    cfg: BuiltinConfig,
+    ws: Any,
+    sandbox: Sandbox,
+    state_dir: Path,
+    built: Builtin,
+    shell: ShellSection,
 ) -> list[Tool]:
     from heron.safety.command_policy import CommandPolicy
     from heron.toolsets.files import file_tools
@@ -306,7 +414,15 @@ def _execution(
 
     built._closers.append(close_history)
     policy = CommandPolicy(workspace=ws.root)
-    tools.append(shell_tool(sandbox=sandbox, policy=policy, workspace=ws.root, history=history))
+    tools.append(
+        shell_tool(
+            sandbox=sandbox,
+            policy=policy,
+            workspace=ws.root,
+            history=history,
+            unattended_risk=shell.unattended_risk,
+        )
+    )
     # run_python scripts call the agent's other tools; name the ones known so far.
     names = [t.spec.name for t in (*built.all_tools(), *tools)]
     tools.append(run_python_tool(sandbox=sandbox, workspace=ws.root, tool_names=names))

@@ -14,9 +14,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from heron._support.limits import DEFAULT_LIMITS, MAX_DEPTH_CEILING, InputLimits
 from heron._support.state import default_state_dir
-from heron.config.builtin import BuiltinConfig
+from heron.collaboration.config import (
+    ChannelsConfig,
+    IdentityConfig,
+    MessagesConfig,
+    PersonConfig,
+    UserConfig,
+)
+from heron.config.builtin import BuiltinConfig, ShellSection
 from heron.errors import ConfigurationError
+from heron.humans.config import ApprovalsConfig
 from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
 from heron.turn.context import LoopDetectionKnobs, ParallelMode, RuntimeKnobs
@@ -102,6 +111,21 @@ class ToolsConfig(_Section):
     """Python files (or importable modules) whose `@heron.tool` functions are loaded."""
     builtin: BuiltinConfig = Field(default_factory=BuiltinConfig)
     """`[tools.builtin]`: heron's own tool sets (see docs/tools.md)."""
+    shell: ShellSection = Field(default_factory=ShellSection)
+    """`[tools.shell]`: what the `shell` tool runs with no operator (see docs/security.md)."""
+
+
+class LimitsConfig(_Section):
+    """`[limits]`: the one limit on data from outside (`heron._support.limits.InputLimits`),
+    process-wide, applied when an agent is built (`heron.config.build_agent`)."""
+
+    max_depth: int = Field(default=DEFAULT_LIMITS.max_depth, ge=1, le=MAX_DEPTH_CEILING)
+    """Objects and arrays nested inside each other in tool arguments, tool data, webhook bodies."""
+    max_bytes: int = Field(default=DEFAULT_LIMITS.max_bytes, ge=1)
+    """Bytes of one such piece of JSON."""
+
+    def to_limits(self) -> InputLimits:
+        return InputLimits(max_depth=self.max_depth, max_bytes=self.max_bytes)
 
 
 class DiscoveryConfig(_Section):
@@ -151,15 +175,33 @@ class StateConfig(_Section):
 class HeronConfig(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    """`[approvals]`: who answers requests to a human, "always" rules, question timeouts."""
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     """`[mcp]`, `[mcp.servers.NAME]`, `[[mcp.tool_filter_groups]]` (see docs/mcp.md)."""
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    identity: IdentityConfig = Field(default_factory=IdentityConfig)
+    """`[identity]`: the agent's own name, address, signature, workspace (docs/collaboration.md)."""
+    user: UserConfig = Field(default_factory=UserConfig)
+    """`[user]`: the operator's channels, addresses and quiet hours."""
+    people: dict[str, PersonConfig] = Field(default_factory=dict)
+    """`[people.NAME]`: others the agent may write to."""
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    """`[channels.mail]`, `[channels.webhook]`, `[channels.im]`: the outbound transports."""
+    messages: MessagesConfig = Field(default_factory=MessagesConfig)
+    """`[messages]`: completion notices and how long card buttons work."""
+
+    def everyone(self) -> dict[str, PersonConfig]:
+        """`[people]` and the user (under `[user] name`), for the outbox."""
+        user = PersonConfig.model_validate(self.user.model_dump(exclude={"name"}))
+        return {**self.people, self.user.name: user}
 
     def result_limit(self) -> int:
         """The tool-result bound: explicit, else a fraction of a known context window."""

@@ -1,8 +1,11 @@
 """The shared guards: what every tool, connector and front end checks before it acts or shows.
 
-- `redact`: credentials masked in everything rendered outside the model's data path (logs,
-  events, approval prompts, audit entries);
-- `secrets`: `Secret`, a value that never prints itself;
+- `secrets`: the known secrets (provider keys, configured credentials), replaced by
+  `«secret:NAME»` wherever they would enter the data path, and `Secret`, a value that never
+  prints itself;
+- `shapes`: text that only looks like a credential, masked for display;
+- `redact`: both masked in everything rendered outside the model's data path (logs, events,
+  approval prompts, audit entries, listings);
 - `workspace`: model-supplied paths resolved inside the workspace root, byte-exact file access;
 - `url_policy`: which URLs and resolved addresses outbound requests may reach;
 - `command_policy`: a shell command parsed and classified as low, medium or high risk;

@@ -40,6 +40,7 @@ from pydantic_core import to_jsonable_python
 from heron._support.canonical import canonical_json
 from heron._support.timefmt import utc_rfc3339
 from heron.errors import HeronError
+from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolResult
 
 __all__ = [
@@ -201,7 +202,10 @@ class IdempotencyStore:
     def _complete(self, tool: str, key: str, result: ToolResult) -> None:
         stored = {"success": result.success, "output": result.output, "error": result.error}
         stored["data"] = to_jsonable_python(result.data, fallback=repr)
-        self.ledger.complete(tool, key, json.dumps(stored, ensure_ascii=False))
+        # A replayed result is a tool's output as the model would see it: no known secret in it.
+        self.ledger.complete(
+            tool, key, json.dumps(known_secrets().mask_value(stored), ensure_ascii=False)
+        )
 
 
 def _digest(arguments: Mapping[str, Any]) -> str:

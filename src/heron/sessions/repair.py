@@ -16,7 +16,7 @@ cannot be mended by appending; it is refused with the reason `HistoryChecker` gi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from heron.errors import HeronError
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage
@@ -59,14 +59,36 @@ def check_history(history: Sequence[Message]) -> None:
         raise SessionRepairError(f"the stored history is not valid: {exc}") from exc
 
 
-def repair_messages(history: Sequence[Message]) -> list[ToolResultMessage]:
-    """The synthetic results that make `history` valid again (empty when it already is).
+def interrupted_results(
+    history: Sequence[Message], awaiting: Mapping[str, str] | None = None
+) -> list[ToolResultMessage]:
+    """One synthetic result per open call of the history's last round, without checking the
+    rest: enough for the end of a history (`SessionStore.load_tail`) that only heron's writers
+    wrote, which repair before they append.
+
+    A call in `awaiting` (call id → placeholder text) waits on an open request to a human: it
+    did not run and is not interrupted, so it gets that placeholder instead — its outcome
+    still arrives as an event."""
+    waiting = awaiting or {}
+    return [
+        ToolResultMessage(
+            call_id=c.id,
+            name=c.name,
+            content=waiting.get(c.id, INTERRUPTED_RESULT),
+            is_error=True,
+        )
+        for c in open_calls(history)
+    ]
+
+
+def repair_messages(
+    history: Sequence[Message], awaiting: Mapping[str, str] | None = None
+) -> list[ToolResultMessage]:
+    """The synthetic results that make `history` valid again (empty when it already is);
+    `awaiting` as for `interrupted_results`.
 
     Raises `SessionRepairError` when the history stays invalid even with them.
     """
-    results = [
-        ToolResultMessage(call_id=c.id, name=c.name, content=INTERRUPTED_RESULT, is_error=True)
-        for c in open_calls(history)
-    ]
+    results = interrupted_results(history, awaiting)
     check_history([*history, *results])
     return results

@@ -25,10 +25,12 @@ import secrets
 import time
 from pathlib import Path
 
+from heron._support.limits import clean_text
 from heron.agent import Agent
 from heron.audit.executions import ExecutionAuditTrail
 from heron.audit.sqlite_store import SqliteExecutionStore
 from heron.messages import Message, ToolResultMessage, UserMessage
+from heron.safety.secrets import known_secrets
 from heron.sessions.lock import SessionLock
 from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.writer import SessionWriter
@@ -166,6 +168,9 @@ class CliSession:
         `agent` must be `attach`ed. Raises `ConcurrentWriteError` if another writer appended
         to the session meanwhile; what was stored before stays stored.
         """
+        # A pasted provider key stays out of the store; then a command line's undecodable
+        # bytes get the text replacement (masking first, as everywhere data enters).
+        prompt = clean_text(known_secrets().mask(prompt))
         self.writer.add(UserMessage(content=prompt))
         state = agent.turn_state(
             history=self.writer.history,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
+from heron._support.limits import model_json
 from heron._support.state import open_db, sqlite_errors, transaction
 from heron.messages import Message
 from heron.sessions.store import (
@@ -27,6 +28,8 @@ from heron.sessions.store import (
 )
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+_TAIL_CHUNK = 16
+"""Rows read per step of `load_tail` (most tool rounds fit in one)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_entries (
@@ -97,7 +100,7 @@ class SqliteSessionStore:
             cursor = conn.execute(
                 "INSERT INTO session_entries (session, parent_id, ts, role, message)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (session, head or None, ts, message.role, message.model_dump_json()),
+                (session, head or None, ts, message.role, model_json(message)),
             )
             assert cursor.lastrowid is not None  # an INSERT into a rowid table always sets it
             head = cursor.lastrowid
@@ -129,6 +132,35 @@ class SqliteSessionStore:
             return self.load(session), self.head(session)
         finally:
             self._conn.execute("COMMIT")
+
+    def load_tail(self, session: str) -> tuple[list[Message], int]:
+        tail: list[str] = []
+        head = 0
+        self._conn.execute("BEGIN")
+        try:
+            before = 2**63 - 1
+            while True:
+                # Rows are stepped one at a time: the reading stops at the round's start.
+                cursor = self._conn.execute(
+                    "SELECT entry_id, role, message FROM session_entries"
+                    " WHERE session = ? AND entry_id < ? ORDER BY entry_id DESC LIMIT ?",
+                    (session, before, _TAIL_CHUNK),
+                )
+                rows, started = 0, False
+                for entry_id, role, body in cursor:
+                    rows += 1
+                    head = head or entry_id
+                    tail.append(body)
+                    before = entry_id
+                    if role != "tool":
+                        started = True
+                        break
+                cursor.close()
+                if started or rows < _TAIL_CHUNK:
+                    break
+        finally:
+            self._conn.execute("COMMIT")
+        return _MESSAGES.validate_json("[" + ",".join(reversed(tail)) + "]"), head
 
     def entries(self, session: str) -> list[SessionEntry]:
         rows = self._conn.execute(

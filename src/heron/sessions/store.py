@@ -118,6 +118,14 @@ class SessionStore(Protocol):
         """The history and its head, read from one snapshot: what a new writer starts from."""
         ...
 
+    def load_tail(self, session: str) -> tuple[list[Message], int]:
+        """The end of the history and its head, read from one snapshot, without reading the
+        rest: the last message that is not a tool result and every message after it (its
+        last tool round, when it is an assistant message with calls). What a writer needs to
+        repair a session and decide whether it waits for the model; the cost does not grow
+        with the history's length."""
+        ...
+
     def entries(self, session: str) -> list[SessionEntry]:
         """The session's entries with their ids, parents and timestamps, oldest first."""
         ...

@@ -14,15 +14,21 @@ loop all write a session the same way:
 The writer also keeps an index of the history's tool calls (ids seen, calls still open),
 updated with each write, so per-turn work stays O(new messages): `call_ids` is what the engine
 needs to keep call ids unique (`TurnState.known_call_ids`) without rescanning the history.
+
+`SessionWriter.wake` holds a session without reading its history (the always-on server wakes
+parked sessions this way): it reads the head and the last tool round only
+(`SessionStore.load_tail`), repairs that round, and loads the history the first time
+`history` is used — for the model, which reads it. Until then the caller may store messages
+in its own transactions (`stored`) at no cost that grows with the history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage
-from heron.sessions.repair import SessionRepairError, repair_messages
-from heron.sessions.store import SessionStore
+from heron.sessions.repair import SessionRepairError, interrupted_results, repair_messages
+from heron.sessions.store import ConcurrentWriteError, SessionStore
 
 
 class CallIndex:
@@ -61,36 +67,83 @@ class SessionWriter:
         self,
         store: SessionStore,
         name: str,
-        history: list[Message],
+        history: list[Message] | None,
         head: int,
         repaired: Sequence[ToolResultMessage] = (),
+        *,
+        last: Message | None = None,
     ) -> None:
+        """`history=None`: not read yet (see `wake`); `last` is then the stored last message."""
         self.store = store
         self.name = name
-        self.history = history
-        """The live history; pass it to `TurnState(history=...)`."""
+        self._history = history
+        self._last = last
         self.head = head
         self.repaired = tuple(repaired)
         """The synthetic results `open` appended, if the session was cut off mid-turn."""
-        self._persisted = len(history)
+        self._persisted = len(history) if history is not None else 0
         self._calls = CallIndex()
-        self._calls.update(history)
+        if history is not None:
+            self._calls.update(history)
 
     @classmethod
-    def open(cls, store: SessionStore, name: str) -> SessionWriter:
-        """Load `name` (empty if unknown), store the repairs it needs, and hold it.
+    def open(
+        cls, store: SessionStore, name: str, *, awaiting: Mapping[str, str] | None = None
+    ) -> SessionWriter:
+        """Load `name` (empty if unknown), store the repairs it needs, and hold it. `awaiting`:
+        the placeholders of calls that wait on an open request (`repair.interrupted_results`).
 
         Raises `SessionRepairError` for a history appending cannot mend.
         """
         history, head = store.load_with_head(name)
         try:
-            repairs = repair_messages(history)
+            repairs = repair_messages(history, awaiting)
         except SessionRepairError as exc:
             raise SessionRepairError(f"session {name!r} cannot be resumed: {exc}") from exc
         if repairs:
             head = store.append(name, repairs, expected_last_entry=head)
             history.extend(repairs)
         return cls(store, name, history, head, repairs)
+
+    @classmethod
+    def wake(
+        cls, store: SessionStore, name: str, *, awaiting: Mapping[str, str] | None = None
+    ) -> SessionWriter:
+        """Hold `name` without reading its history: the head and the last tool round only,
+        whose open calls are closed at once as `open` closes them. The history is read when
+        `history` is first used. Only the end of a history heron wrote can be open, so this
+        mends what `open` mends; a history broken elsewhere is left to the provider's check."""
+        tail, head = store.load_tail(name)
+        repairs = interrupted_results(tail, awaiting)
+        if repairs:
+            head = store.append(name, repairs, expected_last_entry=head)
+        last = [*tail, *repairs][-1] if tail or repairs else None
+        return cls(store, name, None, head, repairs, last=last)
+
+    @property
+    def history(self) -> list[Message]:
+        """The live history; pass it to `TurnState(history=...)`. A writer from `wake` reads
+        it here, once (and raises `ConcurrentWriteError` if someone else wrote meanwhile)."""
+        if self._history is None:
+            history, head = self.store.load_with_head(self.name)
+            if head != self.head:
+                raise ConcurrentWriteError(self.name, self.head, head)
+            self._history = history
+            self._persisted = len(history)
+            self._calls.update(history)
+        return self._history
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the history is in memory (always, unless the writer came from `wake`)."""
+        return self._history is not None
+
+    @property
+    def last(self) -> Message | None:
+        """The history's last message, without reading the history."""
+        if self._history is not None:
+            return self._history[-1] if self._history else None
+        return self._last
 
     @property
     def call_ids(self) -> Set[str]:
@@ -101,8 +154,11 @@ class SessionWriter:
 
     @property
     def open_calls(self) -> tuple[ToolCallPart, ...]:
-        """The calls of `history` that have no result yet, in call order."""
-        self._calls.update(self.history)
+        """The calls of `history` that have no result yet, in call order (none before a woken
+        writer reads its history: `wake` closed them)."""
+        if self._history is None:
+            return ()
+        self._calls.update(self._history)
         return self._calls.open
 
     def add(self, *messages: Message) -> None:
@@ -116,18 +172,30 @@ class SessionWriter:
 
     def unsaved(self) -> list[Message]:
         """The messages of `history` not stored yet (for a caller that stores them in a
-        transaction of its own, then reports the new head with `saved`)."""
-        return self.history[self._persisted :]
+        transaction of its own, then reports the new head with `saved` or `stored`)."""
+        if self._history is None:
+            return []
+        return self._history[self._persisted :]
 
     def saved(self, head: int) -> None:
         """Everything in `history` is stored now, and the session ends at entry `head`."""
         self.head = head
-        self._persisted = len(self.history)
-        self._calls.update(self.history)
+        if self._history is not None:
+            self._persisted = len(self._history)
+            self._calls.update(self._history)
+
+    def stored(self, messages: Sequence[Message], head: int) -> None:
+        """The caller stored `unsaved()` and then `messages` in a transaction of its own, and
+        the session ends at entry `head` now: `messages` join the history (if it is read)."""
+        if self._history is not None:
+            self._history.extend(messages)
+        elif messages:
+            self._last = messages[-1]
+        self.saved(head)
 
     def flush(self) -> None:
         """Store every message of `history` not yet stored, in one transaction."""
-        if self._persisted < len(self.history):
+        if self._history is not None and self._persisted < len(self._history):
             self.saved(self.store.append(self.name, self.unsaved(), expected_last_entry=self.head))
 
     def close_open_calls(self) -> list[ToolResultMessage]:

@@ -55,6 +55,32 @@ class ToolAnnotations:
     """Always needs an approval decision under supervised autonomy."""
 
 
+RiskTier = Literal["low", "medium", "high"]
+"""How much one call can do: `low` (inspection, changes the workspace can take back), `medium`
+(deletions, network clients, unknown programs), `high` (outside the workspace, privileges)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallApproval:
+    """What one call needs before it runs, judged from its validated arguments.
+
+    A tool whose approval depends on the call (the `shell` tool: on the parsed command) has an
+    `approval_for(arguments) -> CallApproval` method; the approval gate asks it after validation
+    and records `risk` in the approval and the execution audit. A `high` call is always put to
+    an operator; with no operator, only a call marked `unattended` runs, whatever the allow-lists
+    say.
+    """
+
+    risk: RiskTier
+    """The call's risk tier as the gate applies it."""
+    unattended: bool
+    """Whether the call may run when no operator can answer (the tool's own policy still
+    gates it)."""
+    note: str = ""
+    """Why, in a few words, when the tier or the verdict is not the plain classification (e.g.
+    `low risk counts as medium: the sandbox does not contain heron's environment`)."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolExample:
     """One real call example rendered into the tool description."""
@@ -166,7 +192,12 @@ class ToolContext:
 
 @runtime_checkable
 class Tool(Protocol):
-    """A class-based tool. `@heron.tool` builds one from a typed function."""
+    """A class-based tool. `@heron.tool` builds one from a typed function.
+
+    A tool whose approval depends on the call may also have a method
+    `approval_for(arguments) -> CallApproval | None`, given the validated arguments (the
+    approval gate asks it after validation; None: nothing call-specific).
+    """
 
     @property
     def spec(self) -> ToolSpec: ...

@@ -37,6 +37,7 @@ from pydantic_core import to_jsonable_python
 
 from heron.tools.definition import (
     RUNTIME_ARG_NOTES,
+    CallApproval,
     RunsIn,
     RuntimeArg,
     ToolAnnotations,
@@ -48,7 +49,7 @@ from heron.tools.definition import (
     ToolSpec,
 )
 from heron.tools.docstrings import parse_docstring
-from heron.tools.validation import pydantic_problems
+from heron.tools.validation import check_input, pydantic_problems
 from heron.tools.worker_process import ProcessTarget, process_target, run_in_process
 
 __all__ = ["FunctionTool", "tool"]
@@ -111,6 +112,7 @@ class FunctionTool:
         "_context_param",
         "_fields",
         "_is_async",
+        "_judge",
         "_model",
         "_spec",
         "_target",
@@ -126,8 +128,10 @@ class FunctionTool:
         fields: Mapping[str, str],
         context_param: str | None,
         target: ProcessTarget | None = None,
+        approval_for: Callable[[Mapping[str, Any]], CallApproval] | None = None,
     ) -> None:
         self.fn = fn
+        self._judge = approval_for
         self._spec = spec
         self._model = model
         self._fields = fields  # parameter name -> model field name
@@ -143,12 +147,18 @@ class FunctionTool:
     def __repr__(self) -> str:
         return f"FunctionTool({self._spec.name!r})"
 
+    def approval_for(self, arguments: Mapping[str, Any]) -> CallApproval | None:
+        """What this call needs before it runs (`@tool(approval_for=...)`, given the validated
+        arguments); None when the tool's approval does not depend on the call."""
+        return self._judge(arguments) if self._judge is not None else None
+
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validate raw JSON-like arguments strictly; return python values keyed by parameter.
 
         Defaults are applied. Runtime arguments (`approved`) are accepted although the model does
         not see them. Raises `ToolArgumentsError` listing every problem.
         """
+        check_input(self._spec.name, arguments)
         try:
             text = json.dumps(dict(arguments), allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -238,6 +248,7 @@ def tool(
     thread: bool = True,
     runs_in: RunsIn | None = None,
     timeout_s: float | None = None,
+    approval_for: Callable[[Mapping[str, Any]], CallApproval] | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -259,6 +270,7 @@ def tool(
     thread: bool = True,
     runs_in: RunsIn | None = None,
     timeout_s: float | None = None,
+    approval_for: Callable[[Mapping[str, Any]], CallApproval] | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a typed sync or async function: `@tool` or `@tool(read_only=True, ...)`.
 
@@ -269,8 +281,10 @@ def tool(
     a worker thread (`spec.runs_in == "thread"`); `thread=False` runs it on the event loop
     instead, and `runs_in="process"` in a worker process heron can kill on a timeout or a
     cancel (module-level function, picklable arguments and result, no `ToolContext`).
-    `timeout_s` is the tool's own time limit per call (`spec.timeout_s`). Definition mistakes
-    raise one `ToolDefinitionError` listing every problem.
+    `timeout_s` is the tool's own time limit per call (`spec.timeout_s`). `approval_for`
+    judges each call from its validated arguments (its risk tier, whether it may run with no
+    operator: a `CallApproval`) for the approval gate. Definition mistakes raise one
+    `ToolDefinitionError` listing every problem.
     """
     annotations = ToolAnnotations(
         read_only=read_only,
@@ -291,6 +305,7 @@ def tool(
             examples,
             runtime_args,
             _Placement(thread=thread, runs_in=runs_in, timeout_s=timeout_s),
+            approval_for=approval_for,
         )
 
     return build if fn is None else build(fn)
@@ -305,6 +320,8 @@ def _build(
     examples: Sequence[Mapping[str, Any] | ToolExample],
     runtime_args: Sequence[RuntimeArg],
     placement: _Placement,
+    *,
+    approval_for: Callable[[Mapping[str, Any]], CallApproval] | None = None,
 ) -> FunctionTool:
     problems: list[str] = []
     tool_name = name if name is not None else str(getattr(fn, "__name__", ""))
@@ -386,6 +403,7 @@ def _build(
             fields=fields,
             context_param=context_param,
             target=target,
+            approval_for=approval_for,
         )
     for number, example in enumerate(parsed, start=1):
         leaked = sorted(set(example.arguments) & set(hidden))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from heron.errors import HeronError
+from heron.safety.secrets import known_secrets
 
 __all__ = [
     "SUFFIXES",
@@ -182,7 +183,8 @@ class KnowledgeBase:
                 entry.chunks = old.chunks
                 rehashed.append(rel)
             else:
-                text = data.decode("utf-8", errors="replace")
+                # A file read enters the data path (and the stored index): known secrets stay out.
+                text = known_secrets().mask(data.decode("utf-8", errors="replace"))
                 entry.chunks = chunk_document(rel, text, max_lines=self.chunk_lines)
                 indexed.append(rel)
             files[rel] = entry

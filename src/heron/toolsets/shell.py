@@ -3,11 +3,16 @@ the agent's sandbox, with its history kept in a `ShellHistory` (SQLite by defaul
 `heron.toolsets.sqlite_shell_history`).
 
 Layers, in order: the arguments are validated (no empty command, no NUL bytes, a timeout in
-range; nothing is "fixed"); the command is parsed and classified (`CommandPolicy`); low risk
-runs, medium risk runs only when the runtime approved the call (`approved`, which the model
-cannot set), high risk is refused unless the deployment allows it; the command runs in the
-sandbox with limits and a timeout; long output is cut to its head and tail with the full text
-saved under the workspace's `.heron/outputs/`.
+range; nothing is "fixed"); the command is parsed and classified (`CommandPolicy`), and the
+approval gate learns the call's risk tier from the tool (`approval_for`): with no operator, a
+low-risk command runs only where the sandbox contains heron's environment and the files outside
+the workspace (`ContainmentReport.allows_unattended_low_risk`; elsewhere low counts as medium),
+a medium-risk one only with `unattended_risk = "medium"`, a high-risk one never. In the tool,
+low risk runs, medium risk runs only when the runtime approved the call (`approved`, which the
+model cannot set), high risk is refused unless the deployment allows it; the command runs in
+the sandbox with limits and a timeout; known secrets in its output become placeholders
+(`heron.safety.secrets`); long output is cut to its head and tail with the full text saved
+under the workspace's `.heron/outputs/`.
 
 Fidelity: the command runs exactly as written (`bash -c <command>`). heron appends no flags.
 What it does set — the environment below — is stated in the tool description and echoed in
@@ -17,6 +22,7 @@ every result's `data`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import os
 import re
@@ -28,8 +34,11 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from heron.safety.command_policy import CommandPolicy, CommandVerdict
+from heron.safety.redact import scrub_text
+from heron.safety.secrets import known_secrets
 from heron.sandbox.base import NetworkMode, RunResult, Sandbox, SandboxUnavailable
-from heron.tools.definition import Tool, ToolContext, ToolResult
+from heron.sandbox.containment import ContainmentReport, containment_report
+from heron.tools.definition import CallApproval, Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
 
 __all__ = [
@@ -37,6 +46,7 @@ __all__ = [
     "OUTPUT_DIR",
     "ShellHistory",
     "ShellHistoryEntry",
+    "UnattendedRisk",
     "agent_environment",
     "describe_network",
     "render_run",
@@ -73,11 +83,22 @@ HEAD_LINES = 50
 TAIL_LINES = 50
 
 HistoryOutcome = Literal["ran", "refused", "needs_approval"]
+UnattendedRisk = Literal["low", "medium"]
+"""The highest risk tier a command may have to run with no operator (`[tools.shell]
+unattended_risk`); high risk never runs unattended."""
 
 
 def agent_environment(workspace: Path, passthrough: Sequence[str] = ()) -> dict[str, str]:
     """The complete environment a command gets: `AGENT_ENV`, `PATH`, `HOME` and the named
-    variables copied from heron's own environment (nothing else leaks in)."""
+    variables copied from heron's own environment (nothing else leaks in). A known secret
+    (`heron.safety.secrets`: a provider key, a configured credential) is never passed: naming
+    one raises `ValueError`."""
+    secret = [name for name in passthrough if known_secrets().name_of(os.environ.get(name, ""))]
+    if secret:
+        raise ValueError(
+            f"env_passthrough names {', '.join(secret)}: a secret heron holds for its own "
+            "consumer (a provider, a connector, an MCP server) is passed to no command"
+        )
     env = {"PATH": SYSTEM_PATH, "HOME": str(workspace / HOME_DIR), **AGENT_ENV}
     for name in passthrough:
         value = os.environ.get(name)
@@ -147,15 +168,17 @@ def _clip(text: str) -> tuple[str, str, int, int] | None:
 
 
 def _decode(raw: bytes, truncated: bool) -> str | None:
-    """UTF-8 text, or None for binary output (NUL bytes or invalid UTF-8)."""
+    """UTF-8 text, or None for binary output (NUL bytes, or mostly invalid UTF-8). Text with a
+    few bytes that are not UTF-8 (an `ls` of an odd file name) shows each as `\\xNN`."""
     if b"\x00" in raw:
         return None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         if truncated and exc.start >= len(raw) - 3:  # the capture limit split a character
-            return raw[: exc.start].decode("utf-8")
-        return None
+            return _decode(raw[: exc.start], False)
+    text = raw.decode("utf-8", "backslashreplace")
+    return text if (len(text) - len(raw)) * 3 <= len(raw) else None  # ≤ 1 odd byte in 10
 
 
 def _present(
@@ -240,16 +263,36 @@ def with_network(sandbox: Sandbox, network: NetworkMode | None) -> Sandbox:
     return changed
 
 
+def mask_run(result: RunResult) -> RunResult:
+    """`result` with every known secret in its output replaced by its placeholder: a
+    process's output enters the data path here (the byte counts follow the new lengths)."""
+    known = known_secrets()
+    if not len(known):
+        return result
+    out, err = known.mask_bytes(result.stdout), known.mask_bytes(result.stderr)
+    if out is result.stdout and err is result.stderr:
+        return result
+    return dataclasses.replace(
+        result,
+        stdout=out,
+        stderr=err,
+        stdout_bytes=result.stdout_bytes + len(out) - len(result.stdout),
+        stderr_bytes=result.stderr_bytes + len(err) - len(result.stderr),
+    )
+
+
 def render_run(
     result: RunResult, *, workspace: Path, label: str, timeout_s: float
 ) -> tuple[str, str, dict[str, Any]]:
     """Status line, model-facing body and `data` for a finished run.
 
     The status line ends with the sandbox the command ran in and the network it had, e.g.
-    `exit code 0 in 0.02 s [sandbox bwrap, network none]`. Each stream above 200 lines or
+    `exit code 0 in 0.02 s [sandbox bwrap, network none]`. Known secrets in the output become
+    their placeholders before anything is shown or saved. Each stream above 200 lines or
     10,000 characters is cut to its first 50 and last 50 lines with a marker naming the file
     (under `.heron/outputs/`) that holds the full output.
     """
+    result = mask_run(result)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%f")
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", label)[:80]
 
@@ -292,6 +335,7 @@ def _describe(
     default_s: float,
     max_s: float,
     network: NetworkMode,
+    unattended: str,
 ) -> str:
     env = " ".join(f"{k}={v}" for k, v in AGENT_ENV.items())
     limits = sandbox.limits
@@ -321,7 +365,7 @@ inside the workspace) runs. Medium risk (deleting or changing permissions inside
 workspace, network clients, interpreters, unknown programs, targets computed at run time) runs \
 only after approval. High risk (sudo, any write or delete outside the workspace, `rm -rf /`, \
 `dd` to a device, `mkfs`, `curl … | sh`, fork bombs, shutdown, unparseable input) {high}. \
-Sandbox: {sandbox.level}, {describe_network(network)}.{limit_text}
+{unattended} Sandbox: {sandbox.level}, {describe_network(network)}.{limit_text}
 
 Output: a status line (exit code and duration), then stdout and stderr. A non-zero exit is a \
 failed call with the output kept. A stream above {MAX_LINES} lines or {MAX_CHARS:,} characters \
@@ -340,18 +384,41 @@ def shell_tool(
     max_timeout_s: float = 600,
     env_passthrough: Sequence[str] = (),
     network: NetworkMode | None = None,
+    unattended_risk: UnattendedRisk = "low",
+    containment: ContainmentReport | None = None,
 ) -> Tool:
     """Build the `shell` tool for one agent. `env_passthrough` names variables copied from
-    heron's environment into every command (values are never echoed, only names). `network`
-    is the network this tool set's commands get (default: the sandbox's own default); every
-    result's status line says which one a command had."""
+    heron's environment into every command (values are never echoed, only names; a known
+    secret is refused with `ValueError`). `network` is the network this tool set's commands
+    get (default: the sandbox's own default); every result's status line says which one a
+    command had.
+
+    With no operator (`NoApprover`), a call runs when its tier is at most `unattended_risk`
+    (`"low"`, or `"medium"`); a low-risk command counts as medium unless the sandbox contains
+    heron's environment and the files outside the workspace — `containment` (default: the
+    sandbox's own `containment_report`, as `heron doctor` prints it) says whether it does.
+    High risk never runs unattended."""
     if not 0 < default_timeout_s <= max_timeout_s:
         raise ValueError("need 0 < default_timeout_s <= max_timeout_s")
+    if unattended_risk not in ("low", "medium"):
+        raise ValueError(f"unattended_risk must be 'low' or 'medium', not {unattended_risk!r}")
     workspace = workspace.resolve()
+    agent_environment(workspace, env_passthrough)  # a secret named there is refused now
     bash = shutil.which("bash") or "/bin/bash"
     sandbox = with_network(sandbox, network)
     mode = sandbox.network_mode
-    description = _describe(sandbox, policy, workspace, default_timeout_s, max_timeout_s, mode)
+    report = containment or containment_report(sandbox, workspace=workspace)
+    contained = report.allows_unattended_low_risk()
+    judge = _judge(policy, workspace, unattended_risk, contained, sandbox.level)
+    description = _describe(
+        sandbox,
+        policy,
+        workspace,
+        default_timeout_s,
+        max_timeout_s,
+        mode,
+        _unattended_text(unattended_risk, contained),
+    )
 
     @tool(
         name="shell",
@@ -360,6 +427,7 @@ def shell_tool(
         open_world=mode == "host",
         owner="builtin",
         runtime_args=["approved"],
+        approval_for=judge,
         examples=[
             {"command": "git status --short"},
             {"command": "pytest -q tests/unit 2>&1 | tail -n 30", "timeout_s": 300},
@@ -389,10 +457,12 @@ def shell_tool(
             )
         verdict = policy.classify(command, cwd=workspace)
         decision = policy.decide(verdict, approved=approved)
+        # The history is a store people read: shapes of credentials are masked there.
+        shown = scrub_text(command)
         if decision != "run":
             outcome: HistoryOutcome = "refused" if decision == "refuse" else "needs_approval"
             history.record(
-                command=command, cwd=workspace, outcome=outcome, risk=verdict.risk, agent=ctx.agent
+                command=shown, cwd=workspace, outcome=outcome, risk=verdict.risk, agent=ctx.agent
             )
             return _not_run(verdict, decision)
         env = agent_environment(workspace, env_passthrough)
@@ -400,7 +470,7 @@ def shell_tool(
         ctx.progress(f"running: {command if len(command) <= 80 else command[:79] + '…'}")
         result = await sandbox.run([bash, "-c", command], cwd=workspace, env=env, timeout_s=timeout)
         history.record(
-            command=command,
+            command=shown,
             cwd=workspace,
             outcome="ran",
             risk=verdict.risk,
@@ -423,6 +493,43 @@ def shell_tool(
         return ToolResult.fail(status, output=body, data=data)
 
     return shell
+
+
+def _judge(
+    policy: CommandPolicy,
+    workspace: Path,
+    unattended_risk: UnattendedRisk,
+    contained: bool,
+    level: str,
+) -> Callable[[Mapping[str, Any]], CallApproval]:
+    """The shell's `approval_for`: the parsed command's tier, and whether it may run with no
+    operator."""
+    ceiling = 1 if unattended_risk == "low" else 2
+
+    def approval_for(arguments: Mapping[str, Any]) -> CallApproval:
+        risk = policy.classify(str(arguments.get("command", "")), cwd=workspace).risk
+        note = ""
+        if risk == "low" and not contained:
+            risk = "medium"
+            note = (
+                f"low risk counts as medium here: the {level} sandbox does not contain heron's "
+                "environment and the files outside the workspace (see heron doctor)"
+            )
+        rank = {"low": 1, "medium": 2, "high": 3}[risk]
+        return CallApproval(risk=risk, unattended=rank <= ceiling, note=note)
+
+    return approval_for
+
+
+def _unattended_text(unattended_risk: UnattendedRisk, contained: bool) -> str:
+    if unattended_risk == "medium":
+        runs = "low- and medium-risk commands run" if contained else "medium-risk commands run"
+    else:
+        runs = "low-risk commands run" if contained else "no command runs"
+    return (
+        f"With no operator to ask, {runs}; anything else is not run. A high-risk command needs "
+        "an operator's yes every time."
+    )
 
 
 def _ensure_dir(path: Path) -> None:

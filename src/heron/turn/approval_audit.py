@@ -23,11 +23,22 @@ from typing import Final, Literal, Protocol, get_args
 from heron._support.timefmt import utc_rfc3339
 
 Decision = Literal[
-    "yes", "always", "no", "replace", "timeout", "unavailable", "policy_deny", "auto"
+    "yes",
+    "always",
+    "no",
+    "replace",
+    "edit",
+    "timeout",
+    "unavailable",
+    "policy_deny",
+    "auto",
+    "deferred",
 ]
 """How an approval request ended.
 
-`yes`/`always`/`no`/`replace` are operator answers (`replace` = deny with a replacement result);
+`yes`/`always`/`no`/`replace`/`edit` are operator answers (`replace` = deny with a replacement
+result, `edit` = run with changed arguments); `deferred` = handed to a durable request (its
+decision is recorded under the request's id when it arrives);
 `timeout` and `unavailable` are denials the runtime made because no operator answered;
 `policy_deny` is a configured rule; `auto` is an approval that needed no prompt.
 """
@@ -59,6 +70,9 @@ class AuditRecord:
     turn_id: str | None = None
     session_id: str | None = None
     reason: str | None = None
+    risk: str | None = None
+    """The call's risk tier (`low`, `medium`, `high`) for a tool that judges each call (the
+    `shell` tool: its parsed command); None for the others."""
 
     def __post_init__(self) -> None:
         if self.decision not in DECISIONS:

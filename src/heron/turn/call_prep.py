@@ -1,8 +1,12 @@
 """Call preparation: everything between a parsed call and dispatch, in this order:
 
 before-hooks → availability (unknown / excluded) → delivery defaults → scrub any model-supplied
-approval marker → strict argument validation → prompt-required repeat guard → approval gate →
-restore the runtime marker → duplicate guard.
+approval marker → strict argument validation → known secrets (a secret's value is passed to no
+tool; a placeholder `«secret:NAME»` to no tool that changes something) → duplicate guard → the
+tool's judgement of this call (`approval_for`: its risk tier) → checks → prompt-required repeat
+guard (every prompt-required tool by default) → approval gate (a durable front end gives the call
+a placeholder result at once, status `awaiting_approval`; an operator's edit is validated again)
+→ restore the runtime marker.
 
 Calls that will not run get their terminal result here (one slot per original call) and their
 pending/terminal event pair at once. A cancellation of the task running the turn while a hook, a
@@ -13,11 +17,13 @@ closed as not started, and the loop re-raises the `CancelledError` afterwards.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from heron._support.canonical import canonical_json
-from heron.tools.definition import Tool, ToolArgumentsError, ToolSpec
+from heron.safety.secrets import known_secrets, placeholders_in
+from heron.tools.definition import CallApproval, Tool, ToolArgumentsError, ToolSpec
 from heron.tools.registry import normalize_name
 from heron.turn.approval import ApprovalManager, ApprovalRequest, GateResult
 from heron.turn.calls import CallOutcome, ExecutableCall, ParsedCall, emit_synthetic_pair, synthetic
@@ -59,6 +65,15 @@ class PreparedBatch:
 
 def call_signature(name: str, arguments: dict[str, Any]) -> str:
     return name.strip().casefold() + "\x00" + canonical_json(arguments)
+
+
+def invalid_arguments_text(name: str, problems: Sequence[str]) -> str:
+    """The result of a call refused for its arguments (validation, or the input limits)."""
+    return (
+        f"Error: invalid arguments for '{name}': "
+        + "; ".join(problems)
+        + ". Nothing was run; fix the arguments and call again."
+    )
 
 
 def _unknown_tool_text(name: str, exec_: ResolvedAgentExecution) -> str:
@@ -150,6 +165,15 @@ async def prepare_calls(
                 f"({call.arguments_error}). Nothing was run; send valid JSON arguments.",
             )
             continue
+        if call.arguments_problem is not None:
+            refuse(
+                call,
+                call.name,
+                call.arguments,
+                "error",
+                invalid_arguments_text(call.name, [call.arguments_problem]),
+            )
+            continue
 
         name, args, cancel_reason = call.name, call.arguments, None
         if exec_.hooks:
@@ -209,10 +233,14 @@ async def prepare_calls(
                 name,
                 args,
                 "error",
-                f"Error: invalid arguments for '{name}': "
-                + "; ".join(exc.problems)
-                + ". Nothing was run; fix the arguments and call again.",
+                invalid_arguments_text(name, exc.problems),
             )
+            continue
+
+        refusal = _secret_refusal(spec, args)
+        if refusal is not None:
+            status, text = refusal
+            refuse(call, name, args, status, text)
             continue
 
         sig = call_signature(name, args)
@@ -224,7 +252,8 @@ async def prepare_calls(
                 continue
             seen.add(sig)
 
-        requirement = exec_.approval.requirement(spec)
+        judged = _judge(tool, validated)
+        requirement = exec_.approval.requirement(spec, judged)
         escalation: str | None = None
         if exec_.checks:
             try:
@@ -241,6 +270,7 @@ async def prepare_calls(
                     turn_id=state.turn_id,
                     decided_by=f"check:{verdict.reason.split(':', 1)[0]}",
                     reason=verdict.reason,
+                    risk=judged.risk if judged is not None else None,
                 )
                 refuse(call, name, args, "denied", f"Refused before running: {verdict.reason}")
                 continue
@@ -249,7 +279,7 @@ async def prepare_calls(
                 escalation = verdict.reason
         if requirement == "prompt":
             batch.any_prompted = True
-            guarded = name in knobs.prompt_guard_tools
+            guarded = "*" in knobs.prompt_guard_tools or name in knobs.prompt_guard_tools
             if guarded:
                 if sig in prompted_this_round:
                     refuse(call, name, args, "duplicate", _duplicate_text(name))
@@ -272,6 +302,7 @@ async def prepare_calls(
                 turn_id=state.turn_id,
                 channel=state.channel,
                 reason=escalation,
+                call=judged,
                 on_request=lambda req: state.sink(_request_event(state, req)),
                 on_decision=lambda req, decision, by: state.sink(
                     ApprovalDecisionEvent(
@@ -299,11 +330,30 @@ async def prepare_calls(
                     guards.refused_signatures.add(sig)
                 refuse(call, name, args, gate.status or "denied", gate.output)
                 continue
+            if gate.arguments is not None:  # an edit: the operator's arguments, checked again
+                args = dict(gate.arguments)
+                if has_marker:
+                    args["approved"] = False
+                try:
+                    validated = tool.validate(args)
+                except ToolArgumentsError as exc:
+                    refuse(
+                        call,
+                        name,
+                        args,
+                        "error",
+                        f"Error: the operator's edited arguments for '{name}' are invalid: "
+                        + "; ".join(exc.problems)
+                        + ". Nothing was run.",
+                    )
+                    continue
             approved = gate.approved
         else:
             approved = requirement == "approved"
             if approved:
-                exec_.approval.count_auto(spec, args, call_id=call.call_id, turn_id=state.turn_id)
+                exec_.approval.count_auto(
+                    spec, args, call_id=call.call_id, turn_id=state.turn_id, call=judged
+                )
 
         if has_marker:
             args["approved"] = approved
@@ -321,6 +371,7 @@ async def prepare_calls(
                 tool=tool,
                 original_arguments=call.arguments,
                 injected=tuple(injected),
+                risk=judged.risk if judged is not None else None,
             )
         )
     for stale in state.prechecks.values():
@@ -335,6 +386,47 @@ async def prepare_calls(
             emit_synthetic_pair(state, ex.arguments, outcome, max_chars=knobs.max_tool_result_chars)
         batch.executable = []
     return batch
+
+
+def _secret_refusal(spec: ToolSpec, args: dict[str, Any]) -> tuple[ToolStatus, str] | None:
+    """Why a call that carries a known secret, or a placeholder to a tool that changes
+    something, does not run; None when it may."""
+    names = known_secrets().names_in(args)
+    if names:
+        listed = ", ".join(names)
+        return "denied", (
+            f"Not run: the arguments of '{spec.name}' contain the value of {listed}, a secret "
+            "heron holds for its own consumer only; heron passes it to no tool. Nothing was run."
+        )
+    if spec.annotations.read_only:
+        return None
+    marks = placeholders_in(args)
+    if not marks:
+        return None
+    shown = ", ".join(f"«secret:{n}»" for n in marks)
+    return "error", (
+        f"Error: the arguments of '{spec.name}' contain {shown}, the placeholder heron shows in "
+        "place of a secret's value. The tool would act on that placeholder text, not on the "
+        "secret, so heron did not run it. Nothing was run. Leave the secret where it is (edit "
+        "around it, without quoting the placeholder), or ask the user to make that change."
+    )
+
+
+def _judge(tool: Tool, validated: dict[str, Any]) -> CallApproval | None:
+    """The tool's own judgement of this call (`approval_for`), if it has one. A judge that
+    fails makes the call high risk: an operator decides."""
+    judge = getattr(tool, "approval_for", None)
+    if judge is None:
+        return None
+    try:
+        judged = judge(validated)
+    except Exception as exc:
+        return CallApproval(
+            risk="high",
+            unattended=False,
+            note=f"the tool could not judge this call ({type(exc).__name__}: {exc})",
+        )
+    return judged if isinstance(judged, CallApproval) else None
 
 
 def start_check(
@@ -445,4 +537,5 @@ def _request_event(state: TurnState, req: ApprovalRequest) -> ApprovalRequestEve
         tool=req.tool,
         summary=req.summary,
         reason=req.reason,
+        risk=req.risk,
     )

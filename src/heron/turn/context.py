@@ -68,8 +68,9 @@ class RuntimeKnobs:
     parallel: ParallelMode = "read-only"
     dedup: bool = True
     dedup_exempt: frozenset[str] = frozenset()
-    prompt_guard_tools: frozenset[str] = frozenset({"shell"})
-    """Prompt-required tools whose identical repeat in a later round aborts the loop."""
+    prompt_guard_tools: frozenset[str] = frozenset({"*"})
+    """Prompt-required tools whose identical repeat after a refusal in the same turn aborts the
+    loop (`*`: every prompt-required tool)."""
     max_tool_result_chars: int = 50_000
     tool_timeout_s: float | None = None
     """Runtime-level timeout per tool call; a timeout is an error result the model sees."""

@@ -26,15 +26,19 @@ import time
 from collections.abc import Sequence
 from typing import Any, Literal, assert_never
 
+from pydantic_core import to_jsonable_python
+
 from heron._support.canonical import canonical_json
+from heron._support.limits import InputRejected, check_value, clean_text, clean_value
 from heron.safety.redact import scrub_text, scrub_value
+from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.bounds import render_bounded
 from heron.turn.call_prep import NOT_STARTED, PreparedBatch, TurnGuards, prepare_calls
 from heron.turn.calls import (
     CallOutcome,
     ExecutableCall,
-    ParsedCall,
+    checked_call,
     emit_synthetic_pair,
     plan_event,
     result_event,
@@ -252,6 +256,24 @@ def _busy_text(call: ExecutableCall, running: Sequence[str]) -> str:
 
 
 def _map_result(call: ExecutableCall, result: Any) -> tuple[bool, str]:
+    """Success and the text the model sees: this is where a tool's output enters the data path.
+
+    Every known secret becomes its placeholder first, then what is not Unicode (a file name's
+    undecodable byte) gets the documented replacement (`clean_text`): masking sees the text as
+    the tool produced it, so a secret whose value holds undecodable bytes (the environment's
+    `surrogateescape`) still matches, and nothing the replacement writes can form a secret.
+    Both come before any bound on the text (`render_bounded`), which so never cuts a secret
+    in half and leaves a prefix of it unmasked.
+    """
+    success, text = _mapped(call, result)
+    return success, _taken_in_text(text)
+
+
+def _taken_in_text(text: str) -> str:
+    return clean_text(known_secrets().mask(text))
+
+
+def _mapped(call: ExecutableCall, result: Any) -> tuple[bool, str]:
     if not isinstance(result, ToolResult):
         return False, f"Error: '{call.name}' returned {type(result).__name__}, not a ToolResult"
     if result.success:
@@ -260,6 +282,38 @@ def _map_result(call: ExecutableCall, result: Any) -> tuple[bool, str]:
     if result.error and result.output:
         return False, f"Error: {reason}\n{result.output}"
     return False, f"Error: {reason}"
+
+
+def _raised(call: ExecutableCall, exc: BaseException) -> str:
+    return _taken_in_text(f"Error: '{call.name}' raised {type(exc).__name__}: {exc}")
+
+
+def taken_in_data(data: Any) -> tuple[Any, str]:
+    """A tool's structured data checked against the input limits where it enters the engine.
+
+    Returns the data to keep (with known secrets as placeholders, and the text replacement
+    applied where needed) and a note for the output: data nested deeper or larger than the
+    limits, or not renderable as JSON, is dropped (the text result stays) and the note says
+    why. The limits come first (masking walks the value recursively; after the check it is at
+    most `max_depth` deep), then the masking, then the replacement, as for the text
+    (`_map_result`).
+    """
+    shown = data
+    try:
+        try:
+            odd = check_value(shown, strict_text=False)
+        except InputRejected as exc:
+            if exc.kind != "type":
+                raise
+            # Not plain JSON (a datetime, a model): checked as the event will render it.
+            shown = to_jsonable_python(data, fallback=repr)
+            odd = check_value(shown, strict_text=False)
+    except InputRejected as exc:
+        return None, f"\n[structured data not kept: {exc.problem}]"
+    except ValueError as exc:  # pydantic's own serialisation depth guard
+        return None, f"\n[structured data not kept: {exc}]"
+    known = known_secrets()
+    return (clean_value(known.mask_value(shown)) if odd else known.mask_value(data)), ""
 
 
 async def execute_one(
@@ -291,6 +345,7 @@ async def execute_one(
             arguments=scrub_value(call.arguments),
             owner=spec.owner,
             injected=call.injected,
+            risk=call.risk,
         )
     )
     started_record = ToolCallStartRecord(
@@ -302,6 +357,7 @@ async def execute_one(
         channel=state.channel,
         agent=exec_.agent,
         parent_agent=exec_.parent_agent,
+        risk=call.risk,
     )
     if type(exec_.observer) is not NullObserver:
         notify(exec_.observer, started_record, observer_failed(state, call.call_id))
@@ -312,7 +368,10 @@ async def execute_one(
     def emit_progress(message: str) -> None:
         state.sink(
             ProgressEvent(
-                turn_id=state.turn_id, id=call.call_id, name=call.name, message=scrub_text(message)
+                turn_id=state.turn_id,
+                id=call.call_id,
+                name=call.name,
+                message=clean_text(scrub_text(message)),  # masked first, as `_map_result`
             )
         )
 
@@ -453,9 +512,12 @@ def _completed(
         result = task.result()
         success, output = _map_result(call, result)
         if isinstance(result, ToolResult):
-            data, loaded, keep = result.data, result.loaded_tools, result.keep_in_context
+            loaded, keep = result.loaded_tools, result.keep_in_context
+            if result.data is not None:
+                data, note = taken_in_data(result.data)
+                output += known_secrets().mask(note)  # the note may quote a key
     except Exception as exc:
-        success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
+        success, output = False, _raised(call, exc)
     outcome = CallOutcome(
         call_id=call.call_id,
         name=call.name,
@@ -520,7 +582,7 @@ async def run_nested_call(
     batch = await prepare_calls(
         exec_,
         state,
-        [ParsedCall(index=0, call_id=call_id, name=name, arguments=arguments)],
+        [checked_call(0, call_id, name, arguments)],
         TurnGuards(),
     )
     await execute_batch(exec_, state, batch, parallel=False)
@@ -545,7 +607,7 @@ def _detach(state: TurnState, task: asyncio.Task[Any], task_id: str, call: Execu
         if t.cancelled():
             success, output = False, "Error: cancelled"
         elif (exc := t.exception()) is not None:
-            success, output = False, f"Error: '{call.name}' raised {type(exc).__name__}: {exc}"
+            success, output = False, _raised(call, exc)
         else:
             success, output = _map_result(call, t.result())
         if state.on_background_result is not None:

@@ -21,6 +21,7 @@ ToolStatus = Literal[
     "excluded",
     "interrupted",
     "hook_cancelled",
+    "awaiting_approval",
 ]
 
 InterruptPhase = Literal["not_started", "cancelled_while_running", "running_in_background"]
@@ -48,6 +49,9 @@ class ToolCallEvent(BaseEvent):
     owner: str | None = None
     injected: tuple[str, ...] = ()
     """Argument names the runtime set (approval marker, delivery defaults)."""
+    risk: str | None = None
+    """The call's risk tier (`low`, `medium`, `high`) for a tool that judges each call (the
+    `shell` tool: its parsed command)."""
 
 
 class ToolResultEvent(BaseEvent):
@@ -131,6 +135,8 @@ class ApprovalRequestEvent(BaseEvent):
     summary: str
     reason: str | None = None
     """Why a human is asked although policy alone would not have asked (a check escalated)."""
+    risk: str | None = None
+    """The call's risk tier, for a tool that judges each call (the `shell` tool)."""
 
 
 class ApprovalDecisionEvent(BaseEvent):

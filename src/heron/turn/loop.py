@@ -16,7 +16,6 @@ before it propagates, so the history never keeps a call without its result.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from heron._support.limits import InputRejected, clean_text, parse_json
 from heron.errors import HeronError
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage, UserMessage
 from heron.models import text_protocol
@@ -37,10 +37,11 @@ from heron.models.base import (
     Usage,
 )
 from heron.safety.redact import scrub_text
+from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolSpec
 from heron.turn.bounds import bound_text
 from heron.turn.call_prep import PreparedBatch, TurnGuards, is_excluded, prepare_calls, start_check
-from heron.turn.calls import CallOutcome, ParsedCall, result_event, synthetic
+from heron.turn.calls import CallOutcome, ParsedCall, checked_call, result_event, synthetic
 from heron.turn.cancel import absorb, bind_task, stop_task, take_absorbed, wait_task
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
 from heron.turn.dispatch import execute_batch, should_run_parallel
@@ -340,17 +341,16 @@ class _Loop:
 
         async def consume() -> None:
             async for part in exec_.model.stream(request):
+                # Model text is outside data too: what is not Unicode gets the replacement.
                 if isinstance(part, TextDelta):
-                    response.text += part.text
+                    text = clean_text(part.text)
+                    response.text += text
                     if live_text:
-                        state.sink(
-                            TextDeltaEvent(turn_id=state.turn_id, text=scrub_text(part.text))
-                        )
+                        state.sink(TextDeltaEvent(turn_id=state.turn_id, text=scrub_text(text)))
                 elif isinstance(part, ReasoningDelta):
-                    response.reasoning += part.text
-                    state.sink(
-                        ReasoningDeltaEvent(turn_id=state.turn_id, text=scrub_text(part.text))
-                    )
+                    text = clean_text(part.text)
+                    response.reasoning += text
+                    state.sink(ReasoningDeltaEvent(turn_id=state.turn_id, text=scrub_text(text)))
                 elif isinstance(part, ModelToolCall):
                     response.calls.append(part)
                     self._precheck(part)
@@ -419,9 +419,7 @@ class _Loop:
             known += self.exec.catalogue.names()
         parsed = text_protocol.parse_text_tool_calls(response.text, known)
         calls = [
-            ParsedCall(
-                index=i, call_id=self._unique(c.call_id, c.name), name=c.name, arguments=c.arguments
-            )
+            checked_call(i, self._unique(c.call_id, c.name), c.name, c.arguments)
             for i, c in enumerate(parsed.calls)
         ]
         return calls, parsed.text, parsed.issue
@@ -454,19 +452,20 @@ class _Loop:
     def _pin(self, index: int, call: ModelToolCall) -> ParsedCall:
         call_id = self._unique(call.id, call.name)
         if call.arguments is not None:
-            return ParsedCall(
-                index=index, call_id=call_id, name=call.name, arguments=call.arguments
-            )
+            return checked_call(index, call_id, call.name, call.arguments)
         raw = call.arguments_json or "{}"
         try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError as exc:
+            # The one check of the arguments' depth, size, numbers and text (parse time).
+            value: Any = parse_json(raw)
+        except InputRejected as exc:
+            syntax = exc.kind == "syntax"
             return ParsedCall(
                 index=index,
                 call_id=call_id,
                 name=call.name,
                 arguments={},
-                arguments_error=f"invalid JSON: {exc.msg} at position {exc.pos}",
+                arguments_error=exc.message if syntax else None,
+                arguments_problem=None if syntax else exc.problem,
             )
         if not isinstance(value, dict):
             return ParsedCall(
@@ -536,20 +535,24 @@ class _Loop:
     def _append_assistant(
         self, text: str, calls: tuple[()] | list[ParsedCall], reasoning: str | None
     ) -> None:
+        # The model can only repeat a known secret it was given despite the masking (a guess,
+        # a script): the history keeps the placeholder; preparation refuses the raw call.
+        known = known_secrets()
         self._append(
             AssistantMessage(
-                text=text,
+                text=known.mask(text),
                 tool_calls=tuple(
-                    ToolCallPart(id=c.call_id, name=c.name, arguments=c.arguments) for c in calls
+                    ToolCallPart(id=c.call_id, name=c.name, arguments=known.mask_value(c.arguments))
+                    for c in calls
                 ),
-                reasoning=reasoning or None,
+                reasoning=known.mask(reasoning) if reasoning else None,
             )
         )
 
     def _drain_steering(self) -> None:
         steering = self.state.steering
         while steering:
-            self._append(UserMessage(content=steering.popleft()))
+            self._append(UserMessage(content=known_secrets().mask(steering.popleft())))
 
     def _check_cancel(self) -> None:
         cancel = self.state.cancel

@@ -29,6 +29,8 @@ class ToolCallStartRecord:
     channel: str | None = None
     agent: str | None = None
     parent_agent: str | None = None
+    risk: str | None = None
+    """The call's risk tier, for a tool that judges each call (`CallApproval`)."""
 
     def otel_attributes(self) -> dict[str, str]:
         attrs = {
@@ -42,6 +44,8 @@ class ToolCallStartRecord:
             attrs["gen_ai.agent.name"] = self.agent
         if self.channel:
             attrs["heron.channel"] = self.channel
+        if self.risk:
+            attrs["heron.tool.risk"] = self.risk
         return attrs
 
 

@@ -1,4 +1,16 @@
-"""Routing: which of the three strategies handles an event.
+"""Routing: which session an arriving event is for, and which of the three strategies
+handles it there.
+
+**Which session** (`route_session`, one pure function for every way in): the session the
+sender names (a webhook's `X-Heron-Session` header; the gateway's and a spawned child's
+explicit session), else the session in the path (`/webhook/<session>`, `/im/<session>`,
+`/github/<session>`), else the session of the thread the event answers (a mail's
+`In-Reply-To` / `References`, looked up by the caller), else the default session (`heron serve
+--session`). `check_hosted_name` says which names can be hosted: a valid session name
+(`heron.sessions.session.check_session_name`) that is not one of a session's own stores
+(`<session>/quiet`, `<session>/side/<event id>`).
+
+**Which strategy:**
 
 - **cancel** — interrupt the running step now (stop the model stream; cancel running tools, or
   detach them so they finish in the background), drain the queue, append everything, call the
@@ -32,6 +44,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from heron.always_on.bus.model import URGENT_KINDS, BusEvent
+from heron.sessions.session import check_session_name
 from heron.turn.cancel import CancelMode
 
 Strategy = Literal["cancel", "queue", "parallel"]
@@ -40,6 +53,50 @@ FREE_TEXT_KINDS: frozenset[str] = frozenset({"user.input", "agent.input", "im.me
 """Kinds whose meaning is in their text: the ones a classifier is asked about."""
 
 _STOP_TEXT = re.compile(r"^\W*(stop|cancel|abort|halt|停)", re.IGNORECASE)
+
+
+SESSION_HEADER = "X-Heron-Session"
+"""The header a webhook sender names its session in."""
+
+QUIET_SUFFIX = "/quiet"
+SIDE_SEGMENT = "/side/"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SessionAddress:
+    """What an arriving event says about its session, before any session is chosen."""
+
+    named: str | None = None
+    """Named by the sender: the `X-Heron-Session` header, the gateway's `/v1/sessions/{session}`,
+    the parent of a spawned child."""
+    path: str | None = None
+    """The rest of a webhook path after its route (`/webhook/<session>`)."""
+    thread: str | None = None
+    """The session of the thread the event answers (mail: the message it replies to)."""
+
+
+def route_session(address: SessionAddress, default: str) -> str:
+    """The session an event is for: named, else path, else thread, else `default`. Empty
+    strings count as absent. Pure: the caller validates the result (`check_hosted_name`) and
+    decides what an unknown session means."""
+    return address.named or address.path or address.thread or default
+
+
+def check_hosted_name(name: str) -> str:
+    """`name` if a server can host it, else `ValueError`: a valid session name that is not a
+    session's quiet store or one of its side sessions."""
+    check_session_name(name)
+    if name.endswith(QUIET_SUFFIX) or SIDE_SEGMENT in name:
+        raise ValueError(
+            f"session {name!r} is where another session keeps its quiet events or side "
+            "questions; it cannot be addressed"
+        )
+    return name
+
+
+def quiet_session_name(session: str) -> str:
+    """Where the inbound events no subscription of `session` wants are kept."""
+    return f"{session}{QUIET_SUFFIX}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

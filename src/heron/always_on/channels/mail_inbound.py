@@ -9,6 +9,13 @@ anything that delivers into the Maildir (fetchmail, an MDA, a test) feeds the ag
 
 Mail that no subscription wants (`wake`) is taken in without an event: it waits in the Maildir.
 
+Which session a mail is for (`route_session` of `heron.always_on.bus.routing`, with the thread
+as the address): a reply goes to the session of the thread it answers — the first of its
+`In-Reply-To` and `References` (newest first) that names a message this server received or
+sent before (`ThreadIndex`, table `mail_threads`) — and a new thread to the default session.
+Every mail taken in is recorded with its session, so the replies to it follow; so is mail the
+agent sends (`record`).
+
 `SmtpIngress` is a real SMTP server (aiosmtpd, on the caller's event loop): it stores each
 accepted message in the Maildir, then runs a scan before answering `250`, so a sender that got
 `250` knows its mail is on the bus.
@@ -22,21 +29,51 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from email.message import Message
 from email.utils import getaddresses
-from typing import Any
+from typing import Any, Protocol
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from heron._support.clock import Clock, RealClock, timestamp
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
+from heron.always_on.bus.routing import SessionAddress, route_session
 from heron.connectors.mail.maildir import INBOX, Maildir, MailRef, mail_summary, message_text
 
 log = logging.getLogger("heron.always_on.channels.mail")
 
 Publish = Callable[[list[BusEvent]], Awaitable[list[bool]]]
 """Publishes a burst with one durable write (`BusStore.publish_many`)."""
+Answers = Callable[[Message, BusEvent], Awaitable[BusEvent | None]]
+"""Sees a mail and its event before it is published; returns the event to publish, or `None`."""
+
+_MESSAGE_ID = re.compile(r"<[^<>\s]+>")
+
+
+def thread_ids(message: Message) -> list[str]:
+    """The Message-IDs a mail answers, most direct first: `In-Reply-To`, then `References`
+    from the newest to the oldest."""
+    replied = _MESSAGE_ID.findall(str(message.get("In-Reply-To", "")))
+    references = _MESSAGE_ID.findall(str(message.get("References", "")))
+    return list(dict.fromkeys([*replied, *reversed(references)]))
+
+
+class ThreadIndex(Protocol):
+    """Which session each mail heron received or sent belongs to, by Message-ID (synchronous;
+    a back-end failure raises `heron.errors.StoreError`). The SQLite implementation is
+    `heron.always_on.channels.sqlite_mail_inbound.SqliteThreadIndex`."""
+
+    def session_of(self, message_ids: Sequence[str]) -> str | None:
+        """The session of the first of `message_ids` that is known, or `None`."""
+        ...
+
+    def record(self, pairs: Iterable[tuple[str, str]], *, now: float) -> None:
+        """Remember `(message_id, session)` pairs, atomically; a Message-ID keeps its first
+        session, and an empty Message-ID is skipped."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -44,6 +81,7 @@ class MailIngressConfig:
     """Where mail lands and how it becomes events."""
 
     session: str = "default"
+    """The default session: where a mail that answers no known thread goes."""
     contacts: frozenset[str] = frozenset()
     """Sender addresses (any case) that count as known contacts."""
     scan_interval_s: float = 5.0
@@ -62,15 +100,26 @@ class MaildirSource:
         *,
         clock: Clock | None = None,
         wake: Callable[[BusEvent], bool] | None = None,
+        threads: ThreadIndex | None = None,
+        admit: Callable[[str], str | None] | None = None,
+        answers: Answers | None = None,
     ) -> None:
         """`wake` (trigger subscriptions) decides which mail wakes the agent; the rest is only
-        taken in: it stays in the Maildir for `list_mail`."""
+        taken in: it stays in the Maildir for `list_mail`. `threads` routes replies to the
+        session of their thread (without it, all mail goes to the default session); a
+        thread's session that `admit` refuses falls back to the default. `answers` sees each
+        mail with its event first and returns the event to publish instead (a reply to one
+        of heron's messages: `heron.always_on.channels.answers.MailAnswers`), or `None` when
+        the mail was an answer that needs no event."""
         self.box = box
         self.publish = publish
         self.config = config or MailIngressConfig()
         self.clock: Clock = clock or RealClock()
         self.contacts = frozenset(c.casefold() for c in self.config.contacts)
         self.wake = wake
+        self.threads = threads
+        self.admit = admit
+        self.answers = answers
         self.published = 0
         self.duplicates = 0
         self.quiet = 0
@@ -83,8 +132,15 @@ class MaildirSource:
             if not refs:
                 return []
             events = [self.event_for(ref) for ref in refs]
+            if self.answers is not None:
+                mails = zip(refs, events, strict=True)
+                answered = [await self.answers(self.box.read(r), e) for r, e in mails]
+                events = [e for e in answered if e is not None]
             waking = [e for e in events if self.wake is None or self.wake(e)]
             stored = await self.publish(waking) if waking else []
+            if self.threads is not None:  # before `new/` is left: a crash publishes again
+                pairs = [(e.content.data.get("message_id") or "", e.session) for e in events]
+                self.threads.record(pairs, now=self.clock.time())
             for ref in refs:
                 self.box.take_in(ref)
         fresh = [e for e, new in zip(waking, stored, strict=True) if new]
@@ -122,7 +178,7 @@ class MaildirSource:
             kind="mail.received",
             source="contact" if summary["from"].casefold() in self.contacts else "stranger",
             channel="mail",
-            session=self.config.session,
+            session=self.session_for(message),
             timestamp=timestamp(self.clock),
             content=EventContent(text="\n".join([*header, "", body]), data=summary),
             context=EventContext(
@@ -131,6 +187,15 @@ class MaildirSource:
             ),
             idempotency_key=key,
         )
+
+    def session_for(self, message: Message) -> str:
+        """The session of the thread `message` answers, else the default session."""
+        thread = None
+        if self.threads is not None:
+            thread = self.threads.session_of(thread_ids(message))
+            if thread is not None and self.admit is not None and self.admit(thread) is not None:
+                thread = None
+        return route_session(SessionAddress(thread=thread), self.config.session)
 
 
 class _Handler:

@@ -49,6 +49,7 @@ from heron.always_on.jobs.output import tail_lines
 from heron.always_on.jobs.store import JobRecord, JobState, JobStore
 from heron.errors import HeronError, StoreError
 from heron.safety.command_policy import CommandPolicy, CommandVerdict, Decision
+from heron.safety.secrets import known_secrets
 from heron.sandbox.base import ResourceLimits, Sandbox, SandboxUnavailable
 from heron.sandbox.bwrap import BwrapSandbox
 from heron.sandbox.process import ProcessSandbox, probe_cgroup
@@ -195,7 +196,8 @@ class JobManager:
         self.store.insert(job)
         self._launching.add(job_id)  # not yet reconcilable: its processes are being started
         try:
-            report = await sup.launch_supervisor(spec_path)
+            # The supervisor masks known secrets in the job's output before it reaches disk.
+            report = await sup.launch_supervisor(spec_path, known_secrets().replacements())
         finally:
             self._launching.discard(job_id)
         if report.get("ok") is not True:

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from heron._support.state import sqlite_errors, update_row
-from heron.always_on.jobs.store import JOB_FIELDS, JobRecord
+from heron._support.vocabulary import advance_status
+from heron.always_on.jobs.store import FINAL_STATES, JOB_FIELDS, JobRecord
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -40,6 +41,7 @@ CREATE INDEX IF NOT EXISTS jobs_by_session ON jobs (session, started_at);
 """
 _COLUMNS = ", ".join(JOB_FIELDS)
 _BOOLS = {"cancel_requested", "timed_out", "reported"}
+_FINAL = ", ".join(f"'{state}'" for state in sorted(FINAL_STATES))
 
 
 def _record(row: tuple[Any, ...]) -> JobRecord:
@@ -68,6 +70,11 @@ class SqliteJobStore:
             )
 
     def update(self, job_id: str, **changes: Any) -> JobRecord:
+        if "state" in changes:
+            current = self.get(job_id)
+            if current is None:
+                raise KeyError(job_id)
+            advance_status(current.state, changes["state"])
         update_row(self._conn, "jobs", job_id, changes, fields=JOB_FIELDS, what="job")
         job = self.get(job_id)
         if job is None:
@@ -89,7 +96,7 @@ class SqliteJobStore:
     def open_jobs(self, session: str) -> Iterator[JobRecord]:
         rows = self._conn.execute(
             f"SELECT {_COLUMNS} FROM jobs WHERE session = ?"
-            " AND (state NOT IN ('completed', 'failed', 'cancelled', 'lost') OR reported = 0)"
+            f" AND (state NOT IN ({_FINAL}) OR reported = 0)"
             " ORDER BY started_at, rowid",
             (session,),
         ).fetchall()

@@ -19,14 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from heron._support.vocabulary import TERMINAL_STATUSES
 from heron.always_on.jobs.supervisor import OUTPUT_FILE
 
 JobState = Literal["working", "input_required", "completed", "failed", "cancelled", "lost"]
-"""The MCP tasks model (`working`, `input_required`, `completed`, `failed`, `cancelled`) plus
-`lost`: the job's fate cannot be known. Detached jobs read /dev/null, so they never ask for
-input; `input_required` is part of the model for other asynchronous tools."""
+"""The words of heron's status vocabulary (`heron._support.vocabulary.Status`) a job uses:
+`lost` when its fate cannot be known. Detached jobs read /dev/null, so they never ask for
+input; a job's timeout is the `timed_out` flag beside the state its end gives it (a killed job
+is `failed`), and a job starts `working` (it is never `queued`)."""
 
-FINAL_STATES: frozenset[str] = frozenset({"completed", "failed", "cancelled", "lost"})
+FINAL_STATES: frozenset[str] = frozenset(TERMINAL_STATUSES)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -79,7 +81,9 @@ class JobStore(Protocol):
 
     def update(self, job_id: str, **changes: Any) -> JobRecord:
         """Change fields of a job and return the stored result; `ValueError` for a name not in
-        `JOB_FIELDS` (nothing changes), `KeyError` for an unknown job."""
+        `JOB_FIELDS` (nothing changes), `KeyError` for an unknown job, and
+        `heron._support.vocabulary.StatusError` (nothing changes) for a `state` that would move
+        a finished job to another state."""
         ...
 
     def get(self, job_id: str) -> JobRecord | None:

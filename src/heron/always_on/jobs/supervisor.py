@@ -8,12 +8,18 @@ heron's exit nor a signal to heron's process group reaches it.
 
 The supervisor starts the command in a new session of its own (its process group is the
 command's pid), with stdin from /dev/null and stdout and stderr appended to `output.log`,
-under the resource limits, cgroup and user the spec names. It writes `procs.json` (its own and
-the command's pid, their start times and the boot id: enough to recognise them later and not
-mistake a recycled pid for them) before reporting success. When the command exits, whatever it
-left behind in its process group or cgroup is killed, then `status.json` (exit code or signal,
-end time) is written atomically. A `status.json` therefore means the job is over; a supervisor
-that is gone without one means its fate is unknown.
+under the resource limits, cgroup and user the spec names. When heron holds known secrets
+(`heron.safety.secrets`), it hands their values and placeholders to the launcher on its
+standard input — never in the spec or any file — and the command's output goes through a pipe
+the supervisor reads, so each value becomes its placeholder before `output.log` is written
+(a value split across two reads is held back until the next one decides it).
+
+It writes `procs.json` (its own and the command's pid, their start times and the boot id:
+enough to recognise them later and not mistake a recycled pid for them) before reporting
+success. When the command exits, whatever it left behind in its process group or cgroup is
+killed, then `status.json` (exit code or signal, end time) is written atomically. A
+`status.json` therefore means the job is over; a supervisor that is gone without one means its
+fate is unknown.
 
 SIGTERM, SIGINT and SIGHUP sent to the supervisor are passed on to the command's process group,
 so stopping the supervisor stops the job and its end is still recorded.
@@ -28,6 +34,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +48,46 @@ STATUS_FILE = "status.json"
 LOG_FILE = "supervisor.log"
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_PUMP_DRAIN_S = 5.0  # after the command's group is killed, how long the output may still flow
+
+Masks = Sequence[tuple[bytes, bytes]]
+"""(secret value, placeholder) pairs, longest value first."""
+
+
+def mask_output(data: bytes, masks: Masks) -> tuple[bytes, bytes]:
+    """`data` with every value replaced, split into what may be written now and the tail
+    that could be the start of a value continued in the next read."""
+    for value, mark in masks:
+        if value in data:
+            data = data.replace(value, mark)
+    keep = 0
+    for value, _ in masks:
+        for size in range(min(len(value) - 1, len(data)), keep, -1):
+            if data.endswith(value[:size]):
+                keep = size
+                break
+    return data[: len(data) - keep], data[len(data) - keep :]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _pump(source: int, out: int, masks: Masks) -> None:
+    """Copy the command's output to `output.log`, masked, until every writer has closed it."""
+    held = b""
+    try:
+        while chunk := os.read(source, 65536):
+            ready, held = mask_output(held + chunk, masks)
+            _write_all(out, ready)
+        _write_all(out, held)  # the end: a tail held back is no secret's start after all
+    finally:
+        os.close(source)
+        os.close(out)
+
+
 _CGROUP_SWEEPS = 50  # cgroup membership lags a kill; bounded retries before giving up on rmdir
 
 
@@ -156,15 +203,22 @@ def _report(fd: int, data: Mapping[str, Any]) -> None:
     os.close(fd)
 
 
-def supervise(spec: Mapping[str, Any], report_fd: int) -> int:
+def supervise(spec: Mapping[str, Any], report_fd: int, masks: Masks = ()) -> int:
     """Start the command, report, wait for it, clean up, write the status file."""
     job_dir = Path(spec["dir"])
     procs_fd = -1
     out = -1
+    log = -1
+    pump: threading.Thread | None = None
     try:
-        out = os.open(
+        log = os.open(
             job_dir / OUTPUT_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
         )
+        if masks:  # the output passes through the supervisor, which masks it
+            source, out = os.pipe2(os.O_CLOEXEC)
+            pump = threading.Thread(target=_pump, args=(source, log, masks), daemon=True)
+        else:
+            out, log = log, -1
         procs_fd = _make_cgroup(spec)
         user: dict[str, Any] = {}
         if spec.get("user") is not None:
@@ -189,6 +243,8 @@ def supervise(spec: Mapping[str, Any], report_fd: int) -> int:
         for fd in (out, procs_fd):
             if fd >= 0:
                 os.close(fd)
+    if pump is not None:
+        pump.start()
     me = os.getpid()
     identity = {
         "supervisor_pid": me,
@@ -215,6 +271,8 @@ def supervise(spec: Mapping[str, Any], report_fd: int) -> int:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(child.pid, signal.SIGKILL)
     remove_cgroup(spec.get("cgroup"))
+    if pump is not None:  # the output is complete before the job is reported over
+        pump.join(_PUMP_DRAIN_S)
     status = {
         "exit_code": code if code >= 0 else None,
         "signal": -code if code < 0 else None,
@@ -241,9 +299,21 @@ def _detach_stdio(job_dir: Path) -> None:
     os.close(log)
 
 
+def _read_masks() -> list[tuple[bytes, bytes]]:
+    """The (value, placeholder) pairs heron wrote on standard input (none from a terminal)."""
+    if sys.stdin is None or sys.stdin.isatty():
+        return []
+    raw = sys.stdin.buffer.read()
+    if not raw.strip():
+        return []
+    pairs = [(v.encode("utf-8"), m.encode("utf-8")) for v, m in json.loads(raw)]
+    return sorted(pairs, key=lambda pair: -len(pair[0]))
+
+
 def launch(spec_path: Path) -> int:
     """Fork the supervisor, relay its report on stdout; 0 when the command started."""
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    masks = _read_masks()
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -252,7 +322,7 @@ def launch(spec_path: Path) -> int:
             os.close(read_fd)
             os.setsid()
             _detach_stdio(Path(spec["dir"]))
-            code = supervise(spec, write_fd)
+            code = supervise(spec, write_fd, masks)
         except BaseException:
             traceback.print_exc()
         finally:
@@ -282,9 +352,13 @@ def identity(report: Mapping[str, Any]) -> dict[str, Any]:
     return {key: report.get(key) for key in IDENTITY_FIELDS}
 
 
-async def launch_supervisor(spec_path: Path) -> dict[str, Any]:
+async def launch_supervisor(
+    spec_path: Path, masks: Sequence[tuple[str, str]] = ()
+) -> dict[str, Any]:
     """Run this script on `spec_path`; returns its report once the command has started
-    (`{"ok": true, <identity>}`) or could not start (`{"ok": false, "error": ...}`)."""
+    (`{"ok": true, <identity>}`) or could not start (`{"ok": false, "error": ...}`). `masks`
+    are (secret value, placeholder) pairs the supervisor applies to the command's output; they
+    travel on the launcher's standard input, never through a file."""
     import asyncio
 
     proc = await asyncio.create_subprocess_exec(
@@ -293,12 +367,13 @@ async def launch_supervisor(spec_path: Path) -> dict[str, Any]:
         "-S",
         __file__,
         str(spec_path),
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
-    out, err = await proc.communicate()
+    payload = json.dumps([list(pair) for pair in masks]).encode() if masks else b""
+    out, err = await proc.communicate(payload)
     try:
         report = json.loads(out.decode("utf-8", "replace").strip() or "{}")
     except ValueError:

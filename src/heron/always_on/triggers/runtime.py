@@ -18,7 +18,8 @@ Everything publishes on `bus` (the same `BusStore` object the event loop watches
 wake it at once) and persists in `stores` (`TriggerStores`: jobs, timers, monitors and
 subscriptions; `heron.always_on.triggers.sqlite_store.open_trigger_stores` opens them in
 `<state_dir>/heron.db`). The runtime owns the stores it is given and closes them in `aclose`;
-`state_dir` also holds the jobs' directories.
+runtimes that share one set (`heron serve` gives every session's runtime the process's) are
+each given `TriggerStores.shared()`. `state_dir` also holds the jobs' directories.
 """
 
 from __future__ import annotations
@@ -49,19 +50,21 @@ from heron.turn.events import EventSink
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TriggerConfig:
-    """Configuration of every trigger. `heartbeat=None` turns the heartbeat off; empty
-    `system.disk_paths` watch the state directory's and the workspace's disks."""
+    """Configuration of every trigger. `heartbeat=None` turns the heartbeat off, `system=None`
+    the system events; empty `system.disk_paths` watch the state directory's and the
+    workspace's disks."""
 
     jobs: JobConfig = field(default_factory=JobConfig)
     timers: TimerConfig = field(default_factory=TimerConfig)
     heartbeat: HeartbeatConfig | None = None
-    system: SystemEventConfig = field(default_factory=SystemEventConfig)
+    system: SystemEventConfig | None = field(default_factory=SystemEventConfig)
     monitor_poll_s: float = 0.5
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TriggerStores:
-    """The durable state of one session's triggers."""
+    """The durable state of the triggers. Each store keeps every session's records (its
+    methods take the session), so one set can serve the runtimes of many sessions."""
 
     jobs: JobStore
     timers: TimerStore
@@ -69,6 +72,11 @@ class TriggerStores:
     subscriptions: SubscriptionStore
     close: Callable[[], None] = lambda: None
     """Releases the stores' connections (called by `TriggerRuntime.aclose`)."""
+
+    def shared(self) -> TriggerStores:
+        """The same stores with a `close` that leaves them open: for one of several runtimes
+        that share them (`heron serve`'s sessions); whoever opened them closes them once."""
+        return dataclasses.replace(self, close=lambda: None)
 
 
 class TriggerRuntime:
@@ -91,6 +99,9 @@ class TriggerRuntime:
         config: TriggerConfig | None = None,
         hooks: LifecycleHooks | None = None,
     ) -> None:
+        """`stores`: the runtime closes them in `aclose`; to share one set of stores among
+        the runtimes of many sessions (their methods take the session), give each runtime
+        `stores.shared()` and close the stores once, after the last runtime."""
         config = config or TriggerConfig()
         self.config = config
         self.clock: Clock = clock or RealClock()
@@ -129,10 +140,14 @@ class TriggerRuntime:
         )
         self.subscriptions = Subscriptions(stores.subscriptions, session=session)
         system = config.system
-        if not system.disk_paths:
+        if system is not None and not system.disk_paths:
             system = dataclasses.replace(system, disk_paths=(state_dir, workspace))
-        self.system = SystemEvents(
-            system, publish=publish, session=session, clock=self.clock, tasks=self.tasks
+        self.system = (
+            SystemEvents(
+                system, publish=publish, session=session, clock=self.clock, tasks=self.tasks
+            )
+            if system is not None
+            else None
         )
         self.heartbeat = (
             Heartbeat(
@@ -168,8 +183,9 @@ class TriggerRuntime:
         await self.jobs.start()
         await self.monitors.start()
         await self.timers.start()
-        self._unwatch = self._bus.watch(self.system.observe)
-        await self.system.start()
+        if self.system is not None:
+            self._unwatch = self._bus.watch(self.system.observe)
+            await self.system.start()
         if self.heartbeat is not None:
             await self.heartbeat.start()
         await self.hooks.started()
@@ -180,7 +196,8 @@ class TriggerRuntime:
         await self.hooks.stopped()
         if self.heartbeat is not None:
             await self.heartbeat.aclose()
-        await self.system.aclose()
+        if self.system is not None:
+            await self.system.aclose()
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None

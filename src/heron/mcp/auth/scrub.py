@@ -2,7 +2,9 @@
 
 Every token, refresh token, client secret and authorization code heron handles is remembered
 here (`remember_secret`), and `scrub_secrets` masks each one wherever it appears in a text, on
-top of `heron.safety.redact.scrub_text`'s pattern-based masking. `install_log_filter` puts the
+top of `heron.safety.redact.scrub_text`'s pattern-based masking. Each is also a known secret of
+the process (`heron.safety.secrets`, as `«secret:MCP_OAUTH»`), so it never enters the data path
+either. `install_log_filter` puts the
 same masking on the loggers of the SDK's OAuth client and HTTP libraries, and drops the SDK's
 "OAuth flow error" traceback when the flow only stopped because heron is waiting for consent
 (heron reports that itself, once).
@@ -15,6 +17,7 @@ import threading
 
 from heron.mcp.auth.causes import find_cause
 from heron.safety.redact import scrub_text
+from heron.safety.secrets import known_secrets
 
 __all__ = ["install_log_filter", "remember_secret", "scrub_secrets"]
 
@@ -30,7 +33,11 @@ _LOGGERS = ("mcp.client.auth", "mcp.client.auth.oauth2", "mcp.client.auth.utils"
 
 
 def remember_secret(*values: str | None) -> None:
-    """Remember secret values so `scrub_secrets` masks them from now on."""
+    """Remember secret values so `scrub_secrets` masks them from now on (and every entry point
+    of the data path replaces them by `«secret:MCP_OAUTH»`)."""
+    known = known_secrets()
+    for value in values:
+        known.add("MCP_OAUTH", value)
     with _lock:
         for value in values:
             if value and len(value) >= _MIN_CHARS and value not in _secrets:

@@ -1,0 +1,532 @@
+"""`SessionHost`: any number of sessions in one `heron serve` process.
+
+Which session an arriving event is for is decided by one rule for every way in
+(`heron.always_on.bus.routing.route_session`); this module keeps the sessions that rule names.
+
+A hosted session is in one of two states:
+
+- **awake**: it holds the session's writer lock (`heron.sessions.lock.SessionLock`) and its
+  runtime — the agent `make_agent` built for it (its own approval allow-list, activated tool
+  set and receipt scope), its triggers, and its `EventDrivenAgent` loop task with its own
+  per-turn exclusions. Its writer comes from `SessionWriter.wake`: waking reads the head and
+  the last tool round of the history, not the history, which is read when the model is first
+  called.
+- **parked**: after `idle_timeout_s` with nothing in flight (no turn, no event pending or
+  routed, no detached tool, no side question, no unfinished background job), its task, agent,
+  triggers and lock are released; only a `Parked` entry stays in memory (name, last activity,
+  next timer). Its next event wakes it: a publish through this process's store (the one
+  `watch` of the host), an event another process wrote (the host's poller, one query for all
+  sessions), or its next timer (the host's alarm).
+
+The **default session** (`heron serve --session`) is never parked: it is the server's own — its
+lock is what makes a second server with the same default session fail at once, and the
+heartbeat and system events go there.
+
+**Writer lock**: taken when a session wakes and held while it is awake. While a session is
+parked another process may write it (`heron run --session X`); an event for it then stays
+pending, durable, and the host tries to wake it again at each poll until that process ends.
+
+**Which sessions**: a name `admit` accepts (a valid, addressable name — `check_hosted_name` —
+on the allow-list when there is one). An unknown session is created when its first event is
+routed to it (`claim`), and remembered in the host index (`HostIndex`, under the server's
+default session; table `serve_sessions` in SQLite), so that after a restart the host finds its
+pending events, its timers and its jobs again. Events of sessions that no event routed here
+(another server's) are left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from heron._support.clock import Clock, RealClock
+from heron.always_on.bus.loop import EventDrivenAgent
+from heron.always_on.bus.model import BusEvent
+from heron.always_on.bus.routing import check_hosted_name
+from heron.always_on.bus.store import BusStore, Unwatch
+from heron.sessions.lock import SessionInUseError, SessionLock
+from heron.sessions.store import SessionStore
+from heron.sessions.writer import SessionWriter
+
+log = logging.getLogger("heron.always_on.sessions")
+
+Announce = Callable[[dict[str, Any]], None]
+
+
+class SessionRuntime(Protocol):
+    """What runs while a session is awake; built by the server at each wake."""
+
+    @property
+    def loop(self) -> EventDrivenAgent: ...
+
+    def notify(self, event: BusEvent) -> None:
+        """An event of this session was published."""
+        ...
+
+    def busy(self) -> str | None:
+        """Why the session cannot be parked although its loop is idle (a running job), or
+        `None`."""
+        ...
+
+    def next_alarm(self) -> float | None:
+        """When the session must be woken again if it is parked now (its next timer)."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+Build = Callable[[str, SessionWriter], Awaitable[SessionRuntime]]
+"""Builds the runtime of a session being woken, over the writer the host opened."""
+
+Dormant = Callable[[str], tuple[bool, float | None]]
+"""For a session the host has not woken yet (at start): whether it must be awake at once (an
+unfinished background job) and when its next timer falls due."""
+
+
+# -- the index --------------------------------------------------------------------------------
+
+
+class HostIndex(Protocol):
+    """The sessions a server hosts, remembered across restarts (synchronous, like the other
+    stores outside the bus; a back-end failure raises `heron.errors.StoreError`). The SQLite
+    implementation is `heron.always_on.sqlite_sessions.SqliteHostIndex`."""
+
+    def add(self, host: str, session: str, *, now: float) -> bool:
+        """Remember `session` for the server `host`; `False` when it was known."""
+        ...
+
+    def sessions(self, host: str) -> list[str]:
+        """Every session of `host`, oldest first."""
+        ...
+
+    def touch(self, host: str, session: str, *, now: float) -> None:
+        """Record the session's last activity (when it is parked)."""
+        ...
+
+
+# -- the host ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostConfig:
+    """Which sessions a host serves and when it parks them."""
+
+    state_dir: Path
+    default: str = "default"
+    """The server's own session: never parked; also the host's name in the index."""
+    allowed: frozenset[str] | None = None
+    """The sessions that may be addressed besides the default (`None`: any valid name)."""
+    idle_timeout_s: float = 300.0
+    """How long a session stays awake with nothing in flight before it is parked."""
+    poll_interval_s: float | None = 1.0
+    """How often to look for events other processes wrote (`None`: never)."""
+
+
+@dataclass(slots=True)
+class Parked:
+    """All that stays in memory of a parked session."""
+
+    name: str
+    last_active: float
+    alarm: float | None = None
+    """When its next timer falls due (it is woken then)."""
+
+
+class Awake:
+    """A session that is awake: its lock, its runtime and the task running its loop."""
+
+    __slots__ = ("last_active", "lock", "name", "runtime", "task")
+
+    def __init__(self, name: str, lock: SessionLock, runtime: SessionRuntime, now: float) -> None:
+        self.name = name
+        self.lock = lock
+        self.runtime = runtime
+        self.task: asyncio.Task[None] | None = None
+        self.last_active = now
+
+
+class SessionHost:
+    """Wakes, runs and parks the sessions of one server. See the module docstring."""
+
+    def __init__(
+        self,
+        config: HostConfig,
+        *,
+        bus: BusStore,
+        sessions: SessionStore,
+        index: HostIndex,
+        build: Build,
+        dormant: Dormant | None = None,
+        prepare: Callable[[str], None] | None = None,
+        clock: Clock | None = None,
+        announce: Announce | None = None,
+        awaiting: Callable[[str], Mapping[str, str]] | None = None,
+    ) -> None:
+        """`bus` and `sessions` share one database (see `EventDrivenAgent`). `prepare` runs
+        once per process for each session before its first event is judged (the server adds
+        its standing subscriptions there). `awaiting(session)`: the placeholders of its calls
+        that wait on an open request to a human, which waking leaves waiting instead of
+        closing them as interrupted."""
+        check_hosted_name(config.default)
+        self.config = config
+        self.bus = bus
+        self.sessions = sessions
+        self.index = index
+        self._build = build
+        self._dormant = dormant
+        self._prepare = prepare
+        self._awaiting = awaiting
+        self.clock: Clock = clock or RealClock()
+        self._announce = announce or (lambda _record: None)
+        self._awake: dict[str, Awake] = {}
+        self._parked: dict[str, Parked] = {}
+        self._transitions: dict[str, asyncio.Task[bool]] = {}
+        self._again: set[str] = set()
+        self._blocked: set[str] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._alarm_changed = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._unwatch: Unwatch | None = None
+        self._serving = False
+        self._closed = False
+
+    # -- inspection -------------------------------------------------------------------------
+
+    @property
+    def default(self) -> Awake:
+        """The server's own session (awake from `start` to `aclose`)."""
+        return self._awake[self.config.default]
+
+    @property
+    def awake(self) -> dict[str, Awake]:
+        """The awake sessions by name (do not change it)."""
+        return self._awake
+
+    @property
+    def parked(self) -> dict[str, Parked]:
+        """The parked sessions by name (do not change it)."""
+        return self._parked
+
+    def known(self, name: str) -> bool:
+        return name in self._awake or name in self._parked or name in self._transitions
+
+    # -- which sessions ---------------------------------------------------------------------
+
+    def admit(self, name: str) -> str | None:
+        """Why `name` cannot be hosted here, or `None` when it can."""
+        try:
+            check_hosted_name(name)
+        except ValueError as exc:
+            return str(exc)
+        allowed = self.config.allowed
+        if allowed is not None and name != self.config.default and name not in allowed:
+            return f"session {name!r} is not served here"
+        return None
+
+    def claim(self, name: str) -> None:
+        """An event is being routed to `name` (admitted): from now on it is one of this
+        server's sessions, created on this first event, and its events wake it."""
+        if self.known(name):
+            return
+        problem = self.admit(name)
+        if problem is not None:
+            raise ValueError(problem)
+        self.index.add(self.config.default, name, now=self.clock.time())
+        if self._prepare is not None:
+            self._prepare(name)
+        self._parked[name] = Parked(name=name, last_active=self.clock.time())
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Wake the default session (raises `SessionInUseError` when another process holds
+        it), find the sessions of the index that need waking (pending events, unfinished
+        jobs, timers due), then watch the store and start the poller, the alarm and the
+        reaper."""
+        default = self.config.default
+        now = self.clock.time()
+        self.index.add(default, default, now=now)
+        if self._prepare is not None:
+            self._prepare(default)
+        await self._wake(default, strict=True)
+        wake: list[str] = []
+        for name in self.index.sessions(default):
+            if name == default or self.admit(name) is not None:
+                continue
+            if self._prepare is not None:
+                self._prepare(name)
+            busy, alarm = self._dormant(name) if self._dormant is not None else (False, None)
+            self._parked[name] = Parked(name=name, last_active=now, alarm=alarm)
+            if busy or (alarm is not None and alarm <= now):
+                wake.append(name)
+        wake += [n for n in await self.bus.pending_sessions() if n in self._parked]
+        self._unwatch = self.bus.watch(self._on_published)
+        for name in dict.fromkeys(wake):
+            self._schedule_wake(name)
+        if self.config.poll_interval_s:
+            self._tasks.append(asyncio.ensure_future(self._poll(self.config.poll_interval_s)))
+        self._tasks.append(asyncio.ensure_future(self._alarms()))
+        self._tasks.append(asyncio.ensure_future(self._reap()))
+
+    async def serve(self) -> None:
+        """Run every awake session's loop (and those woken later) until `stop()`, then wait
+        for each to finish its turn. Raises what ends the default session's loop."""
+        self._serving = True
+        for awake in self._awake.values():
+            if awake.task is None:
+                awake.task = asyncio.ensure_future(self._run(awake))
+        default = self.default.task
+        assert default is not None
+        stop = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait([stop, default], return_when=asyncio.FIRST_COMPLETED)
+            if default.done() and not default.cancelled():
+                error = default.exception()
+                if error is not None:
+                    raise error  # the default session's loop failed: the server ends
+            tasks = [a.task for a in self._awake.values() if a.task is not None]
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            stop.cancel()
+
+    def stop(self) -> None:
+        """Stop taking new turns in every session; running turns may finish."""
+        self._stop.set()
+        for awake in self._awake.values():
+            awake.runtime.loop.stop()
+
+    def cancel(self) -> None:
+        """Cancel every running turn now."""
+        for awake in self._awake.values():
+            if awake.task is not None and not awake.task.done():
+                awake.task.cancel()
+
+    async def aclose(self) -> None:
+        """Stop the host's tasks and every session: its loop (detached tools are cancelled),
+        its runtime, then its lock. Parked sessions need nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        for task in [*self._tasks, *self._transitions.values()]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._transitions.values(), return_exceptions=True)
+        self._tasks.clear()
+        default = self._awake.get(self.config.default)
+        others = [a for a in self._awake.values() if a is not default]
+        for awake in [*others, *([default] if default is not None else [])]:
+            await self._release(awake, cancel=True)
+        self._awake.clear()
+
+    async def wake(self, name: str) -> bool:
+        """Wake a session the host knows and wait until it is awake; `False` when it cannot
+        be (its lock is held by another process, or it is unknown)."""
+        if not self.known(name):
+            return False
+        self._schedule_wake(name)
+        while (task := self._transitions.get(name)) is not None:
+            await asyncio.wait([task])
+        return name in self._awake
+
+    async def park(self, name: str, *, force: bool = False) -> bool:
+        """Park an awake session now if nothing is in flight (`force`: without waiting for
+        the idle timeout); `False` when it cannot be parked."""
+        while (task := self._transitions.get(name)) is not None:
+            await asyncio.wait([task])
+        if name not in self._awake or not await self._parkable(name, force=force):
+            return False
+        self._begin(name, self._park(name))
+        while (task := self._transitions.get(name)) is not None:
+            await asyncio.wait([task])
+        return name in self._parked
+
+    # -- arrivals ---------------------------------------------------------------------------
+
+    def _on_published(self, event: BusEvent) -> None:
+        """The store's callback after every durable publish in this process."""
+        name = event.session
+        awake = self._awake.get(name)
+        if awake is not None:
+            awake.last_active = self.clock.time()
+            awake.runtime.notify(event)
+            if name in self._transitions:  # being parked: wake it again afterwards
+                self._again.add(name)
+            return
+        if name in self._parked or name in self._transitions:
+            self._schedule_wake(name)
+
+    async def _poll(self, interval: float) -> None:
+        """Events other processes wrote: one query for every session."""
+        while True:
+            await self.clock.sleep(interval)
+            try:
+                for name in await self.bus.pending_sessions():
+                    awake = self._awake.get(name)
+                    if awake is not None and name not in self._transitions:
+                        await awake.runtime.loop.check_pending()
+                    elif name in self._parked:
+                        self._schedule_wake(name)
+            except Exception:
+                log.exception("looking for pending events failed; trying again")
+
+    async def _alarms(self) -> None:
+        """Wake parked sessions when their next timer falls due."""
+        while True:
+            self._alarm_changed.clear()
+            due = [(p.alarm, p.name) for p in self._parked.values() if p.alarm is not None]
+            changed = asyncio.ensure_future(self._alarm_changed.wait())
+            waits: list[asyncio.Future[Any]] = [changed]
+            if due:
+                waits.append(asyncio.ensure_future(self.clock.sleep_until(min(due)[0])))
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+            now = self.clock.time()
+            for alarm, name in due:
+                if alarm <= now and name in self._parked:
+                    self._schedule_wake(name)
+
+    async def _reap(self) -> None:
+        """Park what has been idle for the timeout."""
+        timeout = self.config.idle_timeout_s
+        every = min(max(timeout / 4, 0.05), 5.0)
+        while True:
+            await self.clock.sleep(every)
+            for name in list(self._awake):
+                if name == self.config.default or name in self._transitions:
+                    continue
+                try:
+                    if await self._parkable(name, force=False):
+                        self._begin(name, self._park(name))
+                except Exception:
+                    log.exception("session %r could not be checked for parking", name)
+
+    # -- transitions ------------------------------------------------------------------------
+
+    def _schedule_wake(self, name: str) -> None:
+        if name in self._transitions:
+            self._again.add(name)
+        elif name not in self._awake and not self._stop.is_set():
+            self._begin(name, self._wake(name))
+
+    def _begin(self, name: str, transition: Awaitable[bool]) -> None:
+        task = asyncio.ensure_future(transition)
+        self._transitions[name] = task
+        task.add_done_callback(lambda done: self._ended(name, done))
+
+    def _ended(self, name: str, task: asyncio.Task[bool]) -> None:
+        self._transitions.pop(name, None)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("session %r: %s", name, task.exception(), exc_info=task.exception())
+        if name in self._again:
+            self._again.discard(name)
+            self._schedule_wake(name)
+
+    async def _wake(self, name: str, *, strict: bool = False) -> bool:
+        lock = SessionLock(self.config.state_dir, name)
+        try:
+            lock.acquire()
+        except SessionInUseError as exc:
+            if strict:
+                raise
+            if name not in self._blocked:
+                self._blocked.add(name)
+                log.warning("%s; its events wait until it is free", exc)
+            return False
+        self._blocked.discard(name)
+        try:
+            waiting = self._awaiting(name) if self._awaiting is not None else None
+            writer = SessionWriter.wake(self.sessions, name, awaiting=waiting)
+            runtime = await self._build(name, writer)
+            await runtime.start()
+        except BaseException:
+            lock.release()
+            if not strict:
+                self._parked.setdefault(name, Parked(name=name, last_active=self.clock.time()))
+            raise
+        awake = Awake(name, lock, runtime, self.clock.time())
+        if self._stop.is_set() and not strict:  # stopped meanwhile: its events stay pending
+            await self._release(awake)
+            return False
+        self._parked.pop(name, None)
+        self._awake[name] = awake
+        if self._serving:
+            awake.task = asyncio.ensure_future(self._run(awake))
+        if name != self.config.default:  # the default one is announced by the server
+            self._announce({"type": "session_woken", "session": name})
+        return True
+
+    async def _run(self, awake: Awake) -> None:
+        """The session's loop; a non-default session that fails is logged and parked."""
+        try:
+            await awake.runtime.loop.serve()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if awake.name == self.config.default:
+                raise
+            log.exception("session %r stopped on an error; parking it", awake.name)
+            self._announce({"type": "session_failed", "session": awake.name, "error": str(exc)})
+            if awake.name not in self._transitions:
+                self._begin(awake.name, self._park(awake.name, failed=True))
+
+    async def _parkable(self, name: str, *, force: bool) -> bool:
+        awake = self._awake.get(name)
+        if awake is None or name == self.config.default:
+            return False
+        loop = awake.runtime.loop
+        now = self.clock.time()
+        if not loop.idle:
+            awake.last_active = now
+            return False
+        if not force and now - awake.last_active < self.config.idle_timeout_s:
+            return False
+        if awake.runtime.busy() is not None:
+            awake.last_active = now
+            return False
+        return not await self.bus.pending(name, limit=1)
+
+    async def _park(self, name: str, *, failed: bool = False) -> bool:
+        awake = self._awake.get(name)
+        if awake is None:
+            return False
+        alarm = None if failed else awake.runtime.next_alarm()
+        await self._release(awake)
+        del self._awake[name]
+        now = self.clock.time()
+        self._parked[name] = Parked(name=name, last_active=awake.last_active, alarm=alarm)
+        self.index.touch(self.config.default, name, now=now)
+        if alarm is not None:
+            self._alarm_changed.set()
+        self._announce({"type": "session_parked", "session": name})
+        if not failed and await self.bus.pending(name, limit=1):
+            self._again.add(name)  # arrived while it was being parked
+        return True
+
+    async def _release(self, awake: Awake, *, cancel: bool = False) -> None:
+        """Stop the session's loop (its turn may finish, unless `cancel`), its runtime, then
+        its lock."""
+        loop = awake.runtime.loop
+        loop.stop()
+        task = awake.task
+        if task is not None and not task.done():
+            if cancel or not loop.running:  # waiting for events (or not started): nothing lost
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        try:
+            await awake.runtime.aclose()
+        finally:
+            awake.lock.release()  # last: everything that writes the session has stopped
