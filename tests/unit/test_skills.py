@@ -140,6 +140,37 @@ def test_a_skill_without_description_or_front_matter_is_not_loaded(tmp_path: Pat
         assert expected in problems[0].message
 
 
+def test_a_hostile_skill_file_is_reported_quickly_never_expanded_or_fatal(tmp_path: Path) -> None:
+    # Aliases nest a list 9 levels deep, 9 wide: 9**9 strings if anything turned it into text.
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, 9)]
+    bomb = "\n".join(levels)
+    aliased = write_skill(
+        tmp_path,
+        "aliased",
+        f"---\n{bomb}\nname: aliased\ndescription: *a8\nallowed-tools: *a8\n---\nBody.\n",
+    )
+    skill, problems = parse_skill(aliased, "project")
+    messages = [p.message for p in problems]
+    assert skill is None  # its description is not text
+    assert "'description' must be text, not a list" in messages
+    listed = write_skill(
+        tmp_path, "listed", f"---\n{bomb}\nname: listed\ndescription: d\nallowed-tools: *a8\n---\n"
+    )
+    skill, problems = parse_skill(listed, "project")
+    assert skill is not None and skill.allowed_tools == ()  # nothing allowed: fails closed
+    assert [p.message for p in problems].count("allowed-tools: a list is not a string") == 9
+    deep = write_skill(
+        tmp_path, "deep", "---\nname: deep\ndescription: " + "[" * 5000 + "\n---\nBody.\n"
+    )
+    skill, problems = parse_skill(deep, "project")
+    assert problems and problems[0].severity == "error"  # reported, read line by line, no raise
+    large = write_skill(tmp_path, "large", "---\nname: large\ndescription: d\n---\n")
+    (large / "SKILL.md").write_text("---\nname: large\ndescription: d\n---\n" + "x" * 300_000)
+    skill, problems = parse_skill(large, "project")
+    assert skill is None and "bytes long (at most 262144): not read" in problems[0].message
+
+
 # -- finding ----------------------------------------------------------------------------------
 
 

@@ -47,6 +47,10 @@ _KNOWN_KEYS = frozenset(
     {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
 )
 _MAX_FILES = 200
+SKILL_FILE_MAX_BYTES = 256 * 1024
+"""A `SKILL.md` larger than this is not read (the format asks for a few hundred lines; a
+project's file is hostile until approved, and it is parsed to be shown)."""
+_SCALARS = (str, int, float, bool)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,8 +110,9 @@ def parse_allowed_tools(value: Any) -> tuple[list[str], list[str]]:
     if value is None:
         return [], []
     if isinstance(value, list):
-        listed = [str(v).strip() for v in value if str(v).strip()]
-        bad = [repr(v) for v in value if not isinstance(v, str)]
+        # Never str() a nested value: YAML aliases make a small file a huge structure.
+        listed = [v.strip() for v in value if isinstance(v, str) and v.strip()]
+        bad = [_label(v) for v in value if not isinstance(v, str)]
         return listed, [f"allowed-tools: {b} is not a string" for b in bad]
     if not isinstance(value, str):
         return [], [f"allowed-tools: expected a list or a string, got {type(value).__name__}"]
@@ -191,8 +196,15 @@ def _yaml_problem(exc: yaml.YAMLError, skill_file: Path, offset: int) -> Problem
     return Problem(path=skill_file, line=line, message=message + "; read line by line instead")
 
 
+def _label(value: Any) -> str:
+    """A short name for a front-matter value: scalars as they are, containers by type only."""
+    return repr(value)[:80] if isinstance(value, _SCALARS) else f"a {type(value).__name__}"
+
+
 def _text(value: Any) -> str | None:
-    if value is None:
+    """A text field: scalars as text; None for a missing value or a container (reported by
+    `parse_skill`)."""
+    if value is None or not isinstance(value, _SCALARS):
         return None
     return value if isinstance(value, str) else str(value)
 
@@ -206,6 +218,10 @@ def parse_skill(folder: Path, source: SkillSource) -> tuple[Skill | None, list[P
         problems.append(Problem(path=skill_file, message=message, severity=severity))
 
     try:
+        size = skill_file.stat().st_size
+        if size > SKILL_FILE_MAX_BYTES:
+            problem(f"it is {size} bytes long (at most {SKILL_FILE_MAX_BYTES}): not read")
+            return None, problems
         text = skill_file.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None, [Problem(path=folder, message=f"no {SKILL_FILE} in the skill's folder")]
@@ -221,12 +237,18 @@ def parse_skill(folder: Path, source: SkillSource) -> tuple[Skill | None, list[P
     except yaml.YAMLError as exc:
         problems.append(_yaml_problem(exc, skill_file, 2))
         loaded = _lenient_yaml(head)
+    except RecursionError:
+        problem("the front matter is nested too deeply; read line by line instead")
+        loaded = _lenient_yaml(head)
     if not isinstance(loaded, dict):
         problem("the front matter is not a mapping of keys to values")
         return None, problems
-    data: dict[str, Any] = {str(k): v for k, v in loaded.items()}
+    data: dict[str, Any] = {k if isinstance(k, str) else _label(k): v for k, v in loaded.items()}
     for key in sorted(set(data) - _KNOWN_KEYS):
-        problem(f"unknown front-matter key {key!r}", "warning")
+        problem(f"unknown front-matter key {key[:80]!r}", "warning")
+    for key in ("name", "description", "license", "compatibility"):
+        if data.get(key) is not None and _text(data[key]) is None:
+            problem(f"{key!r} must be text, not {_label(data[key])}")
 
     name = _text(data.get("name"))
     if not name:
@@ -267,7 +289,9 @@ def parse_skill(folder: Path, source: SkillSource) -> tuple[Skill | None, list[P
     raw_metadata = data.get("metadata")
     if isinstance(raw_metadata, dict):
         for key, value in raw_metadata.items():
-            if isinstance(value, str | int | float | bool):
+            if not isinstance(key, _SCALARS):
+                problem(f"metadata: a key that is {_label(key)} is ignored", "warning")
+            elif isinstance(value, _SCALARS):
                 metadata[str(key)] = str(value)
             else:
                 problem(f"metadata.{key}: values are strings; this one is ignored", "warning")
