@@ -4,6 +4,7 @@ of project skills, the prompt section's budget, `load_skill` / `read_skill_file`
 
 from __future__ import annotations
 
+import hashlib
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from heron.skills import (
     skill_tools,
 )
 from heron.skills.finder import SkillRoot
+from heron.skills.trust import skill_definitions
+from heron.tools.definition import ToolContext
 from support.engine import Events, call, calls_turn
 from support.stores import SqliteBackend
 
@@ -169,6 +172,23 @@ def test_a_hostile_skill_file_is_reported_quickly_never_expanded_or_fatal(tmp_pa
     (large / "SKILL.md").write_text("---\nname: large\ndescription: d\n---\n" + "x" * 300_000)
     skill, problems = parse_skill(large, "project")
     assert skill is None and "bytes long (at most 262144): not read" in problems[0].message
+
+
+async def test_large_files_are_pinned_by_digest_and_read_only_as_far_as_shown(
+    tmp_path: Path,
+) -> None:
+    big = "é" * 150_000
+    folder = write_skill(tmp_path, "weekly-report", WEEKLY, {"assets/big.txt": big})
+    skill, _ = parse_skill(folder, "project")
+    assert skill is not None
+    pinned = {d.name: d.description for d in skill_definitions(skill)}
+    digest = hashlib.sha256(big.encode()).hexdigest()
+    assert pinned["assets/big.txt"] == f"sha256:{digest} ({len(big.encode())} bytes)"
+    _, read = skill_tools(SkillCatalogue([skill]))[0]
+    result = await read.execute(
+        {"name": "weekly-report", "path": "assets/big.txt"}, ToolContext(call_id="c", turn_id="t")
+    )
+    assert result.output == "é" * 100_000 + "\n[cut at 100,000 characters]"
 
 
 # -- finding ----------------------------------------------------------------------------------

@@ -216,7 +216,8 @@ class ReadSkillFileTool:
             listed = ", ".join(skill.files()) or "(none)"
             return ToolResult.fail(f"the skill has no file {rel!r}; its files: {listed}")
         try:
-            text = target.read_text(encoding="utf-8")
+            with target.open(encoding="utf-8") as fh:  # never more than is shown
+                text = fh.read(MAX_FILE_CHARS + 1)
         except UnicodeDecodeError:
             return ToolResult.fail(f"{rel!r} is not a text file (use your file tools for it)")
         except OSError as exc:

@@ -17,6 +17,7 @@ import difflib
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from heron.mcp.trust.pins import (
@@ -48,13 +49,21 @@ def skill_key(skill: Skill) -> str:
     return f"{SKILL_PIN_PREFIX}{skill.folder.resolve()}"
 
 
-def _content(data: bytes) -> str:
-    if len(data) <= _TEXT_LIMIT:
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            pass
-    return f"sha256:{hashlib.sha256(data).hexdigest()} ({len(data)} bytes)"
+def _content(path: Path) -> str:
+    """The file's text when it is small UTF-8, else its digest (read in chunks: a skill's
+    asset may be large, and a project's files are hostile until approved)."""
+    with path.open("rb") as fh:
+        head = fh.read(_TEXT_LIMIT + 1)
+        if len(head) <= _TEXT_LIMIT:
+            try:
+                return head.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        digest, size = hashlib.sha256(head), len(head)
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return f"sha256:{digest.hexdigest()} ({size} bytes)"
 
 
 def skill_definitions(skill: Skill) -> list[ToolDefinition]:
@@ -64,11 +73,9 @@ def skill_definitions(skill: Skill) -> list[ToolDefinition]:
     definitions = []
     for rel in files:
         try:
-            data = (skill.folder / rel).read_bytes()
+            text = _content(skill.folder / rel)
         except OSError as exc:
             text = f"unreadable: {exc.strerror or exc}"
-        else:
-            text = _content(data)
         definitions.append(ToolDefinition(server=key, name=rel, description=text))
     return definitions
 
