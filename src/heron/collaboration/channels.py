@@ -17,6 +17,7 @@ them:
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import datetime as dt
 import email.policy
@@ -220,7 +221,7 @@ def _subject(message: StoredMessage, card: Card | None) -> str:
     return tag + (first or f"a message from {message.sender}")
 
 
-class _SignedPost:
+class _SignedPost(abc.ABC):
     """POST a JSON body, signed with heron's scheme when a secret is configured."""
 
     name = ""
@@ -238,8 +239,9 @@ class _SignedPost:
         self.clock: Clock = clock or RealClock()
         self._transport = transport
 
+    @abc.abstractmethod
     def payload(self, out: Outgoing) -> dict[str, Any]:
-        raise NotImplementedError
+        """The JSON body this channel posts for ``out``."""
 
     async def send(self, out: Outgoing) -> Delivery:
         now = self.clock.time()
