@@ -160,6 +160,9 @@ def test_a_pending_approval_survives_kill_9_and_the_approved_call_runs_exactly_o
     assert refused.code == 4 and "may not answer" in refused.stderr
     approved = heron.run("approvals", "approve", pending["id"], "--as", "alice", "--reason", "ok")
     assert approved.code == 0, approved.stderr
+    # The approved call runs through the engine like a call of a turn: its own cards.
+    ran = two.wait_for_event("tool_result", id="c_pay")
+    assert ran["status"] == "ok" and "paid 120 to ACME" in ran["output"]
     two.wait_for_event("final", text="Paid ACME 120.")
     again = heron.run("approvals", "approve", pending["id"], "--as", "alice")
     assert again.code == 3 and "already answered by console:alice" in again.stderr
@@ -193,6 +196,11 @@ def test_a_pending_approval_survives_kill_9_and_the_approved_call_runs_exactly_o
         ("deferred", "policy"),
         ("yes", "console:alice"),
     ]
+    executions = heron.run("audit", "--tool", "pay", "--json")
+    assert executions.code == 0, executions.stderr
+    [execution] = [json.loads(line) for line in executions.stdout.splitlines()]
+    assert execution["call_id"] == "c_pay" and execution["success"] is True
+    assert execution["approved_by"] == f"console:alice (request {pending['id']})"
 
 
 def test_a_request_nobody_answers_ends_as_no_answer_and_the_model_is_told_so(
