@@ -409,7 +409,7 @@ class HeronServer:
         await self._start_ingress(secret)
         if self._reporter is not None and self.desk is not None:
             watch = self._reporter.watch(
-                expire=self.desk.expire, clock=self.clock, interval_s=cfg.poll_interval_s
+                expire=self._tend_requests, clock=self.clock, interval_s=cfg.poll_interval_s
             )
             self._tasks.append(asyncio.ensure_future(watch))
         self._started = True
@@ -454,6 +454,13 @@ class HeronServer:
             publish=self._publish_ending,
             audit=SqliteApprovalAudit(audit_db),
         )
+
+    async def _tend_requests(self) -> None:
+        """Passed deadlines first (an ended request is not escalated), then the escalation
+        steps that fell due."""
+        assert self.desk is not None
+        self.desk.expire()
+        await self.desk.escalate()
 
     def _executions_db(self) -> Any:
         """The state database's connection for the audits (approvals and executions), opened

@@ -141,17 +141,20 @@ class EndingReporter:
     async def watch(
         self,
         *,
-        expire: Callable[[], object],
+        expire: Callable[[], object | Awaitable[object]],
         clock: Clock,
         interval_s: float = 0.5,
         session: str | None = None,
     ) -> None:
-        """Until cancelled: apply passed deadlines (`expire`, e.g. `RequestDesk.expire`) and
-        report what ended, every `interval_s` seconds of `clock` — sooner when a deadline
-        falls due. Answers come from other processes through the store, so this polls it: one
-        indexed query per interval, whatever the number of pending requests."""
+        """Until cancelled: apply passed deadlines (`expire`, e.g. `RequestDesk.expire`; a
+        coroutine function is awaited, so it may also escalate) and report what ended, every
+        `interval_s` seconds of `clock` — sooner when a deadline falls due. Answers come from
+        other processes through the store, so this polls it: one indexed query per interval,
+        whatever the number of pending requests."""
         while True:
-            expire()
+            tended = expire()
+            if inspect.isawaitable(tended):
+                await tended
             await self.report(session=session)
             now = clock.time()
             deadline = self.store.next_deadline()
