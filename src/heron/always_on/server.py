@@ -75,7 +75,7 @@ from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.always_on.bus.routing import check_hosted_name, quiet_session_name
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
-from heron.always_on.channels.answers import CardActionAdapter, MailAnswers
+from heron.always_on.channels.answers import CardActionAdapter, MailAnswers, RequestAnswerAdapter
 from heron.always_on.channels.mail_inbound import (
     MaildirSource,
     MailIngressConfig,
@@ -103,6 +103,7 @@ from heron.collaboration.config import PersonConfig, SignedPostConfig
 from heron.collaboration.mail_requests import MailRequestAnswers, MailRequestChannel
 from heron.collaboration.store import MessageStore
 from heron.collaboration.tools import MESSAGE_TOOLS, messaging_tools
+from heron.collaboration.webhook_requests import WebhookRequestChannel
 from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.connectors.mail.send import MailConfig
 from heron.errors import HeronError
@@ -436,6 +437,9 @@ class HeronServer:
         mail = self._mail_request_channel()
         if mail is not None:
             channels.append(mail)
+        webhook = self._webhook_request_channel(approvals)
+        if webhook is not None:
+            channels.append(webhook)
         self.desk = RequestDesk(
             store,
             signer=DecisionSigner(DecisionKeyStore(cfg.state_dir)),
@@ -468,6 +472,23 @@ class HeronServer:
         if self._audit_db is None:
             self._audit_db = open_db(self.config.state_dir)
         return self._audit_db
+
+    def _webhook_request_channel(self, approvals: ApprovalsConfig) -> WebhookRequestChannel | None:
+        """Requests as signed webhooks to the webhook approvers (`[approvals.approvers]` or an
+        escalation step), at their `webhook` URLs; their answers come back to `/approval`."""
+        groups = [approvals.approvers, *(step.approvers for step in approvals.escalation)]
+        if not any(group.get("webhook") for group in groups):
+            return None
+        assert self.messaging is not None and self.messaging.outbox.signer is not None
+        messaging = self.config.messaging_config()
+        addresses = {n: p.webhook for n, p in messaging.people.items() if p.webhook is not None}
+        return WebhookRequestChannel(
+            addresses,
+            signer=self.messaging.outbox.signer,
+            secret_env=messaging.channels.webhook.secret_env,
+            timeout_s=messaging.channels.webhook.timeout_s,
+            clock=self.clock,
+        )
 
     def _mail_request_channel(self) -> MailRequestChannel | None:
         """Requests by mail to the `[approvals.approvers] mail` identities, when mail goes
@@ -697,6 +718,9 @@ class HeronServer:
                     secret=secret,
                 ),
             ]
+            if self.desk is not None and messaging.outbox.signer is not None:
+                answers = RequestAnswerAdapter(self.desk, messaging.outbox.signer)
+                routes.append(WebhookRoute(path="/approval", adapter=answers, secret=secret))
             self.webhook = WebhookServer(
                 routes,
                 self.bus.publish,
