@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from heron.config.builtin import Builtin
     from heron.discovery import UsageRecord
     from heron.mcp.assembly import McpAssembly
+    from heron.mcp.client.human_input import HumanInput
     from heron.skills import SkillSet
 
 OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
@@ -309,12 +310,14 @@ async def open_mcp(
     *,
     deferred: Mapping[str, Sequence[Tool]] | None = None,
     skills: SkillSet | None = None,
+    human_input: HumanInput | None = None,
 ) -> McpAssembly | None:
     """Connect the enabled `[mcp.servers]` and assemble the deferred catalogue; None when there
     are no servers and nothing is `deferred` (see `deferred_tools`). The caller `aclose()`s the
     assembly. `known` are the agent's other tools, whose names MCP tools may not shadow;
     servers left out and shadowed names are in the assembly's `problems`. The search tool
-    also finds `skills`."""
+    also finds `skills`; `human_input` answers the servers' requests for user input (`heron
+    serve`)."""
     local = {g: list(ts) for g, ts in (deferred or {}).items() if ts}
     if not config.mcp.enabled_servers() and not local:
         return None
@@ -346,6 +349,7 @@ async def open_mcp(
         local_tools=local,
         prompt_tools=prompt_tools,
         discovery=options,
+        human_input=human_input,
     )
 
 
