@@ -15,7 +15,7 @@ from heron._support.state import open_db
 from heron.audit.executions import Execution, ExecutionAuditTrail
 from heron.audit.sqlite_store import SqliteExecutionStore
 from heron.audit.usage import usage_from_executions, usage_records
-from heron.config.build import _discovery_options
+from heron.config.discovery import discovery_options
 from heron.config.schema import HeronConfig
 from heron.discovery import UsageRecord
 from heron.mcp.assembly import McpAssembly
@@ -144,7 +144,7 @@ def test_an_unreadable_history_means_no_prior_not_a_failed_search(caplog: Any) -
 def test_the_configured_history_is_the_state_directorys_audit_trail(tmp_path: Path) -> None:
     state = tmp_path / "state"
     config = HeronConfig.model_validate({"state": {"dir": str(state)}})
-    options = _discovery_options(config, None)
+    options = discovery_options(config, None)
     assert options.usage is not None
     assert options.usage() == () and not state.exists()  # nothing recorded: nothing created
     conn = open_db(state)
@@ -156,12 +156,12 @@ def test_the_configured_history_is_the_state_directorys_audit_trail(tmp_path: Pa
     conn.close()
     assert options.usage() == [UsageRecord(request="weather in Oslo", tool="weather__get_forecast")]
     off = HeronConfig.model_validate({"discovery": {"usage_prior": False}})
-    assert _discovery_options(off, None).usage is None
+    assert discovery_options(off, None).usage is None
 
 
 def test_hierarchical_matching_is_one_setting_away() -> None:
     config = HeronConfig.model_validate({"discovery": {"hierarchical": True}})
-    options = _discovery_options(config, None)
+    options = discovery_options(config, None)
     assert options.hierarchical
     mcp = assemble(tools(), tool="discover_tools", hierarchical=True)
     assert mcp.engine is not None and mcp.engine.params.hierarchical
