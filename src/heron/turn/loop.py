@@ -501,13 +501,9 @@ class _Loop:
     def _deferred_specs(self) -> tuple[ToolSpec, ...]:
         """The catalogue's loadable tools this turn may see (constant for the turn)."""
         if self._deferred is None:
-            catalogue = self.exec.catalogue
-            self._deferred = (
-                ()
-                if catalogue is None
-                else tuple(
-                    s for s in catalogue.specs() if not is_excluded(self.exec, self.state, s.name)
-                )
+            specs = self.exec.catalogue.specs() if self.exec.catalogue is not None else ()
+            self._deferred = tuple(
+                s for s in specs if not is_excluded(self.exec, self.state, s.name)
             )
         return self._deferred
 
