@@ -48,6 +48,7 @@ from heron.turn.context import (
     Receipt,
     ResolvedAgentExecution,
     RuntimeKnobs,
+    TurnHandle,
     TurnState,
 )
 from heron.turn.events import InterruptPhase, ProgressEvent, ToolCallEvent
@@ -395,6 +396,7 @@ async def execute_one(
         progress=progress,
         call_tool=call_tool,
         workspace=exec_.workspace,
+        turn=TurnHandle(execution=exec_, state=state),
     )
     started = time.perf_counter()
     cached = (

@@ -1,0 +1,360 @@
+"""The sub-agent tools: `spawn_subagent`, `send_message_to_subagent`, `get_subagent_status`,
+`cancel_subagent`, `list_agents`, and the child's side, `report_to_parent` and `ask_parent`.
+
+Each set is bound to one caller (`Parent`): a hosted session's agent, or a child (which gets
+the spawning tools only while it is above the depth limit, and `ask_parent` only when it was
+spawned `sync` or `multi-turn`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Literal
+
+from heron.always_on.subagents import prompts
+from heron.always_on.subagents.child import ChildRunner
+from heron.always_on.subagents.grant import GrantError
+from heron.always_on.subagents.runtime import Live, Parent, Spawn, SubagentError, SubagentRuntime
+from heron.always_on.subagents.store import Mode, SubagentRecord
+from heron.tools.definition import Tool, ToolContext, ToolResult
+from heron.tools.function_tool import tool
+from heron.turn.context import TurnHandle
+
+__all__ = ["PARENT_TOOLS", "SUBAGENT_TOOLS", "bind_tools", "subagent_tools"]
+
+PARENT_TOOLS = frozenset(
+    {
+        "spawn_subagent",
+        "send_message_to_subagent",
+        "get_subagent_status",
+        "cancel_subagent",
+        "list_agents",
+    }
+)
+SUBAGENT_TOOLS = PARENT_TOOLS | {"report_to_parent", "ask_parent"}
+_BUDGET_KEYS = frozenset({"model_calls", "total_tokens", "cost_usd", "wall_time_s"})
+
+_Scalar = str | int | float | bool | None
+_Json1 = _Scalar | list[_Scalar] | dict[str, _Scalar]
+_Json2 = _Scalar | list[_Json1] | dict[str, _Json1]
+_Json3 = _Scalar | list[_Json2] | dict[str, _Json2]
+_Json4 = _Scalar | list[_Json3] | dict[str, _Json3]
+
+
+def _result(record: SubagentRecord) -> ToolResult:
+    text = prompts.frame_report(
+        record.id,
+        record.agent,
+        status=record.status,
+        outcome=record.outcome,
+        text=record.result or record.error,
+    )
+    data = {
+        "subagent": record.id,
+        "status": record.status,
+        "outcome": record.outcome,
+        "usage": record.usage.to_data(),
+    }
+    return ToolResult(
+        success=record.status == "completed",
+        output=text,
+        data=data,
+        error=None if record.status == "completed" else record.status,
+    )
+
+
+def _asked(record: SubagentRecord, question: str) -> ToolResult:
+    text = prompts.frame_report(
+        record.id,
+        record.agent,
+        status="input_required",
+        outcome=None,
+        text=f"question: {question}\nAnswer with send_message_to_subagent(id={record.id!r}, "
+        "text=...); the child's result will be the result of that call.",
+    )
+    return ToolResult.ok(text, data={"subagent": record.id, "status": "input_required"})
+
+
+async def _sync_stop(runtime: SubagentRuntime, live: Live) -> ToolResult:
+    kind, value = await runtime.wait_stop(live)
+    if kind == "asked":
+        return _asked(live.record, value)
+    record = runtime.store.get(live.record.id) or live.record
+    runtime.store.claim_delivery(record.id)
+    return _result(record)
+
+
+def _turn(ctx: ToolContext) -> TurnHandle:
+    if not isinstance(ctx.turn, TurnHandle):
+        raise SubagentError("sub-agents can only be spawned from a running turn")
+    return ctx.turn
+
+
+def bind_tools(
+    runtime: SubagentRuntime, runner: ChildRunner, parent: Parent, mode: Mode | None
+) -> list[Tool]:
+    """The sub-agent tools of one caller (`mode`: how that caller was spawned; `None` for a
+    hosted session's own agent)."""
+    tools: list[Tool] = []
+    if parent.depth < runtime.config.max_depth:
+        tools += _parent_tools(runtime, runner, parent)
+    if parent.child is not None:
+        tools += _child_tools(runtime, runner, parent, mode)
+    return tools
+
+
+def _parent_tools(runtime: SubagentRuntime, runner: ChildRunner, parent: Parent) -> list[Tool]:
+    @tool(owner="builtin")
+    async def spawn_subagent(
+        ctx: ToolContext,
+        task: str,
+        agent: str | None = None,
+        mode: Literal["sync", "async", "stream", "multi-turn"] = "sync",
+        context: Literal["minimal", "distilled"] = "minimal",
+        tools: list[str] | None = None,
+        budget: dict[str, float] | None = None,
+        output_schema: dict[str, _Json4] | None = None,
+        write: bool = False,
+    ) -> ToolResult:
+        """Hand one self-contained task to a sub-agent (see list_agents for who exists). Use it
+        for separable work that would flood your context, or work that can run while you go on.
+        It cannot reach people, and gets at most your own tools, read-only unless `write`.
+
+        `sync` waits for the result (or the child's question, which you answer with
+        send_message_to_subagent). `async` returns an id now; the result arrives later as an
+        event for this call. `stream` is async with the child's progress reports as events.
+        `multi-turn` is async and the child may ask you questions (events) and wait.
+
+        Args:
+            task: The whole task, self-contained: goal, inputs, what to hand back.
+            agent: An agent name from list_agents (default `general`).
+            mode: `sync`, `async`, `stream` or `multi-turn`.
+            context: `minimal` (only the task) or `distilled` (one extra model call writes a
+                hand-off note from your work so far).
+            tools: Narrow the child's tools to these names (never more than yours).
+            budget: Limits, e.g. `{"model_calls": 5, "wall_time_s": 120}` (keys model_calls,
+                total_tokens, cost_usd, wall_time_s); default: a share of what you have left.
+            output_schema: A JSON Schema the child's final answer must match (checked; one
+                corrective turn, then the spawn fails).
+            write: Let the child change the workspace.
+        """
+        unknown = sorted(set(budget or {}) - _BUDGET_KEYS)
+        if unknown:
+            return ToolResult.fail(f"unknown budget keys: {', '.join(unknown)}")
+        spawn = Spawn(
+            task=task,
+            agent=agent,
+            mode=mode,
+            context=context,
+            tools=tuple(tools) if tools is not None else None,
+            budget=budget,
+            output_schema=output_schema,
+            write=write,
+        )
+        try:
+            live = runtime.start(parent, _turn(ctx), ctx.call_id, spawn)
+        except (SubagentError, GrantError) as exc:
+            return ToolResult.fail(str(exc))
+        if mode != "sync":
+            record = live.record
+            return ToolResult.ok(
+                f"started sub-agent {record.id} (agent {record.agent}, {mode}); its result "
+                "arrives later as an event for this call. Go on with other work.",
+                data={"subagent": record.id, "status": "queued"},
+            )
+        live.progress = ctx.progress
+        return await _sync_stop(runtime, live)
+
+    @tool(owner="builtin")
+    async def send_message_to_subagent(
+        ctx: ToolContext, id: str, text: str, interrupt: bool = False
+    ) -> ToolResult:
+        """Send one of your running sub-agents a message: the answer to its question, a
+        correction, or new information. `interrupt` makes it urgent (the child stops its
+        current step to read it). For a sync child that asked you, this call returns its
+        result (or next question).
+
+        Args:
+            id: The sub-agent id spawn_subagent returned.
+            text: The message.
+            interrupt: Urgent: interrupt the child's current step.
+        """
+        try:
+            live = runtime.message(parent, id, text, interrupt=interrupt)
+        except SubagentError as exc:
+            return ToolResult.fail(str(exc))
+        answered = live.asked > live.answered
+        if answered:
+            live.answered = live.asked
+        else:
+            await runner.send_input(live.record, text, interrupt=interrupt)
+        if live.record.mode == "sync" and answered:
+            return await _sync_stop(runtime, live)
+        return ToolResult.ok(f"sent to sub-agent {id}", data={"subagent": id})
+
+    @tool(owner="builtin", read_only=True)
+    async def get_subagent_status(ctx: ToolContext, id: str) -> ToolResult:
+        """The status of one of your sub-agents (queued, working, input_required, completed,
+        failed, cancelled, timed_out, lost), its outcome and usage, and its result once it has
+        ended.
+
+        Args:
+            id: The sub-agent id.
+        """
+        try:
+            record = runtime.check_owner(parent, id)
+        except SubagentError as exc:
+            return ToolResult.fail(str(exc))
+        data = record.to_data()
+        data.pop("result")
+        if record.finished and runtime.store.claim_delivery(record.id):
+            return ToolResult.ok(_result(record).output, data=data)
+        note = " (its result was already delivered)" if record.finished else ""
+        return ToolResult.ok(json.dumps(data, sort_keys=True) + note, data=data)
+
+    @tool(owner="builtin")
+    async def cancel_subagent(ctx: ToolContext, id: str) -> ToolResult:
+        """Cancel one of your sub-agents and everything it started.
+
+        Args:
+            id: The sub-agent id.
+        """
+        try:
+            runtime.check_owner(parent, id)
+        except SubagentError as exc:
+            return ToolResult.fail(str(exc))
+        ids = runtime.cancel_tree(id, "cancelled by its parent")
+        await runtime.wait_ended(ids)
+        ended = [r for r in (runtime.store.get(i) for i in ids) if r is not None]
+        lines = [f"{r.id} ({r.agent}): {r.status}" for r in ended] or [f"{id} had already ended"]
+        return ToolResult.ok("\n".join(lines), data={"cancelled": ids})
+
+    @tool(owner="builtin", read_only=True)
+    async def list_agents(ctx: ToolContext) -> ToolResult:
+        """The agents you can spawn (name, description) and your sub-agents with their status.
+
+        Returns:
+            JSON: `{"agents": [...], "running": [...]}`.
+        """
+        every = {"general": runtime.definition(None), **runtime.definitions}
+        agents = [
+            {"name": d.name, "description": d.description, "usable": d.usable}
+            for d in every.values()
+        ]
+        running = []
+        for record in runtime.store.list(root_session=parent.session):
+            try:
+                runtime.check_owner(parent, record.id)
+            except SubagentError:
+                continue
+            running.append(
+                {
+                    "id": record.id,
+                    "agent": record.agent,
+                    "status": record.status,
+                    "outcome": record.outcome,
+                    "parent": record.parent,
+                }
+            )
+        data: dict[str, Any] = {"agents": agents, "running": running}
+        return ToolResult.ok(json.dumps(data, sort_keys=True), data=data)
+
+    return [
+        spawn_subagent,
+        send_message_to_subagent,
+        get_subagent_status,
+        cancel_subagent,
+        list_agents,
+    ]
+
+
+def _child_tools(
+    runtime: SubagentRuntime, runner: ChildRunner, me: Parent, mode: Mode | None
+) -> list[Tool]:
+    assert me.child is not None
+    child_id = me.child
+
+    def live() -> Live:
+        found = runtime.live.get(child_id)
+        if found is None:
+            raise SubagentError("this sub-agent is no longer running")
+        return found
+
+    @tool(owner="builtin")
+    async def report_to_parent(ctx: ToolContext, text: str) -> ToolResult:
+        """Tell the agent that started you about progress worth knowing before you finish
+        (not your final answer: that is your last message).
+
+        Args:
+            text: One or two sentences.
+        """
+        try:
+            child = live()
+        except SubagentError as exc:
+            return ToolResult.fail(str(exc))
+        child.reports += 1
+        framed = prompts.frame_report(
+            child_id, child.record.agent, status="working", outcome=None, text=text
+        )
+        if child.record.mode == "sync":
+            child.progress(f"{child_id}: {prompts.escape_labels(text)}")
+        elif child.record.mode in ("stream", "multi-turn"):
+            await runner.to_parent(
+                child.record, framed, key=f"subagent.report:{child_id}:{child.reports}"
+            )
+        child.last_report = text
+        return ToolResult.ok("reported")
+
+    tools: list[Tool] = [report_to_parent]
+    if mode not in ("sync", "multi-turn"):
+        return tools
+
+    @tool(owner="builtin")
+    async def ask_parent(ctx: ToolContext, question: str) -> ToolResult:
+        """Ask the agent that started you one precise question you cannot answer yourself,
+        and wait for its answer.
+
+        Args:
+            question: The question, with the options you see.
+        """
+        try:
+            child = live()
+        except SubagentError as exc:
+            return ToolResult.fail(str(exc))
+        child.asked += 1
+        child.answer = asyncio.get_running_loop().create_future()
+        runtime.store.advance(child_id, "input_required")
+        try:
+            if child.record.mode == "sync":
+                child.stops.put_nowait(("asked", prompts.escape_labels(question)))
+            else:
+                text = prompts.frame_report(
+                    child_id,
+                    child.record.agent,
+                    status="input_required",
+                    outcome=None,
+                    text=f"question: {question}\nAnswer with send_message_to_subagent("
+                    f"id={child_id!r}, text=...).",
+                )
+                await runner.to_parent(
+                    child.record,
+                    text,
+                    key=f"subagent.ask:{child_id}:{child.asked}",
+                    needs_reply=True,
+                )
+            answer = await child.answer
+        finally:
+            child.answer = None
+            runtime.store.advance(child_id, "working")
+        return ToolResult.ok(prompts.parent_message(answer))
+
+    tools.append(ask_parent)
+    return tools
+
+
+def subagent_tools(runtime: SubagentRuntime, runner: ChildRunner, *, session: str) -> list[Tool]:
+    """The tools of hosted session `session`'s own agent; also installs the factory that binds
+    them to each child."""
+    runtime.tool_factory = lambda parent, mode: bind_tools(runtime, runner, parent, mode)
+    return bind_tools(runtime, runner, Parent(session=session), None)
