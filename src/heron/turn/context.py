@@ -203,4 +203,3 @@ class TurnHandle:
 
     execution: ResolvedAgentExecution
     state: TurnState
-
