@@ -11,7 +11,7 @@ from heron.agent import Agent
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
-from heron.always_on.subagents.service import Subagents, open_subagents
+from heron.always_on.subagents.service import Subagents, SubagentsSetup, open_subagents
 from heron.always_on.subagents.tools import SUBAGENT_TOOLS
 from heron.messages import ToolResultMessage, UserMessage
 from heron.models.scripted import ScriptedModel
@@ -48,13 +48,8 @@ async def _close_stores() -> Any:
 
 
 def _open(tmp_path: Path, entries: dict[str, AgentEntry], **config: Any) -> Subagents:
-    subs = open_subagents(
-        state_dir=tmp_path / "state",
-        config=SubagentsConfig(**config),
-        entries=entries,
-        agents_dir=None,
-        deliver=True,
-    )
+    setup = SubagentsSetup(config=SubagentsConfig(**config), entries=entries, agents_dir=None)
+    subs = open_subagents(setup, state_dir=tmp_path / "state", deliver=True)
     _OPENED.append(subs)
     return subs
 

@@ -89,6 +89,7 @@ from heron.always_on.jobs.manager import JobManager
 from heron.always_on.messaging import MessagingConfig, ServeMessaging
 from heron.always_on.sessions import HostConfig, SessionHost
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.subagents.service import Subagents, SubagentsSetup, open_subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
 from heron.always_on.triggers.sqlite_store import open_trigger_stores
 from heron.always_on.triggers.subscriptions import (
@@ -205,6 +206,9 @@ class ServeConfig:
     """`[approval] timeout_s`: how long a request waits; then it ends as no answer."""
     approval_announce: bool = False
     """Write one line per new request to standard error (the console channel's announce)."""
+    subagents: SubagentsSetup | None = None
+    """`[subagents]` and the agent definitions: every session gets the sub-agent tools, and
+    each child runs as a session on this server's bus; `None`: no sub-agents."""
 
 
 class ServedSession:
@@ -299,6 +303,7 @@ class HeronServer:
         self._mail_requests: Callable[[RequestDesk], MailRequestAnswers] | None = None
         self._audit_db: Any = None
         self._serving: asyncio.Task[None] | None = None
+        self.subagents: Subagents | None = None
         self._grace: asyncio.TimerHandle | None = None
         self._signals = 0
         self._started = False
@@ -377,6 +382,12 @@ class HeronServer:
         )
         if cfg.approvals is not None:
             self._open_requests(cfg.approvals)
+        if cfg.subagents is not None:
+            self.subagents = open_subagents(
+                cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True
+            )
+            # Children of a process that died (kill -9) end `lost`, each reported to its parent.
+            self.subagents.runtime.recover()
         if cfg.calendars:
             from heron.connectors.calendar import CalendarConfig, calendar_tools
 
@@ -621,6 +632,8 @@ class HeronServer:
         tools += messaging_tools(outbox, session=session, workspace=workspace)
         if self.desk is not None:  # the answers arrive as events for the asking call
             tools += asking_tools(DeskRequests(self.desk), session=session)
+        if self.subagents is not None:
+            tools += self.subagents.tools(session)
         return tools
 
     async def _start_ingress(self, secret: bytes) -> None:
@@ -743,6 +756,9 @@ class HeronServer:
             self._serving.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._serving
+        if self.subagents is not None:  # children end (cancelled, reported) before the bus
+            await self.subagents.aclose()
+            self.subagents = None
         if self.host is not None:
             await self.host.aclose()
             self.host = None

@@ -29,6 +29,9 @@ class SubagentsConfig(BaseModel):
     """`[subagents]`: where project agent files are, and the runtime's limits."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+    enabled: bool | None = None
+    """Give agents the sub-agent tools; unset: when any agent is defined (`[agents.*]` or a
+    file in `dir`)."""
     dir: str = "agents"
     """The project's agent files (`<dir>/NAME.md`), relative to the working directory; they
     take effect only once approved (`heron agents approve NAME`)."""
@@ -41,6 +44,8 @@ class SubagentsConfig(BaseModel):
     (each limit the parent has: model calls, tokens, cost, wall time)."""
     sync_timeout_s: float = Field(default=600.0, gt=0)
     """How long a `sync` spawn waits for its child before cancelling it (`timed_out`)."""
+    cancel_poll_s: float = Field(default=0.5, gt=0)
+    """How often a process with running children looks for cancels requested elsewhere."""
     run_deadline_s: float = Field(default=60.0, ge=0)
     """When `heron run` ends with children still working: how long it waits for them before
     cancelling them."""

@@ -27,6 +27,7 @@ descendant, queued ones whose spawn is still in flight included.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
@@ -43,13 +44,16 @@ from heron.always_on.subagents.store import (
     SubagentStore,
     Usage,
 )
+from heron.sandbox.process import pid_alive
 from heron.tools.definition import Tool
 from heron.turn.budgets import BudgetLimits, RunBudget
 from heron.turn.cancel import CancelScope
 from heron.turn.context import TurnHandle
 from heron.turn.loop import EMPTY_RESPONSE
 
-__all__ = ["GENERAL", "Parent", "Spawn", "SubagentError", "SubagentRuntime"]
+log = logging.getLogger("heron.subagents")
+
+__all__ = ["GENERAL", "Parent", "Spawn", "SubagentError", "SubagentRuntime", "owner_alive"]
 
 GENERAL = AgentDefinition(
     name="general",
@@ -176,6 +180,7 @@ class SubagentRuntime:
         self._slots = asyncio.Semaphore(config.max_concurrent)
         self.live: dict[str, Live] = {}
         self._deliveries: set[asyncio.Task[None]] = set()
+        self._watcher: asyncio.Task[None] | None = None
         self.tool_factory: Callable[[Parent, Mode | None], list[Tool]] | None = None
         """Builds the sub-agent tools bound to a parent (set by `subagent_tools`)."""
 
@@ -241,6 +246,8 @@ class SubagentRuntime:
         live = Live(record=record, definition=definition, spawn=spawn, handle=handle, budget=budget)
         self.live[subagent_id] = live
         live.task = asyncio.ensure_future(self._run(live))
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.ensure_future(self._watch_cancels())
         scope = handle.state.cancel
 
         def on_parent_cancel(_: object) -> None:
@@ -343,8 +350,18 @@ class SubagentRuntime:
             return await live.stops.get()
 
     def check_owner(self, parent: Parent, subagent_id: str) -> SubagentRecord:
-        """The record of one of `parent`'s descendants; `SubagentError` for anything else."""
+        """The record of one of `parent`'s descendants, by its id or by the id of the
+        `spawn_subagent` call that started it; `SubagentError` for anything else."""
         record = self.store.get(subagent_id)
+        if record is None:
+            record = next(
+                (
+                    r
+                    for r in self.store.list(root_session=parent.session)
+                    if r.call_id == subagent_id and r.parent_session == parent.own_session
+                ),
+                None,
+            )
         node = record
         while node is not None and node.parent != parent.child:
             node = self.store.get(node.parent) if node.parent is not None else None
@@ -409,12 +426,10 @@ class SubagentRuntime:
     def message(self, parent: Parent, subagent_id: str, text: str, *, interrupt: bool) -> Live:
         """Give a running child the parent's answer (when it asked) or a new message; the
         message itself is published by the caller (`child.send_input`)."""
-        self.check_owner(parent, subagent_id)
-        live = self.live.get(subagent_id)
+        record = self.check_owner(parent, subagent_id)
+        live = self.live.get(record.id)
         if live is None:
-            record = self.store.get(subagent_id)
-            status = record.status if record is not None else "unknown"
-            raise SubagentError(f"sub-agent {subagent_id} is not running (status {status})")
+            raise SubagentError(f"sub-agent {record.id} is not running (status {record.status})")
         if live.answer is not None and not live.answer.done():
             live.answer.set_result(text)
         live.wakeup.set()
@@ -440,7 +455,7 @@ class SubagentRuntime:
         copy)."""
         ended: list[SubagentRecord] = []
         for record in self.store.list(active_only=True):
-            if record.id in self.live or _alive(record.owner):
+            if record.id in self.live or owner_alive(record.owner):
                 continue
             done = self.store.finish(
                 record.id,
@@ -458,8 +473,21 @@ class SubagentRuntime:
                 self._deliver_later(record)
         return ended
 
+    async def _watch_cancels(self) -> None:
+        """Cancels requested by another process (`heron agents cancel`), while children run."""
+        while self.live:
+            await asyncio.sleep(self.config.cancel_poll_s)
+            try:
+                for subagent_id in self.store.cancel_requests():
+                    if subagent_id in self.live:
+                        self.cancel_tree(subagent_id, "cancelled by the operator")
+            except Exception:  # a store hiccup: the next poll tries again
+                log.exception("reading cancel requests failed")
+
     async def aclose(self) -> None:
         """Cancel every child still running here (each is reported as cancelled)."""
+        if self._watcher is not None:
+            self._watcher.cancel()
         for subagent_id in list(self.live):
             self.cancel_tree(subagent_id, "heron is shutting down")
         await self.wait_ended(list(self.live))
@@ -471,13 +499,6 @@ class SubagentRuntime:
             await asyncio.gather(*list(self._deliveries), return_exceptions=True)
 
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def owner_alive(pid: int) -> bool:
+    """Whether process `pid` (a record's owner) still runs."""
+    return pid == os.getpid() or pid_alive(pid)

@@ -16,7 +16,24 @@ from heron.always_on.subagents.tools import subagent_tools
 from heron.mcp.trust.sqlite_store import SqliteTrustStore
 from heron.tools.definition import Tool
 
-__all__ = ["Subagents", "open_subagents"]
+__all__ = ["Subagents", "SubagentsSetup", "open_subagents"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubagentsSetup:
+    """What the configuration says about sub-agents (`[subagents]`, `[agents.*]`, the
+    project's agent files)."""
+
+    config: SubagentsConfig
+    entries: Mapping[str, AgentEntry]
+    agents_dir: Path | None
+
+    @property
+    def enabled(self) -> bool:
+        if self.config.enabled is not None:
+            return self.config.enabled
+        files = self.agents_dir is not None and any(self.agents_dir.glob("*.md"))
+        return bool(self.entries) or files
 
 
 @dataclass(kw_only=True, eq=False)
@@ -42,11 +59,9 @@ class Subagents:
 
 
 def open_subagents(
+    setup: SubagentsSetup,
     *,
     state_dir: Path,
-    config: SubagentsConfig,
-    entries: Mapping[str, AgentEntry],
-    agents_dir: Path | None,
     bus: SqliteBusStore | None = None,
     deliver: bool,
 ) -> Subagents:
@@ -54,7 +69,7 @@ def open_subagents(
     one is opened for the children's sessions. `deliver`: publish async results to the
     parent's session (only where a loop consumes it)."""
     definitions = load_definitions(
-        entries, agents_dir, SqliteTrustStore(state_dir, table="agent_pins")
+        setup.entries, setup.agents_dir, SqliteTrustStore(state_dir, table="agent_pins")
     )
     owns = bus is None
     bus = bus if bus is not None else SqliteBusStore.open(state_dir)
@@ -63,7 +78,7 @@ def open_subagents(
     runtime = SubagentRuntime(
         store=store,
         definitions=definitions,
-        config=config,
+        config=setup.config,
         run_child=runner.run,
         deliver=runner.publish_result if deliver else None,
     )

@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS subagents (
     created_at REAL NOT NULL,
     ended_at REAL,
     delivered INTEGER NOT NULL,
-    owner INTEGER NOT NULL
+    owner INTEGER NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS subagents_root ON subagents (root_session, status);
 """
@@ -208,3 +209,19 @@ class SqliteSubagentStore:
                 (subagent_id,),
             )
         return cur.rowcount == 1
+
+    def request_cancel(self, subagent_id: str) -> bool:
+        with transaction(self._conn) as conn:
+            cur = conn.execute(
+                "UPDATE subagents SET cancel_requested = 1 WHERE id = ? "
+                f"AND status NOT IN ({_FINISHED})",
+                (subagent_id,),
+            )
+        return cur.rowcount == 1
+
+    def cancel_requests(self) -> builtins.list[str]:
+        rows = self._conn.execute(
+            "SELECT id FROM subagents WHERE cancel_requested = 1 "
+            f"AND status NOT IN ({_FINISHED}) ORDER BY seq"
+        ).fetchall()
+        return [r[0] for r in rows]

@@ -159,3 +159,12 @@ class SubagentStore(Protocol):
     def claim_delivery(self, subagent_id: str) -> bool:
         """Mark a finished record's result delivered; True only for the first caller."""
         ...
+
+    def request_cancel(self, subagent_id: str) -> bool:
+        """Ask the process running an unfinished child to cancel it (`heron agents cancel`
+        from another process); False when it has already ended or is unknown."""
+        ...
+
+    def cancel_requests(self) -> builtins.list[str]:
+        """Unfinished children whose cancel was requested, oldest first."""
+        ...

@@ -176,7 +176,7 @@ def _parent_tools(runtime: SubagentRuntime, runner: ChildRunner, parent: Parent)
         result (or next question).
 
         Args:
-            id: The sub-agent id spawn_subagent returned.
+            id: The sub-agent id spawn_subagent returned (or the id of that spawn call).
             text: The message.
             interrupt: Urgent: interrupt the child's current step.
         """
@@ -191,7 +191,9 @@ def _parent_tools(runtime: SubagentRuntime, runner: ChildRunner, parent: Parent)
             await runner.send_input(live.record, text, interrupt=interrupt)
         if live.record.mode == "sync" and answered:
             return await _sync_stop(runtime, live)
-        return ToolResult.ok(f"sent to sub-agent {id}", data={"subagent": id})
+        return ToolResult.ok(
+            f"sent to sub-agent {live.record.id}", data={"subagent": live.record.id}
+        )
 
     @tool(owner="builtin", read_only=True)
     async def get_subagent_status(ctx: ToolContext, id: str) -> ToolResult:
@@ -221,7 +223,7 @@ def _parent_tools(runtime: SubagentRuntime, runner: ChildRunner, parent: Parent)
             id: The sub-agent id.
         """
         try:
-            runtime.check_owner(parent, id)
+            id = runtime.check_owner(parent, id).id
         except SubagentError as exc:
             return ToolResult.fail(str(exc))
         ids = runtime.cancel_tree(id, "cancelled by its parent")
