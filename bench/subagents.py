@@ -28,8 +28,8 @@ from typing import Any
 from heron import Agent
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
+from heron.always_on.subagents.grant import SUBAGENT_TOOLS
 from heron.always_on.subagents.service import Subagents, SubagentsSetup, open_subagents
-from heron.always_on.subagents.tools import SUBAGENT_TOOLS
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage, UserMessage
 from heron.models.base import ModelRequest
 from heron.models.scripted import FunctionModel, ModelTurn, ScriptedCall

@@ -11,8 +11,8 @@ from heron.agent import Agent
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
+from heron.always_on.subagents.grant import SUBAGENT_TOOLS
 from heron.always_on.subagents.service import Subagents, SubagentsSetup, open_subagents
-from heron.always_on.subagents.tools import SUBAGENT_TOOLS
 from heron.messages import ToolResultMessage, UserMessage
 from heron.models.scripted import ScriptedModel
 from heron.turn.approval import ApprovalManager, ApprovalPolicy

@@ -23,7 +23,6 @@ from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.always_on.bus.store import BusStore
 from heron.always_on.subagents import prompts
-from heron.always_on.subagents.grant import grant_tools
 from heron.always_on.subagents.runtime import Live, Parent, SubagentError, SubagentRuntime
 from heron.always_on.subagents.store import SubagentRecord
 from heron.humans.gate import DurableApprover
@@ -90,13 +89,7 @@ class ChildRunner:
         model = resolve_model(definition.model) if definition.model else exec_.model
         me = Parent(session=record.root_session, child=record.id, depth=record.depth)
         bound = self.runtime.tool_factory(me, record.mode)
-        tools = grant_tools(
-            live.handle,
-            definition_tools=definition.tools,
-            requested=live.spawn.tools,
-            write=live.spawn.write,
-            own={t.spec.name for t in bound},
-        )
+        tools = live.granted
         approver = exec_.approval.approver
         if isinstance(approver, DurableApprover):
             # A person asked about a child's call sees which child asks, and the answer comes
@@ -141,6 +134,8 @@ class ChildRunner:
         def prepare(state: TurnState) -> None:
             state.run_budget = live.budget
             state.cancel = live.scope.child()
+            # The child's identity on every approval it needs (the request's channel).
+            state.channel = f"subagent {record.agent} {record.id}"
 
         loop = EventDrivenAgent(
             self._agent(live),

@@ -21,7 +21,20 @@ from heron.tools.definition import Tool, ToolContext, ToolResult, ToolSpec
 from heron.tools.registry import normalize_name
 from heron.turn.context import TurnHandle
 
-__all__ = ["GrantError", "LabelledTool", "grant_tools"]
+__all__ = ["PARENT_TOOLS", "SUBAGENT_TOOLS", "GrantError", "LabelledTool", "grant_tools"]
+
+PARENT_TOOLS = frozenset(
+    {
+        "spawn_subagent",
+        "send_message_to_subagent",
+        "get_subagent_status",
+        "cancel_subagent",
+        "list_agents",
+    }
+)
+"""The tools that start and steer children."""
+SUBAGENT_TOOLS = PARENT_TOOLS | {"report_to_parent", "ask_parent"}
+"""Every sub-agent tool: never inherited, each child gets its own, bound to itself."""
 
 
 class GrantError(SubagentError):
@@ -80,10 +93,10 @@ def grant_tools(
     definition_tools: Collection[str] | None,
     requested: Collection[str] | None,
     write: bool,
-    own: Collection[str],
 ) -> list[Tool]:
-    """The tools a child gets (see the module docstring); `own` are the sub-agent tools, which
+    """The tools a child gets (see the module docstring), without the sub-agent tools, which
     each child gets bound to itself instead of inheriting the parent's."""
+    own = SUBAGENT_TOOLS
     tools = _parent_tools(handle, own)
     for label, names in (("the agent definition", definition_tools), ("the spawn", requested)):
         if names is None:

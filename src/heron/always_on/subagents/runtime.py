@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from heron.always_on.subagents.config import SubagentsConfig
 from heron.always_on.subagents.definitions import AgentDefinition
+from heron.always_on.subagents.grant import grant_tools
 from heron.always_on.subagents.store import (
     Mode,
     SubagentError,
@@ -104,6 +105,8 @@ class Live:
     spawn: Spawn
     handle: TurnHandle
     budget: RunBudget
+    granted: list[Tool]
+    """The parent's tools it may use (`grant.grant_tools`), decided at the spawn."""
     scope: CancelScope = field(default_factory=CancelScope)
     task: asyncio.Task[None] | None = None
     stops: asyncio.Queue[Stop] = field(default_factory=asyncio.Queue)
@@ -209,6 +212,9 @@ class SubagentRuntime:
                 f"{parent.depth} cannot start another; do the work yourself"
             )
         definition = self.definition(spawn.agent)
+        granted = grant_tools(
+            handle, definition_tools=definition.tools, requested=spawn.tools, write=spawn.write
+        )
         if parent.child is not None:
             mine = self.live.get(parent.child)
             if mine is None or mine.scope.cancelled:
@@ -243,7 +249,14 @@ class SubagentRuntime:
             owner=os.getpid(),
         )
         self.store.add(record)
-        live = Live(record=record, definition=definition, spawn=spawn, handle=handle, budget=budget)
+        live = Live(
+            record=record,
+            definition=definition,
+            spawn=spawn,
+            handle=handle,
+            budget=budget,
+            granted=granted,
+        )
         self.live[subagent_id] = live
         live.task = asyncio.ensure_future(self._run(live))
         if self._watcher is None or self._watcher.done():

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from heron.always_on.subagents import prompts
 from heron.always_on.subagents.child import ChildRunner
-from heron.always_on.subagents.grant import GrantError
+from heron.always_on.subagents.grant import PARENT_TOOLS, SUBAGENT_TOOLS
 from heron.always_on.subagents.runtime import Live, Parent, Spawn, SubagentError, SubagentRuntime
 from heron.always_on.subagents.store import Mode, SubagentRecord
 from heron.tools.definition import Tool, ToolContext, ToolResult
@@ -23,16 +23,6 @@ from heron.turn.context import TurnHandle
 
 __all__ = ["PARENT_TOOLS", "SUBAGENT_TOOLS", "bind_tools", "subagent_tools"]
 
-PARENT_TOOLS = frozenset(
-    {
-        "spawn_subagent",
-        "send_message_to_subagent",
-        "get_subagent_status",
-        "cancel_subagent",
-        "list_agents",
-    }
-)
-SUBAGENT_TOOLS = PARENT_TOOLS | {"report_to_parent", "ask_parent"}
 _BUDGET_KEYS = frozenset({"model_calls", "total_tokens", "cost_usd", "wall_time_s"})
 
 _Scalar = str | int | float | bool | None
@@ -154,7 +144,7 @@ def _parent_tools(runtime: SubagentRuntime, runner: ChildRunner, parent: Parent)
         )
         try:
             live = runtime.start(parent, _turn(ctx), ctx.call_id, spawn)
-        except (SubagentError, GrantError) as exc:
+        except SubagentError as exc:  # a refused grant (GrantError) included
             return ToolResult.fail(str(exc))
         if mode != "sync":
             record = live.record
