@@ -547,10 +547,12 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
     async def chat() -> int:
         asyncio.get_running_loop().set_default_executor(common.DaemonThreadExecutor())
         held = common.open_session(state_dir, session, must_exist=must_exist)
+        children = common.open_children(config)
         try:
             renderer = PrettyRenderer(Console(highlight=False))
             approver = ChatApprover(before_prompt=renderer.pause)
-            async with common.open_agent(config, approver=approver, tools=tools) as agent:
+            own = children.tools(held.name) if children is not None else []
+            async with common.open_agent(config, approver=approver, tools=[*tools, *own]) as agent:
                 from heron.models.metered import MeteredModel
 
                 meter = MeteredModel(agent.model)
@@ -568,8 +570,13 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
                     identity=config.identity.identity(),
                 )
                 repl.user = config.user.name
-                return await repl.run()
+                code = await repl.run()
+                if children is not None:
+                    await common.settle_children(children, config.subagents.run_deadline_s)
+                return code
         finally:
+            if children is not None:
+                await children.aclose()
             held.close()
             common.announce_session(held, always=True)
 
