@@ -123,6 +123,7 @@ from heron.sandbox.base import Sandbox
 from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
+from heron.turn.context import TurnState
 from heron.turn.events import BaseEvent, EventSink, ToolResultEvent, discard
 
 Announce = Callable[[dict[str, Any]], None]
@@ -590,8 +591,16 @@ class HeronServer:
             watch=False,  # the host watches the store once for every session
             max_attempts=cfg.max_attempts,  # each session counts its own events' failures
             reply_tools=MESSAGE_TOOLS,  # assistant text is private: only these reach a person
+            prepare=self._follow(name),
         )
         return ServedSession(loop, triggers)
+
+    def _follow(self, name: str) -> Callable[[TurnState], None] | None:
+        """A stop of a session's turn reaches the session's sub-agents too."""
+        subagents = self.subagents
+        if subagents is None:
+            return None
+        return lambda state: subagents.runtime.follow_turn(name, state)
 
     def _dormant(self, name: str) -> tuple[bool, float | None]:
         """For a session not awake: an unfinished job (it must be awake to report it), and

@@ -43,7 +43,11 @@ class SubagentsConfig(BaseModel):
     """A child without an explicit budget gets this share of its parent's remaining budget
     (each limit the parent has: model calls, tokens, cost, wall time)."""
     sync_timeout_s: float = Field(default=600.0, gt=0)
-    """How long a `sync` spawn waits for its child before cancelling it (`timed_out`)."""
+    """How long a `sync` spawn waits for its child before cancelling it (`timed_out`), and a
+    child's `ask_parent` for its answer (then the child is told there is none)."""
+    wall_grace_s: float = Field(default=5.0, ge=0)
+    """How long past its wall-time budget a child may take (to write the summary the budget's
+    end asks for) before the runtime stops it (`timed_out`)."""
     cancel_poll_s: float = Field(default=0.5, gt=0)
     """How often a process with running children looks for cancels requested elsewhere."""
     run_deadline_s: float = Field(default=60.0, ge=0)

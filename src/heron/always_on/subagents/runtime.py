@@ -49,7 +49,7 @@ from heron.sandbox.process import pid_alive
 from heron.tools.definition import Tool
 from heron.turn.budgets import BudgetLimits, RunBudget
 from heron.turn.cancel import CancelScope
-from heron.turn.context import TurnHandle
+from heron.turn.context import TurnHandle, TurnState
 from heron.turn.loop import EMPTY_RESPONSE
 
 log = logging.getLogger("heron.subagents")
@@ -63,7 +63,6 @@ GENERAL = AgentDefinition(
     tools=None,
     prompt="",
 )
-_GRACE_S = 5.0
 ContextMode = Literal["minimal", "distilled"]
 Stop = tuple[Literal["asked", "done"], str]
 
@@ -272,6 +271,21 @@ class SubagentRuntime:
         scope.future.add_done_callback(on_parent_cancel)
         return live
 
+    def follow_turn(self, session: str, state: TurnState) -> None:
+        """A stop of any turn of hosted session `session` (`mode = "cancel"`: the user's
+        "stop", Ctrl-C) cancels every child of that session, those an earlier turn spawned
+        included; an interrupt that only detaches does not."""
+        scope = state.cancel
+
+        def on_cancel(_: object) -> None:
+            if scope.mode != "cancel":
+                return
+            for live in list(self.live.values()):
+                if live.record.root_session == session and live.record.parent is None:
+                    self.cancel_tree(live.record.id, f"the session was stopped: {scope.reason}")
+
+        scope.future.add_done_callback(on_cancel)
+
     async def _run(self, live: Live) -> None:
         record = live.record
         status: Any = "failed"
@@ -283,7 +297,9 @@ class SubagentRuntime:
                     raise asyncio.CancelledError
                 self.store.advance(record.id, "working")
                 wall = live.budget.time_left()
-                async with asyncio.timeout(None if wall is None else wall + _GRACE_S):
+                async with asyncio.timeout(
+                    None if wall is None else wall + self.config.wall_grace_s
+                ):
                     turn = await self._run_child(live)
             result = turn.text
             if turn.status == "final":

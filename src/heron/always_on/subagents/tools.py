@@ -335,7 +335,15 @@ def _child_tools(
                     key=f"subagent.ask:{child_id}:{child.asked}",
                     needs_reply=True,
                 )
-            answer = await child.answer
+            limit = runtime.config.sync_timeout_s
+            try:
+                async with asyncio.timeout(limit):
+                    answer = await child.answer
+            except TimeoutError:
+                return ToolResult.fail(
+                    f"no answer within {limit:g} s: go on without it, or end with "
+                    "'status: blocked' and say what you need"
+                )
         finally:
             child.answer = None
             runtime.store.advance(child_id, "working")
