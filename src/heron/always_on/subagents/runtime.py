@@ -114,8 +114,9 @@ class Live:
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when a descendant ends or a message arrives while the child waits for them."""
     asked: int = 0
-    """Questions the child asked (`ask_parent`); `answered` of them were answered."""
-    answered: int = 0
+    """Questions the child asked (`ask_parent`)."""
+    waited: bool = False
+    """A sync parent is waiting for this child to ask or end."""
     reports: int = 0
     last_report: str = ""
     progress: Callable[[str], None] = field(default=lambda _line: None)
@@ -353,9 +354,9 @@ class SubagentRuntime:
         self.live.pop(record.id, None)
         if record.parent is not None and (parent := self.live.get(record.parent)) is not None:
             parent.wakeup.set()
-        if record.mode == "sync":
+        if record.mode == "sync" and live.waited:
             live.stops.put_nowait(("done", record.id))
-        else:
+        else:  # async, or a sync child whose parent stopped waiting (it asked, then ended)
             self._deliver_later(record)
         return record
 
@@ -371,12 +372,16 @@ class SubagentRuntime:
     async def wait_stop(self, live: Live) -> Stop:
         """A sync parent waits for its child to ask or end, up to `sync_timeout_s` (then the
         child is cancelled and ends `timed_out`)."""
+        live.waited = True
         try:
             async with asyncio.timeout(self.config.sync_timeout_s):
-                return await live.stops.get()
+                stop = await live.stops.get()
         except TimeoutError:
             self.cancel_tree(live.record.id, "the sync wait timed out", status="timed_out")
-            return await live.stops.get()
+            stop = await live.stops.get()
+        finally:
+            live.waited = False
+        return stop
 
     def check_owner(self, parent: Parent, subagent_id: str) -> SubagentRecord:
         """The record of one of `parent`'s descendants, by its id or by the id of the
@@ -452,17 +457,19 @@ class SubagentRuntime:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def message(self, parent: Parent, subagent_id: str, text: str, *, interrupt: bool) -> Live:
-        """Give a running child the parent's answer (when it asked) or a new message; the
-        message itself is published by the caller (`child.send_input`)."""
+    def message(self, parent: Parent, subagent_id: str, text: str) -> tuple[Live, bool]:
+        """Give a running child the parent's text: the answer when the child waits on a
+        question (True), else nothing yet (False: the caller publishes it as a message,
+        `child.send_input`)."""
         record = self.check_owner(parent, subagent_id)
         live = self.live.get(record.id)
         if live is None:
             raise SubagentError(f"sub-agent {record.id} is not running (status {record.status})")
+        live.wakeup.set()
         if live.answer is not None and not live.answer.done():
             live.answer.set_result(text)
-        live.wakeup.set()
-        return live
+            return live, True
+        return live, False
 
     # -- the end of a run ---------------------------------------------------------------------
 

@@ -171,15 +171,14 @@ def _parent_tools(runtime: SubagentRuntime, runner: ChildRunner, parent: Parent)
             interrupt: Urgent: interrupt the child's current step.
         """
         try:
-            live = runtime.message(parent, id, text, interrupt=interrupt)
+            live, answered = runtime.message(parent, id, text)
         except SubagentError as exc:
             return ToolResult.fail(str(exc))
-        answered = live.asked > live.answered
-        if answered:
-            live.answered = live.asked
-        else:
+        if live.record.mode == "sync":
+            live.waited = True  # from now on its end is this call's result, never an event
+        if not answered:
             await runner.send_input(live.record, text, interrupt=interrupt)
-        if live.record.mode == "sync" and answered:
+        if live.record.mode == "sync":  # the parent waits again, as the spawn did
             return await _sync_stop(runtime, live)
         return ToolResult.ok(
             f"sent to sub-agent {live.record.id}", data={"subagent": live.record.id}
