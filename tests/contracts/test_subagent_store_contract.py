@@ -96,3 +96,14 @@ def test_a_cancel_request_is_seen_by_another_store_until_the_record_ends(
     _finish(store, "b", "cancelled")
     assert store.cancel_requests() == []
     assert store.request_cancel("b") is False
+
+
+def test_usage_is_recorded_while_running_and_frozen_once_finished(
+    store: SubagentStore, backend: StoreBackend
+) -> None:
+    store.add(_record("a"))
+    store.record_usage("a", Usage(model_calls=1, output_tokens=7))
+    assert backend.subagents().get("a").usage == Usage(model_calls=1, output_tokens=7)  # type: ignore[union-attr]
+    _finish(store, "a")
+    store.record_usage("a", Usage(model_calls=99))
+    assert store.get("a").usage.model_calls == 2  # type: ignore[union-attr]

@@ -203,6 +203,8 @@ def test_experiment_4_4_budget_cancel_tree_schema_and_a_question(heron: Heron) -
         lambda n: (
             n.get("helper", {}).get("status") == "input_required"
             and n.get("asker", {}).get("status") == "completed"
+            # the running manager's usage so far, its own calls and its helper's
+            and n["manager"]["usage"]["model_calls"] >= 3
         ),
         "the grandchild waiting on its question, the sync child done",
     )

@@ -12,10 +12,10 @@ child's report reaches its parent framed as agent data, never as user or approve
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from heron.always_on.bus.framing import LABELS, escape_labels
 from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 
 __all__ = [
@@ -28,15 +28,7 @@ __all__ = [
     "task_message",
 ]
 
-LABELS = ("FROM_MAIN_AGENT", "FROM_USER", "TOOL_RESULT", "SUBAGENT_REPORT")
-_LABEL = re.compile(r"\[(/?)\s*(" + "|".join(LABELS) + r")\b([^\]\n]{0,80})\]", re.I)
 _MAX_NOTE_SOURCE_CHARS = 24_000
-
-
-def escape_labels(text: str) -> str:
-    """`text` with every source label defused: `[FROM_USER]` → `‹FROM_USER›`. Declared in the
-    child's prompt, so nothing is changed silently."""
-    return _LABEL.sub(lambda m: f"‹{m.group(1)}{m.group(2)}{m.group(3)}›", text)
 
 
 def child_system_prompt(

@@ -331,21 +331,13 @@ class SubagentRuntime:
     def _finish(
         self, live: Live, *, status: Any, outcome: Any, result: str, error: str
     ) -> SubagentRecord:
-        spent = live.budget.spent()
-        usage = Usage(
-            model_calls=spent.model_calls,
-            tool_calls=spent.tool_calls,
-            input_tokens=spent.input_tokens,
-            output_tokens=spent.output_tokens,
-            cost_usd=spent.cost_usd,
-        )
         ended = self.store.finish(
             live.record.id,
             status=status,
             outcome=outcome,
             result=result,
             error=error,
-            usage=usage,
+            usage=_usage(live.budget),
             ended_at=self._clock(),
         )
         assert ended is not None  # the record was added by `start`
@@ -510,13 +502,16 @@ class SubagentRuntime:
         return ended
 
     async def _watch_cancels(self) -> None:
-        """Cancels requested by another process (`heron agents cancel`), while children run."""
+        """While children run: the cancels requested by another process (`heron agents
+        cancel`), and each child's usage so far (its subtree's), for `heron agents tree`."""
         while self.live:
             await asyncio.sleep(self.config.cancel_poll_s)
             try:
                 for subagent_id in self.store.cancel_requests():
                     if subagent_id in self.live:
                         self.cancel_tree(subagent_id, "cancelled by the operator")
+                for live in list(self.live.values()):
+                    self.store.record_usage(live.record.id, _usage(live.budget))
             except Exception:  # a store hiccup: the next poll tries again
                 log.exception("reading cancel requests failed")
 
@@ -533,6 +528,18 @@ class SubagentRuntime:
         """Wait for the results being delivered."""
         while self._deliveries:
             await asyncio.gather(*list(self._deliveries), return_exceptions=True)
+
+
+def _usage(budget: RunBudget) -> Usage:
+    """What a child's budget has spent: its own calls and its descendants'."""
+    spent = budget.spent()
+    return Usage(
+        model_calls=spent.model_calls,
+        tool_calls=spent.tool_calls,
+        input_tokens=spent.input_tokens,
+        output_tokens=spent.output_tokens,
+        cost_usd=spent.cost_usd,
+    )
 
 
 def owner_alive(pid: int) -> bool:

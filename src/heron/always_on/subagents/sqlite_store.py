@@ -201,6 +201,13 @@ class SqliteSubagentStore:
         record = self.get(subagent_id)
         return None if record is None else (record, cur.rowcount == 1)
 
+    def record_usage(self, subagent_id: str, usage: Usage) -> None:
+        with transaction(self._conn) as conn:
+            conn.execute(
+                f"UPDATE subagents SET usage = ? WHERE id = ? AND status NOT IN ({_FINISHED})",
+                (json.dumps(usage.to_data()), subagent_id),
+            )
+
     def claim_delivery(self, subagent_id: str) -> bool:
         with transaction(self._conn) as conn:
             cur = conn.execute(

@@ -156,6 +156,10 @@ class SubagentStore(Protocol):
         it, `(the record as it was, False)` when it had already ended."""
         ...
 
+    def record_usage(self, subagent_id: str, usage: Usage) -> None:
+        """The usage so far of an unfinished child (a finished one keeps its final usage)."""
+        ...
+
     def claim_delivery(self, subagent_id: str) -> bool:
         """Mark a finished record's result delivered; True only for the first caller."""
         ...
