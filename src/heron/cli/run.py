@@ -68,8 +68,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         session = common.open_session(config.state.path(), args.session)
-        children = common.open_children(config)
+        children = None
         try:
+            children = common.open_children(config)
             own = children.tools(session.name) if children is not None else []
             async with common.open_agent(config, approver=approver, tools=[*tools, *own]) as agent:
                 session.attach(agent)
