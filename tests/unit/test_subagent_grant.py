@@ -169,3 +169,19 @@ async def test_a_childs_approval_goes_to_the_parents_front_end_labelled_with_the
         m for m in subs.bus.sessions.load(record.session) if isinstance(m, ToolResultMessage)
     ]
     assert result.content == "changed"
+
+
+async def test_the_parents_tool_search_is_not_passed_on(subs: Subagents) -> None:
+    @tool(read_only=True)
+    def tool_search(query: str) -> str:
+        """Stands in for the deferred-MCP search of the parent."""
+        return query
+
+    family = Family({})
+    parent = Agent(
+        model=FunctionModel(family),
+        tools=[peek, tool_search, *subs.tools("default")],
+        approval=ApprovalManager(policy=ApprovalPolicy(autonomy="full")),
+    )
+    await parent.run("go")
+    assert family.offered and "tool_search" not in family.offered

@@ -343,3 +343,37 @@ async def test_a_question_nobody_answers_ends_at_its_deadline_and_the_child_goes
         await subs.runtime.aclose()
     (record,) = subs.store.list()
     assert (record.status, record.result) == ("completed", "status: blocked")
+
+
+async def test_cancel_reaches_a_child_still_waiting_for_a_slot(
+    root: Path, opened: list[Subagents]
+) -> None:
+    gate = Gate()
+    subs = _open(
+        root,
+        opened,
+        {"first": [_call("wait_here", "w1"), {"text": "one"}], "second": [{"text": "two"}]},
+        max_concurrent=1,
+    )
+    parent = _parent(
+        [
+            _call("spawn_subagent", "s1", task="a", agent="first", mode="async"),
+            _call("spawn_subagent", "s2", task="b", agent="second", mode="async"),
+            {"text": "started"},
+        ],
+        subs,
+        gate.tool,
+    )
+    try:
+        await parent.run("go")
+        await asyncio.wait_for(gate.started.wait(), 10)
+        cancelled = await _tool(parent, "cancel_subagent").execute({"id": "s2"}, CTX)
+        assert cancelled.success and cancelled.output.endswith("(second): cancelled")
+        gate.opened.set()
+        await until(lambda: all(r.finished for r in subs.store.list()), "both ended")
+    finally:
+        gate.opened.set()
+        await subs.runtime.aclose()
+    first, second = subs.store.list()
+    assert (first.status, second.status) == ("completed", "cancelled")
+    assert second.usage.model_calls == 0  # it never ran

@@ -5,8 +5,9 @@ for that run, minus the turn's own exclusions (filter groups), plus the deferred
 parent already activated — passed through the same narrowing, which is the step a child would
 otherwise skip. The agent definition's `tools` and the spawn's `tools` can only narrow it
 further; naming a tool outside the grant is an error, never a widening. Without `write`, only
-read-only tools remain (the workspace is the parent's, read-only). Each granted tool is wrapped
-so that label tokens in its output are escaped (`prompts.escape_labels`).
+read-only tools remain (the workspace is the parent's, read-only). The parent's `tool_search`
+is not passed on (it would activate into the parent's set). Each granted tool is wrapped so
+that label tokens in its output are escaped (`escape_labels`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from heron.always_on.subagents.prompts import escape_labels
 from heron.always_on.subagents.store import SubagentError
+from heron.mcp.tool_search import TOOL_SEARCH
 from heron.tools.definition import Tool, ToolContext, ToolResult, ToolSpec
 from heron.tools.registry import normalize_name
 from heron.turn.context import TurnHandle
@@ -96,7 +98,9 @@ def grant_tools(
 ) -> list[Tool]:
     """The tools a child gets (see the module docstring), without the sub-agent tools, which
     each child gets bound to itself instead of inheriting the parent's."""
-    own = SUBAGENT_TOOLS
+    # The parent's `tool_search` would activate into the parent's own set: a child gets the
+    # tools the parent already activated, and no discovery of its own.
+    own = SUBAGENT_TOOLS | {TOOL_SEARCH}
     tools = _parent_tools(handle, own)
     for label, names in (("the agent definition", definition_tools), ("the spawn", requested)):
         if names is None:
