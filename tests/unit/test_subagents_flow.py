@@ -60,7 +60,12 @@ def opened() -> Iterator[list[Subagents]]:
 
 
 def _open(
-    root: Path, opened: list[Subagents], scripts: dict[str, list[dict[str, Any]]], **config: Any
+    root: Path,
+    opened: list[Subagents],
+    scripts: dict[str, list[dict[str, Any]]],
+    *,
+    deliver: bool = True,
+    **config: Any,
 ) -> Subagents:
     entries = {}
     for name, turns in scripts.items():
@@ -68,7 +73,7 @@ def _open(
         path.write_text(json.dumps({"turns": turns}), encoding="utf-8")
         entries[name] = AgentEntry(model=f"scripted:{path}")
     setup = SubagentsSetup(config=SubagentsConfig(**config), entries=entries, agents_dir=None)
-    subs = open_subagents(setup, state_dir=root / "state", deliver=True)
+    subs = open_subagents(setup, state_dir=root / "state", deliver=deliver)
     opened.append(subs)
     return subs
 
@@ -377,3 +382,31 @@ async def test_cancel_reaches_a_child_still_waiting_for_a_slot(
     first, second = subs.store.list()
     assert (first.status, second.status) == ("completed", "cancelled")
     assert second.usage.model_calls == 0  # it never ran
+
+
+@pytest.mark.parametrize("deliver", [False, True])
+async def test_the_status_tool_hands_a_result_over_once_only_where_no_event_carries_it(
+    root: Path, opened: list[Subagents], deliver: bool
+) -> None:
+    subs = _open(root, opened, {"quick": [{"text": "forty-two"}]}, deliver=deliver)
+    parent = _parent(
+        [_call("spawn_subagent", "s1", task="t", agent="quick", mode="async"), {"text": "ok"}],
+        subs,
+    )
+    try:
+        await parent.run("go")
+        await until(lambda: subs.store.list()[0].finished, "the child ended")
+        await subs.runtime.flush()
+        status = _tool(parent, "get_subagent_status")
+        first = await status.execute({"id": "s1"}, CTX)
+        second = await status.execute({"id": "s1"}, CTX)
+    finally:
+        await subs.runtime.aclose()
+    events = await subs.bus.events(session="default")
+    if deliver:  # heron serve: the event is the one delivery
+        assert [e.event.kind for e in events] == ["tool.result"]
+        assert "forty-two" not in first.output and "an event for the spawn call" in first.output
+    else:  # heron run, an MCP client: the status call is
+        assert events == []
+        assert "forty-two" in first.output and "[SUBAGENT_REPORT" in first.output
+        assert "forty-two" not in second.output and "already delivered" in second.output

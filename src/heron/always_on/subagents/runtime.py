@@ -187,6 +187,12 @@ class SubagentRuntime:
         self.tool_factory: Callable[[Parent, Mode | None], list[Tool]] | None = None
         """Builds the sub-agent tools bound to a parent (set by `subagent_tools`)."""
 
+    @property
+    def delivers_events(self) -> bool:
+        """Whether an async child's result goes to its parent as an event (else through
+        `get_subagent_status` and the end of the run)."""
+        return self._deliver is not None
+
     # -- spawning ---------------------------------------------------------------------------
 
     def definition(self, name: str | None) -> AgentDefinition:

@@ -19,14 +19,13 @@ from typing import Any, Literal
 
 from heron.always_on.subagents import prompts
 from heron.always_on.subagents.child import ChildRunner
-from heron.always_on.subagents.grant import PARENT_TOOLS, SUBAGENT_TOOLS
 from heron.always_on.subagents.runtime import Live, Parent, Spawn, SubagentError, SubagentRuntime
 from heron.always_on.subagents.store import Mode, SubagentRecord
 from heron.tools.definition import Tool, ToolContext, ToolResult, ToolSpec
 from heron.tools.function_tool import FunctionTool, tool
 from heron.turn.context import TurnHandle
 
-__all__ = ["PARENT_TOOLS", "SUBAGENT_TOOLS", "Bound", "bind_tools", "subagent_tools"]
+__all__ = ["Binding", "Bound", "bind_tools", "subagent_tools"]
 
 _BUDGET_KEYS = frozenset({"model_calls", "total_tokens", "cost_usd", "wall_time_s"})
 
@@ -250,9 +249,19 @@ async def get_subagent_status(ctx: ToolContext, id: str) -> ToolResult:
         return ToolResult.fail(str(exc))
     data = record.to_data()
     data.pop("result")
-    if record.finished and runtime.store.claim_delivery(record.id):
+    live = runtime.live.get(record.id)
+    if live is not None and live.last_report:
+        data["last_report"] = live.last_report
+    if record.finished and not runtime.delivers_events and runtime.store.claim_delivery(record.id):
+        # Nothing consumes this session's events (heron run, an MCP client): handed over here.
         return ToolResult.ok(_result(record).output, data=data)
-    note = " (its result was already delivered)" if record.finished else ""
+    note = ""
+    if record.finished:
+        note = (
+            " (its result is an event for the spawn call)"
+            if runtime.delivers_events
+            else " (its result was already delivered)"
+        )
     return ToolResult.ok(json.dumps(data, sort_keys=True) + note, data=data)
 
 
