@@ -486,7 +486,7 @@ class SubagentRuntime:
     def recover(self) -> list[SubagentRecord]:
         """After a restart: every unfinished child of a process that is gone ends `lost`, and
         every finished result not known to be delivered is delivered (again: the bus keeps one
-        copy)."""
+        copy) — a sync child's too when the call that waited for it died with its process."""
         ended: list[SubagentRecord] = []
         for record in self.store.list(active_only=True):
             if record.id in self.live or owner_alive(record.owner):
@@ -503,7 +503,11 @@ class SubagentRuntime:
             if done is not None and done[1]:
                 ended.append(done[0])
         for record in self.store.list():
-            if record.finished and not record.delivered and record.mode != "sync":
+            if not record.finished or record.delivered:
+                continue
+            # A sync child is its waiting call's result, unless the process of that call is
+            # gone (the call was closed by session repair): then the event tells the parent.
+            if record.mode != "sync" or not owner_alive(record.owner):
                 self._deliver_later(record)
         return ended
 
