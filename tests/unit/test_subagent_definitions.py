@@ -95,7 +95,8 @@ def test_spawning_an_unapproved_project_agent_is_refused_with_how_to_approve(
         definitions=found,
         config=SubagentsConfig(),
         run_child=lambda live: None,
-        deliver=None,
+        deliver=lambda record: None,  # type: ignore[arg-type,return-value]
+        events_at_top=False,
     )
     with pytest.raises(SubagentError) as caught:
         runtime.definition("researcher")

@@ -410,3 +410,32 @@ async def test_the_status_tool_hands_a_result_over_once_only_where_no_event_carr
         assert events == []
         assert "forty-two" in first.output and "[SUBAGENT_REPORT" in first.output
         assert "forty-two" not in second.output and "already delivered" in second.output
+
+
+async def test_a_grandchilds_result_reaches_its_parent_child_even_where_the_top_has_no_loop(
+    root: Path, opened: list[Subagents]
+) -> None:
+    subs = _open(
+        root,
+        opened,
+        {
+            "middle": [
+                _call("spawn_subagent", "m1", task="leaf part", agent="leaf", mode="async"),
+                {"text": "waiting for the leaf"},
+                {"text": "middle done", "expect": {"last_message_contains": "leaf done"}},
+            ],
+            "leaf": [{"text": "leaf done", "delay_ms": 50}],
+        },
+        deliver=False,  # as in heron run: nothing consumes the top session's events
+    )
+    parent = _parent(
+        [_call("spawn_subagent", "s1", task="t", agent="middle"), {"text": "ok"}], subs
+    )
+    try:
+        result = await parent.run("go")
+    finally:
+        await subs.runtime.aclose()
+    middle, leaf = subs.store.list()
+    assert (middle.status, middle.result) == ("completed", "middle done")
+    assert (leaf.status, leaf.delivered) == ("completed", True)
+    assert "middle done" in result.history[2].content  # type: ignore[union-attr]

@@ -160,9 +160,11 @@ def share_of(parent: RunBudget | None, share: float) -> dict[str, float]:
 class SubagentRuntime:
     """Spawns, runs, messages, cancels and lists the children of one process (see the module
     docstring). `run_child` runs a child (`heron.always_on.subagents.child`); `deliver`
-    publishes an async child's result to its parent (`None`: no loop consumes the parent's
-    events — `heron run` — so results are handed over by `get_subagent_status` and the end of
-    the run)."""
+    publishes an async child's result to its parent's session. A child's own children always
+    deliver so (the child's loop consumes its session); the top level's only with
+    `events_at_top` — without (`heron run`, `heron chat`, MCP: no loop consumes the hosted
+    session's events) a result is handed over by `get_subagent_status` and the end of the
+    run."""
 
     def __init__(
         self,
@@ -171,7 +173,8 @@ class SubagentRuntime:
         definitions: Mapping[str, AgentDefinition],
         config: SubagentsConfig,
         run_child: Runner,
-        deliver: Deliver | None,
+        deliver: Deliver,
+        events_at_top: bool,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -179,6 +182,7 @@ class SubagentRuntime:
         self.config = config
         self._run_child = run_child
         self._deliver = deliver
+        self._events_at_top = events_at_top
         self._clock = clock
         self._slots = asyncio.Semaphore(config.max_concurrent)
         self.live: dict[str, Live] = {}
@@ -187,11 +191,10 @@ class SubagentRuntime:
         self.tool_factory: Callable[[Parent, Mode | None], list[Tool]] | None = None
         """Builds the sub-agent tools bound to a parent (set by `subagent_tools`)."""
 
-    @property
-    def delivers_events(self) -> bool:
-        """Whether an async child's result goes to its parent as an event (else through
+    def delivers_events(self, record: SubagentRecord) -> bool:
+        """Whether this async child's result goes to its parent as an event (else through
         `get_subagent_status` and the end of the run)."""
-        return self._deliver is not None
+        return record.parent is not None or self._events_at_top
 
     # -- spawning ---------------------------------------------------------------------------
 
@@ -350,8 +353,6 @@ class SubagentRuntime:
         record = ended[0]
         live.record = record
         self.live.pop(record.id, None)
-        if record.parent is not None and (parent := self.live.get(record.parent)) is not None:
-            parent.wakeup.set()
         if record.mode == "sync" and live.waited:
             live.stops.put_nowait(("done", record.id))
         else:  # async, or a sync child whose parent stopped waiting (it asked, then ended)
@@ -359,11 +360,20 @@ class SubagentRuntime:
         return record
 
     def _deliver_later(self, record: SubagentRecord) -> None:
-        if self._deliver is None:
+        """Publish the result (where an event carries it), then wake a parent child that
+        waits for its children: the result is on its session by then."""
+        parent = self.live.get(record.parent) if record.parent is not None else None
+        if not self.delivers_events(record):
             return
         task = asyncio.ensure_future(self._deliver(record))
         self._deliveries.add(task)
-        task.add_done_callback(self._deliveries.discard)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._deliveries.discard(finished)
+            if parent is not None:
+                parent.wakeup.set()
+
+        task.add_done_callback(done)
 
     # -- the parent's side --------------------------------------------------------------------
 

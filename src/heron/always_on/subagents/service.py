@@ -66,8 +66,9 @@ def open_subagents(
     deliver: bool,
 ) -> Subagents:
     """Assemble the runtime on `state_dir`. `bus`: the process's bus (`heron serve`), else
-    one is opened for the children's sessions. `deliver`: publish async results to the
-    parent's session (only where a loop consumes it)."""
+    one is opened for the children's sessions. `deliver`: publish the top level's async
+    results to the hosted session (only where a loop consumes its events; children's
+    children always are)."""
     definitions = load_definitions(
         setup.entries, setup.agents_dir, SqliteTrustStore(state_dir, table="agent_pins")
     )
@@ -80,7 +81,8 @@ def open_subagents(
         definitions=definitions,
         config=setup.config,
         run_child=runner.run,
-        deliver=runner.publish_result if deliver else None,
+        deliver=runner.publish_result,
+        events_at_top=deliver,
     )
     runner.runtime = runtime
     subagent_tools(runtime, runner, session="default")  # installs the per-child factory

@@ -252,14 +252,15 @@ async def get_subagent_status(ctx: ToolContext, id: str) -> ToolResult:
     live = runtime.live.get(record.id)
     if live is not None and live.last_report:
         data["last_report"] = live.last_report
-    if record.finished and not runtime.delivers_events and runtime.store.claim_delivery(record.id):
+    events = runtime.delivers_events(record)
+    if record.finished and not events and runtime.store.claim_delivery(record.id):
         # Nothing consumes this session's events (heron run, an MCP client): handed over here.
         return ToolResult.ok(_result(record).output, data=data)
     note = ""
     if record.finished:
         note = (
             " (its result is an event for the spawn call)"
-            if runtime.delivers_events
+            if events
             else " (its result was already delivered)"
         )
     return ToolResult.ok(json.dumps(data, sort_keys=True) + note, data=data)
