@@ -206,9 +206,8 @@ async def test_the_distilled_hand_off_costs_one_parent_call_and_reaches_the_chil
     assert parent_model.requests[1].tools == []  # the note is written without tools
 
 
-async def test_more_children_than_slots_wait_in_a_queue_and_each_slot_is_freed(
-    root: Path, opened: list[Subagents]
-) -> None:
+async def _two_for_one_slot(root: Path, opened: list[Subagents]) -> tuple[Gate, Subagents, Agent]:
+    """Two async children and one slot: the first holds it (waiting at the gate)."""
     gate = Gate()
     subs = _open(
         root,
@@ -225,9 +224,16 @@ async def test_more_children_than_slots_wait_in_a_queue_and_each_slot_is_freed(
         subs,
         gate.tool,
     )
+    await parent.run("go")
+    await asyncio.wait_for(gate.started.wait(), 10)
+    return gate, subs, parent
+
+
+async def test_more_children_than_slots_wait_in_a_queue_and_each_slot_is_freed(
+    root: Path, opened: list[Subagents]
+) -> None:
+    gate, subs, _ = await _two_for_one_slot(root, opened)
     try:
-        await parent.run("go")
-        await asyncio.wait_for(gate.started.wait(), 10)
         assert [r.status for r in subs.store.list()] == ["working", "queued"]
         gate.opened.set()
         await until(lambda: all(r.finished for r in subs.store.list()), "both ended")
@@ -353,25 +359,8 @@ async def test_a_question_nobody_answers_ends_at_its_deadline_and_the_child_goes
 async def test_cancel_reaches_a_child_still_waiting_for_a_slot(
     root: Path, opened: list[Subagents]
 ) -> None:
-    gate = Gate()
-    subs = _open(
-        root,
-        opened,
-        {"first": [_call("wait_here", "w1"), {"text": "one"}], "second": [{"text": "two"}]},
-        max_concurrent=1,
-    )
-    parent = _parent(
-        [
-            _call("spawn_subagent", "s1", task="a", agent="first", mode="async"),
-            _call("spawn_subagent", "s2", task="b", agent="second", mode="async"),
-            {"text": "started"},
-        ],
-        subs,
-        gate.tool,
-    )
+    gate, subs, parent = await _two_for_one_slot(root, opened)
     try:
-        await parent.run("go")
-        await asyncio.wait_for(gate.started.wait(), 10)
         cancelled = await _tool(parent, "cancel_subagent").execute({"id": "s2"}, CTX)
         assert cancelled.success and cancelled.output.endswith("(second): cancelled")
         gate.opened.set()
