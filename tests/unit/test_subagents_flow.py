@@ -428,3 +428,39 @@ async def test_a_grandchilds_result_reaches_its_parent_child_even_where_the_top_
     assert (middle.status, middle.result) == ("completed", "middle done")
     assert (leaf.status, leaf.delivered) == ("completed", True)
     assert "middle done" in result.history[2].content  # type: ignore[union-attr]
+
+
+async def test_a_multi_turn_childs_question_is_in_its_status_and_the_answer_reaches_it(
+    root: Path, opened: list[Subagents]
+) -> None:
+    subs = _open(
+        root,
+        opened,
+        {
+            "asker": [
+                _call("ask_parent", "q1", question="which region?"),
+                {"text": "deployed to eu-west", "expect": {"last_message_contains": "eu-west"}},
+            ]
+        },
+        deliver=False,
+    )
+    parent = _parent(
+        [
+            _call("spawn_subagent", "s1", task="t", agent="asker", mode="multi-turn"),
+            {"text": "started"},
+        ],
+        subs,
+    )
+    try:
+        await parent.run("go")
+        await until(lambda: subs.store.list()[0].status == "input_required", "it asks")
+        status = await _tool(parent, "get_subagent_status").execute({"id": "s1"}, CTX)
+        assert status.data["question"] == "which region?"
+        sent = await _tool(parent, "send_message_to_subagent").execute(
+            {"id": "s1", "text": "eu-west"}, CTX
+        )
+        assert sent.success
+        await until(lambda: subs.store.list()[0].finished, "the child ended")
+    finally:
+        await subs.runtime.aclose()
+    assert subs.store.list()[0].result == "deployed to eu-west"

@@ -119,6 +119,8 @@ class Live:
     """A sync parent is waiting for this child to ask or end."""
     reports: int = 0
     last_report: str = ""
+    question: str = ""
+    """The question it waits on (`ask_parent`), while it waits."""
     progress: Callable[[str], None] = field(default=lambda _line: None)
     """A sync parent's progress line for its spawn call (the child's reports)."""
     cancel_status: Literal["cancelled", "timed_out"] = "cancelled"

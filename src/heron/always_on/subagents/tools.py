@@ -252,6 +252,8 @@ async def get_subagent_status(ctx: ToolContext, id: str) -> ToolResult:
     live = runtime.live.get(record.id)
     if live is not None and live.last_report:
         data["last_report"] = live.last_report
+    if live is not None and live.answer is not None and not live.answer.done():
+        data["question"] = live.question  # answer it with send_message_to_subagent
     events = runtime.delivers_events(record)
     if record.finished and not events and runtime.store.claim_delivery(record.id):
         # Nothing consumes this session's events (heron run, an MCP client): handed over here.
@@ -373,6 +375,7 @@ async def ask_parent(ctx: ToolContext, question: str) -> ToolResult:
         return ToolResult.fail(str(exc))
     record = child.record
     child.asked += 1
+    child.question = question
     child.answer = asyncio.get_running_loop().create_future()
     runtime.store.advance(record.id, "input_required")
     try:
