@@ -96,3 +96,11 @@ def test_the_system_prompt_has_role_sources_boundaries_and_a_fixed_output() -> N
     )
     assert "ONE JSON value" in with_schema and '{"type": "object"}' in with_schema
     assert "yours to change" in with_schema and "spawn_subagent" in with_schema
+
+
+def test_a_sub_agents_session_cannot_be_addressed_from_outside() -> None:
+    from heron.always_on.bus.routing import check_hosted_name
+
+    with pytest.raises(ValueError, match="sub-agents; it cannot be addressed"):
+        check_hosted_name("main/agent/4f1c2a9e07b1")
+    assert check_hosted_name("main/agents") == "main/agents"

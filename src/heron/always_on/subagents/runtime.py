@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from heron.always_on.bus.routing import AGENT_SEGMENT
 from heron.always_on.subagents.config import SubagentsConfig
 from heron.always_on.subagents.definitions import AgentDefinition
 from heron.always_on.subagents.grant import grant_tools
@@ -78,7 +79,7 @@ class Parent:
 
     @property
     def own_session(self) -> str:
-        return self.session if self.child is None else f"{self.session}/agent/{self.child}"
+        return self.session if self.child is None else f"{self.session}{AGENT_SEGMENT}{self.child}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

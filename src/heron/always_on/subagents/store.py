@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from heron._support.vocabulary import Outcome, Status, is_terminal
+from heron.always_on.bus.routing import AGENT_SEGMENT
 from heron.errors import HeronError
 
 __all__ = ["Mode", "SubagentError", "SubagentRecord", "SubagentStore", "Usage"]
@@ -91,7 +92,7 @@ class SubagentRecord:
     @property
     def session(self) -> str:
         """The child's own session on the bus."""
-        return f"{self.root_session}/agent/{self.id}"
+        return f"{self.root_session}{AGENT_SEGMENT}{self.id}"
 
     @property
     def finished(self) -> bool:
