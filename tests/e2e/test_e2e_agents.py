@@ -97,3 +97,43 @@ def test_a_project_agent_file_runs_only_after_approval_and_changes_are_shown(
     assert "+You research every question." in shown.stdout
     again = heron.run("agents", "approve", "researcher")
     assert again.code == 0 and "+You research every question." in again.stdout
+
+
+def test_cancel_ends_the_tree_itself_when_the_process_that_ran_it_is_gone(
+    heron: Heron,
+) -> None:
+    import subprocess
+
+    from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
+    from heron.always_on.subagents.store import SubagentRecord
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    store = SqliteSubagentStore.open_dir(heron.state_dir)
+    try:
+        for sid, parent in (("top", None), ("leaf", "top")):
+            store.add(
+                SubagentRecord(
+                    id=sid,
+                    agent="helper",
+                    task="t",
+                    mode="async",
+                    parent=parent,
+                    root_session="main",
+                    parent_session="main",
+                    call_id=f"c_{sid}",
+                    depth=1 if parent is None else 2,
+                    status="working",
+                    owner=gone.pid,
+                )
+            )
+    finally:
+        store.close()
+    cancelled = heron.run("agents", "cancel", "top")
+    assert cancelled.code == 0, cancelled.stderr
+    assert cancelled.stdout.strip() == "top helper: cancelled"
+    nodes = {n["id"]: n for n in json.loads(heron.run("agents", "tree", "--json").stdout)}
+    assert nodes["top"]["status"] == "cancelled"
+    assert [c["status"] for c in nodes["top"]["children"]] == ["cancelled"]
+    again = heron.run("agents", "cancel", "top")
+    assert again.code == 3 and "had already ended: cancelled" in again.stderr

@@ -163,6 +163,7 @@ def _tree(args: argparse.Namespace) -> int:
 
 def _cancel(args: argparse.Namespace) -> int:
     from heron.always_on.subagents.runtime import owner_alive
+    from heron.always_on.subagents.store import descendants
 
     store = _store(args)
     try:
@@ -175,13 +176,16 @@ def _cancel(args: argparse.Namespace) -> int:
             return EXIT_NOTHING_TO_DO
         if not owner_alive(record.owner):
             # Nobody runs it any more: end the record (and its unfinished descendants) here.
-            ids = [r.id for r in _below(store, record) if not r.finished] + [record.id]
-            for subagent_id in ids:
+            for below in [*descendants(store, record.id), record]:
                 store.finish(
-                    subagent_id, status="cancelled", outcome=None, result="",
+                    below.id,
+                    status="cancelled",
+                    outcome=None,
+                    result="",
                     error="cancelled by the operator; the process that ran it had ended",
-                    usage=store.get(subagent_id).usage, ended_at=time.time(),
-                )  # fmt: skip
+                    usage=below.usage,
+                    ended_at=time.time(),
+                )
         else:
             store.request_cancel(record.id)
             until = time.monotonic() + _CANCEL_WAIT_S
@@ -192,16 +196,6 @@ def _cancel(args: argparse.Namespace) -> int:
         return EXIT_OK if final.finished else EXIT_ERROR
     finally:
         store.close()
-
-
-def _below(store: Any, record: SubagentRecord) -> list[SubagentRecord]:
-    everything = store.list(root_session=record.root_session)
-    found, frontier = [], {record.id}
-    while frontier:
-        layer = [r for r in everything if r.parent in frontier]
-        found += layer
-        frontier = {r.id for r in layer}
-    return found
 
 
 def _approve(args: argparse.Namespace) -> int:

@@ -45,6 +45,7 @@ from heron.always_on.subagents.store import (
     SubagentRecord,
     SubagentStore,
     Usage,
+    descendants,
 )
 from heron.sandbox.process import pid_alive
 from heron.tools.definition import Tool
@@ -414,20 +415,6 @@ class SubagentRuntime:
             raise SubagentError(f"no sub-agent {subagent_id!r} of yours")
         return record
 
-    def descendants(self, subagent_id: str) -> list[SubagentRecord]:
-        """Every record below `subagent_id`, deepest first."""
-        found: list[SubagentRecord] = []
-        frontier = [subagent_id]
-        records = None
-        while frontier:
-            if records is None:
-                root = self.store.get(subagent_id)
-                records = self.store.list(root_session=root.root_session) if root else []
-            below = [r for r in records if r.parent in frontier]
-            found = below + found
-            frontier = [r.id for r in below]
-        return found
-
     def cancel_tree(
         self,
         subagent_id: str,
@@ -437,7 +424,7 @@ class SubagentRuntime:
     ) -> list[str]:
         """Cancel a child and every descendant; the ids cancelled."""
         ids: list[str] = []
-        for record in [*self.descendants(subagent_id), self.store.get(subagent_id)]:
+        for record in [*descendants(self.store, subagent_id), self.store.get(subagent_id)]:
             if record is None or record.finished:
                 continue
             ids.append(record.id)

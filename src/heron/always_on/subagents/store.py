@@ -19,7 +19,7 @@ from heron._support.vocabulary import Outcome, Status, is_terminal
 from heron.always_on.bus.routing import AGENT_SEGMENT
 from heron.errors import HeronError
 
-__all__ = ["Mode", "SubagentError", "SubagentRecord", "SubagentStore", "Usage"]
+__all__ = ["Mode", "SubagentError", "SubagentRecord", "SubagentStore", "Usage", "descendants"]
 
 
 class SubagentError(HeronError, ValueError):
@@ -173,3 +173,16 @@ class SubagentStore(Protocol):
     def cancel_requests(self) -> builtins.list[str]:
         """Unfinished children whose cancel was requested, oldest first."""
         ...
+
+
+def descendants(store: SubagentStore, subagent_id: str) -> builtins.list[SubagentRecord]:
+    """Every record below `subagent_id` in `store`, deepest first (a cancel ends them first)."""
+    root = store.get(subagent_id)
+    records = store.list(root_session=root.root_session) if root is not None else []
+    found: builtins.list[SubagentRecord] = []
+    frontier = {subagent_id}
+    while frontier:
+        below = [r for r in records if r.parent in frontier]
+        found = below + found
+        frontier = {r.id for r in below}
+    return found
