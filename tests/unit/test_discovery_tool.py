@@ -15,6 +15,7 @@ from test_discovery import ConceptEmbedder
 from test_turn_dispatch import Rendezvous, results
 
 from heron import Agent, ScriptedModel, tool
+from heron.always_on.subagents.grant import grant_tools
 from heron.discovery import DiscoveryParams
 from heron.mcp.assembly import CATALOGUE_TOKENS, DiscoveryOptions, McpAssembly, assemble_tools
 from heron.mcp.catalogue import McpCatalogue
@@ -25,6 +26,7 @@ from heron.models.tokens import EstimateCounter, count_tools, counter_for_model
 from heron.tools.definition import ToolAnnotations, ToolContext, ToolResult, ToolSpec
 from heron.tools.registry import ActivatedToolSet, ToolRegistry
 from heron.tools.validation import SchemaValidator
+from heron.turn.context import TurnHandle
 from support.engine import Events, call, calls_turn
 
 CTX = ToolContext(call_id="c1", turn_id="t1")
@@ -205,6 +207,36 @@ async def test_a_sub_agent_cannot_discover_past_its_grant() -> None:
     lost = await search.execute({"need": "quantum entanglement"}, CTX)
     assert "markets" not in lost.output  # the directory of a grant names only granted servers
     assert "markets" not in grant.prompt_section
+
+
+@pytest.mark.parametrize("name", ["tool_search", "discover_tools"])
+async def test_a_spawned_child_never_gets_the_parents_search_tool(name: str) -> None:
+    # The parent's search activates into the parent's own set: under either name, a child
+    # gets what the parent already loaded and no discovery of its own.
+    mcp = assemble(catalogue_tools(), tool=name)
+    granted: list[str] = []
+
+    @tool(read_only=True)
+    def probe(ctx: ToolContext) -> str:
+        """Lists what a child spawned now would get."""
+        assert isinstance(ctx.turn, TurnHandle)
+        tools = grant_tools(ctx.turn, definition_tools=None, requested=None, write=False)
+        granted.extend(t.spec.name for t in tools)
+        return "ok"
+
+    model = ScriptedModel(
+        [
+            calls_turn(call(name, "s1", **{"query" if name == "tool_search" else "need": "stock"})),
+            calls_turn(call("probe", "p1")),
+            {"text": "done"},
+        ]
+    )
+    registry = ToolRegistry([probe])
+    mcp.register(registry)
+    agent = Agent(model=model, tools=registry, activated=mcp.activated, catalogue=mcp.catalogue)
+    assert (await agent.run("go")).ok
+    assert "markets__stock_quote" in granted  # what the parent loaded is passed on
+    assert name not in granted
 
 
 # -- the sequential-batch rule and the event loop ---------------------------------------------

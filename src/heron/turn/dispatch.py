@@ -57,6 +57,7 @@ from heron.turn.context import (
     Receipt,
     ResolvedAgentExecution,
     RuntimeKnobs,
+    TurnHandle,
     TurnState,
 )
 from heron.turn.events import ProgressEvent, ToolCallEvent
@@ -212,6 +213,7 @@ async def execute_one(
         progress=progress,
         call_tool=call_tool,
         workspace=exec_.workspace,
+        turn=TurnHandle(execution=exec_, state=state),
     )
     started = time.perf_counter()
     cached = (
