@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from heron._support.timefmt import utc_rfc3339
-from heron.cli import common
+from heron.cli import common, mcp_login
 from heron.cli.common import EXIT_OK, UsageError
 from heron.safety.redact import scrub_text, scrub_value
 
@@ -243,7 +243,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # One set of MCP clients for the process, started lazily under their pins;
                 # every session gets its own view of them.
                 known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
-                mcp = await open_mcp(config, known)
+                # An OAuth login that becomes necessary asks once, on the durable desk.
+                consent = mcp_login.serve_consent(config, stack)
+                mcp = await open_mcp(config, known, consent=consent)
             if mcp is not None:
                 stack.push_async_callback(mcp.aclose)
                 for problem in mcp.problems:

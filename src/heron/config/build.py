@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from heron.collaboration.setup import MessagingConfig
     from heron.config.builtin import Builtin
     from heron.mcp.assembly import McpAssembly
+    from heron.mcp.auth.consent import ConsentChannel
 
 OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
 """What `detect_model` picks when `OPENAI_API_KEY` is set."""
@@ -220,10 +221,13 @@ async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin
         raise BuildError(f"built-in tools: {exc}") from exc
 
 
-async def open_mcp(config: HeronConfig, known: Sequence[Tool]) -> McpAssembly | None:
+async def open_mcp(
+    config: HeronConfig, known: Sequence[Tool], *, consent: ConsentChannel | None = None
+) -> McpAssembly | None:
     """Connect the enabled `[mcp.servers]` (None when there are none); the caller `aclose()`s
     the assembly. `known` are the agent's other tools, whose names MCP tools may not shadow;
-    servers left out and shadowed names are in the assembly's `problems`."""
+    servers left out and shadowed names are in the assembly's `problems`. `consent` is how an
+    OAuth login that becomes necessary asks the operator (without it: `heron mcp login`)."""
     if not config.mcp.enabled_servers():
         return None
     from heron.mcp.assembly import assemble_mcp
@@ -237,6 +241,7 @@ async def open_mcp(config: HeronConfig, known: Sequence[Tool]) -> McpAssembly | 
         excluded_tools=a.excluded_tools,
         builtin_names=[t.spec.name for t in known],
         activated=ActivatedToolSet(),
+        consent=consent,
     )
 
 
