@@ -221,3 +221,28 @@ async def test_a_running_manager_asks_once_on_the_desk_and_goes_on(
     assert len(pending_consent(desk)) == 0
     assert len(desk.store.list(limit=10)) == 1  # asked once
     assert after.success
+
+
+async def test_heron_serve_asks_on_the_desk_and_sends_the_browser_to_the_gateway(
+    tmp_path: Path,
+) -> None:
+    from contextlib import AsyncExitStack
+
+    from heron.cli.mcp_login import serve_consent
+    from heron.config import HeronConfig
+
+    fields: dict[str, Any] = {
+        "state": {"dir": str(tmp_path / "state")},
+        "gateway": {"public_url": "https://heron.example.com/"},
+        "mcp": {"servers": {"tickets": {"url": "https://t.example.com/mcp", "auth": "oauth"}}},
+    }
+    async with AsyncExitStack() as stack:
+        consent = serve_consent(HeronConfig.model_validate(fields), stack)
+        not_durable = serve_consent(
+            HeronConfig.model_validate({**fields, "approvals": {"durable": False}}), stack
+        )
+        no_oauth = serve_consent(HeronConfig.model_validate({**fields, "mcp": {}}), stack)
+
+    assert consent is not None
+    assert consent.redirect_uri("tickets") == "https://heron.example.com/mcp/oauth/callback"
+    assert not_durable is None and no_oauth is None
