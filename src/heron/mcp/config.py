@@ -170,7 +170,7 @@ class McpOAuthConfig(_Section):
     """The name shown on the consent page (dynamic registration)."""
     redirect_uri: str | None = None
     """Where the authorization server sends the operator back to; default: the consent
-    channel's (a loopback listener, or later the gateway's callback)."""
+    channel's (the gateway's callback at `[gateway] public_url`, else a loopback listener)."""
     refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)
     """Refresh the access token this long before it expires."""
     id_token_env: str | None = None
