@@ -196,3 +196,47 @@ async def test_login_paste_answers_the_consent_another_process_waits_for(
     assert "the process that asked completes the login" in pasted.stdout
     assert logged_in.code == 0, logged_in.stderr
     assert "logged in to tickets" in logged_in.stdout
+
+
+async def test_serve_asks_once_on_the_desk_and_a_pasted_address_completes_its_login(
+    heron: Heron,
+) -> None:
+    from heron.humans.sqlite_store import SqliteRequestStore
+    from heron.mcp.auth import token_path
+    from heron.mcp.auth.desk_consent import CONSENT_TOOL
+    from support.waiting import poll_until
+
+    async with protected_server(scopes=["tickets:read"]) as srv:
+        _config(heron, srv)
+        heron.write("script.yaml", "turns: []\n")
+        serve = heron.start("serve", "--model", "scripted:script.yaml", "--session", "main")
+        # The agent is up while the server waits for consent: serve's own line on stderr.
+        await asyncio.to_thread(serve.wait_for_stderr, "needs your consent")
+        store = SqliteRequestStore.open_dir(heron.state_dir)
+        try:
+            asked = [r for r in store.list(limit=10) if r.tool == CONSENT_TOOL]
+        finally:
+            store.close()
+        url = next(x.strip() for x in asked[0].question.splitlines() if "/authorize?" in x)
+        paster = await Login.start(heron, "tickets", "--paste")
+        await paster.line_starting("[heron] ask-")
+        await paster.type(await _redirect_of(url))
+        pasted = await paster.finish()
+        tokens = token_path(heron.state_dir, "tickets")
+        await poll_until(lambda: b"access_token" in _read(tokens), "serve's login to finish")
+        status = await _run(heron, "mcp", "status")
+        serve.interrupt()
+        stopped = await asyncio.to_thread(serve.finish)
+
+    assert len(asked) == 1 and asked[0].active
+    assert pasted.code == 0, pasted.stderr
+    assert "login: logged in (tickets:read)" in status.stdout, status.stdout
+    assert len(srv.auth.authorizations) == 1  # asked once
+    assert stopped.stderr.count("needs your consent") == 1, stopped.stderr
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
