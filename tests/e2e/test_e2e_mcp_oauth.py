@@ -227,12 +227,18 @@ async def test_serve_asks_once_on_the_desk_and_a_pasted_address_completes_its_lo
         status = await _run(heron, "mcp", "status")
         serve.interrupt()
         stopped = await asyncio.to_thread(serve.finish)
+        secrets = srv.auth.secrets()
 
     assert len(asked) == 1 and asked[0].active
     assert pasted.code == 0, pasted.stderr
     assert "login: logged in (tickets:read)" in status.stdout, status.stdout
     assert len(srv.auth.authorizations) == 1  # asked once
     assert stopped.stderr.count("needs your consent") == 1, stopped.stderr
+    # The bus, the sessions, the audit and the requests share heron.db: no token, no code.
+    database = b"".join(p.read_bytes() for p in heron.state_dir.glob("heron.db*"))
+    assert b"mcp_oauth_login" in database and b"code=" not in database
+    for secret in secrets:
+        assert secret.encode() not in database and secret not in stopped.stderr, secret
 
 
 def _read(path: Path) -> bytes:
