@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,12 @@ from heron.humans.desk import NotAnApprover, RequestDesk
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import HumanRequest
-from heron.mcp.auth import LoginFailed, McpAuth
+from heron.mcp.auth import LoginFailed, LoginState, McpAuth
 from heron.mcp.auth.callback import CALLBACK_PATH, REDIRECT_BY, oauth_callback_routes
 from heron.mcp.auth.desk_consent import CONSENT_TOOL, DeskConsent, pending_consent
 from heron.mcp.client import McpClientManager
 from heron.mcp.config import McpServerConfig
-from support.oauth_servers import protected_server
+from support.oauth_servers import Protected, protected_server
 from support.waiting import until
 
 
@@ -62,6 +63,24 @@ async def _one_pending(desk: RequestDesk) -> HumanRequest:
     return found[0]
 
 
+@dataclass
+class Waiting:
+    """A login running in the background, waiting on its consent request."""
+
+    auth: McpAuth
+    task: asyncio.Task[LoginState]
+    pending: HumanRequest
+
+
+async def _login_waiting(
+    desk: RequestDesk, srv: Protected, state_dir: Path, redirect_uri: str
+) -> Waiting:
+    consent = DeskConsent(desk, redirect_uri=redirect_uri, poll_s=0.01)
+    auth = McpAuth(_servers(srv.url), state_dir=state_dir, token_key="")
+    task = asyncio.create_task(auth.login("tickets", channel=consent))
+    return Waiting(auth=auth, task=task, pending=await _one_pending(desk))
+
+
 async def _consent(url: str) -> str:
     """The operator's browser: open the authorization URL, return where it redirects."""
     async with httpx2.AsyncClient(follow_redirects=False, timeout=10) as http:
@@ -80,10 +99,8 @@ async def test_the_browser_redirect_to_the_callback_route_completes_a_desk_login
 ) -> None:
     routes = oauth_callback_routes(desk)
     async with protected_server(scopes=["tickets:read"], extra_routes=routes) as srv:
-        consent = DeskConsent(desk, redirect_uri=srv.issuer + CALLBACK_PATH, poll_s=0.01)
-        auth = McpAuth(_servers(srv.url), state_dir=tmp_path / "state", token_key="")
-        login = asyncio.create_task(auth.login("tickets", channel=consent))
-        pending = await _one_pending(desk)
+        waiting = await _login_waiting(desk, srv, tmp_path / "state", srv.issuer + CALLBACK_PATH)
+        auth, login, pending = waiting.auth, waiting.task, waiting.pending
         location = await _consent(_url_of(pending))
         async with httpx2.AsyncClient(timeout=10) as http:
             landed = await http.get(location)
@@ -111,10 +128,8 @@ async def test_a_redirect_for_no_waiting_login_is_refused_and_settles_nothing(
 ) -> None:
     routes = oauth_callback_routes(desk)
     async with protected_server(scopes=["tickets:read"], extra_routes=routes) as srv:
-        consent = DeskConsent(desk, redirect_uri=srv.issuer + CALLBACK_PATH, poll_s=0.01)
-        auth = McpAuth(_servers(srv.url), state_dir=tmp_path / "state", token_key="")
-        login = asyncio.create_task(auth.login("tickets", channel=consent))
-        pending = await _one_pending(desk)
+        waiting = await _login_waiting(desk, srv, tmp_path / "state", srv.issuer + CALLBACK_PATH)
+        login, pending = waiting.task, waiting.pending
         async with httpx2.AsyncClient(timeout=10) as http:
             forged = await http.get(srv.issuer + CALLBACK_PATH + "?code=stolen&state=other")
             stateless = await http.get(srv.issuer + CALLBACK_PATH + "?code=stolen")
@@ -133,10 +148,8 @@ async def test_an_operator_pastes_the_redirected_address_back_through_the_desk(
 ) -> None:
     async with protected_server(scopes=["tickets:read"]) as srv:
         # The redirect URI points nowhere heron listens (a phone, a gateway on loopback).
-        consent = DeskConsent(desk, redirect_uri="http://127.0.0.1:9/callback", poll_s=0.01)
-        auth = McpAuth(_servers(srv.url), state_dir=tmp_path / "state", token_key="")
-        login = asyncio.create_task(auth.login("tickets", channel=consent))
-        pending = await _one_pending(desk)
+        waiting = await _login_waiting(desk, srv, tmp_path / "state", "http://127.0.0.1:9/callback")
+        login, pending = waiting.task, waiting.pending
         location = await _consent(_url_of(pending))
         desk.answer(pending.id, location, channel="console", name="alice")
         state = await asyncio.wait_for(login, 30)
@@ -158,10 +171,9 @@ async def test_only_an_approver_may_paste_and_a_no_refuses_the_login(tmp_path: P
     )
     try:
         async with protected_server(scopes=["tickets:read"]) as srv:
-            consent = DeskConsent(desk, redirect_uri="http://127.0.0.1:9/callback", poll_s=0.01)
-            auth = McpAuth(_servers(srv.url), state_dir=state_dir, token_key="")
-            login = asyncio.create_task(auth.login("tickets", channel=consent))
-            pending = await _one_pending(desk)
+            redirect = "http://127.0.0.1:9/callback"
+            waiting = await _login_waiting(desk, srv, state_dir, redirect)
+            auth, login, pending = waiting.auth, waiting.task, waiting.pending
             location = await _consent(_url_of(pending))
             with pytest.raises(NotAnApprover):
                 desk.answer(pending.id, location, channel="console", name="mallory")
@@ -182,10 +194,8 @@ async def test_a_consent_refused_at_the_authorization_server_comes_back_through_
     routes = oauth_callback_routes(desk)
     async with protected_server(scopes=["tickets:read"], extra_routes=routes) as srv:
         srv.auth.refuse = True
-        consent = DeskConsent(desk, redirect_uri=srv.issuer + CALLBACK_PATH, poll_s=0.01)
-        auth = McpAuth(_servers(srv.url), state_dir=tmp_path / "state", token_key="")
-        login = asyncio.create_task(auth.login("tickets", channel=consent))
-        pending = await _one_pending(desk)
+        waiting = await _login_waiting(desk, srv, tmp_path / "state", srv.issuer + CALLBACK_PATH)
+        login, pending = waiting.task, waiting.pending
         location = await _consent(_url_of(pending))
         async with httpx2.AsyncClient(timeout=10) as http:
             landed = await http.get(location)

@@ -22,7 +22,7 @@ import getpass
 import sys
 import threading
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 from urllib.parse import parse_qs, urlsplit
 
 from heron.cli.common import UsageError, err, out
@@ -60,8 +60,12 @@ def _auth(config: HeronConfig, server: str) -> McpAuth:
     return auth
 
 
-@contextlib.asynccontextmanager
-async def _desk(config: HeronConfig) -> AsyncIterator[RequestDesk]:
+def _open_desk(
+    config: HeronConfig, stack: contextlib.AsyncExitStack, announce: TextIO | None = None
+) -> RequestDesk:
+    """The desk over the state directory's request store (closed with `stack`); its console
+    channel is the store itself (`heron approvals`, the web console), `announce` also shows
+    each request."""
     from heron.humans.console import ConsoleChannel
     from heron.humans.desk import RequestDesk
     from heron.humans.signing import DecisionKeyStore, DecisionSigner
@@ -69,42 +73,28 @@ async def _desk(config: HeronConfig) -> AsyncIterator[RequestDesk]:
 
     state_dir = config.state.path()
     store = SqliteRequestStore.open_dir(state_dir)
-    try:
-        yield RequestDesk(
-            store,
-            signer=DecisionSigner(DecisionKeyStore(state_dir)),
-            config=config.approvals,
-            channels=[ConsoleChannel()],  # the store: `heron approvals`, the web console
-        )
-    finally:
-        store.close()
+    stack.callback(store.close)
+    return RequestDesk(
+        store,
+        signer=DecisionSigner(DecisionKeyStore(state_dir)),
+        config=config.approvals,
+        channels=[ConsoleChannel(announce)],
+    )
 
 
 def serve_consent(config: HeronConfig, stack: contextlib.AsyncExitStack) -> DeskConsent | None:
     """The consent channel of `heron serve`: a request on the durable desk, announced on
     stderr and answered by the callback route or a paste (None without OAuth servers, or
     with `[approvals] durable = false`: then the server waits for `heron mcp login`)."""
-    from heron.humans.console import ConsoleChannel
-    from heron.humans.desk import RequestDesk
-    from heron.humans.signing import DecisionKeyStore, DecisionSigner
-    from heron.humans.sqlite_store import SqliteRequestStore
     from heron.mcp.auth.desk_consent import DeskConsent
 
     oauth = [n for n, c in config.mcp.enabled_servers().items() if c.auth == "oauth"]
     if not oauth or not config.approvals.durable:
         return None
-    state_dir = config.state.path()
-    store = SqliteRequestStore.open_dir(state_dir)
-    stack.callback(store.close)
-    desk = RequestDesk(
-        store,
-        signer=DecisionSigner(DecisionKeyStore(state_dir)),
-        config=config.approvals,
-        channels=[ConsoleChannel(sys.stderr)],
-    )
-    redirect = _redirect_uri(config, None)
     return DeskConsent(
-        desk, redirect_uri=redirect, timeout_s=config.approvals.questions.max_timeout_s
+        _open_desk(config, stack, sys.stderr),
+        redirect_uri=_redirect_uri(config, None),
+        timeout_s=config.approvals.questions.max_timeout_s,
     )
 
 
@@ -138,7 +128,8 @@ async def login(args: argparse.Namespace, config: HeronConfig) -> int:
 
     auth = _auth(config, args.server)
     name = args.as_name or getpass.getuser()
-    async with _desk(config) as desk:
+    async with contextlib.AsyncExitStack() as stack:
+        desk = _open_desk(config, stack)
         if args.paste:
             answered = await _answer_waiting(desk, args.server, name)
             if answered is not None:
