@@ -245,7 +245,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
                 # An OAuth login that becomes necessary asks once, on the durable desk.
                 consent = mcp_login.serve_consent(config, stack)
-                mcp = await open_mcp(config, known, consent=consent)
+                # A server's request for user input becomes a durable question on the
+                # server's desk (opened by `start`, looked up when a server asks).
+                from heron.mcp.client.human_input import HumanInput
+
+                human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
+                mcp = await open_mcp(config, known, consent=consent, human_input=human_input)
             if mcp is not None:
                 stack.push_async_callback(mcp.aclose)
                 for problem in mcp.problems:
