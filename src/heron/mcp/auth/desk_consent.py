@@ -43,8 +43,9 @@ __all__ = [
 
 CONSENT_TOOL: Final = "mcp_oauth_login"
 """The `tool` of a consent request on the desk."""
-CONSENT_SESSION: Final = "mcp/oauth"
-"""The `session` of consent requests: no agent session, so no turn ever reads them."""
+CONSENT_SESSION: Final = "#mcp-oauth"
+"""The `session` of consent requests: no conversation has such a name (like the `#mcp/<server>`
+of an MCP server's input requests), so no turn ever reads them."""
 MAX_ADDRESS_CHARS: Final = 8192
 """The longest redirected address taken in (a URL with a code and a state is far shorter)."""
 REFUSALS: Final = frozenset({"no", "refuse", "deny"})
