@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from heron.collaboration.setup import MessagingConfig
     from heron.config.builtin import Builtin
     from heron.mcp.assembly import McpAssembly
+    from heron.mcp.auth.consent import ConsentChannel
     from heron.mcp.client.human_input import HumanInput
     from heron.skills import SkillSet
 
@@ -234,14 +235,16 @@ async def open_mcp(
     *,
     deferred: Mapping[str, Sequence[Tool]] | None = None,
     skills: SkillSet | None = None,
+    consent: ConsentChannel | None = None,
     human_input: HumanInput | None = None,
 ) -> McpAssembly | None:
     """Connect the enabled `[mcp.servers]` and assemble the deferred catalogue; None when there
     are no servers and nothing is `deferred` (see `deferred_tools`). The caller `aclose()`s the
     assembly. `known` are the agent's other tools, whose names MCP tools may not shadow;
     servers left out and shadowed names are in the assembly's `problems`. The search tool
-    also finds `skills`; `human_input` answers the servers' requests for user input (`heron
-    serve`)."""
+    also finds `skills`. `consent` is how an OAuth login that becomes necessary asks the
+    operator (without it: `heron mcp login`); `human_input` answers the servers' requests for
+    user input (`heron serve`)."""
     local = {g: list(ts) for g, ts in (deferred or {}).items() if ts}
     if not config.mcp.enabled_servers() and not local:
         return None
@@ -273,6 +276,7 @@ async def open_mcp(
         local_tools=local,
         prompt_tools=prompt_tools,
         discovery=options,
+        consent=consent,
         human_input=human_input,
     )
 
