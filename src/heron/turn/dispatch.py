@@ -42,7 +42,7 @@ from heron.turn.calls import (
     plan_event,
     result_event,
 )
-from heron.turn.cancel import absorb, stop_task, wait_task
+from heron.turn.cancel import absorb, run_task, stop_task
 from heron.turn.context import (
     BackgroundResult,
     Receipt,
@@ -335,12 +335,14 @@ async def execute_one(
         )
         emit_synthetic_pair(state, call.arguments, outcome, max_chars=knobs.max_tool_result_chars)
         return outcome
+    # One scrub serves the card and the observer record.
+    shown = scrub_value(call.arguments)
     state.sink(
         ToolCallEvent(
             turn_id=state.turn_id,
             id=call.call_id,
             name=call.name,
-            arguments=scrub_value(call.arguments),
+            arguments=shown,
             owner=spec.owner,
             injected=call.injected,
             risk=call.risk,
@@ -349,7 +351,7 @@ async def execute_one(
     started_record = ToolCallStartRecord(
         tool=call.name,
         call_id=call.call_id,
-        arguments=canonical_json(scrub_value(call.arguments))[:OBSERVER_MAX_CHARS],
+        arguments=canonical_json(shown)[:OBSERVER_MAX_CHARS],
         turn_id=state.turn_id,
         owner=spec.owner,
         channel=state.channel,
@@ -417,13 +419,11 @@ async def execute_one(
     limit = knobs.tool_timeout_s
     if spec.timeout_s is not None and (limit is None or spec.timeout_s < limit):
         limit = spec.timeout_s
-    task = loop.create_task(call.tool.execute(call.validated, ctx))
     try:
-        finished = await wait_task(task, state.cancel, limit)
+        task, finished = await run_task(call.tool.execute(call.validated, ctx), state.cancel, limit)
     except asyncio.CancelledError:
-        # Not the turn's own task: a tool calling a tool was itself cancelled. Close this
-        # nested call's cards, then let the calling tool see its cancellation.
-        task.cancel()
+        # Not the turn's own task: a tool calling a tool was itself cancelled (`run_task`
+        # cancelled the nested tool). Close its cards, then let the calling tool see it.
         outcome = interrupted(call, "cancelled_while_running")
         outcome.duration_ms = (time.perf_counter() - started) * 1000
         _finish(exec_, state, call, outcome, started_record)
