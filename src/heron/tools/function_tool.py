@@ -323,6 +323,21 @@ def _build(
     *,
     approval_for: Callable[[Mapping[str, Any]], CallApproval] | None = None,
 ) -> FunctionTool:
+    key = _definition_key(
+        fn, name, description, annotations, owner, examples, runtime_args, placement
+    )
+    known = _DEFINITIONS.get(key) if key is not None else None
+    if known is not None:
+        spec, model, fields, context_param, target = known
+        return FunctionTool(
+            fn=fn,
+            spec=spec,
+            model=model,
+            fields=fields,
+            context_param=context_param,
+            target=target,
+            approval_for=approval_for,
+        )
     problems: list[str] = []
     tool_name = name if name is not None else str(getattr(fn, "__name__", ""))
     if not _NAME.match(tool_name):
@@ -416,7 +431,57 @@ def _build(
                 problems.append(f"example {number}: " + "; ".join(exc.problems))
     if problems or built is None:
         raise ToolDefinitionError(problems, heading=f"cannot make a tool from {tool_name or fn!r}")
+    if key is not None:
+        if len(_DEFINITIONS) >= _MAX_DEFINITIONS:
+            _DEFINITIONS.clear()
+        _DEFINITIONS[key] = (spec, model, fields, context_param, target)
     return built
+
+
+_Definition = tuple[
+    ToolSpec, type[BaseModel], Mapping[str, str], str | None, "ProcessTarget | None"
+]
+_DEFINITIONS: dict[tuple[Any, ...], _Definition] = {}
+"""What `_build` worked out, by function definition: a tool defined in a function (one per
+session of `heron serve`, closing over that session) is introspected once, not on every wake."""
+_MAX_DEFINITIONS = 1024
+
+
+def _definition_key(
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    annotations: ToolAnnotations,
+    owner: str,
+    examples: Sequence[Mapping[str, Any] | ToolExample],
+    runtime_args: Sequence[RuntimeArg],
+    placement: _Placement,
+) -> tuple[Any, ...] | None:
+    """Everything `_build` reads from a definition, as a key; None when a part is not
+    hashable (a list default, example arguments): such a tool is introspected each time."""
+    code = getattr(fn, "__code__", None)
+    if code is None or examples:
+        return None
+    kwdefaults = getattr(fn, "__kwdefaults__", None)
+    key = (
+        code,
+        getattr(fn, "__defaults__", None),
+        tuple(sorted(kwdefaults.items())) if kwdefaults else None,
+        tuple(getattr(fn, "__annotations__", {}).items()),
+        getattr(fn, "__doc__", None),
+        getattr(fn, "__name__", None),
+        name,
+        description,
+        annotations,
+        owner,
+        tuple(runtime_args),
+        placement,
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 @dataclass(frozen=True, slots=True)
