@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
+from heron._support.canonical import canonical_json
 from heron.tools.definition import (
     RUNTIME_ARG_NOTES,
     CallApproval,
@@ -458,9 +459,18 @@ def _definition_key(
     placement: _Placement,
 ) -> tuple[Any, ...] | None:
     """Everything `_build` reads from a definition, as a key; None when a part is not
-    hashable (a list default, example arguments): such a tool is introspected each time."""
+    hashable (a list default): such a tool is introspected each time."""
     code = getattr(fn, "__code__", None)
-    if code is None or examples:
+    if code is None:
+        return None
+    try:
+        shown = tuple(
+            (canonical_json(e.arguments), e.description)
+            if isinstance(e, ToolExample)
+            else (canonical_json(e), None)
+            for e in examples
+        )
+    except (TypeError, ValueError):
         return None
     kwdefaults = getattr(fn, "__kwdefaults__", None)
     key = (
@@ -476,6 +486,7 @@ def _definition_key(
         owner,
         tuple(runtime_args),
         placement,
+        shown,
     )
     try:
         hash(key)
