@@ -348,18 +348,23 @@ async def execute_one(
             risk=call.risk,
         )
     )
-    started_record = ToolCallStartRecord(
-        tool=call.name,
-        call_id=call.call_id,
-        arguments=canonical_json(shown)[:OBSERVER_MAX_CHARS],
-        turn_id=state.turn_id,
-        owner=spec.owner,
-        channel=state.channel,
-        agent=exec_.agent,
-        parent_agent=exec_.parent_agent,
-        risk=call.risk,
+    # No observer, no records: their JSON rendering is the cost of a call's cards again.
+    started_record = (
+        ToolCallStartRecord(
+            tool=call.name,
+            call_id=call.call_id,
+            arguments=canonical_json(shown)[:OBSERVER_MAX_CHARS],
+            turn_id=state.turn_id,
+            owner=spec.owner,
+            channel=state.channel,
+            agent=exec_.agent,
+            parent_agent=exec_.parent_agent,
+            risk=call.risk,
+        )
+        if type(exec_.observer) is not NullObserver
+        else None
     )
-    if type(exec_.observer) is not NullObserver:
+    if started_record is not None:
         notify(exec_.observer, started_record, observer_failed(state, call.call_id))
 
     loop = asyncio.get_running_loop()
@@ -538,10 +543,10 @@ def _finish(
     state: TurnState,
     call: ExecutableCall,
     outcome: CallOutcome,
-    started_record: ToolCallStartRecord,
+    started_record: ToolCallStartRecord | None,
 ) -> CallOutcome:
     """Observer terminal record, spill of oversize output, terminal event."""
-    if type(exec_.observer) is not NullObserver:
+    if started_record is not None:
         record = ToolCallRecord.ending(
             started_record,
             duration_ms=outcome.duration_ms,
