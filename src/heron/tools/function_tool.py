@@ -319,18 +319,9 @@ def _build(
     key = _definition_key(
         fn, name, description, annotations, owner, examples, runtime_args, placement
     )
-    known = _DEFINITIONS.get(key) if key is not None else None
-    if known is not None:
-        spec, model, fields, context_param, target = known
-        return FunctionTool(
-            fn=fn,
-            spec=spec,
-            model=model,
-            fields=fields,
-            context_param=context_param,
-            target=target,
-            approval_for=approval_for,
-        )
+    defined = _DEFINITIONS.get(key) if key is not None else None
+    if defined is not None:
+        return _from_definition(fn, defined, approval_for)
     problems: list[str] = []
     tool_name = name if name is not None else str(getattr(fn, "__name__", ""))
     if not _NAME.match(tool_name):
@@ -425,6 +416,7 @@ def _build(
     if problems or built is None:
         raise ToolDefinitionError(problems, heading=f"cannot make a tool from {tool_name or fn!r}")
     if key is not None:
+        assert model is not None  # `built` exists
         if len(_DEFINITIONS) >= _MAX_DEFINITIONS:
             _DEFINITIONS.clear()
         _DEFINITIONS[key] = (spec, model, fields, context_param, target)
@@ -438,6 +430,23 @@ _DEFINITIONS: dict[tuple[Any, ...], _Definition] = {}
 """What `_build` worked out, by function definition: a tool defined in a function (one per
 session of `heron serve`, closing over that session) is introspected once, not on every wake."""
 _MAX_DEFINITIONS = 1024
+
+
+def _from_definition(
+    fn: Callable[..., Any],
+    definition: _Definition,
+    approval_for: Callable[[Mapping[str, Any]], CallApproval] | None,
+) -> FunctionTool:
+    spec, model, fields, context_param, target = definition
+    return FunctionTool(
+        fn=fn,
+        spec=spec,
+        model=model,
+        fields=fields,
+        context_param=context_param,
+        target=target,
+        approval_for=approval_for,
+    )
 
 
 def _definition_key(

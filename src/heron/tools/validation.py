@@ -26,7 +26,7 @@ from heron.tools.definition import ToolArgumentsError
 
 if TYPE_CHECKING:
     from jsonschema import TypeChecker, ValidationError
-    from jsonschema.protocols import Validator
+    from jsonschema.validators import _Validator
 
 __all__ = [
     "SchemaValidator",
@@ -48,7 +48,7 @@ def _is_number(_checker: TypeChecker, value: object) -> bool:
 
 
 @cache
-def _strict_validator() -> type[Validator]:
+def _strict_validator() -> type[_Validator]:
     # jsonschema (with attrs, referencing, rpds) loads on the first hand-written schema, not with
     # every `@tool`: most agents never need it, and it costs start-up time and memory.
     from jsonschema import Draft202012Validator, validators

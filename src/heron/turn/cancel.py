@@ -134,10 +134,11 @@ async def run_task(
     Leaves the task running in the last two cases: the caller decides to cancel or detach it.
     A cancellation of the waiting task itself is absorbed into `scope` (see `absorb`) and
     reported as `cancelled` (or `done`, when the task finished in the same step). Cheaper than
-    `asyncio.wait` on the hot path (one plain future, no task sets), and the task wakes the waiter itself as it ends, so the caller resumes one event-loop
-    iteration sooner than through a done callback (this is every model call and every tool
-    call). Should the waiting task be cancelled without absorbing it (not the turn's own
-    task), the started task is cancelled too and the `CancelledError` propagates.
+    `asyncio.wait` on the hot path (one plain future, no task sets), and the task wakes the
+    waiter itself as it ends, so the caller resumes one event-loop iteration sooner than
+    through a done callback (this is every model call and every tool call). Should the
+    waiting task be cancelled without absorbing it (not the turn's own task), the started task
+    is cancelled too and the `CancelledError` propagates.
     """
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[WaitOutcome] = loop.create_future()
