@@ -211,10 +211,12 @@ async def run(sessions_n: int, rates: list[float]) -> None:
                 f"{'parked' if parked else 'NOT all parked'}; RSS {before} → {after} KiB)"
             )
             report("first wake of each (500/s)", warm, sessions_n)
-            for rate in rates:
-                latencies = await offer(server, names, rate, f"r{rate:g}")
+            for round_no, rate in enumerate(rates, start=1):
+                latencies = await offer(server, names, rate, f"r{round_no}")
                 report(f"event → model call at {rate:g}/s", latencies, sessions_n)
                 await asyncio.to_thread(server.wait, lambda: server.parked.issuperset(names), 60)
+                # Growing again per round means memory kept per wake, flat means allocator peak.
+                print(f"{'':34} RSS after the round, all parked: {server.rss_kib()} KiB")
             print("target: p99 ≤ 20 ms at 1,000 events/s")
         finally:
             server.stop()
