@@ -395,15 +395,8 @@ def _build(
             runs_in=runs_in,
             timeout_s=placement.timeout_s,
         )
-        built = FunctionTool(
-            fn=fn,
-            spec=spec,
-            model=model,
-            fields=fields,
-            context_param=context_param,
-            target=target,
-            approval_for=approval_for,
-        )
+        definition = (spec, model, fields, context_param, target)
+        built = _from_definition(fn, definition, approval_for)
     for number, example in enumerate(parsed, start=1):
         leaked = sorted(set(example.arguments) & set(hidden))
         if leaked:
@@ -416,16 +409,13 @@ def _build(
     if problems or built is None:
         raise ToolDefinitionError(problems, heading=f"cannot make a tool from {tool_name or fn!r}")
     if key is not None:
-        assert model is not None  # `built` exists
         if len(_DEFINITIONS) >= _MAX_DEFINITIONS:
             _DEFINITIONS.clear()
-        _DEFINITIONS[key] = (spec, model, fields, context_param, target)
+        _DEFINITIONS[key] = definition
     return built
 
 
-_Definition = tuple[
-    ToolSpec, type[BaseModel], Mapping[str, str], str | None, "ProcessTarget | None"
-]
+_Definition = tuple[ToolSpec, type[BaseModel], Mapping[str, str], str | None, ProcessTarget | None]
 _DEFINITIONS: dict[tuple[Any, ...], _Definition] = {}
 """What `_build` worked out, by function definition: a tool defined in a function (one per
 session of `heron serve`, closing over that session) is introspected once, not on every wake."""
