@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from heron._support.timefmt import utc_rfc3339
-from heron.cli import common, mcp_login
+from heron.cli import common
 from heron.cli.common import EXIT_OK, UsageError
 from heron.safety.redact import scrub_text, scrub_value
 
@@ -247,7 +247,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # every session gets its own view of them.
                 known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
                 # An OAuth login that becomes necessary asks once, on the durable desk.
-                consent = mcp_login.serve_consent(config, stack)
+                consent = common.serve_consent(config, stack)
                 # A server's request for user input becomes a durable question on the
                 # server's desk (opened by `start`, looked up when a server asks).
                 from heron.mcp.client.human_input import HumanInput
