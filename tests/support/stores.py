@@ -3,8 +3,10 @@
 A `StoreBackend` opens a store of every protocol on one fresh database. Each call opens a new
 store object (a second connection, as another process would have), so a suite checks that
 something is durable by reading it back through a second store. `BACKENDS` names every back
-end the suites run against: today the embedded SQLite one; the PostgreSQL issue adds its own
-here and every contract suite runs against it unchanged.
+end the suites run against: the embedded SQLite one and PostgreSQL (a fresh database of the
+test process's server per test, `support.postgres`). A back end lists the stores it
+implements (`implements`); a suite runs against every back end that implements all the stores
+it opens (`tests/contracts/conftest.py`), so a store added to a back end is tested at once.
 """
 
 from __future__ import annotations
@@ -12,9 +14,13 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
+import pytest
+
+from heron._support.postgres import open_pool
 from heron._support.state import open_db
+from heron.always_on.bus.postgres_store import PostgresBusStore
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.bus.store import BusStore
 from heron.always_on.channels.mail_inbound import ThreadIndex
@@ -43,6 +49,7 @@ from heron.mcp.trust.pins import TrustStore
 from heron.mcp.trust.sqlite_store import SqliteTrustStore
 from heron.safety.idempotency import IdempotencyLedger
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
+from heron.sessions.postgres_store import PostgresSessionStore
 from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.store import SessionStore
 from heron.toolsets.shell import ShellHistory
@@ -54,6 +61,8 @@ class StoreBackend(Protocol):
     """Opens stores of every protocol on one database; see the module docstring."""
 
     name: str
+    implements: frozenset[str]
+    """The names of the methods below that this back end provides."""
 
     def sessions(self) -> SessionStore: ...
     def bus(self) -> BusStore: ...
@@ -79,6 +88,9 @@ class SqliteBackend:
     """Every store in `<root>/heron.db`, each on its own connection."""
 
     name = "sqlite"
+    implements = frozenset(
+        name for name in dir(StoreBackend) if not name.startswith("_") and name != "close"
+    )
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -143,5 +155,41 @@ class SqliteBackend:
         self._closers.clear()
 
 
-BACKENDS: dict[str, Callable[[Path], StoreBackend]] = {"sqlite": SqliteBackend}
-"""Every back end the contract suites run against, by name."""
+class PostgresBackend:
+    """The stores PostgreSQL implements, in one fresh database; each store on its own pool."""
+
+    name = "postgresql"
+    implements = frozenset({"sessions", "bus"})
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._closers: list[Callable[[], None]] = []
+
+    def sessions(self) -> PostgresSessionStore:
+        store = PostgresSessionStore(open_pool(self.url, max_size=4))
+        self._closers.append(store.close)
+        return store
+
+    def bus(self) -> PostgresBusStore:
+        store = PostgresBusStore(self.sessions())
+        self._closers.append(store.close)
+        return store
+
+    def close(self) -> None:
+        for close in reversed(self._closers):
+            close()
+        self._closers.clear()
+
+
+def open_backend(name: str, request: pytest.FixtureRequest, root: Path) -> StoreBackend:
+    """Back end `name` on a fresh database (PostgreSQL: the `postgres_url` fixture's)."""
+    if name == "postgresql":
+        return cast(StoreBackend, PostgresBackend(request.getfixturevalue("postgres_url")))
+    return SqliteBackend(root)
+
+
+BACKENDS: dict[str, frozenset[str]] = {
+    "sqlite": SqliteBackend.implements,
+    "postgresql": PostgresBackend.implements,
+}
+"""Every back end the contract suites run against, by name, with the stores it implements."""

@@ -1,0 +1,88 @@
+"""The versioned schema of heron's stores, for both back ends: one list of migrations each.
+
+Each database records the versions applied to it in `schema_migrations` (version, name, time);
+`heron db migrate` applies the missing ones in order, `heron db status` lists both. A migration
+is never edited once released: a change of schema is a new version at the end of its list.
+
+SQLite (the embedded, one-process back end): version 1 is the baseline — the SQLite stores
+create their own tables when they open (`CREATE TABLE IF NOT EXISTS`), so an existing state
+directory is at version 1 as it stands. PostgreSQL (several workers): the schema is created
+only by migrations, never by a store opening, so workers of different versions cannot race to
+change it; a store refuses a database that lacks a version (`heron._support.postgres`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Migration:
+    """One schema version of one back end."""
+
+    version: int
+    name: str
+    script: str
+    """The SQL statements that take the schema from the previous version to this one."""
+
+
+SQLITE: tuple[Migration, ...] = (
+    Migration(version=1, name="baseline: the tables the stores create", script=""),
+)
+"""The SQLite schema versions (see the module docstring)."""
+
+_PG_1 = """
+CREATE TABLE session_entries (
+    entry_id  BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session   TEXT NOT NULL,
+    parent_id BIGINT,
+    ts        DOUBLE PRECISION NOT NULL,
+    role      TEXT NOT NULL,
+    message   TEXT NOT NULL
+);
+CREATE INDEX session_entries_by_session ON session_entries (session, entry_id);
+-- One row per session: its head, locked (FOR UPDATE) by every append, so the head check and
+-- the write are one step whichever worker writes.
+CREATE TABLE session_heads (
+    session TEXT PRIMARY KEY,
+    head    BIGINT NOT NULL
+);
+-- Ownership: one worker holds a session's lease; the epoch (fencing token) grows with every
+-- new owner and every write of the session checks it.
+CREATE TABLE session_leases (
+    session    TEXT PRIMARY KEY,
+    owner      TEXT NOT NULL,
+    epoch      BIGINT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE bus_events (
+    seq         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id          TEXT NOT NULL UNIQUE,
+    session     TEXT NOT NULL,
+    idem_key    TEXT,
+    ts          DOUBLE PRECISION NOT NULL,
+    kind        TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    consumed_at DOUBLE PRECISION,
+    entry_id    BIGINT,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    error       TEXT,
+    dead_at     DOUBLE PRECISION
+);
+CREATE UNIQUE INDEX bus_events_idem ON bus_events (session, idem_key)
+    WHERE idem_key IS NOT NULL;
+CREATE INDEX bus_events_by_key ON bus_events (idem_key) WHERE idem_key IS NOT NULL;
+-- The queue: only unconsumed, living events, in timeline order.
+CREATE INDEX bus_events_pending ON bus_events (session, ts, seq)
+    WHERE consumed_at IS NULL AND dead_at IS NULL;
+"""
+
+POSTGRESQL: tuple[Migration, ...] = (
+    Migration(version=1, name="sessions, leases and the event bus", script=_PG_1),
+)
+"""The PostgreSQL schema versions (see the module docstring)."""
+
+
+def latest(migrations: tuple[Migration, ...]) -> int:
+    """The newest version of a back end's list."""
+    return max(m.version for m in migrations)
