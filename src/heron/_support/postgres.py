@@ -131,6 +131,17 @@ def apply_migrations(conn: psycopg.Connection[Any]) -> list[Migration]:
     return done
 
 
+def schema_of(url: str, *, migrate: bool) -> tuple[set[int], list[Migration]]:
+    """The versions applied to `url`'s database and, with `migrate`, those applied now
+    (`heron db`); `StoreError` when the database cannot be reached."""
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            done = apply_migrations(conn) if migrate else []
+            return applied_versions(conn), done
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot reach the PostgreSQL store: {exc}") from exc
+
+
 def pg_errors(cls: _C) -> _C:
     """Class decorator for a PostgreSQL store: its public methods raise `StoreError` where
     psycopg raised `psycopg.Error` (or the pool timed out), so callers name no back end."""

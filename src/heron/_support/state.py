@@ -4,8 +4,9 @@ Every SQLite store implementation (the `sqlite_*` modules next to each store pro
 one database, `<state_dir>/heron.db`. Each creates its own tables (`CREATE TABLE IF NOT
 EXISTS`) on the connection returned by `open_db`, so this module knows nothing about their
 schemas. It also holds what those implementations share: explicit write transactions
-(`transaction`, `write_transaction`) and the translation of `sqlite3` errors into
-`heron.errors.StoreError` (`sqlite_errors`).
+(`transaction`, `write_transaction`), the translation of `sqlite3` errors into
+`heron.errors.StoreError` (`sqlite_errors`), and the schema versions of the database
+(`migrate_sqlite`, `heron._support.migrations`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import functools
 import inspect
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from heron._support.migrations import SQLITE, Migration
 from heron.errors import StoreError
 
 _T = TypeVar("_T", bound=type)
@@ -146,3 +149,33 @@ def _translated(func: Callable[..., Any]) -> Callable[..., Any]:
             raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
 
     return run
+
+
+def sqlite_versions(conn: sqlite3.Connection) -> set[int]:
+    """The schema versions recorded in a SQLite database (`heron._support.migrations`)."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if exists is None:
+        return set()
+    return {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+
+
+def migrate_sqlite(conn: sqlite3.Connection) -> list[Migration]:
+    """Apply the SQLite migrations `conn`'s database lacks, in one transaction; returns them."""
+    conn.isolation_level = None
+    with transaction(conn):
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        applied = sqlite_versions(conn)
+        done = [m for m in SQLITE if m.version not in applied]
+        for migration in done:
+            for statement in filter(str.strip, migration.script.split(";")):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, time.time()),
+            )
+    return done

@@ -16,6 +16,7 @@ from heron.cli import (
     approvals,
     audit,
     chat,
+    db,
     demo,
     doctor,
     mcp,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     receipts.add_parser(sub)
     approvals.add_parser(sub)
     doctor.add_parser(sub)
+    db.add_parser(sub)
     demo.add_parser(sub)
     return parser
 

@@ -104,6 +104,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     common.add_config_flags(tail)
+    common.add_store_flag(tail)
     events.set_defaults(handler=cmd_events)
 
     for name, what, handler in (
@@ -344,9 +345,7 @@ async def _tail_dead(bus: BusStore, args: argparse.Namespace) -> None:
 def cmd_events(args: argparse.Namespace) -> int:
     import asyncio
 
-    from heron.always_on.bus.sqlite_store import SqliteBusStore
-
-    bus = SqliteBusStore.open(common.state_dir(args))
+    bus = common.open_bus(args)
 
     async def tail() -> None:
         if args.dead:
@@ -374,7 +373,7 @@ def cmd_events(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        bus.close()
+        bus.sessions.close()
     return 0
 
 
