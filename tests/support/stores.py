@@ -18,18 +18,24 @@ from typing import Protocol, cast
 
 import pytest
 
-from heron._support.postgres import open_pool
+from heron._support.postgres import Pool, open_pool
 from heron._support.state import open_db
 from heron.always_on.bus.postgres_store import PostgresBusStore
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.bus.store import BusStore
 from heron.always_on.channels.mail_inbound import ThreadIndex
 from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
+from heron.always_on.jobs.postgres_store import PostgresJobStore
 from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.jobs.store import JobStore
 from heron.always_on.sessions import HostIndex
 from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.triggers.monitor import MonitorStore
+from heron.always_on.triggers.postgres_store import (
+    PostgresMonitorStore,
+    PostgresSubscriptionStore,
+    PostgresTimerStore,
+)
 from heron.always_on.triggers.sqlite_store import (
     SqliteMonitorStore,
     SqliteSubscriptionStore,
@@ -159,7 +165,7 @@ class PostgresBackend:
     """The stores PostgreSQL implements, in one fresh database; each store on its own pool."""
 
     name = "postgresql"
-    implements = frozenset({"sessions", "bus"})
+    implements = frozenset({"sessions", "bus", "jobs", "timers", "monitors", "subscriptions"})
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -174,6 +180,23 @@ class PostgresBackend:
         store = PostgresBusStore(self.sessions())
         self._closers.append(store.close)
         return store
+
+    def _pool(self) -> Pool:
+        pool = open_pool(self.url, max_size=4)
+        self._closers.append(pool.close)
+        return pool
+
+    def jobs(self) -> PostgresJobStore:
+        return PostgresJobStore(self._pool())
+
+    def timers(self) -> PostgresTimerStore:
+        return PostgresTimerStore(self._pool())
+
+    def monitors(self) -> PostgresMonitorStore:
+        return PostgresMonitorStore(self._pool())
+
+    def subscriptions(self) -> PostgresSubscriptionStore:
+        return PostgresSubscriptionStore(self._pool())
 
     def close(self) -> None:
         for close in reversed(self._closers):

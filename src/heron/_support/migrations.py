@@ -77,8 +77,79 @@ CREATE INDEX bus_events_pending ON bus_events (session, ts, seq)
     WHERE consumed_at IS NULL AND dead_at IS NULL;
 """
 
+_PG_2 = """
+CREATE TABLE jobs (
+    seq              BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id               TEXT PRIMARY KEY,
+    session          TEXT NOT NULL,
+    call_id          TEXT,
+    command          TEXT NOT NULL,
+    cwd              TEXT NOT NULL,
+    dir              TEXT NOT NULL,
+    state            TEXT NOT NULL,
+    supervisor_pid   INTEGER,
+    supervisor_start BIGINT,
+    child_pid        INTEGER,
+    child_start      BIGINT,
+    boot_id          TEXT NOT NULL DEFAULT '',
+    cgroup           TEXT,
+    started_at       DOUBLE PRECISION NOT NULL,
+    timeout_s        DOUBLE PRECISION,
+    deadline         DOUBLE PRECISION,
+    ended_at         DOUBLE PRECISION,
+    exit_code        INTEGER,
+    signal           INTEGER,
+    cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+    timed_out        BOOLEAN NOT NULL DEFAULT FALSE,
+    reported         BOOLEAN NOT NULL DEFAULT FALSE,
+    detail           TEXT
+);
+CREATE INDEX jobs_by_session ON jobs (session, started_at);
+CREATE TABLE timers (
+    id         TEXT PRIMARY KEY,
+    session    TEXT NOT NULL,
+    call_id    TEXT,
+    message    TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    every_s    DOUBLE PRECISION,
+    cron       TEXT,
+    tz         TEXT NOT NULL,
+    misfire    TEXT NOT NULL,
+    next_fire  DOUBLE PRECISION,
+    fires      INTEGER NOT NULL,
+    missed     INTEGER NOT NULL,
+    state      TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    last_fired DOUBLE PRECISION
+);
+CREATE INDEX timers_due ON timers (session, state, next_fire);
+CREATE TABLE job_monitors (
+    seq                BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id                 TEXT PRIMARY KEY,
+    job_id             TEXT NOT NULL,
+    session            TEXT NOT NULL,
+    call_id            TEXT,
+    pattern            TEXT,
+    coalesce_s         DOUBLE PRECISION NOT NULL,
+    max_events_per_min INTEGER NOT NULL,
+    "offset"           BIGINT NOT NULL,
+    state              TEXT NOT NULL,
+    created_at         DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE subscriptions (
+    seq        BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id         TEXT PRIMARY KEY,
+    session    TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    filter     TEXT NOT NULL,
+    note       TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+);
+"""
+
 POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=1, name="sessions, leases and the event bus", script=_PG_1),
+    Migration(version=2, name="jobs, timers, job monitors, subscriptions", script=_PG_2),
 )
 """The PostgreSQL schema versions (see the module docstring)."""
 

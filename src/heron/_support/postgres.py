@@ -22,7 +22,7 @@ import functools
 import inspect
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -178,3 +178,37 @@ def _translated(func: Callable[..., Any]) -> Callable[..., Any]:
             raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
 
     return run_sync
+
+
+def columns(fields: Sequence[str]) -> str:
+    """A quoted column list (some field names, like `offset`, are reserved words)."""
+    return ", ".join(f'"{name}"' for name in fields)
+
+
+def update_row(
+    pool: Pool,
+    table: str,
+    row_id: str,
+    changes: dict[str, Any],
+    *,
+    fields: Collection[str],
+    what: str,
+) -> bool:
+    """`UPDATE table SET <changes> WHERE id = row_id`, committed; whether a row matched.
+    `ValueError` (and nothing changed) when a name in `changes` is not one of `fields` of a
+    `what` (`job`, `timer`)."""
+    unknown = set(changes) - set(fields)
+    if unknown:
+        raise ValueError(f"unknown {what} fields: {sorted(unknown)}")
+    if not changes:
+        with pool.connection() as conn:
+            return (
+                conn.execute(f"SELECT 1 FROM {table} WHERE id = %s", (row_id,)).fetchone()
+                is not None
+            )
+    sets = ", ".join(f'"{name}" = %s' for name in changes)
+    with pool.connection() as conn:
+        cursor = conn.execute(
+            f"UPDATE {table} SET {sets} WHERE id = %s", [*changes.values(), row_id]
+        )
+        return cursor.rowcount == 1
