@@ -28,6 +28,7 @@ from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.jobs.postgres_store import PostgresJobStore
 from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.jobs.store import JobStore
+from heron.always_on.postgres_sessions import PostgresHostIndex
 from heron.always_on.sessions import HostIndex
 from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.triggers.monitor import MonitorStore
@@ -43,6 +44,7 @@ from heron.always_on.triggers.sqlite_store import (
 )
 from heron.always_on.triggers.subscriptions import SubscriptionStore
 from heron.always_on.triggers.timers import TimerStore
+from heron.artifacts.postgres_store import PostgresArtifactCatalog
 from heron.artifacts.sqlite_store import SqliteArtifactCatalog
 from heron.artifacts.store import ArtifactCatalog
 from heron.audit.executions import ExecutionStore
@@ -54,6 +56,7 @@ from heron.humans.store import RequestStore
 from heron.mcp.trust.pins import TrustStore
 from heron.mcp.trust.sqlite_store import SqliteTrustStore
 from heron.safety.idempotency import IdempotencyLedger
+from heron.safety.postgres_idempotency import PostgresIdempotencyLedger
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.sessions.postgres_store import PostgresSessionStore
 from heron.sessions.sqlite_store import SqliteSessionStore
@@ -165,7 +168,19 @@ class PostgresBackend:
     """The stores PostgreSQL implements, in one fresh database; each store on its own pool."""
 
     name = "postgresql"
-    implements = frozenset({"sessions", "bus", "jobs", "timers", "monitors", "subscriptions"})
+    implements = frozenset(
+        {
+            "sessions",
+            "bus",
+            "jobs",
+            "timers",
+            "monitors",
+            "subscriptions",
+            "idempotency",
+            "artifact_catalog",
+            "host_index",
+        }
+    )
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -197,6 +212,15 @@ class PostgresBackend:
 
     def subscriptions(self) -> PostgresSubscriptionStore:
         return PostgresSubscriptionStore(self._pool())
+
+    def idempotency(self) -> PostgresIdempotencyLedger:
+        return PostgresIdempotencyLedger(self._pool())
+
+    def artifact_catalog(self) -> PostgresArtifactCatalog:
+        return PostgresArtifactCatalog(self._pool())
+
+    def host_index(self) -> PostgresHostIndex:
+        return PostgresHostIndex(self._pool())
 
     def close(self) -> None:
         for close in reversed(self._closers):

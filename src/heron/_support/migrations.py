@@ -147,9 +147,52 @@ CREATE TABLE subscriptions (
 );
 """
 
+_PG_3 = """
+CREATE TABLE idempotency_keys (
+    tool             TEXT NOT NULL,
+    key              TEXT NOT NULL,
+    arguments_sha256 TEXT NOT NULL,
+    state            TEXT NOT NULL CHECK (state IN ('running', 'done')),
+    result           TEXT,
+    created          DOUBLE PRECISION NOT NULL,
+    expires          DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (tool, key)
+);
+CREATE TABLE confirmation_tokens_used (
+    nonce   TEXT PRIMARY KEY,
+    tool    TEXT NOT NULL,
+    expires DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE artifacts (
+    id         TEXT PRIMARY KEY,
+    sha256     TEXT NOT NULL,
+    tool       TEXT NOT NULL,
+    call_id    TEXT NOT NULL,
+    size       BIGINT NOT NULL,
+    lines      BIGINT NOT NULL,
+    created    DOUBLE PRECISION NOT NULL,
+    expires    DOUBLE PRECISION NOT NULL,
+    line_index BYTEA NOT NULL
+);
+CREATE INDEX artifacts_by_expiry ON artifacts (expires);
+CREATE INDEX artifacts_by_sha256 ON artifacts (sha256);
+CREATE TABLE serve_sessions (
+    host        TEXT NOT NULL,
+    session     TEXT NOT NULL,
+    first_seen  DOUBLE PRECISION NOT NULL,
+    last_active DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (host, session)
+);
+"""
+
 POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=1, name="sessions, leases and the event bus", script=_PG_1),
     Migration(version=2, name="jobs, timers, job monitors, subscriptions", script=_PG_2),
+    Migration(
+        version=3,
+        name="idempotency keys, confirmation tokens, artifacts, the host index",
+        script=_PG_3,
+    ),
 )
 """The PostgreSQL schema versions (see the module docstring)."""
 

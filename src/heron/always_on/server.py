@@ -64,7 +64,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from heron._support.clock import Clock, RealClock, timestamp
 from heron._support.state import open_db
@@ -87,7 +87,7 @@ from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
 from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.jobs.manager import JobManager
 from heron.always_on.messaging import MessagingConfig, ServeMessaging
-from heron.always_on.sessions import HostConfig, SessionHost
+from heron.always_on.sessions import HostConfig, HostIndex, SessionHost
 from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
 from heron.always_on.triggers.sqlite_store import open_trigger_stores
@@ -119,14 +119,18 @@ from heron.safety.idempotency import IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.sandbox import make_sandbox
 from heron.sandbox.base import Sandbox
+from heron.sessions.lease import LeaseStore
 from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
 from heron.turn.events import BaseEvent, EventSink, ToolResultEvent, discard
 
+if TYPE_CHECKING:
+    from heron.always_on.bus.postgres_store import PostgresBusStore
+
 Announce = Callable[[dict[str, Any]], None]
 """Receives the server's own lifecycle records (`serve_started`, `session_woken`,
-`session_parked`, `session_failed`, `serve_stopped`)."""
+`session_parked`, `session_failed`, `session_lost`, `serve_stopped`)."""
 
 
 class ServeError(HeronError, RuntimeError):
@@ -181,6 +185,12 @@ class ServeConfig:
     """Failed attempts to consume an event before it is quarantined (a dead letter)."""
     messaging: MessagingConfig = dataclasses.field(default_factory=MessagingConfig)
     """The agent's identity, the people it writes to, the channels and notices."""
+    store_url: str | None = None
+    """A PostgreSQL store shared with other workers (`None`: SQLite in `state_dir`); see
+    docs/deployment.md."""
+    lease_s: float = 15.0
+    """On a shared store: how long a worker's hold on a session lasts unless renewed (a dead
+    worker's sessions are taken over after it)."""
 
     def messaging_config(self) -> MessagingConfig:
         """`messaging` with `notify_webhook` folded into the user's channels."""
@@ -279,7 +289,7 @@ class HeronServer:
         self._session_sink = session_sink
         self.announce = announce or (lambda _record: None)
         self.clock: Clock = clock or RealClock()
-        self.bus: SqliteBusStore | None = None
+        self.bus: SqliteBusStore | PostgresBusStore | None = None
         self.messaging: ServeMessaging | None = None
         self.host: SessionHost | None = None
         self.threads: ThreadIndex | None = None
@@ -366,12 +376,19 @@ class HeronServer:
         self._workspace = workspace = (cfg.workspace or cfg.state_dir / "workspace").resolve()
         workspace.mkdir(parents=True, exist_ok=True)
         self._sandbox = make_sandbox(cfg.sandbox, workspace=workspace)
-        self.bus = bus = SqliteBusStore.open(cfg.state_dir)
-        # The triggers' stores, one set for the process: every session's runtime shares them.
-        self._trigger_stores = open_trigger_stores(cfg.state_dir)
-        if cfg.maildir is not None:
-            self.maildir = Maildir(cfg.maildir)
-            self.threads = SqliteThreadIndex(bus.sessions.conn)
+        index: HostIndex
+        leases: LeaseStore | None = None
+        bus: SqliteBusStore | PostgresBusStore
+        if cfg.store_url is not None:
+            bus, index, leases = self._open_shared(cfg.store_url)
+        else:
+            self.bus = local = SqliteBusStore.open(cfg.state_dir)
+            bus, index = local, SqliteHostIndex(local.sessions.conn)
+            # The triggers' stores, one set for the process: every session's runtime shares them.
+            self._trigger_stores = open_trigger_stores(cfg.state_dir)
+            if cfg.maildir is not None:
+                self.maildir = Maildir(cfg.maildir)
+                self.threads = SqliteThreadIndex(local.sessions.conn)
         self.messaging = ServeMessaging.open(
             cfg.messaging_config(), state_dir=cfg.state_dir, threads=self.threads, clock=self.clock
         )
@@ -392,13 +409,14 @@ class HeronServer:
             ),
             bus=bus,
             sessions=bus.sessions,
-            index=SqliteHostIndex(bus.sessions.conn),
+            index=index,
             build=self._build,
             dormant=self._dormant,
             prepare=self._standing_subscriptions,
             clock=self.clock,
             announce=self.announce,
             awaiting=self._awaiting if self.desk is not None else None,
+            leases=leases,
         )
         try:
             await host.start()  # wakes the default session: one writer per session
@@ -423,6 +441,36 @@ class HeronServer:
                 "tools": default.loop.agent.registry.names(),
             }
         )
+
+    def _open_shared(self, url: str) -> tuple[PostgresBusStore, HostIndex, LeaseStore]:
+        """The stores on the shared PostgreSQL database, with this worker's leases; what is not
+        shared yet is refused here, by name."""
+        from heron._support.postgres import open_pool
+        from heron.always_on.bus.postgres_store import PostgresBusStore
+        from heron.always_on.postgres_sessions import PostgresHostIndex
+        from heron.always_on.triggers.postgres_store import open_pg_trigger_stores
+        from heron.sessions.postgres_leases import PostgresLeases
+        from heron.sessions.postgres_store import PostgresSessionStore
+
+        cfg = self.config
+        unshared = [
+            name
+            for name, used in (
+                ("--maildir (the mail thread index)", cfg.maildir is not None),
+                ("[approvals] (requests to a human)", cfg.approvals is not None),
+            )
+            if used
+        ]
+        if unshared:
+            raise ServeError(
+                "a shared store does not hold these yet; run them on a single worker with "
+                f"SQLite: {', '.join(unshared)}"
+            )
+        pool = open_pool(url, max_size=16)
+        self.bus = bus = PostgresBusStore(PostgresSessionStore(pool))
+        self._trigger_stores = open_pg_trigger_stores(url)
+        owner = f"{os.uname().nodename}:{os.getpid()}:{os.urandom(3).hex()}"
+        return bus, PostgresHostIndex(pool), PostgresLeases(pool, owner=owner, ttl_s=cfg.lease_s)
 
     # -- requests to a human -----------------------------------------------------------------
 

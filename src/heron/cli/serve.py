@@ -87,6 +87,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="N",
         help="quarantine an event after N failed attempts to consume it (default 3)",
     )
+    common.add_store_flag(serve)
+    serve.add_argument(
+        "--lease",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="on a shared store: how long this worker's hold on a session lasts unless "
+        "renewed; a dead worker's sessions are taken over after it (default 15)",
+    )
     common.add_agent_flags(serve)
     serve.set_defaults(handler=cmd_serve)
 
@@ -224,6 +233,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sandbox=builtin_cfg.sandbox,
         shutdown_grace_s=args.shutdown_grace,
         max_attempts=args.max_attempts,
+        store_url=common.store_url(args),
+        lease_s=args.lease,
         subscribe=tuple(args.subscribe),
         triggers=TriggerConfig(heartbeat=HeartbeatConfig(every_s=args.heartbeat))
         if args.heartbeat

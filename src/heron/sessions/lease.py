@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from heron.errors import HeronError
+from heron.sessions.lock import SessionInUseError
 
 
 class StaleEpochError(HeronError, RuntimeError):
@@ -54,6 +55,8 @@ class LeaseStore(Protocol):
     """Session leases of one worker (`owner`) on a shared store."""
 
     owner: str
+    ttl_s: float
+    """How long a lease lasts unless renewed."""
 
     def acquire(self, session: str) -> Lease | None:
         """Take the session when it has no owner or its owner's lease expired (a new epoch);
@@ -78,4 +81,52 @@ class LeaseStore(Protocol):
         ...
 
 
-__all__ = ["Lease", "LeaseStore", "StaleEpochError"]
+class Fenced(Protocol):
+    """A store whose writes of a session check the epoch of the lease it was told."""
+
+    def fence(self, lease: Lease) -> None: ...
+
+    def unfence(self, session: str) -> None: ...
+
+
+class LeaseHold:
+    """A worker's hold on one session through its lease: what `heron serve` on a shared store
+    takes where one process takes the file lock (`heron.sessions.lock.SessionLock`)."""
+
+    def __init__(self, leases: LeaseStore, store: Fenced, session: str) -> None:
+        self.leases = leases
+        self.store = store
+        self.session = session
+        self.lease: Lease | None = None
+
+    def acquire(self) -> None:
+        """Take the lease (a new epoch) and fence the store's writes of the session with it;
+        `SessionInUseError` naming the owner while another worker's lease is alive."""
+        lease = self.leases.acquire(self.session)
+        if lease is None:
+            current = self.leases.current(self.session)
+            owner = current.owner if current is not None else "unknown"
+            raise SessionInUseError(self.session, f"worker {owner}")
+        self.store.fence(lease)
+        self.lease = lease
+
+    def renew(self) -> bool:
+        """Extend the lease; `False` when it was taken over (the store keeps refusing the
+        session's writes: the old epoch stays fenced until `release`)."""
+        if self.lease is None:
+            return False
+        renewed = self.leases.renew(self.lease)
+        if renewed is None:
+            return False
+        self.lease = renewed
+        return True
+
+    def release(self) -> None:
+        """Give the session up (a no-op when it is not held)."""
+        if self.lease is not None:
+            self.leases.release(self.lease)
+            self.store.unfence(self.session)
+            self.lease = None
+
+
+__all__ = ["Fenced", "Lease", "LeaseHold", "LeaseStore", "StaleEpochError"]

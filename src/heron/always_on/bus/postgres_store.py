@@ -175,6 +175,8 @@ class PostgresBusStore:
         wanted = list(dict.fromkeys(event_ids))
 
         def work(conn: Conn) -> list[str]:
+            # A worker whose lease was taken over counts no failures against the new owner's.
+            self._sessions.check_fence(conn, session)
             rows = conn.execute(
                 "SELECT seq, id, attempts FROM bus_events WHERE id = ANY(%s) AND session = %s"
                 " AND consumed_at IS NULL AND dead_at IS NULL FOR UPDATE",
