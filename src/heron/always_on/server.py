@@ -443,8 +443,9 @@ class HeronServer:
         )
 
     def _open_shared(self, url: str) -> tuple[PostgresBusStore, HostIndex, LeaseStore]:
-        """The stores on the shared PostgreSQL database, with this worker's leases; what is not
-        shared yet is refused here, by name."""
+        """The stores on the shared PostgreSQL database, with this worker's leases. Requests to
+        a human stay in this worker's state directory (docs/deployment.md); mail triage, whose
+        thread index is not shared yet, is refused."""
         from heron._support.postgres import open_pool
         from heron.always_on.bus.postgres_store import PostgresBusStore
         from heron.always_on.postgres_sessions import PostgresHostIndex
@@ -453,18 +454,10 @@ class HeronServer:
         from heron.sessions.postgres_store import PostgresSessionStore
 
         cfg = self.config
-        unshared = [
-            name
-            for name, used in (
-                ("--maildir (the mail thread index)", cfg.maildir is not None),
-                ("[approvals] (requests to a human)", cfg.approvals is not None),
-            )
-            if used
-        ]
-        if unshared:
+        if cfg.maildir is not None:
             raise ServeError(
-                "a shared store does not hold these yet; run them on a single worker with "
-                f"SQLite: {', '.join(unshared)}"
+                "--maildir needs the mail thread index, which a shared store does not hold "
+                "yet: triage mail on a single worker with SQLite"
             )
         pool = open_pool(url, max_size=16)
         self.bus = bus = PostgresBusStore(PostgresSessionStore(pool))
