@@ -1,4 +1,5 @@
-"""`heron db migrate|status` on both back ends and `--store` on the state-reading commands,
+"""`heron db migrate|status` on both back ends and `--store` on the state-reading commands
+(`events`, `sessions`, `jobs`, `timers`),
 against the test process's real PostgreSQL server."""
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import pytest
 from heron._support.migrations import POSTGRESQL, SQLITE
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.postgres_store import PostgresBusStore
+from heron.always_on.jobs.store import JobRecord
+from heron.always_on.triggers.postgres_store import open_pg_trigger_stores
+from heron.always_on.triggers.timers import TimerRecord
 from heron.cli.main import main
 from heron.messages import UserMessage
 from support.postgres import PostgresServer, postgres_server, postgres_url
@@ -65,3 +69,45 @@ def test_events_and_sessions_read_the_store_that_store_names(
     assert (listed["event"]["id"], listed["consumed"]) == (one.id, True)  # type: ignore[index]
     (session,) = heron_json(capsys, "sessions", "list", "--store", postgres_url, "--json")
     assert (session["session"], session["entries"]) == ("builds", 1)
+
+
+def test_jobs_and_timers_list_the_store_that_store_names(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stores = open_pg_trigger_stores(postgres_url)
+    stores.jobs.insert(
+        JobRecord(
+            id="job-1",
+            session="ops",
+            call_id=None,
+            command="make",
+            cwd="ws",
+            dir="jobs/job-1",
+            state="working",
+            started_at=10.0,
+        )
+    )
+    stores.timers.insert(
+        TimerRecord(
+            id="tmr-1",
+            session="ops",
+            call_id=None,
+            message="check the build",
+            kind="every",
+            every_s=60.0,
+            cron=None,
+            tz="UTC",
+            misfire="catch_up",
+            next_fire=70.0,
+            fires=0,
+            missed=0,
+            state="active",
+            created_at=10.0,
+            last_fired=None,
+        )
+    )
+    stores.close()
+    args = ("--session", "ops", "--store", postgres_url, "--json")
+    (job,) = heron_json(capsys, "jobs", "list", *args)
+    (timer,) = heron_json(capsys, "timers", "list", *args)
+    assert (job["job_id"], timer["timer_id"]) == ("job-1", "tmr-1")

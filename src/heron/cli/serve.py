@@ -23,6 +23,7 @@ from heron.safety.redact import scrub_text, scrub_value
 if TYPE_CHECKING:
     from heron.agent import Agent
     from heron.always_on.bus.store import BusStore, DeadLetter, StoredEvent
+    from heron.always_on.triggers.runtime import TriggerStores
     from heron.config.schema import HeronConfig
     from heron.mcp.assembly import McpAssembly
     from heron.tools.definition import Tool
@@ -126,6 +127,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         listing.add_argument("--session", default="default")
         listing.add_argument("--json", action="store_true", help="one JSON object per line")
         common.add_config_flags(listing)
+        common.add_store_flag(listing)
         parser.set_defaults(handler=handler)
 
 
@@ -389,13 +391,11 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from heron._support.state import open_db
-    from heron.always_on.jobs.sqlite_store import SqliteJobStore
     from heron.always_on.jobs.tools import job_summary
 
-    conn = open_db(common.state_dir(args))
+    stores = _trigger_stores(args)
     try:
-        jobs = SqliteJobStore(conn).list(args.session, limit=1000)
+        jobs = stores.jobs.list(args.session, limit=1000)
         for job in reversed(jobs):
             if args.json:
                 _emit(scrub_value(job_summary(job)))
@@ -404,18 +404,28 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                 command = scrub_text(job.command)
                 sys.stdout.write(f"{job.id}  {job.state:<14} {code:<8} {command[:70]}\n")
     finally:
-        conn.close()
+        stores.close()
     return 0
 
 
+def _trigger_stores(args: argparse.Namespace) -> TriggerStores:
+    """The jobs' and timers' stores `--store` names (or the state directory's)."""
+    url = common.store_url(args)
+    if url is not None:
+        from heron.always_on.triggers.postgres_store import open_pg_trigger_stores
+
+        return open_pg_trigger_stores(url)
+    from heron.always_on.triggers.sqlite_store import open_trigger_stores
+
+    return open_trigger_stores(common.state_dir(args))
+
+
 def cmd_timers(args: argparse.Namespace) -> int:
-    from heron._support.state import open_db
-    from heron.always_on.triggers.sqlite_store import SqliteTimerStore
     from heron.always_on.triggers.tools import timer_view
 
-    conn = open_db(common.state_dir(args))
+    stores = _trigger_stores(args)
     try:
-        for timer in SqliteTimerStore(conn).timers(args.session, active_only=False):
+        for timer in stores.timers.timers(args.session, active_only=False):
             if args.json:
                 _emit(scrub_value(timer_view(timer)))
             else:
@@ -425,5 +435,5 @@ def cmd_timers(args: argparse.Namespace) -> int:
                     f"{timer.describe()}: {scrub_text(timer.message)[:60]}\n"
                 )
     finally:
-        conn.close()
+        stores.close()
     return 0
