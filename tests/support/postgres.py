@@ -59,8 +59,10 @@ def pg_bin() -> Path | None:
 class PostgresServer:
     """One throwaway PostgreSQL cluster on a unix socket (see the module docstring)."""
 
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, *, durable: bool = False) -> None:
+        """`durable`: fsync as a production server does (the benches); tests do without."""
         self.bindir = bindir
+        self.settings = "-c listen_addresses= -c max_connections=200" if durable else _SETTINGS
         self.root = Path(tempfile.mkdtemp(prefix="heron-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -100,7 +102,7 @@ class PostgresServer:
             str(self.log),
             "-w",
             "-o",
-            f"-k {self.root} {_SETTINGS}",
+            f"-k {self.root} {self.settings}",
             "start",
         )
         return self

@@ -93,25 +93,39 @@ class PostgresBusStore:
 
     async def publish_many(self, events: Sequence[BusEvent]) -> list[bool]:
         def work(conn: Conn) -> list[bool]:
+            rows = [
+                (
+                    e.id,
+                    e.session,
+                    e.idempotency_key,
+                    event_epoch(e.timestamp),
+                    e.kind,
+                    model_json(e),
+                )
+                for e in events
+            ]
+            seqs: list[int] = []
             stored: list[bool] = []
-            for event in events:
-                row = conn.execute(
+            with conn.cursor() as cursor:
+                # One round trip for the burst (pipelined), a result set per event.
+                cursor.executemany(
                     "INSERT INTO bus_events (id, session, idem_key, ts, kind, body)"
                     " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING seq",
-                    (
-                        event.id,
-                        event.session,
-                        event.idempotency_key,
-                        event_epoch(event.timestamp),
-                        event.kind,
-                        model_json(event),
-                    ),
-                ).fetchone()
-                stored.append(row is not None)
-                if row is not None:
-                    conn.execute(
-                        "SELECT pg_notify(%s, %s)", (CHANNEL, f"{self._token} {int(row[0])}")
-                    )
+                    rows,
+                    returning=True,
+                )
+                while True:
+                    row = cursor.fetchone()
+                    stored.append(row is not None)
+                    if row is not None:
+                        seqs.append(int(row[0]))
+                    if not cursor.nextset():
+                        break
+            if seqs:
+                conn.execute(
+                    "SELECT pg_notify(%s, %s || ' ' || seq) FROM unnest(%s::bigint[]) AS seq",
+                    (CHANNEL, self._token, seqs),
+                )
             return stored
 
         stored = await self._run(work)
