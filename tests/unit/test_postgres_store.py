@@ -12,11 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from heron._support.clock import FakeClock
 from heron._support.migrations import POSTGRESQL, latest
 from heron._support.postgres import Pool, applied_versions, apply_migrations, open_pool
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.postgres_store import PostgresBusStore
 from heron.always_on.bus.store import AlreadyConsumedError
+from heron.always_on.triggers.postgres_store import PostgresTimerStore
+from heron.always_on.triggers.timers import TimerScheduler
 from heron.errors import StoreError
 from heron.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
 from heron.sessions.lease import StaleEpochError
@@ -213,3 +216,49 @@ def test_migrations_bring_an_empty_database_to_the_latest_version(
         assert apply_migrations(conn) == []  # idempotent
         assert max(applied_versions(conn)) == latest(POSTGRESQL)
     open_pool(url).close()
+
+
+async def test_a_timer_fires_each_slot_once_across_a_takeover_and_keeps_its_misfire_policy(
+    worker_pools: list[Pool],
+) -> None:
+    clock = FakeClock()
+    sessions = [PostgresSessionStore(p) for p in worker_pools]
+    leases = [
+        PostgresLeases(p, owner=name, ttl_s=TTL, now=clock.time)
+        for p, name in zip(worker_pools, "ab", strict=True)
+    ]
+    timers = [
+        TimerScheduler(
+            PostgresTimerStore(p, fence=store),
+            publish=PostgresBusStore(store).publish,
+            session="ops",
+            clock=clock,
+        )
+        for p, store in zip(worker_pools, sessions, strict=True)
+    ]
+    lease_a = leases[0].acquire("ops")
+    assert lease_a is not None
+    sessions[0].fence(lease_a)
+    every = timers[0].add(message="check the queue", every_s=60.0, misfire="fire_once")
+    clock.advance(60)
+    assert await timers[0].fire_due() == 1  # worker A fires the first slot
+    first = timers[0].get(every.id)
+
+    clock.advance(5 * 60)  # A is paused past its lease; B takes the session over
+    lease_b = leases[1].acquire("ops")
+    assert lease_b is not None and lease_b.taken_over
+    sessions[1].fence(lease_b)
+    assert await timers[1].fire_due() == 1  # the five missed slots as one fire: `fire_once`
+
+    # A comes back: the slot it fired is a duplicate, and its stale update of the timer is
+    # refused, so the timer does not move back.
+    assert first is not None and first.last_fired is not None
+    again = timers[0]._event(first, first.last_fired, clock.time(), {})
+    assert await timers[0]._publish(again) is False
+    with pytest.raises(StaleEpochError):
+        timers[0].store.update(every.id, next_fire=first.next_fire, fires=first.fires)
+    bus = PostgresBusStore(sessions[1])
+    fired = [e.event.content.data.get("missed") for e in await bus.events(session="ops")]
+    assert fired == [None, 5]
+    record = timers[1].get(every.id)
+    assert record is not None and (record.fires, record.missed) == (2, 5)

@@ -461,7 +461,7 @@ class HeronServer:
             )
         pool = open_pool(url, max_size=16)
         self.bus = bus = PostgresBusStore(PostgresSessionStore(pool))
-        self._trigger_stores = open_pg_trigger_stores(url)
+        self._trigger_stores = open_pg_trigger_stores(url, fence=bus.sessions)
         owner = f"{os.uname().nodename}:{os.getpid()}:{os.urandom(3).hex()}"
         return bus, PostgresHostIndex(pool), PostgresLeases(pool, owner=owner, ttl_s=cfg.lease_s)
 

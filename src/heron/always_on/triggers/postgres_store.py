@@ -13,12 +13,17 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from heron._support.postgres import Pool, columns, open_pool, pg_errors, update_row
+import psycopg
+
+from heron._support.postgres import Pool, columns, open_pool, pg_errors, run
 from heron.always_on.jobs.postgres_store import PostgresJobStore
 from heron.always_on.triggers.monitor import MONITOR_FIELDS, MonitorRecord
 from heron.always_on.triggers.runtime import TriggerStores
 from heron.always_on.triggers.subscriptions import Subscription, SubscriptionFilter
 from heron.always_on.triggers.timers import TIMER_FIELDS, TimerRecord
+from heron.sessions.postgres_store import PostgresSessionStore
+
+Conn = psycopg.Connection[Any]
 
 _TIMER_COLUMNS = columns(TIMER_FIELDS)
 _MONITOR_COLUMNS = columns(MONITOR_FIELDS)
@@ -26,10 +31,13 @@ _MONITOR_COLUMNS = columns(MONITOR_FIELDS)
 
 @pg_errors
 class PostgresTimerStore:
-    """`TimerStore` on PostgreSQL."""
+    """`TimerStore` on PostgreSQL. With `fence` (the worker's session store), a timer's update
+    is refused (`StaleEpochError`) once another worker took its session over, so a paused
+    worker cannot move a timer back."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, *, fence: PostgresSessionStore | None = None) -> None:
         self._pool = pool
+        self._fence = fence
 
     def insert(self, timer: TimerRecord) -> None:
         with self._pool.connection() as conn:
@@ -40,14 +48,27 @@ class PostgresTimerStore:
             )
 
     def update(self, timer_id: str, **changes: Any) -> TimerRecord:
-        update_row(self._pool, "timers", timer_id, changes, fields=TIMER_FIELDS, what="timer")
-        with self._pool.connection() as conn:
-            row = conn.execute(
-                f"SELECT {_TIMER_COLUMNS} FROM timers WHERE id = %s", (timer_id,)
+        unknown = set(changes) - set(TIMER_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown timer fields: {sorted(unknown)}")
+
+        def work(conn: Conn) -> TimerRecord:
+            found = conn.execute(
+                "SELECT session FROM timers WHERE id = %s FOR UPDATE", (timer_id,)
             ).fetchone()
-        if row is None:
-            raise KeyError(timer_id)
-        return _timer(row)
+            if found is None:
+                raise KeyError(timer_id)
+            if self._fence is not None:
+                self._fence.check_fence(conn, found[0])
+            sets = ", ".join(f'"{name}" = %s' for name in changes) or "id = id"
+            row = conn.execute(
+                f"UPDATE timers SET {sets} WHERE id = %s RETURNING {_TIMER_COLUMNS}",
+                [*changes.values(), timer_id],
+            ).fetchone()
+            assert row is not None  # locked above
+            return _timer(row)
+
+        return run(self._pool, work)
 
     def get(self, session: str, timer_id: str) -> TimerRecord | None:
         rows = self._select("id = %s AND session = %s", (timer_id, session))
@@ -173,13 +194,13 @@ class PostgresSubscriptionStore:
         ]
 
 
-def open_pg_trigger_stores(url: str) -> TriggerStores:
+def open_pg_trigger_stores(url: str, *, fence: PostgresSessionStore | None = None) -> TriggerStores:
     """The PostgreSQL stores of the triggers (and jobs) on one pool; `TriggerStores.close`
-    closes it."""
+    closes it. `fence`: see `PostgresTimerStore`."""
     pool = open_pool(url)
     return TriggerStores(
         jobs=PostgresJobStore(pool),
-        timers=PostgresTimerStore(pool),
+        timers=PostgresTimerStore(pool, fence=fence),
         monitors=PostgresMonitorStore(pool),
         subscriptions=PostgresSubscriptionStore(pool),
         close=pool.close,
