@@ -24,6 +24,7 @@ from heron.always_on.bus.postgres_store import PostgresBusStore
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.bus.store import BusStore
 from heron.always_on.channels.mail_inbound import ThreadIndex
+from heron.always_on.channels.postgres_mail_inbound import PostgresThreadIndex
 from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.jobs.postgres_store import PostgresJobStore
 from heron.always_on.jobs.sqlite_store import SqliteJobStore
@@ -48,6 +49,7 @@ from heron.artifacts.postgres_store import PostgresArtifactCatalog
 from heron.artifacts.sqlite_store import SqliteArtifactCatalog
 from heron.artifacts.store import ArtifactCatalog
 from heron.audit.executions import ExecutionStore
+from heron.audit.postgres_store import PostgresApprovalAudit, PostgresExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import MessageStore
@@ -179,6 +181,9 @@ class PostgresBackend:
             "idempotency",
             "artifact_catalog",
             "host_index",
+            "thread_index",
+            "approval_audit",
+            "executions",
         }
     )
 
@@ -221,6 +226,15 @@ class PostgresBackend:
 
     def host_index(self) -> PostgresHostIndex:
         return PostgresHostIndex(self._pool())
+
+    def thread_index(self) -> PostgresThreadIndex:
+        return PostgresThreadIndex(self._pool())
+
+    def approval_audit(self) -> PostgresApprovalAudit:
+        return PostgresApprovalAudit(self._pool())
+
+    def executions(self) -> PostgresExecutionStore:
+        return PostgresExecutionStore(self._pool())
 
     def close(self) -> None:
         for close in reversed(self._closers):

@@ -185,6 +185,53 @@ CREATE TABLE serve_sessions (
 );
 """
 
+_PG_4 = """
+CREATE TABLE mail_threads (
+    message_id  TEXT PRIMARY KEY,
+    session     TEXT NOT NULL,
+    recorded_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE approval_audit (
+    id                BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    timestamp         TEXT NOT NULL,
+    tool              TEXT NOT NULL,
+    arguments_summary TEXT NOT NULL,
+    decision          TEXT NOT NULL,
+    decided_by        TEXT NOT NULL,
+    request_id        TEXT NOT NULL,
+    turn_id           TEXT,
+    session_id        TEXT,
+    reason            TEXT,
+    risk              TEXT
+);
+CREATE INDEX approval_audit_tool ON approval_audit (tool, id);
+CREATE TABLE tool_executions (
+    id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    started      DOUBLE PRECISION NOT NULL,
+    ended        DOUBLE PRECISION,
+    tool         TEXT NOT NULL,
+    call_id      TEXT NOT NULL,
+    session      TEXT,
+    turn_id      TEXT NOT NULL,
+    agent        TEXT,
+    parent_agent TEXT,
+    channel      TEXT,
+    operator     TEXT,
+    approved_by  TEXT,
+    owner        TEXT NOT NULL,
+    why          TEXT,
+    arguments    TEXT NOT NULL,
+    status       TEXT NOT NULL,
+    success      BOOLEAN,
+    duration_ms  DOUBLE PRECISION,
+    result       TEXT,
+    risk         TEXT
+);
+CREATE INDEX tool_executions_by_tool ON tool_executions (tool, id);
+CREATE INDEX tool_executions_by_session ON tool_executions (session, id);
+CREATE INDEX tool_executions_by_start ON tool_executions (started);
+"""
+
 POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=1, name="sessions, leases and the event bus", script=_PG_1),
     Migration(version=2, name="jobs, timers, job monitors, subscriptions", script=_PG_2),
@@ -193,6 +240,7 @@ POSTGRESQL: tuple[Migration, ...] = (
         name="idempotency keys, confirmation tokens, artifacts, the host index",
         script=_PG_3,
     ),
+    Migration(version=4, name="mail threads, the approval and execution audits", script=_PG_4),
 )
 """The PostgreSQL schema versions (see the module docstring)."""
 

@@ -444,22 +444,20 @@ class HeronServer:
 
     def _open_shared(self, url: str) -> tuple[PostgresBusStore, HostIndex, LeaseStore]:
         """The stores on the shared PostgreSQL database, with this worker's leases. Requests to
-        a human stay in this worker's state directory (docs/deployment.md); mail triage, whose
-        thread index is not shared yet, is refused."""
+        a human stay in this worker's state directory (docs/deployment.md)."""
         from heron._support.postgres import open_pool
         from heron.always_on.bus.postgres_store import PostgresBusStore
+        from heron.always_on.channels.postgres_mail_inbound import PostgresThreadIndex
         from heron.always_on.postgres_sessions import PostgresHostIndex
         from heron.always_on.triggers.postgres_store import open_pg_trigger_stores
         from heron.sessions.postgres_leases import PostgresLeases
         from heron.sessions.postgres_store import PostgresSessionStore
 
         cfg = self.config
-        if cfg.maildir is not None:
-            raise ServeError(
-                "--maildir needs the mail thread index, which a shared store does not hold "
-                "yet: triage mail on a single worker with SQLite"
-            )
         pool = open_pool(url, max_size=16)
+        if cfg.maildir is not None:
+            self.maildir = Maildir(cfg.maildir)
+            self.threads = PostgresThreadIndex(pool)
         self.bus = bus = PostgresBusStore(PostgresSessionStore(pool))
         self._trigger_stores = open_pg_trigger_stores(url, fence=bus.sessions)
         owner = f"{os.uname().nodename}:{os.getpid()}:{os.urandom(3).hex()}"
