@@ -53,6 +53,7 @@ from heron.audit.postgres_store import PostgresApprovalAudit, PostgresExecutionS
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import MessageStore
+from heron.humans.postgres_store import PostgresRequestStore
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import RequestStore
 from heron.mcp.trust.pins import TrustStore
@@ -184,6 +185,7 @@ class PostgresBackend:
             "thread_index",
             "approval_audit",
             "executions",
+            "human_requests",
         }
     )
 
@@ -235,6 +237,9 @@ class PostgresBackend:
 
     def executions(self) -> PostgresExecutionStore:
         return PostgresExecutionStore(self._pool())
+
+    def human_requests(self) -> PostgresRequestStore:
+        return PostgresRequestStore(self._pool())
 
     def close(self) -> None:
         for close in reversed(self._closers):

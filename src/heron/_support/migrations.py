@@ -232,6 +232,59 @@ CREATE INDEX tool_executions_by_session ON tool_executions (session, id);
 CREATE INDEX tool_executions_by_start ON tool_executions (started);
 """
 
+_PG_5 = """
+CREATE TABLE human_requests (
+    seq               BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id                TEXT PRIMARY KEY,
+    kind              TEXT NOT NULL,
+    session           TEXT NOT NULL,
+    call_ids          TEXT NOT NULL,
+    tool              TEXT NOT NULL,
+    arguments         TEXT NOT NULL,
+    display_arguments TEXT NOT NULL,
+    digest            TEXT NOT NULL,
+    question          TEXT NOT NULL,
+    options           TEXT NOT NULL,
+    schema            TEXT,
+    urgency           TEXT NOT NULL,
+    risk              TEXT,
+    approvers         TEXT NOT NULL,
+    created_at        DOUBLE PRECISION NOT NULL,
+    deadline          DOUBLE PRECISION,
+    on_timeout        TEXT NOT NULL,
+    default_value     TEXT,
+    remind_every_s    DOUBLE PRECISION,
+    reminders         INTEGER NOT NULL DEFAULT 0,
+    status            TEXT NOT NULL,
+    outcome           TEXT,
+    decision          TEXT,
+    answer            TEXT,
+    answered_by       TEXT,
+    answered_at       DOUBLE PRECISION,
+    reason            TEXT,
+    signature         TEXT,
+    deliveries        TEXT NOT NULL DEFAULT '{}',
+    gates_call        INTEGER NOT NULL DEFAULT 0,
+    reported          INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX human_requests_active ON human_requests (status, deadline);
+CREATE INDEX human_requests_identical ON human_requests (session, tool, digest);
+CREATE INDEX human_requests_unreported ON human_requests (reported, session);
+CREATE TABLE approval_rules (
+    seq            BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id             TEXT PRIMARY KEY,
+    tool           TEXT NOT NULL,
+    scope          TEXT NOT NULL,
+    session        TEXT,
+    command_prefix TEXT,
+    created_at     DOUBLE PRECISION NOT NULL,
+    expires_at     DOUBLE PRECISION NOT NULL,
+    created_by     TEXT NOT NULL,
+    request_id     TEXT,
+    revoked_at     DOUBLE PRECISION
+);
+"""
+
 POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=1, name="sessions, leases and the event bus", script=_PG_1),
     Migration(version=2, name="jobs, timers, job monitors, subscriptions", script=_PG_2),
@@ -241,6 +294,7 @@ POSTGRESQL: tuple[Migration, ...] = (
         script=_PG_3,
     ),
     Migration(version=4, name="mail threads, the approval and execution audits", script=_PG_4),
+    Migration(version=5, name="requests to a human and always rules", script=_PG_5),
 )
 """The PostgreSQL schema versions (see the module docstring)."""
 
