@@ -138,6 +138,12 @@ class PostgresServer:
             conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
         return self.url(name)
 
+    def drop_database(self, url: str) -> None:
+        """Drop a database `fresh_database` or `empty_database` made (its connections too)."""
+        name = url.split("/")[-1].split("?")[0]
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
     def empty_database(self) -> str:
         """A new database with no schema at all (for the migration tests); returns its URL."""
         name = f"heron_empty_{os.getpid()}_{next(self._names)}"
@@ -177,6 +183,8 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def postgres_url(postgres_server: PostgresServer) -> str:
-    """A fresh, migrated database of its own for one test."""
-    return postgres_server.fresh_database()
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh, migrated database of its own for one test, dropped after it."""
+    url = postgres_server.fresh_database()
+    yield url
+    postgres_server.drop_database(url)

@@ -45,6 +45,8 @@ from heron.sessions.postgres_store import PostgresSessionStore
 _T = TypeVar("_T")
 CHANNEL = "heron_bus"
 _RECONNECT_S = 1.0
+_STOP_CHECK_S = 0.05
+"""How often the listener looks whether its store is closing (no round trip: a socket wait)."""
 
 Conn = psycopg.Connection[Any]
 
@@ -349,6 +351,11 @@ class _Listener:
 
     def stop(self) -> None:
         self._stopped.set()
+        try:  # wake the listening connection now instead of at its next timeout
+            with self._store._pool.connection() as conn:
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{self._store._token} stop"))
+        except (psycopg.Error, PoolTimeout):
+            pass  # the server is gone: the thread sees `_stopped` within its timeout
         self._thread.join(timeout=5)
 
     def _listen(self) -> None:
@@ -357,7 +364,7 @@ class _Listener:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     while not self._stopped.is_set():
-                        for note in conn.notifies(timeout=0.5):
+                        for note in conn.notifies(timeout=_STOP_CHECK_S):
                             self._received(note.payload)
             except psycopg.Error:
                 # The server went away: the poller covers the gap until it is back.
