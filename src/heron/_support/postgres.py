@@ -18,8 +18,6 @@ schema is older than this heron (`heron db migrate` brings it up to date).
 
 from __future__ import annotations
 
-import functools
-import inspect
 import random
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -27,13 +25,13 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors_module
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from heron._support.migrations import POSTGRESQL, Migration
+from heron._support.store_errors import translate_errors
 from heron.errors import StoreError
 
 _T = TypeVar("_T")
-_C = TypeVar("_C", bound=type)
 
 RETRIES = 8
 """Attempts of one transaction that hits a serialisation failure or a deadlock."""
@@ -142,42 +140,9 @@ def schema_of(url: str, *, migrate: bool) -> tuple[set[int], list[Migration]]:
         raise StoreError(f"cannot reach the PostgreSQL store: {exc}") from exc
 
 
-def pg_errors(cls: _C) -> _C:
-    """Class decorator for a PostgreSQL store: its public methods raise `StoreError` where
-    psycopg raised `psycopg.Error` (or the pool timed out), so callers name no back end."""
-    for name, member in list(vars(cls).items()):
-        if name.startswith("_"):
-            continue
-        if isinstance(member, classmethod):
-            setattr(cls, name, classmethod(_translated(member.__func__)))
-        elif inspect.isfunction(member):
-            setattr(cls, name, _translated(member))
-    return cls
-
-
-def _translated(func: Callable[..., Any]) -> Callable[..., Any]:
-    from psycopg_pool import PoolTimeout
-
-    failures = (psycopg.Error, PoolTimeout)
-    if inspect.iscoroutinefunction(func):
-
-        @functools.wraps(func)
-        async def run_async(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await func(*args, **kwargs)
-            except failures as exc:
-                raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
-
-        return run_async
-
-    @functools.wraps(func)
-    def run_sync(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except failures as exc:
-            raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
-
-    return run_sync
+pg_errors = translate_errors(psycopg.Error, PoolTimeout)
+"""Class decorator for a PostgreSQL store: its public methods raise `StoreError` where
+psycopg raised `psycopg.Error` (or the pool timed out), so callers name no back end."""
 
 
 def columns(fields: Sequence[str]) -> str:

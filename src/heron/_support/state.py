@@ -11,20 +11,16 @@ schemas. It also holds what those implementations share: explicit write transact
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from heron._support.migrations import SQLITE, Migration
-from heron.errors import StoreError
-
-_T = TypeVar("_T", bound=type)
+from heron._support.store_errors import translate_errors
 
 
 def default_state_dir() -> Path:
@@ -116,39 +112,9 @@ def update_row(
         conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [*changes.values(), row_id])
 
 
-def sqlite_errors(cls: _T) -> _T:
-    """Class decorator for a SQLite store: its public methods (sync, async and class methods)
-    raise `StoreError` where SQLite raised `sqlite3.Error`, so callers name no back end."""
-    for name, member in list(vars(cls).items()):
-        if name.startswith("_"):
-            continue
-        if isinstance(member, classmethod):
-            setattr(cls, name, classmethod(_translated(member.__func__)))
-        elif inspect.isfunction(member):
-            setattr(cls, name, _translated(member))
-    return cls
-
-
-def _translated(func: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.iscoroutinefunction(func):
-
-        @functools.wraps(func)
-        async def run_async(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await func(*args, **kwargs)
-            except sqlite3.Error as exc:
-                raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
-
-        return run_async
-
-    @functools.wraps(func)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
-
-    return run
+sqlite_errors = translate_errors(sqlite3.Error)
+"""Class decorator for a SQLite store: its public methods (sync, async and class methods)
+raise `StoreError` where SQLite raised `sqlite3.Error`, so callers name no back end."""
 
 
 def sqlite_versions(conn: sqlite3.Connection) -> set[int]:
