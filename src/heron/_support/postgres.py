@@ -36,6 +36,9 @@ _T = TypeVar("_T")
 RETRIES = 8
 """Attempts of one transaction that hits a serialisation failure or a deadlock."""
 
+GETCONN_TIMEOUT_S = 5.0
+"""Seconds a store call waits for a pooled connection (the server restarting, the pool full)."""
+
 _RETRYABLE = (pg_errors_module.SerializationFailure, pg_errors_module.DeadlockDetected)
 
 Pool = ConnectionPool[psycopg.Connection[Any]]
@@ -58,6 +61,10 @@ def open_pool(url: str, *, max_size: int = 8, migrate: bool = False) -> Pool:
             url,
             min_size=1,
             max_size=max_size,
+            # A caller waits this long for a connection, then fails (`StoreError`): an
+            # ingress answers 503 and its sender retries, instead of hanging while the server
+            # is away.
+            timeout=GETCONN_TIMEOUT_S,
             kwargs={"autocommit": True},
             check=ConnectionPool.check_connection,
             open=False,
