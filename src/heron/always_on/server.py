@@ -75,7 +75,7 @@ from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.always_on.bus.routing import check_hosted_name, quiet_session_name
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
-from heron.always_on.channels.answers import CardActionAdapter, MailAnswers
+from heron.always_on.channels.answers import CardActionAdapter, MailAnswers, RequestAnswerAdapter
 from heron.always_on.channels.mail_inbound import (
     MaildirSource,
     MailIngressConfig,
@@ -96,12 +96,14 @@ from heron.always_on.triggers.subscriptions import (
     Subscriptions,
     SubscriptionSource,
 )
-from heron.audit.sqlite_store import SqliteApprovalAudit
+from heron.audit.executions import ExecutionAuditTrail
+from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.asking import DeskRequests, asking_tools
 from heron.collaboration.config import PersonConfig, SignedPostConfig
 from heron.collaboration.mail_requests import MailRequestAnswers, MailRequestChannel
 from heron.collaboration.store import MessageStore
 from heron.collaboration.tools import MESSAGE_TOOLS, messaging_tools
+from heron.collaboration.webhook_requests import WebhookRequestChannel
 from heron.connectors.mail.maildir import Maildir, maildir_tools
 from heron.connectors.mail.send import MailConfig
 from heron.errors import HeronError
@@ -110,7 +112,7 @@ from heron.humans.config import ApprovalsConfig
 from heron.humans.console import ConsoleChannel
 from heron.humans.desk import Channel, RequestDesk
 from heron.humans.gate import DurableApprover
-from heron.humans.outcomes import EndingReporter, RequestEnding, awaiting_text
+from heron.humans.outcomes import EndingReporter, RequestEnding, SessionAgent, awaiting_text
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import HumanRequest
@@ -124,6 +126,7 @@ from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
 from heron.turn.events import BaseEvent, EventSink, ToolResultEvent, discard
+from heron.turn.observer import FanOutObserver
 
 if TYPE_CHECKING:
     from heron.always_on.bus.postgres_store import PostgresBusStore
@@ -425,7 +428,7 @@ class HeronServer:
         await self._start_ingress(secret)
         if self._reporter is not None and self.desk is not None:
             watch = self._reporter.watch(
-                expire=self.desk.expire, clock=self.clock, interval_s=cfg.poll_interval_s
+                expire=self._tend_requests, clock=self.clock, interval_s=cfg.poll_interval_s
             )
             self._tasks.append(asyncio.ensure_future(watch))
         self._started = True
@@ -473,6 +476,9 @@ class HeronServer:
         mail = self._mail_request_channel()
         if mail is not None:
             channels.append(mail)
+        webhook = self._webhook_request_channel(approvals)
+        if webhook is not None:
+            channels.append(webhook)
         self.desk = RequestDesk(
             store,
             signer=DecisionSigner(DecisionKeyStore(cfg.state_dir)),
@@ -481,15 +487,46 @@ class HeronServer:
             approval_timeout_s=cfg.approval_timeout_s,
             clock=self.clock,
         )
-        self._audit_db = audit_db = open_db(cfg.state_dir)
+        audit_db = self._executions_db()
         self._reporter = EndingReporter(
             store,
-            tools=self._tool_for,
+            sessions=self._session_agent,
             idempotency=IdempotencyStore(
                 SqliteIdempotencyLedger(cfg.state_dir), clock=self.clock.time
             ),
             publish=self._publish_ending,
             audit=SqliteApprovalAudit(audit_db),
+        )
+
+    async def _tend_requests(self) -> None:
+        """Passed deadlines first (an ended request is not escalated), then the escalation
+        steps that fell due."""
+        assert self.desk is not None
+        self.desk.expire()
+        await self.desk.escalate()
+
+    def _executions_db(self) -> Any:
+        """The state database's connection for the audits (approvals and executions), opened
+        once."""
+        if self._audit_db is None:
+            self._audit_db = open_db(self.config.state_dir)
+        return self._audit_db
+
+    def _webhook_request_channel(self, approvals: ApprovalsConfig) -> WebhookRequestChannel | None:
+        """Requests as signed webhooks to the webhook approvers (`[approvals.approvers]` or an
+        escalation step), at their `webhook` URLs; their answers come back to `/approval`."""
+        groups = [approvals.approvers, *(step.approvers for step in approvals.escalation)]
+        if not any(group.get("webhook") for group in groups):
+            return None
+        assert self.messaging is not None and self.messaging.outbox.signer is not None
+        messaging = self.config.messaging_config()
+        addresses = {n: p.webhook for n, p in messaging.people.items() if p.webhook is not None}
+        return WebhookRequestChannel(
+            addresses,
+            signer=self.messaging.outbox.signer,
+            secret_env=messaging.channels.webhook.secret_env,
+            timeout_s=messaging.channels.webhook.timeout_s,
+            clock=self.clock,
         )
 
     def _mail_request_channel(self) -> MailRequestChannel | None:
@@ -532,13 +569,14 @@ class HeronServer:
             for call_id in request.call_ids
         }
 
-    async def _tool_for(self, request: HumanRequest) -> Tool | None:
-        """The tool an approved call named, from its session's agent (woken if parked)."""
+    async def _session_agent(self, request: HumanRequest) -> SessionAgent | None:
+        """The agent of the session an approved call waits in (woken if parked), and the
+        session's event sink: the call runs and is seen like one of its turns."""
         assert self.host is not None
         if request.session not in self.host.awake:
             await self.host.wake(request.session)
         runtime = self.session(request.session)
-        return None if runtime is None else runtime.loop.agent.registry.get(request.tool)
+        return None if runtime is None else SessionAgent(runtime.loop.agent, runtime.loop.sink)
 
     async def _publish_ending(self, ending: RequestEnding) -> None:
         """The outcome of a request, as a new event of the session that asked, bound to the
@@ -605,6 +643,17 @@ class HeronServer:
             # Nobody at a terminal: a call that needs approval waits on a durable request.
             agent.approval.approver = DurableApprover(self.desk, session=name)
         sink = self._session_sink(name) if self._session_sink is not None else self.sink
+        # Every executed call of the session in the execution audit (`heron audit`), as in
+        # `heron run` and `heron chat`; calls the last process left running are lost.
+        trail = ExecutionAuditTrail(
+            SqliteExecutionStore(self._executions_db()),
+            session=name,
+            operator=f"serve:{cfg.session}",
+            default_agent=agent.name or "default",
+        )
+        trail.mark_lost([r.call_id for r in writer.repaired])
+        agent.observer = FanOutObserver(agent.observer, trail)
+        sink = trail.watching(sink)
         if self.threads is not None:
             sink = _SentMail(sink, name, self.threads, self.clock)
         loop = EventDrivenAgent(
@@ -708,6 +757,9 @@ class HeronServer:
                     secret=secret,
                 ),
             ]
+            if self.desk is not None and messaging.outbox.signer is not None:
+                answers = RequestAnswerAdapter(self.desk, messaging.outbox.signer)
+                routes.append(WebhookRoute(path="/approval", adapter=answers, secret=secret))
             self.webhook = WebhookServer(
                 routes,
                 self.bus.publish,

@@ -41,7 +41,13 @@ from heron.always_on.bus.routing import (
     check_hosted_name,
     route_session,
 )
-from heron.always_on.channels.adapters import Adapter, Ignored, PayloadError, WebhookRequest
+from heron.always_on.channels.adapters import (
+    Adapter,
+    Handled,
+    Ignored,
+    PayloadError,
+    WebhookRequest,
+)
 from heron.errors import HeronError
 
 log = logging.getLogger("heron.always_on.channels.webhook")
@@ -191,6 +197,8 @@ class WebhookServer:
             return self._answer("invalid", HTTPStatus.BAD_REQUEST, error=error)
         if isinstance(event, Ignored):
             return self._answer("ignored", HTTPStatus.OK, reason=event.reason)
+        if isinstance(event, Handled):
+            return self._answer(event.outcome, HTTPStatus(event.status), **event.body)
         key = event.idempotency_key
         if key is not None and self.key_session is not None:
             try:
