@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -190,6 +190,28 @@ class PostgresRequestStore:
             )
 
         run(self._pool, work)
+
+    def escalate(self, request_id: str, step: int, approvers: Sequence[str]) -> HumanRequest | None:
+        def work(conn: Conn) -> bool:
+            row = conn.execute(
+                "SELECT approvers, deliveries FROM human_requests WHERE id = %s"
+                " AND status = ANY(%s) FOR UPDATE",
+                (request_id, _ACTIVE),
+            ).fetchone()
+            if row is None:
+                return False
+            deliveries = json.loads(row[1])
+            key = f"escalation:{step}"
+            if key in deliveries:
+                return False
+            widened = list(dict.fromkeys([*json.loads(row[0]), *approvers]))
+            conn.execute(
+                "UPDATE human_requests SET approvers = %s, deliveries = %s WHERE id = %s",
+                (_dump(widened), _dump({**deliveries, key: "opened"}), request_id),
+            )
+            return True
+
+        return self.get(request_id) if run(self._pool, work) else None
 
     def open_call_ids(self, session: str) -> set[str]:
         with self._pool.connection() as conn:
