@@ -39,7 +39,9 @@ The server is where `heron serve`'s stores are built, all in `<state_dir>/heron.
 bus with its session store, the host index and the mail thread index on the bus's connection,
 the message store (`heron.always_on.messaging`), and one set of triggers' stores for the
 process, which every awake session's `TriggerRuntime` shares (`TriggerStores.shared()`;
-closed once, by `aclose`).
+closed once, by `aclose`). With `store_url` (`heron serve --store`) the bus, its sessions, the
+host and thread indexes and the triggers' stores are on the shared PostgreSQL database instead,
+and every session is held by a fenced lease (docs/deployment.md).
 
 A stop request (an interrupt the router turns into `cancel`) also cancels the running
 background jobs of its session: the engine cancels the tools it detached, jobs belong to the

@@ -148,12 +148,16 @@ def add_store_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) ->
 
 def store_url(args: argparse.Namespace) -> str | None:
     """`--store`, else `[store] url` of the configuration; `None`: SQLite in `state_dir`."""
-    explicit = vars(args).get("store")
-    if explicit:
-        if not explicit.startswith(("postgresql://", "postgres://")):
-            raise UsageError("--store must be a postgresql:// URL")
-        return str(explicit)
-    return load_config(args).store.url
+    import importlib.util
+
+    url = vars(args).get("store") or load_config(args).store.url
+    if url is None:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise UsageError("--store must be a postgresql:// URL")
+    if importlib.util.find_spec("psycopg") is None:
+        raise UsageError("a PostgreSQL store needs its driver: pip install 'heron[postgresql]'")
+    return str(url)
 
 
 def open_session_store(args: argparse.Namespace) -> SessionStore:
