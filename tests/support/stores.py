@@ -57,6 +57,7 @@ from heron.humans.postgres_store import PostgresRequestStore
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import RequestStore
 from heron.mcp.trust.pins import TrustStore
+from heron.mcp.trust.postgres_store import PostgresTrustStore
 from heron.mcp.trust.sqlite_store import SqliteTrustStore
 from heron.safety.idempotency import IdempotencyLedger
 from heron.safety.postgres_idempotency import PostgresIdempotencyLedger
@@ -64,6 +65,7 @@ from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.sessions.postgres_store import PostgresSessionStore
 from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.store import SessionStore
+from heron.toolsets.postgres_shell_history import PostgresShellHistory
 from heron.toolsets.shell import ShellHistory
 from heron.toolsets.sqlite_shell_history import SqliteShellHistory
 from heron.turn.approval_audit import AuditLog
@@ -186,6 +188,8 @@ class PostgresBackend:
             "approval_audit",
             "executions",
             "human_requests",
+            "shell_history",
+            "trust",
         }
     )
 
@@ -240,6 +244,12 @@ class PostgresBackend:
 
     def human_requests(self) -> PostgresRequestStore:
         return PostgresRequestStore(self._pool())
+
+    def shell_history(self) -> PostgresShellHistory:
+        return PostgresShellHistory(self._pool())
+
+    def trust(self) -> PostgresTrustStore:
+        return PostgresTrustStore(self._pool())
 
     def close(self) -> None:
         for close in reversed(self._closers):

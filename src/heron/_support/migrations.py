@@ -285,6 +285,30 @@ CREATE TABLE approval_rules (
 );
 """
 
+_PG_6 = """
+CREATE TABLE shell_history (
+    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at         TEXT NOT NULL,
+    agent      TEXT,
+    command    TEXT NOT NULL,
+    cwd        TEXT NOT NULL,
+    outcome    TEXT NOT NULL,
+    risk       TEXT NOT NULL,
+    exit_code  INTEGER,
+    duration_s DOUBLE PRECISION,
+    timed_out  BOOLEAN NOT NULL DEFAULT FALSE
+);
+CREATE TABLE mcp_server_pins (
+    server          TEXT PRIMARY KEY,
+    launch          TEXT NOT NULL,
+    package_version TEXT NOT NULL,
+    server_version  TEXT NOT NULL,
+    digest          TEXT NOT NULL,
+    definitions     TEXT NOT NULL,
+    approved_at     DOUBLE PRECISION NOT NULL
+);
+"""
+
 POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=1, name="sessions, leases and the event bus", script=_PG_1),
     Migration(version=2, name="jobs, timers, job monitors, subscriptions", script=_PG_2),
@@ -295,6 +319,7 @@ POSTGRESQL: tuple[Migration, ...] = (
     ),
     Migration(version=4, name="mail threads, the approval and execution audits", script=_PG_4),
     Migration(version=5, name="requests to a human and always rules", script=_PG_5),
+    Migration(version=6, name="shell history, MCP server pins", script=_PG_6),
 )
 """The PostgreSQL schema versions (see the module docstring)."""
 
