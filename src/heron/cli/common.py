@@ -19,14 +19,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TextIO, TypeVar
 
 from heron.errors import HeronError
 
 if TYPE_CHECKING:
     from heron.agent import Agent
     from heron.always_on.bus.store import BusStore
+    from heron.always_on.subagents.service import Subagents
     from heron.config import HeronConfig
+    from heron.humans.desk import RequestDesk
+    from heron.mcp.auth.desk_consent import DeskConsent
     from heron.models.base import Model
     from heron.sessions.session import CliSession
     from heron.sessions.store import SessionStore
@@ -254,11 +257,12 @@ def state_dir(args: argparse.Namespace) -> Path:
 @contextmanager
 def library_errors() -> Iterator[None]:
     """The library's configuration and build errors, as usage errors."""
+    from heron.always_on.subagents.definitions import AgentFileError
     from heron.config import BuildError, ConfigError
 
     try:
         yield
-    except BuildError as exc:
+    except (BuildError, AgentFileError) as exc:
         raise UsageError(str(exc)) from exc
     except ConfigError as exc:
         raise UsageError(f"configuration error: {exc}") from exc
@@ -333,6 +337,33 @@ async def open_agent(
                 )
             )
         yield agent
+
+
+def open_children(config: HeronConfig) -> Subagents | None:
+    """The sub-agent runtime of a `heron run` or `heron chat` (`None` when no agent is
+    defined and `[subagents] enabled` is not set). Nothing consumes the session's events
+    there, so an async child's result is handed over by `get_subagent_status` and the report
+    at the end of the run."""
+    from heron.always_on.subagents.service import open_subagents
+    from heron.config.build import subagents_setup
+
+    setup = subagents_setup(config)
+    if not setup.enabled:
+        return None
+    with library_errors():
+        return open_subagents(setup, state_dir=config.state.path(), deliver=False)
+
+
+async def settle_children(children: Subagents, deadline_s: float) -> None:
+    """The end of a run: wait up to `deadline_s` for children still working, cancel the
+    rest, and report each on stderr — none is left running or lost silently."""
+    if not children.runtime.live:
+        return
+    err(f"waiting up to {deadline_s:g} s for {len(children.runtime.live)} sub-agent(s)")
+    for record in await children.runtime.settle(deadline_s):
+        outcome = f", {record.outcome}" if record.outcome else ""
+        detail = record.result or record.error
+        err(f"sub-agent {record.id} ({record.agent}): {record.status}{outcome}: {detail[:200]}")
 
 
 # -- output -------------------------------------------------------------------------------
@@ -483,3 +514,58 @@ def announce_session(session: CliSession, *, always: bool) -> None:
     was stored (the run failed before its first message)."""
     if session.writer.head and (always or sys.stderr.isatty()):
         err(f"session {session.name} — continue it with `heron chat --session {session.name}`")
+
+
+# -- requests to a human and MCP logins ------------------------------------------------
+
+
+def open_desk(
+    config: HeronConfig, stack: AsyncExitStack, announce: TextIO | None = None
+) -> RequestDesk:
+    """The desk over the state directory's request store (closed with `stack`); its console
+    channel is the store itself (`heron approvals`, the web console), `announce` also shows
+    each request."""
+    from heron.humans.console import ConsoleChannel
+    from heron.humans.desk import RequestDesk
+    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.sqlite_store import SqliteRequestStore
+
+    state_dir = config.state.path()
+    store = SqliteRequestStore.open_dir(state_dir)
+    stack.callback(store.close)
+    return RequestDesk(
+        store,
+        signer=DecisionSigner(DecisionKeyStore(state_dir)),
+        config=config.approvals,
+        channels=[ConsoleChannel(announce)],
+    )
+
+
+def serve_consent(config: HeronConfig, stack: AsyncExitStack) -> DeskConsent | None:
+    """The consent channel of `heron serve`: a request on the durable desk, announced on
+    stderr and answered by the callback route or a paste (None without OAuth servers, or
+    with `[approvals] durable = false`: then the server waits for `heron mcp login`)."""
+    from heron.mcp.auth.desk_consent import DeskConsent
+
+    oauth = [n for n, c in config.mcp.enabled_servers().items() if c.auth == "oauth"]
+    if not oauth or not config.approvals.durable:
+        return None
+    return DeskConsent(
+        open_desk(config, stack, sys.stderr),
+        redirect_uri=mcp_redirect_uri(config, None),
+        timeout_s=config.approvals.questions.max_timeout_s,
+    )
+
+
+def mcp_redirect_uri(config: HeronConfig, server: str | None) -> str:
+    """Where the browser is sent: the server's `redirect_uri`, else the gateway's callback
+    at `[gateway] public_url`, else the loopback default."""
+    from heron.mcp.auth.callback import callback_uri
+    from heron.mcp.auth.provider import DEFAULT_REDIRECT_URI
+
+    configured = config.mcp.servers[server].oauth.redirect_uri if server is not None else None
+    if configured is not None:
+        return configured
+    if config.gateway.public_url is not None:
+        return callback_uri(config.gateway.public_url)
+    return DEFAULT_REDIRECT_URI

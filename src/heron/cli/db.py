@@ -15,7 +15,7 @@ from heron.cli import common
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `db migrate` and `db status` to the `heron` parser."""
-    db = sub.add_parser("db", help="the store's schema versions")
+    db = sub.add_parser("db", help="the store's schema versions: migrate, status")
     actions = db.add_subparsers(dest="db_command", required=True)
     for name, handler, text in (
         ("migrate", cmd_migrate, "apply the schema versions the store lacks"),
