@@ -25,12 +25,14 @@ from heron.errors import HeronError
 
 if TYPE_CHECKING:
     from heron.agent import Agent
+    from heron.always_on.bus.store import BusStore
     from heron.always_on.subagents.service import Subagents
     from heron.config import HeronConfig
     from heron.humans.desk import RequestDesk
     from heron.mcp.auth.desk_consent import DeskConsent
     from heron.models.base import Model
     from heron.sessions.session import CliSession
+    from heron.sessions.store import SessionStore
     from heron.tools.definition import Tool
     from heron.turn.approval import Approver
 
@@ -135,6 +137,54 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) 
         help="state directory (default: [state] dir, else $HERON_STATE_DIR, else "
         "~/.local/state/heron)",
     )
+
+
+def add_store_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--store`, for every command that reads or writes state."""
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="a shared PostgreSQL store (postgresql://…; default: [store] url, else the "
+        "state directory's SQLite database)",
+    )
+
+
+def store_url(args: argparse.Namespace) -> str | None:
+    """`--store`, else `[store] url` of the configuration; `None`: SQLite in `state_dir`."""
+    import importlib.util
+
+    url = vars(args).get("store") or load_config(args).store.url
+    if url is None:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise UsageError("--store must be a postgresql:// URL")
+    if importlib.util.find_spec("psycopg") is None:
+        raise UsageError("a PostgreSQL store needs its driver: pip install 'heron[postgresql]'")
+    return str(url)
+
+
+def open_session_store(args: argparse.Namespace) -> SessionStore:
+    """The session store `--store` names (or the state directory's); the caller closes it."""
+    url = store_url(args)
+    if url is not None:
+        from heron.sessions.postgres_store import PostgresSessionStore
+
+        return PostgresSessionStore.open(url)
+    from heron.sessions.sqlite_store import SqliteSessionStore
+
+    return SqliteSessionStore.open(state_dir(args))
+
+
+def open_bus(args: argparse.Namespace) -> BusStore:
+    """The event bus `--store` names (or the state directory's); closed with `.sessions`."""
+    url = store_url(args)
+    if url is not None:
+        from heron.always_on.bus.postgres_store import PostgresBusStore
+
+        return PostgresBusStore.open(url)
+    from heron.always_on.bus.sqlite_store import SqliteBusStore
+
+    return SqliteBusStore.open(state_dir(args))
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:

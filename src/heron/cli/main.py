@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agent definitions and the sub-agents that ran (list, show, tree, cancel, approve)",
     ),
     "doctor": ("doctor", "check the installation and configuration"),
+    "db": ("db", "the store's schema versions: migrate, status"),
     "demo": (
         "demo",
         "the demos: quick start, then the event-driven agent (scripted models, real tools)",
