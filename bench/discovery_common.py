@@ -3,7 +3,7 @@
 The MetaTool / ToolE data (MIT licence) is read from `../shared/data/metatool`, or
 `$HERON_METATOOL_DIR`, or `--data DIR`; the scripts stop with a clear message when it is
 absent (a clean clone has no `../shared`). The queries are split once by sha256 of the query
-text, exactly as `bench/mcp_tool_search.py` does: even = tune, odd = test. Every knob of the
+text, as the lexical ranker of `tool_search` was tuned: even = tune, odd = test. Every knob of the
 discovery engine (model, fusion, thresholds, hierarchy) was chosen on the tune part only.
 """
 
@@ -53,7 +53,7 @@ def _schema(description: str) -> dict[str, Any]:
 
 
 def metatool_tools(data: Path) -> list[ToolDoc]:
-    """The 199 labelled tools (as bench/mcp_tool_search.py builds them)."""
+    """The 199 labelled tools of MetaTool."""
     descriptions = json.loads((data / "plugin_des.json").read_text())
     return [
         ToolDoc(

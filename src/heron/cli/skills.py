@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `heron skills` and its actions to the `heron` parser."""
-    skills = sub.add_parser("skills", help="Agent Skills: list, show, check, approve")
+    skills = sub.add_parser("skills", help="Agent Skills: list, show, check, approve, revoke")
     actions = skills.add_subparsers(dest="skills_command", required=True, metavar="ACTION")
     skills.set_defaults(handler=cmd_skills)
 
