@@ -18,6 +18,7 @@ from heron.cli import (
     chat,
     demo,
     doctor,
+    gateway,
     mcp,
     messages,
     receipts,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     receipts.add_parser(sub)
     approvals.add_parser(sub)
     doctor.add_parser(sub)
+    gateway.add_parser(sub)
     demo.add_parser(sub)
     return parser
 

@@ -25,6 +25,7 @@ from heron.collaboration.config import (
 )
 from heron.config.builtin import BuiltinConfig, ShellSection
 from heron.errors import ConfigurationError
+from heron.gateway.config import GatewayConfig
 from heron.humans.config import ApprovalsConfig
 from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
@@ -160,6 +161,8 @@ class HeronConfig(_Section):
     """`[channels.mail]`, `[channels.webhook]`, `[channels.im]`: the outbound transports."""
     messages: MessagesConfig = Field(default_factory=MessagesConfig)
     """`[messages]`: completion notices and how long card buttons work."""
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    """`[gateway]`: the HTTP API and web console of `heron serve` (docs/gateway.md)."""
 
     def everyone(self) -> dict[str, PersonConfig]:
         """`[people]` and the user (under `[user] name`), for the outbox."""

@@ -1,0 +1,185 @@
+"""The event stream of a session (`GET /v1/sessions/{session}/events`), as Server-Sent Events.
+
+A stream is two durable sequences merged in time order: the session's bus events (the
+`BusStore` sequence) and its turn log (`heron.gateway.eventlog`). Each frame's SSE `id` is
+the cursor after it, `<epoch>.<bus seq>.<turn seq>`, so `Last-Event-ID` names exactly what a
+client has seen of both and a reconnect replays from the store what it missed — nothing twice,
+nothing skipped. Frames:
+
+- `event: bus`, data `{"seq", "event"}` (the `BusEvent`, scrubbed);
+- `event: turn`, data the turn event (a card, a folded `text`, the final answer, …);
+- `event: live`, data a streamed delta or progress line, *without* an id (a replay has the
+  folded text instead);
+- `event: resync`, data `{"reason"}`, with the cursor of now as its id: the client's cursor
+  is from another database (another epoch) or more than `replay_max` events behind, so it
+  should reload what it shows from the API and go on from here.
+
+A stream waits for news on the `Hub` (woken by this process's publishes and turn-log writes)
+and polls every `poll_interval_s` for what other processes wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from heron.always_on.bus.store import BusStore, StoredEvent
+from heron.gateway.eventlog import LoggedEvent, TurnLog
+from heron.safety.redact import scrub_value
+
+__all__ = ["Cursor", "Frame", "Hub", "session_frames"]
+
+_LIVE_QUEUE = 1000
+"""Live frames kept for a slow client; beyond, the oldest are dropped (they are not durable:
+the folded text arrives with the next stored record anyway)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    epoch: str
+    bus: int = 0
+    turn: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.epoch}.{self.bus}.{self.turn}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor | None:
+        epoch, _, rest = text.strip().partition(".")
+        bus, _, turn = rest.partition(".")
+        if not epoch or not bus.isdigit() or not turn.isdigit():
+            return None
+        return cls(epoch, int(bus), int(turn))
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    event: str
+    data: dict[str, Any]
+    id: str | None = None
+
+    def encode(self) -> str:
+        lines = [f"event: {self.event}"]
+        if self.id is not None:
+            lines.append(f"id: {self.id}")
+        lines.append("data: " + json.dumps(self.data, ensure_ascii=False, separators=(",", ":")))
+        return "\n".join(lines) + "\n\n"
+
+
+class Hub:
+    """Wakes the streams of a session and hands them its live frames."""
+
+    def __init__(self) -> None:
+        self._subscribers: dict[str, set[asyncio.Queue[Frame | None]]] = {}
+
+    def subscribe(self, session: str) -> asyncio.Queue[Frame | None]:
+        queue: asyncio.Queue[Frame | None] = asyncio.Queue(_LIVE_QUEUE)
+        self._subscribers.setdefault(session, set()).add(queue)
+        return queue
+
+    def unsubscribe(self, session: str, queue: asyncio.Queue[Frame | None]) -> None:
+        subscribers = self._subscribers.get(session)
+        if subscribers is not None:
+            subscribers.discard(queue)
+            if not subscribers:
+                del self._subscribers[session]
+
+    @property
+    def clients(self) -> int:
+        return sum(len(s) for s in self._subscribers.values())
+
+    def wake(self, session: str) -> None:
+        """Something durable was written for `session`."""
+        for queue in self._subscribers.get(session, ()):
+            if queue.empty():  # one wake-up is enough; a full queue is awake already
+                queue.put_nowait(None)
+
+    def live(self, session: str, body: dict[str, Any]) -> None:
+        frame = Frame("live", body)
+        for queue in self._subscribers.get(session, ()):
+            if queue.full():
+                queue.get_nowait()
+            queue.put_nowait(frame)
+
+
+def _when(stored: StoredEvent) -> float:
+    try:
+        return datetime.fromisoformat(stored.event.timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+async def session_frames(
+    session: str,
+    *,
+    bus: BusStore,
+    log: TurnLog,
+    hub: Hub,
+    start: str | None,
+    replay_max: int,
+    poll_interval_s: float,
+    stopping: asyncio.Event,
+) -> AsyncIterator[Frame]:
+    """The frames of `session` from the cursor `start` (`Last-Event-ID`; `None`: from the
+    beginning) until `stopping` is set or the client goes away."""
+    queue = hub.subscribe(session)
+    try:
+        cursor = Cursor.parse(start) if start else Cursor(log.epoch)
+        if cursor is None or cursor.epoch != log.epoch:
+            cursor = await _now(session, bus, log)
+            yield Frame("resync", {"reason": "the cursor is from another epoch"}, str(cursor))
+        while not stopping.is_set():
+            bus_new = await bus.events(session=session, after=cursor.bus, limit=replay_max + 1)
+            turn_new = log.after(session, cursor.turn, limit=replay_max + 1)
+            if len(bus_new) + len(turn_new) > replay_max:
+                cursor = await _now(session, bus, log)
+                reason = f"more than {replay_max} events behind"
+                yield Frame("resync", {"reason": reason}, str(cursor))
+                continue
+            merged = _merged(bus_new, turn_new, cursor)
+            for frame, after in merged:
+                cursor = after
+                yield frame
+            if bus_new or turn_new:
+                continue
+            while not stopping.is_set():
+                try:
+                    item = await asyncio.wait_for(queue.get(), poll_interval_s)
+                except TimeoutError:
+                    break  # poll the stores: another process may have written
+                if item is None:
+                    break
+                yield item
+    finally:
+        hub.unsubscribe(session, queue)
+
+
+def _merged(
+    bus_new: list[StoredEvent], turn_new: list[LoggedEvent], cursor: Cursor
+) -> list[tuple[Frame, Cursor]]:
+    """Both sequences merged by time, each kept in its own order (so the cursor only moves
+    forward), each frame with the cursor after it."""
+    out: list[tuple[Frame, Cursor]] = []
+    i = j = 0
+    while i < len(bus_new) or j < len(turn_new):
+        if j == len(turn_new) or (i < len(bus_new) and _when(bus_new[i]) <= turn_new[j].at):
+            stored = bus_new[i]
+            i += 1
+            cursor = Cursor(cursor.epoch, stored.seq, cursor.turn)
+            event = scrub_value(stored.event.model_dump(mode="json"))
+            out.append((Frame("bus", {"seq": stored.seq, "event": event}, str(cursor)), cursor))
+        else:
+            logged = turn_new[j]
+            j += 1
+            cursor = Cursor(cursor.epoch, cursor.bus, logged.seq)
+            out.append((Frame("turn", logged.body, str(cursor)), cursor))
+    return out
+
+
+async def _now(session: str, bus: BusStore, log: TurnLog) -> Cursor:
+    last = await bus.events(session=session, limit=1)
+    return Cursor(log.epoch, last[-1].seq if last else 0, log.last(session))

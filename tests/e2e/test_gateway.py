@@ -1,0 +1,200 @@
+"""The gateway of a real `heron serve --http-port` subprocess, used with real httpx clients.
+
+A webhook starts a run that waits on an approval; its event stream is read live, cut in the
+middle and resumed with `Last-Event-ID`: the two parts together are exactly a fresh replay
+from the store, in order. The approval is refused to a viewer (403), answered over HTTP by an
+operator, and the same approval answered again from the CLI is "already answered" (and over
+HTTP, 409). Tokens: none or unknown → 401, a body over the limit → 413.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+
+from heron.gateway.auth import hash_token
+from heron.safety.signing import signed_headers
+from support.cli import Heron, Running
+from support.gateway import SseFrame, Stream, durable, is_turn
+
+SECRET = "gateway-test-webhook-secret"
+ADMIN = "admin-token-for-the-gateway-test"
+OPS = "operator-token-ops"
+VIEWER = "viewer-token-val"
+PAY_TOOL = '''
+import heron
+
+
+@heron.tool(requires_approval=True)
+def pay(to: str, amount: int) -> str:
+    """Pay an invoice.
+
+    Args:
+        to: The payee.
+        amount: How much, in whole euros.
+    """
+    return f"paid {amount} to {to}"
+'''
+CONFIG = f"""
+[approvals.approvers]
+console = ["alice"]
+gateway = ["ops", "admin"]
+
+[[gateway.tokens]]
+principal = "ops"
+role = "operator"
+sha256 = "{hash_token(OPS)}"
+
+[[gateway.tokens]]
+principal = "val"
+role = "viewer"
+sha256 = "{hash_token(VIEWER)}"
+
+[gateway.limits]
+max_body = 4096
+"""
+
+
+def start(heron: Heron) -> tuple[Running, str, str]:
+    heron.env["HERON_WEBHOOK_SECRET"] = SECRET
+    heron.env["HERON_GATEWAY_TOKEN"] = ADMIN
+    heron.write("pay.py", PAY_TOOL)
+    heron.write("heron.toml", CONFIG)
+    script = heron.script(
+        "s.yaml",
+        [
+            {
+                "tool_calls": [
+                    {"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": 120}}
+                ],
+                "expect": {"last_message_contains": "pay ACME"},
+            },
+            {"text": "I asked for approval to pay ACME."},
+            {"text": "Paid ACME 120.", "expect": {"last_message_contains": "approved by"}},
+        ],
+    )
+    running = heron.start(
+        "serve",
+        "--model",
+        script,
+        "--session",
+        "main",
+        "--webhook-port",
+        "0",
+        "--http-port",
+        "0",
+        "--subscribe",
+        "im",
+        "--poll-interval",
+        "0.1",
+        "--tools",
+        "pay.py",
+    )
+    started = running.wait_for_event("serve_started")
+    return running, started["webhook"], started["http"]
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def post_im(url: str, message_id: str, text: str) -> None:
+    body = json.dumps(
+        {"platform": "chat", "message_id": message_id, "sender": {"id": "U9"}, "text": text}
+    ).encode()
+    headers = signed_headers(SECRET.encode(), body, time.time())
+    response = httpx.post(f"{url}/im", content=body, headers=headers, trust_env=False)
+    assert response.status_code == 202, response.text
+
+
+def pending(http: str) -> list[dict[str, Any]]:
+    response = httpx.get(f"{http}/v1/approvals", headers=bearer(VIEWER), trust_env=False)
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["requests"]
+    return found
+
+
+def test_a_webhook_run_is_watched_cut_and_resumed_and_the_approval_is_answered_once(
+    heron: Heron,
+) -> None:
+    running, webhook, http = start(heron)
+    stream = Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER))
+    post_im(webhook, "m1", "please pay ACME 120 for invoice 7")
+
+    # Live until the call waits on its approval, then the connection is dropped.
+    first = stream.read(is_turn("tool_result", id="c_pay"))
+    assert first[-1].data["status"] == "awaiting_approval"
+    [request] = pending(http)
+    assert request["tool"] == "pay" and request["arguments"] == {"to": "ACME", "amount": 120}
+
+    url = f"{http}/v1/approvals/{request['id']}"
+    refused = httpx.post(url, json={"decision": "yes"}, headers=bearer(VIEWER), trust_env=False)
+    assert refused.status_code == 403  # a viewer never approves
+    approved = httpx.post(
+        url,
+        json={"decision": "yes", "reason": "invoice 7 is due"},
+        headers=bearer(OPS),
+        trust_env=False,
+    )
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["answered_by"] == "gateway:ops"
+    twice = httpx.post(url, json={"decision": "no"}, headers=bearer(ADMIN), trust_env=False)
+    assert twice.status_code == 409 and "already answered" in twice.json()["error"]
+    cli = heron.run("approvals", "deny", request["id"], "--as", "alice")
+    assert cli.code == 3 and "already answered by gateway:ops" in cli.stderr
+
+    # Resumed from the last id seen: what happened meanwhile, then live to the end.
+    second = stream.read(is_turn("final", text="Paid ACME 120."), last_event_id=first[-1].id)
+    replay = Stream(stream.url, bearer(ADMIN)).read(is_turn("final", text="Paid ACME 120."))
+    assert durable(first) + durable(second) == durable(replay)
+    ids = [i for i, _, _ in durable(replay)]
+    assert len(ids) == len(set(ids))
+    kinds = [_kind(f) for f in replay if f.id is not None]
+    assert kinds[0] == "bus:im.message"
+    for expected in ("turn:tool_call", "turn:tool_result", "turn:final", "bus:tool.result"):
+        assert expected in kinds, kinds
+    running.proc.terminate()
+    assert running.finish().code == 0
+
+
+def _kind(frame: SseFrame) -> str:
+    if frame.event == "bus":
+        return f"bus:{frame.data['event']['kind']}"
+    return f"{frame.event}:{frame.data.get('type')}"
+
+
+def test_tokens_roles_and_limits_are_enforced_and_no_secret_is_answered(heron: Heron) -> None:
+    running, _webhook, http = start(heron)
+    with httpx.Client(base_url=http, trust_env=False) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.get("/v1/sessions").status_code == 401
+        assert client.get("/v1/sessions", headers=bearer("wrong")).status_code == 401
+        listed = client.get("/v1/sessions", headers=bearer(VIEWER))
+        assert listed.status_code == 200
+        assert [s["name"] for s in listed.json()["sessions"]] == ["main"]
+        message = {"text": "hello from the API"}
+        viewer = client.post("/v1/sessions/main/messages", json=message, headers=bearer(VIEWER))
+        assert viewer.status_code == 403
+        sent = client.post("/v1/sessions/main/messages", json=message, headers=bearer(OPS))
+        assert sent.status_code == 202 and len(sent.json()["event"]) == 32
+        big = {"text": "x" * 5000}
+        too_big = client.post("/v1/sessions/main/messages", json=big, headers=bearer(OPS))
+        assert too_big.status_code == 413
+        deep = '{"text": ' + "[" * 100 + "]" * 100 + "}"
+        nested = client.post(
+            "/v1/sessions/main/messages",
+            content=deep,
+            headers={**bearer(OPS), "Content-Type": "application/json"},
+        )
+        assert nested.status_code == 422 and "deep" in nested.json()["error"]
+        metrics = client.get("/metrics", headers=bearer(ADMIN))
+        assert metrics.status_code == 200
+        assert 'heron_gateway_requests_total{route="/v1/sessions",status="401"} 2' in metrics.text
+        whoami = client.get("/v1/whoami", headers=bearer(ADMIN))
+        for response in (listed, sent, metrics, whoami):
+            assert ADMIN not in response.text and OPS not in response.text
+    running.proc.terminate()
+    assert running.finish().code == 0
