@@ -9,105 +9,23 @@ HTTP, 409). Tokens: none or unknown → 401, a body over the limit → 413.
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
 import httpx
 
-from heron.gateway.auth import hash_token
-from heron.safety.signing import signed_headers
-from support.cli import Heron, Running
-from support.gateway import SseFrame, Stream, durable, is_turn
-
-SECRET = "gateway-test-webhook-secret"
-ADMIN = "admin-token-for-the-gateway-test"
-OPS = "operator-token-ops"
-VIEWER = "viewer-token-val"
-PAY_TOOL = '''
-import heron
-
-
-@heron.tool(requires_approval=True)
-def pay(to: str, amount: int) -> str:
-    """Pay an invoice.
-
-    Args:
-        to: The payee.
-        amount: How much, in whole euros.
-    """
-    return f"paid {amount} to {to}"
-'''
-CONFIG = f"""
-[approvals.approvers]
-console = ["alice"]
-gateway = ["ops", "admin"]
-
-[[gateway.tokens]]
-principal = "ops"
-role = "operator"
-sha256 = "{hash_token(OPS)}"
-
-[[gateway.tokens]]
-principal = "val"
-role = "viewer"
-sha256 = "{hash_token(VIEWER)}"
-
-[gateway.limits]
-max_body = 4096
-"""
-
-
-def start(heron: Heron) -> tuple[Running, str, str]:
-    heron.env["HERON_WEBHOOK_SECRET"] = SECRET
-    heron.env["HERON_GATEWAY_TOKEN"] = ADMIN
-    heron.write("pay.py", PAY_TOOL)
-    heron.write("heron.toml", CONFIG)
-    script = heron.script(
-        "s.yaml",
-        [
-            {
-                "tool_calls": [
-                    {"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": 120}}
-                ],
-                "expect": {"last_message_contains": "pay ACME"},
-            },
-            {"text": "I asked for approval to pay ACME."},
-            {"text": "Paid ACME 120.", "expect": {"last_message_contains": "approved by"}},
-        ],
-    )
-    running = heron.start(
-        "serve",
-        "--model",
-        script,
-        "--session",
-        "main",
-        "--webhook-port",
-        "0",
-        "--http-port",
-        "0",
-        "--subscribe",
-        "im",
-        "--poll-interval",
-        "0.1",
-        "--tools",
-        "pay.py",
-    )
-    started = running.wait_for_event("serve_started")
-    return running, started["webhook"], started["http"]
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def post_im(url: str, message_id: str, text: str) -> None:
-    body = json.dumps(
-        {"platform": "chat", "message_id": message_id, "sender": {"id": "U9"}, "text": text}
-    ).encode()
-    headers = signed_headers(SECRET.encode(), body, time.time())
-    response = httpx.post(f"{url}/im", content=body, headers=headers, trust_env=False)
-    assert response.status_code == 202, response.text
+from support.cli import Heron
+from support.gateway import (
+    ADMIN,
+    OPS,
+    VIEWER,
+    SseFrame,
+    Stream,
+    bearer,
+    durable,
+    is_turn,
+    post_webhook,
+    start,
+)
 
 
 def pending(http: str) -> list[dict[str, Any]]:
@@ -122,7 +40,7 @@ def test_a_webhook_run_is_watched_cut_and_resumed_and_the_approval_is_answered_o
 ) -> None:
     running, webhook, http = start(heron)
     stream = Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER))
-    post_im(webhook, "m1", "please pay ACME 120 for invoice 7")
+    post_webhook(webhook, "m1", "please pay ACME 120 for invoice 7")
 
     # Live until the call waits on its approval, then the connection is dropped.
     first = stream.read(is_turn("tool_result", id="c_pay"))
@@ -153,7 +71,7 @@ def test_a_webhook_run_is_watched_cut_and_resumed_and_the_approval_is_answered_o
     ids = [i for i, _, _ in durable(replay)]
     assert len(ids) == len(set(ids))
     kinds = [_kind(f) for f in replay if f.id is not None]
-    assert kinds[0] == "bus:im.message"
+    assert kinds[0] == "bus:webhook.received"
     for expected in ("turn:tool_call", "turn:tool_result", "turn:final", "bus:tool.result"):
         assert expected in kinds, kinds
     running.proc.terminate()

@@ -1,13 +1,19 @@
-"""Clients of the gateway for tests and benches: a Server-Sent Events reader over httpx."""
+"""The gateway in tests and benches: a `heron serve --http-port` set-up with an approval, and
+a Server-Sent Events reader over httpx."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from heron.gateway.auth import hash_token
+from heron.safety.signing import signed_headers
+from support.cli import Heron, Running
 
 
 @dataclass
@@ -86,3 +92,93 @@ def is_turn(type_: str, **fields: Any) -> Callable[[SseFrame], bool]:
 def durable(got: list[SseFrame]) -> list[tuple[str | None, str, Any]]:
     """The frames that carry an id (what a replay must reproduce)."""
     return [(f.id, f.event, f.data) for f in got if f.id is not None]
+
+
+SECRET = "gateway-test-webhook-secret"
+ADMIN = "admin-token-for-the-gateway-test"
+OPS = "operator-token-ops"
+VIEWER = "viewer-token-val"
+PAY_TOOL = '''
+import heron
+
+
+@heron.tool(requires_approval=True)
+def pay(to: str, amount: int) -> str:
+    """Pay an invoice.
+
+    Args:
+        to: The payee.
+        amount: How much, in whole euros.
+    """
+    return f"paid {amount} to {to}"
+'''
+CONFIG = f"""
+[approvals.approvers]
+console = ["alice"]
+gateway = ["ops", "admin"]
+
+[[gateway.tokens]]
+principal = "ops"
+role = "operator"
+sha256 = "{hash_token(OPS)}"
+
+[[gateway.tokens]]
+principal = "val"
+role = "viewer"
+sha256 = "{hash_token(VIEWER)}"
+
+[gateway.limits]
+max_body = 4096
+"""
+
+
+def start(heron: Heron) -> tuple[Running, str, str]:
+    heron.env["HERON_WEBHOOK_SECRET"] = SECRET
+    heron.env["HERON_GATEWAY_TOKEN"] = ADMIN
+    heron.write("pay.py", PAY_TOOL)
+    heron.write("heron.toml", CONFIG)
+    script = heron.script(
+        "s.yaml",
+        [
+            {
+                "tool_calls": [
+                    {"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": 120}}
+                ],
+                "expect": {"last_message_contains": "pay ACME"},
+            },
+            {"text": "I asked for approval to pay ACME."},
+            {"text": "Paid ACME 120.", "expect": {"last_message_contains": "approved by"}},
+            {"text": "You are welcome.", "expect": {"last_message_contains": "thanks"}},
+        ],
+    )
+    running = heron.start(
+        "serve",
+        "--model",
+        script,
+        "--session",
+        "main",
+        "--webhook-port",
+        "0",
+        "--http-port",
+        "0",
+        "--subscribe",
+        "webhook",
+        "--poll-interval",
+        "0.1",
+        "--tools",
+        "pay.py",
+    )
+    started = running.wait_for_event("serve_started")
+    return running, started["webhook"], started["http"]
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def post_webhook(url: str, event_id: str, text: str) -> None:
+    """A signed generic webhook (`/webhook`): an event that wakes the subscribed session."""
+    body = json.dumps({"id": event_id, "text": text}).encode()
+    headers = signed_headers(SECRET.encode(), body, time.time())
+    response = httpx.post(f"{url}/webhook", content=body, headers=headers, trust_env=False)
+    assert response.status_code == 202, response.text

@@ -13,12 +13,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from heron._support.clock import timestamp
 from heron._support.limits import InputRejected, parse_json
 from heron._support.vocabulary import ACTIVE_STATUSES, STATUSES, HumanDecision
 from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.channels.answers import card_action_event
 from heron.always_on.jobs.output import tail_lines
 from heron.always_on.jobs.tools import job_summary
 from heron.always_on.triggers.tools import timer_view
@@ -40,6 +41,11 @@ __all__ = ["Api"]
 
 Handler = Callable[[Request, Principal], Awaitable[Response]]
 _MAX_LIST = 1000
+CARD_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; "
+    "frame-ancestors 'self'; sandbox"
+)
+"""An HTML card's frame: its own styles and inline images, nothing else, sandboxed."""
 
 
 def answer(data: Any, status: int = 200, **headers: str) -> JSONResponse:
@@ -122,7 +128,13 @@ class Api:
         return response
 
     async def whoami(self, request: Request, who: Principal) -> Response:
-        return answer({"principal": who.name, "role": who.role, "via": who.via})
+        """Who is calling; a console login also gets its CSRF token back (a page of another
+        origin cannot read this answer: no CORS)."""
+        data: dict[str, Any] = {"principal": who.name, "role": who.role, "via": who.via}
+        login = self.gw.guard.logins.get(request.cookies.get(COOKIE, ""))
+        if who.via == "cookie" and login is not None:
+            data["csrf"] = login[1]
+        return answer(data)
 
     # -- health and metrics -----------------------------------------------------------------
 
@@ -214,6 +226,46 @@ class Api:
         server.host.claim(session)
         await server.bus.publish(event)
         return answer({"status": "accepted", "event": event.id, "session": session}, 202)
+
+    async def card_action(self, request: Request, who: Principal) -> Response:
+        """`POST /v1/sessions/{session}/cards/{message}/actions {"action"}`: a card's button
+        pressed in the console, as the `card.action` event of its session (once per button:
+        its idempotency key)."""
+        session = self.session_name(request)
+        action = (await self.body(request)).get("action")
+        if not isinstance(action, str) or not action:
+            raise ApiError(400, '"action" must be a button id')
+        server = self.running()
+        outbox = server.messaging.outbox
+        try:
+            claim = outbox.action(str(request.path_params["message"]), action)
+        except LookupError as exc:
+            raise ApiError(404, str(exc)) from None
+        if (claim.message.session or session) != session:
+            raise ApiError(404, "no such card in this session")
+        outbox.answered(claim.message.id, via="web")
+        event = card_action_event(
+            claim, via="web", by=who.name, user=outbox.user, when=timestamp(server.clock)
+        )
+        stored = await server.bus.publish(event)
+        status = "accepted" if stored else "duplicate"
+        return answer({"status": status, "event": event.id}, 202 if stored else 200)
+
+    async def card_html(self, request: Request, who: Principal) -> Response:
+        """`GET /v1/sessions/{session}/cards/{message}/html/{index}`: one `html` block of a
+        card, for the console's sandboxed frame. Its own policy allows no script, no request
+        and no form, and sandboxes it (an opaque origin: no cookie, no API)."""
+        session = self.session_name(request)
+        message = self.running().messaging.outbox.store.get(str(request.path_params["message"]))
+        blocks = (message.card or {}).get("blocks", []) if message is not None else []
+        html = [b["html"] for b in blocks if isinstance(b, dict) and b.get("type") == "html"]
+        index = int(request.path_params["index"])
+        if message is None or message.session not in (None, session) or index >= len(html):
+            raise ApiError(404, "no such HTML block")
+        return HTMLResponse(
+            html[index],
+            headers={"Content-Security-Policy": CARD_CSP, "X-Content-Type-Options": "nosniff"},
+        )
 
     # -- jobs, timers, subscriptions --------------------------------------------------------
 
@@ -373,6 +425,8 @@ class Api:
             ("GET", s, "viewer", self.session),
             ("POST", s + "/messages", "operator", self.message),
             ("POST", s + "/interrupt", "operator", self.interrupt),
+            ("POST", s + "/cards/{message}/actions", "operator", self.card_action),
+            ("GET", s + "/cards/{message}/html/{index:int}", "viewer", self.card_html),
             ("GET", s + "/jobs", "viewer", self.jobs),
             ("GET", s + "/jobs/{job}", "viewer", self.job),
             ("POST", s + "/jobs/{job}/interrupt", "operator", self.interrupt_job),

@@ -88,15 +88,17 @@ class TurnRecorder:
         *,
         clock: Clock,
         stored: Callable[[str], None],
-        live: Callable[[str, dict[str, Any]], None],
+        live: Callable[[str, dict[str, Any], int], None],
     ) -> None:
-        """`stored(session)` runs after each write (streams wake); `live(session, body)`
-        gets what is shown but not stored."""
+        """`stored(session)` runs after each write (streams wake); `live(session, body,
+        stored_before)` gets what is shown but not stored, with the session's last stored
+        sequence (its text is folded into the next record)."""
         self.log = log
         self.clock = clock
         self._stored = stored
         self._live = live
         self._text: dict[str, list[str]] = {}
+        self._last: dict[str, int] = {}
 
     def sink(self, session: str, inner: EventSink | None = None) -> EventSink:
         """The sink of `session`: `inner` first (the JSON lines of `heron serve`), then
@@ -115,7 +117,9 @@ class TurnRecorder:
         if kind in _LIVE_TYPES:
             if kind == "text_delta":
                 self._text.setdefault(session, []).append(str(body.get("text", "")))
-            self._live(session, body)
+            if session not in self._last:
+                self._last[session] = self.log.last(session)
+            self._live(session, body, self._last[session])
             return
         if kind not in LOGGED_TYPES:
             return
@@ -124,5 +128,5 @@ class TurnRecorder:
         if text and not (kind == "final" and body.get("text") == text):
             records.append(("text", {"type": "text", "text": text, "turn_id": event.turn_id}))
         records.append((kind, body))
-        self.log.append(session, records, self.clock.time())
+        self._last[session] = self.log.append(session, records, self.clock.time())
         self._stored(session)

@@ -61,6 +61,9 @@ class Frame:
     event: str
     data: dict[str, Any]
     id: str | None = None
+    stored_before: int = 0
+    """For a live frame: the session's last turn-log sequence when it was shown. Its text is
+    folded into the session's next record, so a client past `stored_before` has it already."""
 
     def encode(self) -> str:
         lines = [f"event: {self.event}"]
@@ -98,8 +101,8 @@ class Hub:
             if queue.empty():  # one wake-up is enough; a full queue is awake already
                 queue.put_nowait(None)
 
-    def live(self, session: str, body: dict[str, Any]) -> None:
-        frame = Frame("live", body)
+    def live(self, session: str, body: dict[str, Any], stored_before: int) -> None:
+        frame = Frame("live", body, stored_before=stored_before)
         for queue in self._subscribers.get(session, ()):
             if queue.full():
                 queue.get_nowait()
@@ -153,7 +156,8 @@ async def session_frames(
                     break  # poll the stores: another process may have written
                 if item is None:
                     break
-                yield item
+                if cursor.turn <= item.stored_before:  # else it came folded in a record
+                    yield item
     finally:
         hub.unsubscribe(session, queue)
 
