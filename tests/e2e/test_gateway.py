@@ -116,3 +116,13 @@ def test_tokens_roles_and_limits_are_enforced_and_no_secret_is_answered(heron: H
             assert ADMIN not in response.text and OPS not in response.text
     running.proc.terminate()
     assert running.finish().code == 0
+
+
+def test_doctor_warns_when_the_gateway_is_bound_beyond_loopback_without_tls(heron: Heron) -> None:
+    assert "[ok  ] gateway: listens on loopback (127.0.0.1)" in heron.run("doctor").stdout
+    heron.write("heron.toml", '[gateway]\nhost = "0.0.0.0"\n')
+    exposed = heron.run("doctor")
+    assert "[warn] gateway: listens on 0.0.0.0 without TLS in front" in exposed.stdout
+    heron.write("heron.toml", '[gateway]\nhost = "0.0.0.0"\npublic_url = "https://heron.example"\n')
+    behind = heron.run("doctor")
+    assert "[ok  ] gateway: listens on 0.0.0.0 behind TLS (https://heron.example)" in behind.stdout

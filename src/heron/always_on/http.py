@@ -62,32 +62,32 @@ class BodyLimit:
             await _too_large(send)
             return
         seen = 0
-        started = False
-
-        async def guarded_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        over = False
 
         async def limited() -> Message:
-            nonlocal seen
+            nonlocal seen, over
+            if over:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body:
-                    raise _TooLarge
+                    # The app sees the sender go away; the answer is ours.
+                    over = True
+                    return {"type": "http.disconnect"}
             return message
+
+        async def guarded_send(message: Message) -> None:
+            if not over:
+                await send(message)
 
         try:
             await self.app(scope, limited, guarded_send)
-        except _TooLarge:
-            if not started:
-                await _too_large(send)
-
-
-class _TooLarge(HeronError):
-    """Raised through the app when a streamed body passes the limit."""
+        except Exception:
+            if not over:
+                raise
+        if over:
+            await _too_large(send)
 
 
 async def _too_large(send: Send) -> None:

@@ -65,9 +65,10 @@ class Api:
         return self.gw.server
 
     def running(self) -> Any:
-        if self.server.bus is None or self.server.host is None:
+        server = self.server
+        if server is None or server.bus is None or server.host is None:
             raise ApiError(503, "heron serve is not running")
-        return self.server
+        return server
 
     async def body(self, request: Request) -> dict[str, Any]:
         raw = await request.body()
@@ -139,8 +140,11 @@ class Api:
     # -- health and metrics -----------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
-        running = self.server.bus is not None and self.server.host is not None
-        return answer({"status": "ok" if running else "starting"}, 200 if running else 503)
+        try:
+            self.running()
+        except ApiError:
+            return answer({"status": "starting"}, 503)
+        return answer({"status": "ok"})
 
     async def metrics(self, request: Request, who: Principal) -> Response:
         return PlainTextResponse(

@@ -24,6 +24,7 @@ token (principal `admin`). `heron gateway hash-token` prints the `sha256` of a t
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Literal
 
@@ -105,3 +106,25 @@ class GatewayConfig(_Section):
         if value is not None and not re.match(r"^https?://[^/\s]+$", value.rstrip("/")):
             raise ValueError("public_url must be an origin such as https://heron.example")
         return None if value is None else value.rstrip("/")
+
+    def exposure(self) -> tuple[bool, str]:
+        """For `heron doctor`: whether where it listens is safe, and why (a `host` that is not
+        loopback needs TLS in front: an https `public_url`, or `tls_proxy = true`)."""
+        if _loopback(self.host):
+            return True, f"listens on loopback ({self.host})"
+        if self.tls_proxy or (self.public_url or "").startswith("https://"):
+            return True, f"listens on {self.host} behind TLS ({self.public_url or 'tls_proxy'})"
+        return False, (
+            f"listens on {self.host} without TLS in front: tokens and cookies cross the network "
+            'in clear; put a TLS proxy in front and set public_url = "https://…" (or '
+            "tls_proxy = true), or bind 127.0.0.1"
+        )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

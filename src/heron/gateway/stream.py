@@ -31,8 +31,10 @@ from heron.always_on.bus.store import BusStore, StoredEvent
 from heron.gateway.eventlog import LoggedEvent, TurnLog
 from heron.safety.redact import scrub_value
 
-__all__ = ["Cursor", "Frame", "Hub", "session_frames"]
+__all__ = ["Batch", "Cursor", "Frame", "Hub", "session_frames"]
 
+_BATCHES = 64
+"""Batches kept per session between two wakes (one per distinct cursor of its clients)."""
 _LIVE_QUEUE = 1000
 """Live frames kept for a slow client; beyond, the oldest are dropped (they are not durable:
 the folded text arrives with the next stored record anyway)."""
@@ -73,11 +75,29 @@ class Frame:
         return "\n".join(lines) + "\n\n"
 
 
+Batch = list[tuple[Frame, Cursor]]
+"""Frames in order, each with the cursor after it."""
+
+
 class Hub:
     """Wakes the streams of a session and hands them its live frames."""
 
     def __init__(self) -> None:
         self._subscribers: dict[str, set[asyncio.Queue[Frame | None]]] = {}
+        self._batches: dict[str, dict[Cursor, Batch]] = {}
+        """Per session: what was read from the stores after a cursor since the last wake, so
+        many clients at the same place read (and scrub) it once. Only non-empty batches are
+        kept: the stores only grow, so a non-empty batch stays a true prefix of what follows
+        its cursor, while an empty one would hide what another process writes meanwhile."""
+
+    def batch(self, session: str, cursor: Cursor) -> Batch | None:
+        return self._batches.get(session, {}).get(cursor)
+
+    def keep(self, session: str, cursor: Cursor, batch: Batch) -> None:
+        kept = self._batches.setdefault(session, {})
+        if len(kept) >= _BATCHES:
+            kept.clear()
+        kept[cursor] = batch
 
     def subscribe(self, session: str) -> asyncio.Queue[Frame | None]:
         queue: asyncio.Queue[Frame | None] = asyncio.Queue(_LIVE_QUEUE)
@@ -97,6 +117,7 @@ class Hub:
 
     def wake(self, session: str) -> None:
         """Something durable was written for `session`."""
+        self._batches.pop(session, None)
         for queue in self._subscribers.get(session, ()):
             if queue.empty():  # one wake-up is enough; a full queue is awake already
                 queue.put_nowait(None)
@@ -136,18 +157,22 @@ async def session_frames(
             cursor = await _now(session, bus, log)
             yield Frame("resync", {"reason": "the cursor is from another epoch"}, str(cursor))
         while not stopping.is_set():
-            bus_new = await bus.events(session=session, after=cursor.bus, limit=replay_max + 1)
-            turn_new = log.after(session, cursor.turn, limit=replay_max + 1)
-            if len(bus_new) + len(turn_new) > replay_max:
-                cursor = await _now(session, bus, log)
-                reason = f"more than {replay_max} events behind"
-                yield Frame("resync", {"reason": reason}, str(cursor))
-                continue
-            merged = _merged(bus_new, turn_new, cursor)
+            merged = hub.batch(session, cursor)
+            if merged is None:
+                bus_new = await bus.events(session=session, after=cursor.bus, limit=replay_max + 1)
+                turn_new = log.after(session, cursor.turn, limit=replay_max + 1)
+                if len(bus_new) + len(turn_new) > replay_max:
+                    cursor = await _now(session, bus, log)
+                    reason = f"more than {replay_max} events behind"
+                    yield Frame("resync", {"reason": reason}, str(cursor))
+                    continue
+                merged = _merged(bus_new, turn_new, cursor)
+                if merged:
+                    hub.keep(session, cursor, merged)
             for frame, after in merged:
                 cursor = after
                 yield frame
-            if bus_new or turn_new:
+            if merged:
                 continue
             while not stopping.is_set():
                 try:
@@ -162,9 +187,7 @@ async def session_frames(
         hub.unsubscribe(session, queue)
 
 
-def _merged(
-    bus_new: list[StoredEvent], turn_new: list[LoggedEvent], cursor: Cursor
-) -> list[tuple[Frame, Cursor]]:
+def _merged(bus_new: list[StoredEvent], turn_new: list[LoggedEvent], cursor: Cursor) -> Batch:
     """Both sequences merged by time, each kept in its own order (so the cursor only moves
     forward), each frame with the cursor after it."""
     out: list[tuple[Frame, Cursor]] = []
