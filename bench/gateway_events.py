@@ -147,9 +147,7 @@ async def deliver(
         await asyncio.sleep(interval)  # pacing
     result = json.loads(await child.stdout.read())  # the one line, to the end
     await child.wait()
-    latencies = sorted(
-        (times[m] - sent[m]) * 1000 for times in result for m in times if m in sent
-    )
+    latencies = sorted((times[m] - sent[m]) * 1000 for times in result for m in times if m in sent)
     return {
         "clients": clients,
         "frames": len(latencies),
@@ -185,7 +183,7 @@ async def main(args: argparse.Namespace) -> None:
         url = server.http_url
         stream = f"{url}/v1/sessions/{SESSION}/events"
         try:
-            await deliver(server, gateway, stream, 2, 5, 0.02)  # warm-up: imports, first connections
+            await deliver(server, gateway, stream, 2, 5, 0.02)  # warm-up: imports, connections
             for clients in args.clients:
                 r = await deliver(server, gateway, stream, clients, args.events, args.interval)
                 print(

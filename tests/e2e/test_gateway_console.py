@@ -136,3 +136,65 @@ def test_an_approval_appears_live_is_approved_in_the_browser_and_its_result_card
     expect(page.locator(".message.assistant", has_text="I asked for approval")).to_have_count(1)
     running.proc.terminate()
     assert running.finish().code == 0
+
+
+CARD = {
+    "title": "Build report",
+    "summary": "All 212 tests passed.",
+    "blocks": [
+        {
+            "type": "html",
+            "html": (
+                "<style>p{color:green}</style><p id='chart'>212 of 212 green</p>"
+                "<script>document.title = 'ran'; fetch('/v1/whoami')</script>"
+                "<form action='/v1/sessions/main/interrupt' method='post'><button>Stop</button>"
+                "</form>"
+            ),
+            "fallback": "212 of 212 tests green.",
+        }
+    ],
+    "actions": [{"type": "button", "id": "ack", "label": "Ack"}],
+}
+
+
+def test_an_html_card_is_drawn_sandboxed_and_its_button_comes_back_as_a_card_action(
+    heron: Heron, browser: Browser
+) -> None:
+    turns = [
+        {
+            "tool_calls": [{"id": "c_card", "name": "send_card", "arguments": {"card": CARD}}],
+            "expect": {"last_message_contains": "build finished"},
+        },
+        {"text": "Card sent."},
+        {"text": "Thanks for the ack.", "expect": {"last_message_contains": "pressed [Ack]"}},
+    ]
+    running, webhook, http = start(heron, turns)
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    log_in(page, http)
+    post_webhook(webhook, "b1", "the build finished")
+
+    frame_element = page.locator(".sent-card iframe")
+    expect(frame_element).to_have_count(1)
+    assert frame_element.get_attribute("sandbox") == ""  # no permission at all
+    frame = page.frame_locator(".sent-card iframe")
+    expect(frame.locator("#chart")).to_have_text("212 of 212 green")
+    src = frame_element.get_attribute("src")
+    assert src is not None
+    served = httpx.get(f"{http}{src}", headers=bearer(OPS), trust_env=False)
+    policy = served.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "sandbox" in policy
+    [child] = [f for f in page.frames if f.url.endswith(src)]
+    assert child.evaluate("document.title") != "ran"  # its script never ran
+    # The console draws the card's button; the frame's own form cannot be sent.
+    expect(page.locator(".sent-card .actions button")).to_have_text("Ack")
+    shoot(page, "gateway-console-card.png")
+
+    page.locator('.sent-card button[data-action="ack"]').click()
+    expect(page.locator(".message.assistant", has_text="Thanks for the ack.")).to_have_count(1)
+    log = page.locator("#log")
+    expect(log).to_contain_text("card.action")
+    stopped = httpx.get(f"{http}/v1/sessions/main", headers=bearer(OPS), trust_env=False)
+    kinds = [e["event"]["kind"] for e in stopped.json()["recent_events"]]
+    assert "user.interrupt" not in kinds  # nothing in the card reached the API
+    running.proc.terminate()
+    assert running.finish().code == 0

@@ -132,25 +132,25 @@ max_body = 4096
 """
 
 
-def start(heron: Heron) -> tuple[Running, str, str]:
+PAY_TURNS: list[dict[str, Any]] = [
+    {
+        "tool_calls": [{"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": 120}}],
+        "expect": {"last_message_contains": "pay ACME"},
+    },
+    {"text": "I asked for approval to pay ACME."},
+    {"text": "Paid ACME 120.", "expect": {"last_message_contains": "approved by"}},
+    {"text": "You are welcome.", "expect": {"last_message_contains": "thanks"}},
+]
+"""The agent of `start`: asks to pay ACME (an approval), and says so once it is paid."""
+
+
+def start(heron: Heron, turns: list[dict[str, Any]] = PAY_TURNS) -> tuple[Running, str, str]:
+    """`heron serve` with the gateway on a free port; `(process, webhook URL, gateway URL)`."""
     heron.env["HERON_WEBHOOK_SECRET"] = SECRET
     heron.env["HERON_GATEWAY_TOKEN"] = ADMIN
     heron.write("pay.py", PAY_TOOL)
     heron.write("heron.toml", CONFIG)
-    script = heron.script(
-        "s.yaml",
-        [
-            {
-                "tool_calls": [
-                    {"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": 120}}
-                ],
-                "expect": {"last_message_contains": "pay ACME"},
-            },
-            {"text": "I asked for approval to pay ACME."},
-            {"text": "Paid ACME 120.", "expect": {"last_message_contains": "approved by"}},
-            {"text": "You are welcome.", "expect": {"last_message_contains": "thanks"}},
-        ],
-    )
+    script = heron.script("s.yaml", turns)
     running = heron.start(
         "serve",
         "--model",
