@@ -59,9 +59,9 @@ async def read(
         poll_interval_s=0.05,
         stopping=stopping,
     )
-    async for frame in frames:
-        got.append(frame)
-        if len(got) == n:
+    async for chunk in frames:
+        got += chunk
+        if len(got) >= n:
             break
     await frames.aclose()
     return got

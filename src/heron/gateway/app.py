@@ -196,9 +196,9 @@ class Gateway:
 
         async def body() -> Any:
             yield ": heron event stream\n\n"
-            async for frame in frames:
-                self.frames_sent += 1
-                yield frame.encode()
+            async for chunk in frames:
+                self.frames_sent += len(chunk)
+                yield "".join(frame.encode() for frame in chunk)
 
         return StreamingResponse(
             body(),

@@ -64,10 +64,14 @@ class Frame:
     data: dict[str, Any]
     id: str | None = None
     stored_before: int = 0
+    wire: str = ""
     """For a live frame: the session's last turn-log sequence when it was shown. Its text is
     folded into the session's next record, so a client past `stored_before` has it already."""
 
     def encode(self) -> str:
+        """The frame on the wire (computed once for a frame many clients are sent)."""
+        if self.wire:
+            return self.wire
         lines = [f"event: {self.event}"]
         if self.id is not None:
             lines.append(f"id: {self.id}")
@@ -86,9 +90,9 @@ class Hub:
         self._subscribers: dict[str, set[asyncio.Queue[Frame | None]]] = {}
         self._batches: dict[str, dict[Cursor, Batch]] = {}
         """Per session: what was read from the stores after a cursor since the last wake, so
-        many clients at the same place read (and scrub) it once. Only non-empty batches are
-        kept: the stores only grow, so a non-empty batch stays a true prefix of what follows
-        its cursor, while an empty one would hide what another process writes meanwhile."""
+        many clients at the same place read, scrub and encode it once. The stores only grow,
+        so a kept batch stays a true prefix of what follows its cursor; an empty one is used
+        only until the next wake or poll (it would hide what another process writes)."""
 
     def batch(self, session: str, cursor: Cursor) -> Batch | None:
         return self._batches.get(session, {}).get(cursor)
@@ -147,42 +151,44 @@ async def session_frames(
     replay_max: int,
     poll_interval_s: float,
     stopping: asyncio.Event,
-) -> AsyncIterator[Frame]:
+) -> AsyncIterator[list[Frame]]:
     """The frames of `session` from the cursor `start` (`Last-Event-ID`; `None`: from the
-    beginning) until `stopping` is set or the client goes away."""
+    beginning) until `stopping` is set or the client goes away, in chunks: what is ready at
+    once goes out in one write."""
     queue = hub.subscribe(session)
     try:
         cursor = Cursor.parse(start) if start else Cursor(log.epoch)
         if cursor is None or cursor.epoch != log.epoch:
             cursor = await _now(session, bus, log)
-            yield Frame("resync", {"reason": "the cursor is from another epoch"}, str(cursor))
+            yield [Frame("resync", {"reason": "the cursor is from another epoch"}, str(cursor))]
+        polled = False
         while not stopping.is_set():
-            merged = hub.batch(session, cursor)
+            merged = None if polled else hub.batch(session, cursor)
+            polled = False
             if merged is None:
                 bus_new = await bus.events(session=session, after=cursor.bus, limit=replay_max + 1)
                 turn_new = log.after(session, cursor.turn, limit=replay_max + 1)
                 if len(bus_new) + len(turn_new) > replay_max:
                     cursor = await _now(session, bus, log)
                     reason = f"more than {replay_max} events behind"
-                    yield Frame("resync", {"reason": reason}, str(cursor))
+                    yield [Frame("resync", {"reason": reason}, str(cursor))]
                     continue
                 merged = _merged(bus_new, turn_new, cursor)
-                if merged:
-                    hub.keep(session, cursor, merged)
-            for frame, after in merged:
-                cursor = after
-                yield frame
+                hub.keep(session, cursor, merged)
             if merged:
+                cursor = merged[-1][1]
+                yield [frame for frame, _ in merged]
                 continue
             while not stopping.is_set():
                 try:
                     item = await asyncio.wait_for(queue.get(), poll_interval_s)
                 except TimeoutError:
-                    break  # poll the stores: another process may have written
+                    polled = True  # read the stores: another process may have written
+                    break
                 if item is None:
                     break
                 if cursor.turn <= item.stored_before:  # else it came folded in a record
-                    yield item
+                    yield [item]
     finally:
         hub.unsubscribe(session, queue)
 
@@ -198,13 +204,19 @@ def _merged(bus_new: list[StoredEvent], turn_new: list[LoggedEvent], cursor: Cur
             i += 1
             cursor = Cursor(cursor.epoch, stored.seq, cursor.turn)
             event = scrub_value(stored.event.model_dump(mode="json"))
-            out.append((Frame("bus", {"seq": stored.seq, "event": event}, str(cursor)), cursor))
+            out.append(
+                (_wired(Frame("bus", {"seq": stored.seq, "event": event}, str(cursor))), cursor)
+            )
         else:
             logged = turn_new[j]
             j += 1
             cursor = Cursor(cursor.epoch, cursor.bus, logged.seq)
-            out.append((Frame("turn", logged.body, str(cursor)), cursor))
+            out.append((_wired(Frame("turn", logged.body, str(cursor))), cursor))
     return out
+
+
+def _wired(frame: Frame) -> Frame:
+    return Frame(frame.event, frame.data, frame.id, wire=frame.encode())
 
 
 async def _now(session: str, bus: BusStore, log: TurnLog) -> Cursor:
