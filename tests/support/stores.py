@@ -37,6 +37,8 @@ from heron.audit.executions import ExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import MessageStore
+from heron.gateway.eventlog import TurnLog
+from heron.gateway.sqlite_store import SqliteTurnLog
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import RequestStore
 from heron.mcp.trust.pins import TrustStore
@@ -71,6 +73,7 @@ class StoreBackend(Protocol):
     def artifact_catalog(self) -> ArtifactCatalog: ...
     def host_index(self) -> HostIndex: ...
     def thread_index(self) -> ThreadIndex: ...
+    def turn_log(self) -> TurnLog: ...
     def close(self) -> None:
         """Close every store this back end opened."""
 
@@ -136,6 +139,9 @@ class SqliteBackend:
 
     def thread_index(self) -> SqliteThreadIndex:
         return SqliteThreadIndex(self._conn())
+
+    def turn_log(self) -> SqliteTurnLog:
+        return SqliteTurnLog(self._conn())
 
     def close(self) -> None:
         for close in reversed(self._closers):
