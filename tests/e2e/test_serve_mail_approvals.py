@@ -10,13 +10,13 @@ import json
 import smtplib
 import time
 from email.message import EmailMessage
-from typing import Any
 
 import httpx
 
 from heron.safety.signing import signed_headers
 from support.cli import Heron
 from support.peers import SmtpSink, smtp_sink_thread
+from support.waiting import wait_until
 
 SECRET = "mail-approvals-secret"
 PAY_TOOL = '''
@@ -37,13 +37,6 @@ def pay(to: str, amount: int) -> str:
         log.write(f"{to} {amount}\\n")
     return f"paid {amount} to {to}"
 '''
-
-
-def wait_until(check: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def reply(to_request: EmailMessage, sender: str, text: str, message_id: str) -> EmailMessage:

@@ -24,6 +24,7 @@ from heron.safety.signing import signed_headers
 from heron.sessions.sqlite_store import SqliteSessionStore
 from support.cli import Heron
 from support.peers import http_receiver, smtp_sink_thread
+from support.waiting import wait_until
 
 SECRET = "messaging-test-secret"
 CARD = {
@@ -40,13 +41,6 @@ def post(url: str, path: str, payload: dict[str, Any]) -> httpx.Response:
     body = json.dumps(payload).encode()
     headers = signed_headers(SECRET.encode(), body, time.time())
     return httpx.post(f"{url}{path}", content=body, headers=headers, trust_env=False)
-
-
-def wait_until(check: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_serve_speaks_only_through_its_tools_and_hears_answers_on_every_channel(

@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from heron.always_on.bus.routing import quiet_session_name
 from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
-from heron.always_on.channels.answers import CardActionAdapter, MailAnswers
+from heron.always_on.channels.answers import (
+    CardActionAdapter,
+    MailAnswers,
+    RequestAnswerAdapter,
+)
 from heron.always_on.channels.mail_inbound import MaildirSource, MailIngressConfig, SmtpIngress
 from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
 from heron.always_on.serve_config import ServeError
@@ -91,6 +95,7 @@ async def _start_http(server: HeronServer, secret: bytes) -> None:
                     adapter=CardActionAdapter(server.messaging.outbox, clock=server.clock),
                     secret=secret,
                 ),
+                *_answer_route(server, secret),
             ],
             server.bus.publish,
             session=cfg.session,
@@ -114,6 +119,16 @@ async def _start_http(server: HeronServer, secret: bytes) -> None:
         ) from None
     if server.webhook is not None and cfg.webhook_port is not None:
         server.webhook.port = front.addresses[0][1]
+
+
+def _answer_route(server: HeronServer, secret: bytes) -> list[WebhookRoute]:
+    """`/approval`: the answers of webhook approvers (signed with the request's token)."""
+    assert server.messaging is not None
+    signer = server.messaging.outbox.signer
+    if server.desk is None or signer is None:
+        return []
+    answers = RequestAnswerAdapter(server.desk, signer)
+    return [WebhookRoute(path="/approval", adapter=answers, secret=secret)]
 
 
 async def _listen(what: str, host: str, port: int, start: Callable[[], Any]) -> None:

@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from heron._support.clock import Clock, RealClock
-from heron._support.vocabulary import ACTIVE_STATUSES
+from heron._support.state import open_db
 from heron.agent import Agent
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent
@@ -84,7 +84,7 @@ from heron.always_on.ingress import start_ingress
 from heron.always_on.jobs.manager import JobManager
 from heron.always_on.messaging import ServeMessaging
 from heron.always_on.serve_config import Announce, ServeConfig, ServeError
-from heron.always_on.serve_requests import open_requests
+from heron.always_on.serve_requests import awaiting, open_requests, tend_requests
 from heron.always_on.sessions import HostConfig, SessionHost
 from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
@@ -93,17 +93,17 @@ from heron.always_on.triggers.subscriptions import (
     SubscriptionFilter,
     Subscriptions,
 )
+from heron.audit.executions import ExecutionAuditTrail
+from heron.audit.sqlite_store import SqliteExecutionStore
 from heron.collaboration.asking import DeskRequests, asking_tools
 from heron.collaboration.mail_requests import MailRequestAnswers
 from heron.collaboration.store import MessageStore
 from heron.collaboration.tools import MESSAGE_TOOLS, messaging_tools
 from heron.connectors.mail.maildir import Maildir, maildir_tools
-from heron.humans.approvers import describe
 from heron.humans.desk import Channel, RequestDesk
 from heron.humans.gate import DurableApprover
-from heron.humans.outcomes import EndingReporter, awaiting_text
+from heron.humans.outcomes import EndingReporter
 from heron.humans.sqlite_store import SqliteRequestStore
-from heron.humans.store import HumanRequest
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import make_sandbox
 from heron.sandbox.base import Sandbox
@@ -111,6 +111,7 @@ from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
 from heron.turn.events import BaseEvent, EventSink, ToolResultEvent, discard
+from heron.turn.observer import FanOutObserver
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -333,7 +334,7 @@ class HeronServer:
             prepare=self._standing_subscriptions,
             clock=self.clock,
             announce=self.announce,
-            awaiting=self._awaiting if self.desk is not None else None,
+            awaiting=(lambda name: awaiting(self, name)) if self.desk is not None else None,
         )
         try:
             await host.start()  # wakes the default session: one writer per session
@@ -342,7 +343,7 @@ class HeronServer:
         await start_ingress(self, secret)
         if self._reporter is not None and self.desk is not None:
             watch = self._reporter.watch(
-                expire=self.desk.expire, clock=self.clock, interval_s=cfg.poll_interval_s
+                expire=lambda: tend_requests(self), clock=self.clock, interval_s=cfg.poll_interval_s
             )
             self._tasks.append(asyncio.ensure_future(watch))
         self._started = True
@@ -364,23 +365,12 @@ class HeronServer:
 
     # -- requests to a human -----------------------------------------------------------------
 
-    def _awaiting(self, session: str) -> dict[str, str]:
-        """The placeholders of the session's calls that wait on an open request."""
-        assert self.requests is not None
-        self.requests.expire(self.clock.time())
-        return {
-            call_id: awaiting_text(request, describe(request.approvers))
-            for request in self.requests.list(statuses=ACTIVE_STATUSES, session=session)
-            for call_id in request.call_ids
-        }
-
-    async def _tool_for(self, request: HumanRequest) -> Tool | None:
-        """The tool an approved call named, from its session's agent (woken if parked)."""
-        assert self.host is not None
-        if request.session not in self.host.awake:
-            await self.host.wake(request.session)
-        runtime = self.session(request.session)
-        return None if runtime is None else runtime.loop.agent.registry.get(request.tool)
+    def _executions_db(self) -> Any:
+        """The state database's connection for the audits (approvals and executions), opened
+        once."""
+        if self._audit_db is None:
+            self._audit_db = open_db(self.config.state_dir)
+        return self._audit_db
 
     def _secret(self, *, required: bool) -> bytes:
         secret = os.environ.get(self.config.webhook_secret_env, "")
@@ -420,6 +410,17 @@ class HeronServer:
             # Nobody at a terminal: a call that needs approval waits on a durable request.
             agent.approval.approver = DurableApprover(self.desk, session=name)
         sink = self._session_sink(name) if self._session_sink is not None else self.sink
+        # Every executed call of the session in the execution audit (`heron audit`), as in
+        # `heron run` and `heron chat`; calls the last process left running are lost.
+        trail = ExecutionAuditTrail(
+            SqliteExecutionStore(self._executions_db()),
+            session=name,
+            operator=f"serve:{cfg.session}",
+            default_agent=agent.name or "default",
+        )
+        trail.mark_lost([r.call_id for r in writer.repaired])
+        agent.observer = FanOutObserver(agent.observer, trail)
+        sink = trail.watching(sink)
         if self.threads is not None:
             sink = _SentMail(sink, name, self.threads, self.clock)
         loop = EventDrivenAgent(

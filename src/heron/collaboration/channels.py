@@ -17,6 +17,7 @@ them:
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import datetime as dt
 import email.policy
@@ -49,6 +50,7 @@ __all__ = [
     "Outgoing",
     "WebhookChannel",
     "mail_message_id",
+    "post_signed",
     "thread_root_id",
 ]
 
@@ -220,7 +222,7 @@ def _subject(message: StoredMessage, card: Card | None) -> str:
     return tag + (first or f"a message from {message.sender}")
 
 
-class _SignedPost:
+class _SignedPost(abc.ABC):
     """POST a JSON body, signed with heron's scheme when a secret is configured."""
 
     name = ""
@@ -238,31 +240,53 @@ class _SignedPost:
         self.clock: Clock = clock or RealClock()
         self._transport = transport
 
+    @abc.abstractmethod
     def payload(self, out: Outgoing) -> dict[str, Any]:
-        raise NotImplementedError
+        """The JSON body this channel posts for ``out``."""
 
     async def send(self, out: Outgoing) -> Delivery:
         now = self.clock.time()
         if not out.address:
             return Delivery(channel=self.name, outcome=f"failed: no {self.name} URL", at=now)
-        body = json.dumps(self.payload(out), ensure_ascii=False, separators=(",", ":")).encode()
-        headers = {"Content-Type": "application/json", "Idempotency-Key": out.message.id}
-        if self.secret_env:
-            secret = os.environ.get(self.secret_env, "")
-            if not secret:
-                why = f"failed: ${self.secret_env} is not set; nothing was sent"
-                return Delivery(channel=self.name, outcome=why, at=now)
-            headers.update(signing.signed_headers(secret.encode(), body, self.clock.time()))
-        try:
-            async with httpx.AsyncClient(
-                timeout=self.timeout_s, transport=self._transport, trust_env=False
-            ) as client:
-                response = await client.post(out.address, content=body, headers=headers)
-        except httpx.HTTPError as exc:
-            return Delivery(channel=self.name, outcome=f"failed: {type(exc).__name__}", at=now)
-        if response.is_success:
-            return Delivery(channel=self.name, outcome="ok", at=now)
-        return Delivery(channel=self.name, outcome=f"failed: HTTP {response.status_code}", at=now)
+        outcome = await post_signed(
+            out.address,
+            self.payload(out),
+            idempotency_key=out.message.id,
+            secret_env=self.secret_env,
+            timeout_s=self.timeout_s,
+            clock=self.clock,
+            transport=self._transport,
+        )
+        return Delivery(channel=self.name, outcome=outcome, at=now)
+
+
+async def post_signed(
+    url: str,
+    payload: Mapping[str, Any],
+    *,
+    idempotency_key: str,
+    secret_env: str | None,
+    timeout_s: float,
+    clock: Clock,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> str:
+    """POST `payload` as JSON, signed with heron's scheme when `secret_env` names a secret:
+    `ok`, or `failed: <why>`."""
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key}
+    if secret_env:
+        secret = os.environ.get(secret_env, "")
+        if not secret:
+            return f"failed: ${secret_env} is not set; nothing was sent"
+        headers.update(signing.signed_headers(secret.encode(), body, clock.time()))
+    try:
+        async with httpx.AsyncClient(
+            timeout=timeout_s, transport=transport, trust_env=False
+        ) as client:
+            response = await client.post(url, content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        return f"failed: {type(exc).__name__}"
+    return "ok" if response.is_success else f"failed: HTTP {response.status_code}"
 
 
 class WebhookChannel(_SignedPost):

@@ -35,7 +35,7 @@ from heron.sessions.lock import SessionLock
 from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.writer import SessionWriter
 from heron.turn.cancel import CancelScope
-from heron.turn.events import BaseEvent, EventSink
+from heron.turn.events import EventSink
 from heron.turn.loop import TurnOutcome
 from heron.turn.observer import FanOutObserver
 
@@ -146,13 +146,7 @@ class CliSession:
 
     def sink(self, inner: EventSink) -> EventSink:
         """`inner`, with the audit trail watching approval decisions first."""
-        trail = self.trail
-
-        def sink(event: BaseEvent) -> None:
-            trail.see_event(event)
-            inner(event)
-
-        return sink
+        return self.trail.watching(inner)
 
     async def run_turn(
         self,

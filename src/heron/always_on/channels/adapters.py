@@ -52,6 +52,17 @@ class Ignored:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """An authentic request the adapter acted on itself, with no event (an answer to a
+    request to a human: its outcome reaches the session through the request): the HTTP
+    status and body to answer with."""
+
+    status: int
+    outcome: str
+    body: Mapping[str, Any]
+
+
 class PayloadError(HeronError, ValueError):
     """The body is not the shape this adapter expects: answered with `status` — 400 for a body
     that is not JSON (or not UTF-8) or not the expected shape, 413 for one over the input size
@@ -83,7 +94,7 @@ class Adapter(Protocol):
         """Why the request is not authentic, or `None` when it is."""
         ...
 
-    def to_event(self, request: WebhookRequest, session: str) -> BusEvent | Ignored:
+    def to_event(self, request: WebhookRequest, session: str) -> BusEvent | Ignored | Handled:
         """The event the request carries; raises `PayloadError` for a malformed body."""
         ...
 

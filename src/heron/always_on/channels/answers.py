@@ -15,6 +15,17 @@ when it is a card, the reply comes from the address it was mailed to, and its fi
 outside the quoted text is one of its buttons' labels or ids, the mail becomes that button's
 `card.action` event instead of a `mail.received`.
 
+**`/approval`** (`RequestAnswerAdapter`): the answer of a webhook approver to a request heron
+sent them (`heron.collaboration.webhook_requests`): `{"token": "<the request's answer_token>",
+"decision": "yes" | "no" | "always" | "replace" | "edit", "text": …, "arguments": {…}, "reason": …}`
+(or `{"token": …, "answer": <value>}` for a question),
+signed with heron's scheme. The token names the request and the approver, so the answer is
+decided on the desk as that approver (`webhook:<name>`) and nobody else; a forged, altered or
+expired token is refused (401) before anything is decided. The answer: 200 `recorded`, 409
+`already answered` (by whom and when), 403 not an approver (any more), 404 no such request,
+422 an answer that does not fit the request. No event: the outcome reaches the session through
+the request, like every answer.
+
 A card action is not an approval: it carries ids and labels heron wrote itself, never the
 presser's text, and grants nothing (approvals are durable requests with approvers).
 """
@@ -23,18 +34,29 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from email.message import Message
+from typing import Any
 
 from heron._support.clock import Clock, RealClock, timestamp
+from heron._support.vocabulary import HumanDecision
 from heron.always_on.bus.model import BusEvent, Channel, EventContent, EventContext
-from heron.always_on.channels.adapters import PayloadError, WebhookRequest, _json_object
+from heron.always_on.channels.adapters import Handled, PayloadError, WebhookRequest, _json_object
 from heron.always_on.channels.mail_inbound import thread_ids
 from heron.collaboration.mail_auth import sender_address
 from heron.collaboration.outbox import ActionClaim, Outbox, action_data
 from heron.collaboration.replies import first_reply_line, reply_text
-from heron.collaboration.tokens import TokenError
+from heron.collaboration.tokens import TokenError, TokenSigner
+from heron.collaboration.webhook_requests import ANSWER_PURPOSE
+from heron.humans.desk import (
+    AlreadyAnswered,
+    NotAnApprover,
+    RequestDesk,
+    RequestError,
+    UnknownRequest,
+)
+from heron.humans.store import HumanRequest
 from heron.safety import signing
 
-__all__ = ["CardActionAdapter", "MailAnswers", "card_action_event"]
+__all__ = ["CardActionAdapter", "MailAnswers", "RequestAnswerAdapter", "card_action_event"]
 
 
 def card_action_event(
@@ -121,6 +143,82 @@ class CardActionAdapter:
         if by is not None and not isinstance(by, str):
             raise PayloadError("'by' must be a string")
         return self.outbox.claim_action(token), (by[:200] if by else None)
+
+
+class RequestAnswerAdapter:
+    """The `/approval` webhook: a webhook approver's answer (see the module docstring)."""
+
+    def __init__(
+        self,
+        desk: RequestDesk,
+        signer: TokenSigner,
+        *,
+        window_s: float = signing.DEFAULT_REPLAY_WINDOW_S,
+    ) -> None:
+        self.desk = desk
+        self.signer = signer
+        self.window_s = window_s
+
+    @property
+    def name(self) -> str:
+        return "approval"
+
+    def verify(self, request: WebhookRequest, secret: bytes, now: float) -> str | None:
+        problem = signing.check(
+            secret, request.body, request.headers, now=now, window_s=self.window_s
+        )
+        if problem is not None:
+            return problem
+        try:
+            self._claim(request)
+        except PayloadError:
+            return None  # authentic, but malformed: `to_event` answers 400
+        except TokenError as exc:
+            return f"answer token refused: {exc}"
+        return None
+
+    def to_event(self, request: WebhookRequest, session: str) -> Handled:
+        (request_id, name), payload = self._claim(request)
+        extra = set(payload) - {"decision", "text", "arguments", "answer", "reason"}
+        if extra:
+            raise PayloadError(f"unknown answer fields: {sorted(extra)}")
+        reason = payload.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise PayloadError("'reason' must be a string")
+        try:
+            settled = self._settle(request_id, name, payload, reason)
+        except AlreadyAnswered as exc:
+            return Handled(409, "already_answered", {"error": str(exc)})
+        except NotAnApprover as exc:
+            return Handled(403, "refused", {"error": str(exc)})
+        except UnknownRequest as exc:
+            return Handled(404, "invalid", {"error": str(exc)})
+        except RequestError as exc:  # InvalidAnswer: it does not fit the request
+            return Handled(422, "invalid", {"error": str(exc)})
+        return Handled(200, "recorded", {"request": settled.id, "result": settled.outcome})
+
+    def _settle(
+        self, request_id: str, name: str, payload: dict[str, Any], reason: str | None
+    ) -> HumanRequest:
+        if "answer" in payload:  # a question's value
+            return self.desk.answer(
+                request_id, payload["answer"], channel="webhook", name=name, reason=reason
+            )
+        fields: dict[str, Any] = {k: payload[k] for k in ("text", "arguments") if k in payload}
+        try:
+            decision = HumanDecision.from_data({"kind": payload.get("decision"), **fields})
+        except (TypeError, ValueError) as exc:
+            raise PayloadError(f"not a decision: {exc}") from exc
+        return self.desk.decide(request_id, decision, channel="webhook", name=name, reason=reason)
+
+    def _claim(self, request: WebhookRequest) -> tuple[tuple[str, str], dict[str, Any]]:
+        payload = _json_object(request.body)
+        token = payload.pop("token", None)
+        if not isinstance(token, str) or not token:
+            raise PayloadError("an answer needs the request's 'token'")
+        claim = self.signer.verify(token, ANSWER_PURPOSE)
+        request_id, approver = claim.parts
+        return (request_id, approver.removeprefix("webhook:")), payload
 
 
 class MailAnswers:

@@ -40,7 +40,13 @@ from heron.always_on.bus.routing import (
     check_hosted_name,
     route_session,
 )
-from heron.always_on.channels.adapters import Adapter, Ignored, PayloadError, WebhookRequest
+from heron.always_on.channels.adapters import (
+    Adapter,
+    Handled,
+    Ignored,
+    PayloadError,
+    WebhookRequest,
+)
 
 if TYPE_CHECKING:
     from heron.always_on.http import HttpFront
@@ -176,6 +182,8 @@ class WebhookServer:
             return self._answer("invalid", HTTPStatus.BAD_REQUEST, error=error)
         if isinstance(event, Ignored):
             return self._answer("ignored", HTTPStatus.OK, reason=event.reason)
+        if isinstance(event, Handled):
+            return self._answer(event.outcome, HTTPStatus(event.status), **event.body)
         key = event.idempotency_key
         if key is not None and self.key_session is not None:
             try:
