@@ -26,6 +26,7 @@ from support.gateway import (
     post_webhook,
     start,
 )
+from support.waiting import wait_until
 
 
 def pending(http: str) -> list[dict[str, Any]]:
@@ -126,3 +127,59 @@ def test_doctor_warns_when_the_gateway_is_bound_beyond_loopback_without_tls(hero
     heron.write("heron.toml", '[gateway]\nhost = "0.0.0.0"\npublic_url = "https://heron.example"\n')
     behind = heron.run("doctor")
     assert "[ok  ] gateway: listens on 0.0.0.0 behind TLS (https://heron.example)" in behind.stdout
+
+
+def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted(
+    heron: Heron,
+) -> None:
+    turns: list[dict[str, Any]] = [
+        {
+            "tool_calls": [
+                {
+                    "id": "c_job",
+                    "name": "start_job",
+                    "arguments": {"command": "echo build started; sleep 600"},
+                },
+                {
+                    "id": "c_timer",
+                    "name": "set_timer",
+                    "arguments": {"message": "check the build", "after_s": 3600},
+                },
+            ],
+            "expect": {"last_message_contains": "start the build"},
+        },
+        {"text": "The build runs; I will check it in an hour."},
+        {"text": "The build was stopped.", "expect": {"last_message_contains": "job"}},
+    ]
+    running, webhook, http = start(heron, turns, "--autonomy", "full")
+    stream = Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER))
+    post_webhook(webhook, "b1", "start the build")
+    stream.read(is_turn("final", text="The build runs; I will check it in an hour."))
+    s = f"{http}/v1/sessions/main"
+    with httpx.Client(headers=bearer(VIEWER), trust_env=False) as client:
+        [timer] = client.get(f"{s}/timers").json()["timers"]
+        assert timer["message"] == "check the build" and timer["state"] == "active"
+        assert client.get(f"{s}/timers/{timer['timer_id']}").json() == timer
+        assert client.get(f"{s}/timers/t-nope").status_code == 404
+        [job] = client.get(f"{s}/jobs").json()["jobs"]
+        assert job["state"] == "working" and job["command"] == "echo build started; sleep 600"
+        url = f"{s}/jobs/{job['job_id']}"
+        wait_until(lambda: client.get(url).json()["output_tail"] == ["build started"])
+        subscriptions = client.get(f"{s}/subscriptions").json()["subscriptions"]
+        assert [sub["source"] for sub in subscriptions] == ["webhook"]
+        assert client.post(f"{url}/interrupt").status_code == 403  # a viewer
+    stopped = httpx.post(f"{url}/interrupt", headers=bearer(OPS), trust_env=False)
+    assert stopped.status_code == 202
+    ended = stream.read(
+        lambda f: f.event == "bus" and f.data["event"]["kind"] == "job.exit",
+        last_event_id=stream.seen[-1].id,
+    )
+    assert ended[-1].data["event"]["context"]["call_id"] == "c_job"
+    done = httpx.get(url, headers=bearer(VIEWER), trust_env=False).json()
+    assert done["state"] == "cancelled" and done["cancel_requested"] is True
+    metrics = httpx.get(f"{http}/metrics", headers=bearer(VIEWER), trust_env=False).text
+    # The tool metrics every session's agent keeps, on the process's one registry.
+    assert 'heron_tool_calls_total{tool="start_job",outcome="success"} 1' in metrics
+    assert 'heron_tool_calls_total{tool="set_timer",outcome="success"} 1' in metrics
+    running.proc.terminate()
+    assert running.finish().code == 0

@@ -144,7 +144,9 @@ PAY_TURNS: list[dict[str, Any]] = [
 """The agent of `start`: asks to pay ACME (an approval), and says so once it is paid."""
 
 
-def start(heron: Heron, turns: list[dict[str, Any]] = PAY_TURNS) -> tuple[Running, str, str]:
+def start(
+    heron: Heron, turns: list[dict[str, Any]] = PAY_TURNS, *flags: str
+) -> tuple[Running, str, str]:
     """`heron serve` with the gateway on a free port; `(process, webhook URL, gateway URL)`."""
     heron.env["HERON_WEBHOOK_SECRET"] = SECRET
     heron.env["HERON_GATEWAY_TOKEN"] = ADMIN
@@ -167,6 +169,7 @@ def start(heron: Heron, turns: list[dict[str, Any]] = PAY_TURNS) -> tuple[Runnin
         "0.1",
         "--tools",
         "pay.py",
+        *flags,
     )
     started = running.wait_for_event("serve_started")
     return running, started["webhook"], started["http"]

@@ -309,6 +309,13 @@ class Api:
         found = self._stores().timers.timers(session, active_only=False)
         return answer({"timers": [timer_view(t) for t in found]})
 
+    async def timer(self, request: Request, who: Principal) -> Response:
+        session = self.session_name(request)
+        found = self._stores().timers.get(session, str(request.path_params["timer"]))
+        if found is None:
+            raise ApiError(404, "no such timer in this session")
+        return answer(timer_view(found))
+
     async def subscriptions(self, request: Request, who: Principal) -> Response:
         session = self.session_name(request)
         found = self._stores().subscriptions.list(session)
@@ -435,6 +442,7 @@ class Api:
             ("GET", s + "/jobs/{job}", "viewer", self.job),
             ("POST", s + "/jobs/{job}/interrupt", "operator", self.interrupt_job),
             ("GET", s + "/timers", "viewer", self.timers),
+            ("GET", s + "/timers/{timer}", "viewer", self.timer),
             ("GET", s + "/subscriptions", "viewer", self.subscriptions),
             ("GET", "/v1/approvals", "viewer", self.requests),
             ("GET", "/v1/approvals/{id}", "viewer", self.show_request),
