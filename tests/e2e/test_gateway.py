@@ -138,7 +138,7 @@ def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted
                 {
                     "id": "c_job",
                     "name": "start_job",
-                    "arguments": {"command": "echo build started; sleep 600"},
+                    "arguments": {"command": "echo build started; sleep 120"},
                 },
                 {
                     "id": "c_timer",
@@ -162,7 +162,7 @@ def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted
         assert client.get(f"{s}/timers/{timer['timer_id']}").json() == timer
         assert client.get(f"{s}/timers/t-nope").status_code == 404
         [job] = client.get(f"{s}/jobs").json()["jobs"]
-        assert job["state"] == "working" and job["command"] == "echo build started; sleep 600"
+        assert job["state"] == "working" and job["command"] == "echo build started; sleep 120"
         url = f"{s}/jobs/{job['job_id']}"
         wait_until(lambda: client.get(url).json()["output_tail"] == ["build started"])
         subscriptions = client.get(f"{s}/subscriptions").json()["subscriptions"]

@@ -24,6 +24,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from support.cli import Heron
 from support.gateway import OPS, bearer, post_webhook, start
+from support.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -196,5 +197,45 @@ def test_an_html_card_is_drawn_sandboxed_and_its_button_comes_back_as_a_card_act
     stopped = httpx.get(f"{http}/v1/sessions/main", headers=bearer(OPS), trust_env=False)
     kinds = [e["event"]["kind"] for e in stopped.json()["recent_events"]]
     assert "user.interrupt" not in kinds  # nothing in the card reached the API
+    running.proc.terminate()
+    assert running.finish().code == 0
+
+
+def test_a_background_job_and_a_timer_show_up_with_the_jobs_output_followed(
+    heron: Heron, browser: Browser
+) -> None:
+    turns = [
+        {
+            "tool_calls": [
+                {
+                    "id": "c_job",
+                    "name": "start_job",
+                    "arguments": {"command": "echo compiling; sleep 120"},
+                },
+                {
+                    "id": "c_timer",
+                    "name": "set_timer",
+                    "arguments": {"message": "check the build", "after_s": 3600},
+                },
+            ],
+            "expect": {"last_message_contains": "start the build"},
+        },
+        {"text": "The build runs."},
+    ]
+    running, webhook, http = start(heron, turns, "--autonomy", "full")
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    log_in(page, http)
+    post_webhook(webhook, "b1", "start the build")
+    job = page.locator("#jobs li")
+    expect(job).to_have_count(1)
+    expect(job).to_contain_text("echo compiling; sleep 120")
+    expect(page.locator("#timers li")).to_contain_text("check the build")
+    job.click()
+    expect(page.locator("#job-output")).to_have_text("compiling")
+    job_id = job.get_attribute("data-job")
+    url = f"{http}/v1/sessions/main/jobs/{job_id}"
+    assert httpx.post(f"{url}/interrupt", headers=bearer(OPS), trust_env=False).status_code == 202
+    wait_until(lambda: httpx.get(url, headers=bearer(OPS), trust_env=False).json()["ended_at"])
+    expect(job).to_contain_text("cancelled")
     running.proc.terminate()
     assert running.finish().code == 0

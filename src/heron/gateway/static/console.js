@@ -12,6 +12,7 @@ const state = {
   seen: new Set(),
   received: [],
   job: null,
+  jobTimer: null,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -101,6 +102,9 @@ async function loadSessions() {
 
 async function openSession(name) {
   state.session = name;
+  state.job = null;
+  clearTimeout(state.jobTimer);
+  $("job-output").hidden = true;
   for (const li of $("sessions").children) {
     li.classList.toggle("active", li.dataset.session === name);
   }
@@ -260,6 +264,10 @@ function toolResult(data) {
   }
   if (data.receipt) result.append(el("div", { class: "receipt" }, `receipt ${data.receipt}`));
   if (data.status === "awaiting_approval") refreshApprovals();
+  if (/job|timer/.test(data.name)) {
+    refreshJobs();
+    refreshTimers();
+  }
   if (data.name === "send_card" && data.success && data.data && data.data.id) {
     const sent = document.querySelector(`.sent-card[data-call="${CSS.escape(data.id)}"]`);
     if (sent) activateCard(sent, data.data.id);
@@ -386,10 +394,15 @@ async function refreshJobs() {
 
 async function showJob(id) {
   state.job = id;
+  clearTimeout(state.jobTimer);
   const job = await api("GET", sessionPath(`/jobs/${enc(id)}?lines=200`));
   const out = $("job-output");
   out.hidden = false;
   out.textContent = job.output_tail.join("\n");
+  // A running job's output is a file the job appends to, not an event: follow it.
+  if (!job.ended_at && state.job === id) {
+    state.jobTimer = setTimeout(() => showJob(id).catch(() => {}), 1000);
+  }
 }
 
 async function refreshTimers() {
