@@ -16,6 +16,8 @@ import httpx
 from support.cli import Heron
 from support.gateway import (
     ADMIN,
+    BUILD_COMMAND,
+    BUILD_TURNS,
     OPS,
     VIEWER,
     SseFrame,
@@ -132,26 +134,7 @@ def test_doctor_warns_when_the_gateway_is_bound_beyond_loopback_without_tls(hero
 def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted(
     heron: Heron,
 ) -> None:
-    turns: list[dict[str, Any]] = [
-        {
-            "tool_calls": [
-                {
-                    "id": "c_job",
-                    "name": "start_job",
-                    "arguments": {"command": "echo build started; sleep 120"},
-                },
-                {
-                    "id": "c_timer",
-                    "name": "set_timer",
-                    "arguments": {"message": "check the build", "after_s": 3600},
-                },
-            ],
-            "expect": {"last_message_contains": "start the build"},
-        },
-        {"text": "The build runs; I will check it in an hour."},
-        {"text": "The build was stopped.", "expect": {"last_message_contains": "job"}},
-    ]
-    running, webhook, http = start(heron, turns, "--autonomy", "full")
+    running, webhook, http = start(heron, BUILD_TURNS, "--autonomy", "full")
     stream = Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER))
     post_webhook(webhook, "b1", "start the build")
     stream.read(is_turn("final", text="The build runs; I will check it in an hour."))
@@ -162,7 +145,7 @@ def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted
         assert client.get(f"{s}/timers/{timer['timer_id']}").json() == timer
         assert client.get(f"{s}/timers/t-nope").status_code == 404
         [job] = client.get(f"{s}/jobs").json()["jobs"]
-        assert job["state"] == "working" and job["command"] == "echo build started; sleep 120"
+        assert job["state"] == "working" and job["command"] == BUILD_COMMAND
         url = f"{s}/jobs/{job['job_id']}"
         wait_until(lambda: client.get(url).json()["output_tail"] == ["build started"])
         subscriptions = client.get(f"{s}/subscriptions").json()["subscriptions"]

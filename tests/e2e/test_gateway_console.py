@@ -23,7 +23,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from support.cli import Heron
-from support.gateway import OPS, bearer, post_webhook, start
+from support.gateway import BUILD_COMMAND, BUILD_TURNS, OPS, bearer, post_webhook, start
 from support.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
@@ -204,34 +204,16 @@ def test_an_html_card_is_drawn_sandboxed_and_its_button_comes_back_as_a_card_act
 def test_a_background_job_and_a_timer_show_up_with_the_jobs_output_followed(
     heron: Heron, browser: Browser
 ) -> None:
-    turns = [
-        {
-            "tool_calls": [
-                {
-                    "id": "c_job",
-                    "name": "start_job",
-                    "arguments": {"command": "echo compiling; sleep 120"},
-                },
-                {
-                    "id": "c_timer",
-                    "name": "set_timer",
-                    "arguments": {"message": "check the build", "after_s": 3600},
-                },
-            ],
-            "expect": {"last_message_contains": "start the build"},
-        },
-        {"text": "The build runs."},
-    ]
-    running, webhook, http = start(heron, turns, "--autonomy", "full")
+    running, webhook, http = start(heron, BUILD_TURNS, "--autonomy", "full")
     page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
     log_in(page, http)
     post_webhook(webhook, "b1", "start the build")
     job = page.locator("#jobs li")
     expect(job).to_have_count(1)
-    expect(job).to_contain_text("echo compiling; sleep 120")
+    expect(job).to_contain_text(BUILD_COMMAND)
     expect(page.locator("#timers li")).to_contain_text("check the build")
     job.click()
-    expect(page.locator("#job-output")).to_have_text("compiling")
+    expect(page.locator("#job-output")).to_have_text("build started")
     job_id = job.get_attribute("data-job")
     url = f"{http}/v1/sessions/main/jobs/{job_id}"
     assert httpx.post(f"{url}/interrupt", headers=bearer(OPS), trust_env=False).status_code == 202

@@ -144,6 +144,25 @@ PAY_TURNS: list[dict[str, Any]] = [
 """The agent of `start`: asks to pay ACME (an approval), and says so once it is paid."""
 
 
+BUILD_COMMAND = "echo build started; sleep 120"
+BUILD_TURNS: list[dict[str, Any]] = [
+    {
+        "tool_calls": [
+            {"id": "c_job", "name": "start_job", "arguments": {"command": BUILD_COMMAND}},
+            {
+                "id": "c_timer",
+                "name": "set_timer",
+                "arguments": {"message": "check the build", "after_s": 3600},
+            },
+        ],
+        "expect": {"last_message_contains": "start the build"},
+    },
+    {"text": "The build runs; I will check it in an hour."},
+    {"text": "The build was stopped.", "expect": {"last_message_contains": "job"}},
+]
+"""An agent (with `--autonomy full`) that starts a background job and sets a timer."""
+
+
 def start(
     heron: Heron, turns: list[dict[str, Any]] = PAY_TURNS, *flags: str
 ) -> tuple[Running, str, str]:
