@@ -90,6 +90,14 @@ class BodyLimit:
             await _too_large(send)
 
 
+async def _not_found(_request: Any, _exc: Exception) -> Any:
+    """No route here: the JSON answer every route of the front gives, not a text page."""
+    from starlette.responses import Response
+
+    body = json.dumps({"status": "invalid", "error": "nothing at this path"})
+    return Response(body, status_code=404, media_type="application/json")
+
+
 async def _too_large(send: Send) -> None:
     body = json.dumps({"status": "invalid", "error": "body too large"}).encode()
     await send(
@@ -131,7 +139,8 @@ class HttpFront:
     def app(self) -> ASGIApp:
         from starlette.applications import Starlette
 
-        return BodyLimit(Starlette(routes=self.routes), max_body=self.max_body)
+        app = Starlette(routes=self.routes, exception_handlers={404: _not_found})
+        return BodyLimit(app, max_body=self.max_body)
 
     async def start(self) -> None:
         """Bind every address (a refusal raises `ListenError` and binds nothing), then serve."""

@@ -349,19 +349,18 @@ class HeronServer:
         self._started = True
         default = self._default()
         assert default is not None  # woken by `host.start`
-        self.announce(
-            {
-                "type": "serve_started",
-                "pid": os.getpid(),
-                "session": cfg.session,
-                "webhook": self.webhook.url
-                if self.webhook and cfg.webhook_port is not None
-                else None,
-                "http": self.http_url,
-                "smtp": self.smtp.port if self.smtp else None,
-                "tools": default.loop.agent.registry.names(),
-            }
-        )
+        webhook = self.webhook.url if self.webhook and cfg.webhook_port is not None else None
+        started: dict[str, Any] = {
+            "type": "serve_started",
+            "pid": os.getpid(),
+            "session": cfg.session,
+            "webhook": webhook,
+            "smtp": self.smtp.port if self.smtp else None,
+            "tools": default.loop.agent.registry.names(),
+        }
+        if cfg.http_port is not None:
+            started["http"] = self.http_url  # the gateway's address
+        self.announce(started)
 
     # -- requests to a human -----------------------------------------------------------------
 

@@ -25,6 +25,7 @@ them alone (tests, embedding).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -233,18 +234,19 @@ class WebhookServer:
 
     async def _asgi(self, request: Any) -> Any:
         from starlette.requests import ClientDisconnect
-        from starlette.responses import JSONResponse
 
         try:
             body = await asyncio.wait_for(request.body(), READ_TIMEOUT_S)
         except (TimeoutError, ClientDisconnect):
-            answer = self._answer("invalid", HTTPStatus.BAD_REQUEST, error="incomplete request")
-            return JSONResponse(answer.body, status_code=answer.status)
-        headers = {name.lower(): value for name, value in request.headers.items()}
-        response = await self.handle(
-            WebhookRequest(method=request.method, path=request.url.path, headers=headers, body=body)
-        )
-        return JSONResponse(response.body, status_code=response.status)
+            response = self._answer("invalid", HTTPStatus.BAD_REQUEST, error="incomplete request")
+        else:
+            headers = {name.lower(): value for name, value in request.headers.items()}
+            response = await self.handle(
+                WebhookRequest(
+                    method=request.method, path=request.url.path, headers=headers, body=body
+                )
+            )
+        return _response(response)
 
     async def start(self) -> None:
         """Listen on `host:port` alone (`heron serve` mounts `asgi_routes` on its one front
@@ -261,3 +263,12 @@ class WebhookServer:
         if self._front is not None:
             await self._front.aclose()
             self._front = None
+
+
+def _response(response: WebhookResponse) -> Any:
+    """The answer as senders have always seen it: `json.dumps`'s spacing."""
+    from starlette.responses import Response
+
+    return Response(
+        json.dumps(response.body), status_code=response.status, media_type="application/json"
+    )
