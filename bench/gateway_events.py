@@ -9,6 +9,14 @@ time stamped just before; each client records the wall time it read the event's 
 
     python bench/gateway_events.py [--events 200] [--clients 1 100] [--interval 0.1]
                                    [--rps-seconds 3]
+
+One run (`--events 100 --interval 0.1`, 2 CPU cores shared with other work, load average 6–10;
+the message rate is bounded by the bus's durable commit per event, SQLite `synchronous=FULL`):
+
+       1 client(s): 100 frames, delivery p50 1.3 ms, p99 9.5 ms
+     100 client(s): 10000 frames, delivery p50 38.9 ms, p99 103.5 ms
+    server RSS per connected client: 32 KiB (100 clients)
+    POST /v1/sessions/{s}/messages: 88 requests/s (16 concurrent)
 """
 
 from __future__ import annotations
