@@ -221,3 +221,32 @@ def test_a_background_job_and_a_timer_show_up_with_the_jobs_output_followed(
     expect(job).to_contain_text("cancelled")
     running.proc.terminate()
     assert running.finish().code == 0
+
+
+def test_a_question_of_the_agent_is_answered_in_the_console(heron: Heron, browser: Browser) -> None:
+    turns = [
+        {
+            "tool_calls": [
+                {
+                    "id": "c_ask",
+                    "name": "request_human_input",
+                    "arguments": {"question": "Which branch should I deploy?"},
+                }
+            ],
+            "expect": {"last_message_contains": "deploy"},
+        },
+        {"text": "I asked which branch."},
+        {"text": "Deploying release-7.", "expect": {"last_message_contains": "release-7"}},
+    ]
+    running, webhook, http = start(heron, turns)
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    log_in(page, http)
+    post_webhook(webhook, "d1", "please deploy")
+    question = page.locator(".question")
+    expect(question).to_contain_text("Which branch should I deploy?")
+    question.locator("input.answer").fill("release-7")
+    question.locator('button[data-decision="answer"]').click()
+    expect(page.locator(".message.assistant", has_text="Deploying release-7.")).to_have_count(1)
+    expect(page.locator(".question")).to_have_count(0)
+    running.proc.terminate()
+    assert running.finish().code == 0

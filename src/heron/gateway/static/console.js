@@ -263,7 +263,10 @@ function toolResult(data) {
     card.querySelector(".markers").append(el("div", { class: "marker" }, "output truncated"));
   }
   if (data.receipt) result.append(el("div", { class: "receipt" }, `receipt ${data.receipt}`));
-  if (data.status === "awaiting_approval") refreshApprovals();
+  // A call may have opened a request (its approval, or a question the agent asks).
+  if (data.status === "awaiting_approval" || /^request_human/.test(data.name)) {
+    refreshApprovals();
+  }
   if (/job|timer/.test(data.name)) {
     refreshJobs();
     refreshTimers();
@@ -335,9 +338,29 @@ function activateCard(box, messageId) {
 
 async function refreshApprovals() {
   if (!state.session) return;
-  const { requests } = await api("GET", `/v1/approvals?status=pending&session=${enc(state.session)}`);
+  const { requests } = await api("GET", `/v1/requests?status=pending&session=${enc(state.session)}`);
   const box = $("approvals");
-  box.replaceChildren(...requests.map(approvalBox));
+  box.replaceChildren(...requests.map((r) => (r.kind === "question" ? questionBox(r) : approvalBox(r))));
+}
+
+function questionBox(request) {
+  const note = el("div", { class: "error" });
+  const value = el("input", { class: "answer", placeholder: "your answer" });
+  const send = async () => {
+    try {
+      await api("POST", `/v1/requests/${enc(request.id)}/answer`, { value: value.value });
+      await refreshApprovals();
+    } catch (error) {
+      note.textContent = error.message;
+    }
+  };
+  return el("div", { class: "approval question", "data-request": request.id },
+    el("header", {}, el("strong", {}, "The agent asks"),
+      el("span", { class: "status" }, request.id)),
+    el("p", {}, request.question),
+    request.options.length ? el("p", { class: "muted" }, `options: ${request.options.join(", ")}`) : null,
+    el("div", {}, value, el("button", { "data-decision": "answer", onclick: send }, "Answer")),
+    note);
 }
 
 function approvalBox(request) {
