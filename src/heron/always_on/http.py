@@ -17,19 +17,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from heron.errors import HeronError
+
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from heron.errors import HeronError
-
-log = logging.getLogger("heron.always_on.http")
 
 DEFAULT_MAX_BODY = 1 << 20
 """1 MiB: larger than any webhook or API body heron takes; the JSON limits apply inside it."""
