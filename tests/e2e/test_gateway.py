@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from heron.gateway.auth import hash_token
 from support.cli import Heron
 from support.gateway import (
     ADMIN,
@@ -166,3 +167,12 @@ def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted
     assert 'heron_tool_calls_total{tool="set_timer",outcome="success"} 1' in metrics
     running.proc.terminate()
     assert running.finish().code == 0
+
+
+def test_hash_token_prints_the_line_a_token_entry_needs(heron: Heron) -> None:
+    made = heron.run("gateway", "hash-token", "--new")
+    assert made.code == 0, made.stderr
+    token_line, sha_line = made.stdout.splitlines()
+    token = token_line.removeprefix("token = ")
+    assert sha_line == f'sha256 = "{hash_token(token)}"'
+    assert heron.run("gateway", "hash-token").code == 2  # no token on standard input
