@@ -111,7 +111,7 @@ async def serve(state_dir: Path) -> tuple[Any, Any]:
         http_routes=gateway.routes(),
     )
     gateway.server = server
-    server.on_close.append(gateway.stopping.set)
+    server.on_close.append(gateway.end_streams)
     await server.start()
     return server, gateway
 

@@ -293,7 +293,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
             if gateway is not None:
                 gateway.server = server
-                server.on_close.append(gateway.stopping.set)
+                server.on_close.append(gateway.end_streams)
             try:
                 with common.library_errors():
                     await server.start()

@@ -11,6 +11,7 @@ gateway = ["alice"]` lets the principal `alice` answer from the console or the A
                          session_sink=gateway.sinks(inner), http_routes=gateway.routes(),
                          request_channels=[gateway.channel])
     gateway.server = server
+    server.on_close.append(gateway.end_streams)
 
 `routes(extra)` takes more routes to serve on the same app (an OAuth callback): they are
 served as given, without the gateway's authentication.
@@ -227,9 +228,15 @@ class Gateway:
         ]
         return "\n".join(out) + "\n"
 
-    def close(self) -> None:
-        """Ends every stream (the server's front is closing) and closes the turn log."""
+    def end_streams(self) -> None:
+        """Ends every event stream at once (the server is closing: its HTTP front waits for
+        open responses)."""
         self.stopping.set()
+        self.hub.wake_all()
+
+    def close(self) -> None:
+        """Ends every stream and closes the turn log."""
+        self.end_streams()
         self.log.close()
 
 

@@ -126,6 +126,11 @@ class Hub:
             if queue.empty():  # one wake-up is enough; a full queue is awake already
                 queue.put_nowait(None)
 
+    def wake_all(self) -> None:
+        """Every stream looks again (and, when stopping, ends)."""
+        for session in list(self._subscribers):
+            self.wake(session)
+
     def live(self, session: str, body: dict[str, Any], stored_before: int) -> None:
         frame = Frame("live", body, stored_before=stored_before)
         for queue in self._subscribers.get(session, ()):
