@@ -176,3 +176,23 @@ def test_hash_token_prints_the_line_a_token_entry_needs(heron: Heron) -> None:
     token = token_line.removeprefix("token = ")
     assert sha_line == f'sha256 = "{hash_token(token)}"'
     assert heron.run("gateway", "hash-token").code == 2  # no token on standard input
+
+
+def test_the_gateway_alone_needs_no_webhook_secret_and_serves_no_webhooks(heron: Heron) -> None:
+    heron.env["HERON_GATEWAY_TOKEN"] = ADMIN
+    heron.env.pop("HERON_WEBHOOK_SECRET", None)
+    script = heron.script("s.yaml", [{"text": "Hello."}])
+    running = heron.start("serve", "--model", script, "--http-port", "0")
+    started = running.wait_for_event("serve_started")
+    http = started["http"]
+    assert started["webhook"] is None and http.startswith("http://127.0.0.1:")
+    with httpx.Client(base_url=http, trust_env=False) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        nothing = client.post("/webhook", json={"text": "hi"})
+        assert nothing.status_code == 404
+        assert nothing.json() == {"status": "invalid", "error": "nothing at this path"}
+        page = client.get("/")
+        assert page.status_code == 200 and "heron console" in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+    running.proc.terminate()
+    assert running.finish().code == 0
