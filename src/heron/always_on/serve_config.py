@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from heron.always_on.http import DEFAULT_MAX_BODY
 from heron.always_on.messaging import MessagingConfig
+from heron.always_on.subagents.service import SubagentsSetup
 from heron.always_on.triggers.runtime import TriggerConfig
 from heron.always_on.triggers.subscriptions import SubscriptionSource
 from heron.collaboration.config import PersonConfig, SignedPostConfig
@@ -104,3 +105,6 @@ class ServeConfig:
     """`[approval] timeout_s`: how long a request waits; then it ends as no answer."""
     approval_announce: bool = False
     """Write one line per new request to standard error (the console channel's announce)."""
+    subagents: SubagentsSetup | None = None
+    """`[subagents]` and the agent definitions: every session gets the sub-agent tools, and
+    each child runs as a session on this server's bus; `None`: no sub-agents."""

@@ -85,8 +85,10 @@ from heron.always_on.jobs.manager import JobManager
 from heron.always_on.messaging import ServeMessaging
 from heron.always_on.serve_config import Announce, ServeConfig, ServeError
 from heron.always_on.serve_requests import awaiting, open_requests, tend_requests
+from heron.always_on.served import ServedSession
 from heron.always_on.sessions import HostConfig, SessionHost
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.subagents.service import Subagents, open_subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
 from heron.always_on.triggers.sqlite_store import open_trigger_stores
 from heron.always_on.triggers.subscriptions import (
@@ -110,6 +112,7 @@ from heron.sandbox.base import Sandbox
 from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
+from heron.turn.context import TurnState
 from heron.turn.events import BaseEvent, EventSink, ToolResultEvent, discard
 from heron.turn.observer import FanOutObserver
 
@@ -119,51 +122,6 @@ if TYPE_CHECKING:
     from heron.always_on.http import HttpFront
 
 __all__ = ["Announce", "HeronServer", "ServeConfig", "ServeError", "ServedSession"]
-
-
-class ServedSession:
-    """What runs while one session is awake (`heron.always_on.sessions.SessionRuntime`): its
-    event loop over its own agent, and its triggers."""
-
-    def __init__(self, loop: EventDrivenAgent, triggers: TriggerRuntime) -> None:
-        self._loop = loop
-        self.triggers = triggers
-        self._stopping_jobs: set[asyncio.Task[None]] = set()
-
-    @property
-    def loop(self) -> EventDrivenAgent:
-        return self._loop
-
-    @property
-    def jobs(self) -> JobManager:
-        return self.triggers.jobs
-
-    def notify(self, event: BusEvent) -> None:
-        """A stop request also stops the session's background jobs (see the module
-        docstring); their ends are published as `job.exit` events."""
-        route = self._loop.router.route_now(event)
-        if route is not None and route.strategy == "cancel" and route.cancel_mode == "cancel":
-            task = asyncio.ensure_future(_cancel_jobs(self.jobs))
-            self._stopping_jobs.add(task)
-            task.add_done_callback(self._stopping_jobs.discard)
-        self._loop.notify(event)
-
-    def busy(self) -> str | None:
-        for job in self.jobs.store.open_jobs(self.jobs.session):
-            return f"background job {job.id} is {job.state}"
-        return None
-
-    def next_alarm(self) -> float | None:
-        timers = self.triggers.timers.timers()
-        return timers[0].next_fire if timers else None
-
-    async def start(self) -> None:
-        await self.triggers.start()  # re-attach jobs, resume timers: what fell due fires
-
-    async def aclose(self) -> None:
-        await self._loop.aclose()
-        await asyncio.gather(*self._stopping_jobs, return_exceptions=True)
-        await self.triggers.aclose()
 
 
 class HeronServer:
@@ -223,6 +181,7 @@ class HeronServer:
         self._mail_requests: Callable[[RequestDesk], MailRequestAnswers] | None = None
         self._audit_db: Any = None
         self._serving: asyncio.Task[None] | None = None
+        self.subagents: Subagents | None = None
         self._grace: asyncio.TimerHandle | None = None
         self._signals = 0
         self._started = False
@@ -313,6 +272,12 @@ class HeronServer:
         )
         if cfg.approvals is not None:
             open_requests(self, cfg.approvals)
+        if cfg.subagents is not None:
+            self.subagents = open_subagents(
+                cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True
+            )
+            # Children of a process that died (kill -9) end `lost`, each reported to its parent.
+            self.subagents.runtime.recover()
         if cfg.calendars:
             from heron.connectors.calendar import CalendarConfig, calendar_tools
 
@@ -433,8 +398,16 @@ class HeronServer:
             watch=False,  # the host watches the store once for every session
             max_attempts=cfg.max_attempts,  # each session counts its own events' failures
             reply_tools=MESSAGE_TOOLS,  # assistant text is private: only these reach a person
+            prepare=self._follow(name),
         )
         return ServedSession(loop, triggers)
+
+    def _follow(self, name: str) -> Callable[[TurnState], None] | None:
+        """A stop of a session's turn reaches the session's sub-agents too."""
+        subagents = self.subagents
+        if subagents is None:
+            return None
+        return lambda state: subagents.runtime.follow_turn(name, state)
 
     def _dormant(self, name: str) -> tuple[bool, float | None]:
         """For a session not awake: an unfinished job (it must be awake to report it), and
@@ -475,6 +448,8 @@ class HeronServer:
         tools += messaging_tools(outbox, session=session, workspace=workspace)
         if self.desk is not None:  # the answers arrive as events for the asking call
             tools += asking_tools(DeskRequests(self.desk), session=session)
+        if self.subagents is not None:
+            tools += self.subagents.tools(session)
         return tools
 
     # -- running ----------------------------------------------------------------------------
@@ -539,6 +514,9 @@ class HeronServer:
             self._serving.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._serving
+        if self.subagents is not None:  # children end (cancelled, reported) before the bus
+            await self.subagents.aclose()
+            self.subagents = None
         if self.host is not None:
             await self.host.aclose()
             self.host = None
@@ -580,9 +558,3 @@ class _SentMail:
             if isinstance(message_id, str) and message_id:
                 self._threads.record([(message_id, self._session)], now=self._clock.time())
         self._inner(event)
-
-
-async def _cancel_jobs(jobs: JobManager) -> None:
-    for job in jobs.jobs():
-        if not job.finished:
-            await jobs.cancel(job.id)

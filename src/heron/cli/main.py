@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from heron.cli import (
+    agents,
     approvals,
     audit,
     chat,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     messages.add_parser(sub)
     receipts.add_parser(sub)
     approvals.add_parser(sub)
+    agents.add_parser(sub)
     doctor.add_parser(sub)
     gateway.add_parser(sub)
     demo.add_parser(sub)

@@ -536,12 +536,18 @@ async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
     with common.library_errors():
         builtin = await open_builtin(config, aliases=True)  # the collaboration profile's names
     assert builtin is not None  # at least one set is named
+    # The collaboration profile also drives sub-agents (sync, or async with
+    # get_subagent_status: an MCP client receives no events), when agents are defined.
+    children = common.open_children(config) if "collaboration" in sets else None
+    served = builtin.all_tools()
+    if children is not None:
+        served = [*served, *children.tools("mcp/collaboration")]
     db = open_db(state_dir)
     try:
         approval = ApprovalManager(
             policy=ApprovalPolicy(
                 autonomy=config.agent.autonomy,
-                auto_approve=[*config.approval.auto_approve, *preapproved_tools([], builtin)],
+                auto_approve=[*config.approval.auto_approve, *preapproved_tools(served, None)],
                 always_ask=config.approval.always_ask,
             ),
             audit=SqliteApprovalAudit(db),
@@ -550,7 +556,7 @@ async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
         if config.agent.receipts:
             receipts = ReceiptScope("runtime", store=ReceiptKeyStore(state_dir)).signer()
         server = ToolServer(
-            builtin.all_tools(),
+            served,
             name="heron-" + "-".join(builtin_cfg.sets),
             approval=approval,
             observer=LoggingObserver(),
@@ -561,6 +567,8 @@ async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
         )
         await server.serve(args.transport, host=args.host, port=args.port)
     finally:
+        if children is not None:
+            await children.aclose()
         await builtin.aclose()
         db.close()
     return EXIT_OK

@@ -190,6 +190,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         messaging_config,
         open_builtin,
         open_mcp,
+        subagents_setup,
     )
     from heron.safety.secrets import known_secrets
     from heron.turn.approval import NoApprover
@@ -212,6 +213,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.idle_timeout <= 0:
         raise UsageError("--idle-timeout must be more than 0 seconds")
     sessions = None if "any" in args.sessions else frozenset(args.sessions)
+    subagents = subagents_setup(config)
     serve_config = ServeConfig(
         state_dir=config.state.path(),
         session=args.session,
@@ -245,6 +247,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         approvals=config.approvals if config.approvals.durable else None,
         approval_timeout_s=config.approval.timeout_s,
         approval_announce=True,
+        subagents=subagents if subagents.enabled else None,
     )
     session_sink = _session_events if args.events == "jsonl" else None
 

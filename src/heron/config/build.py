@@ -29,6 +29,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from heron._support.limits import set_input_limits
@@ -45,6 +46,7 @@ from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApp
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
 if TYPE_CHECKING:
+    from heron.always_on.subagents.service import SubagentsSetup
     from heron.collaboration.setup import MessagingConfig
     from heron.config.builtin import Builtin
     from heron.mcp.assembly import McpAssembly
@@ -378,14 +380,27 @@ async def open_agent(
         )
 
 
+def subagents_setup(config: HeronConfig, project_dir: Path | None = None) -> SubagentsSetup:
+    """`[subagents]`, `[agents.*]` and the project's agent files (`[subagents] dir` under
+    `project_dir`, default the working directory)."""
+    from heron.always_on.subagents.service import SubagentsSetup
+
+    folder = Path(config.subagents.dir)
+    if not folder.is_absolute():
+        folder = (project_dir or Path.cwd()) / folder
+    return SubagentsSetup(config=config.subagents, entries=config.agents, agents_dir=folder)
+
+
 def preapproved_tools(tools: Sequence[Tool], builtin: Builtin | None) -> list[str]:
-    """heron's own messaging and asking tools among `tools`: they run without asking,
-    because they reach only the people the configuration names (`[user]`, `[people.*]`),
-    never an address the model chooses, and asking grants nothing. `[approval] always_ask`
-    still wins."""
+    """heron's own messaging, asking and sub-agent tools among `tools`: they run without
+    asking, because they reach only the people the configuration names (`[user]`,
+    `[people.*]`), never an address the model chooses, asking grants nothing, and a sub-agent
+    gets nothing its parent does not have (its own calls are approved like the parent's).
+    `[approval] always_ask` still wins."""
+    from heron.always_on.subagents.grant import SUBAGENT_TOOLS
     from heron.collaboration.tools import MESSAGE_TOOLS
 
-    names = MESSAGE_TOOLS | ASKING_TOOLS
+    names = MESSAGE_TOOLS | ASKING_TOOLS | SUBAGENT_TOOLS
     every = [*tools, *(builtin.all_tools() if builtin is not None else [])]
     return [t.spec.name for t in every if t.spec.name in names and t.spec.owner == "builtin"]
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from heron._support.limits import DEFAULT_LIMITS, MAX_DEPTH_CEILING, InputLimits
 from heron._support.state import default_state_dir
+from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
 from heron.collaboration.config import (
     ChannelsConfig,
     IdentityConfig,
@@ -161,6 +162,10 @@ class HeronConfig(_Section):
     """`[channels.mail]`, `[channels.webhook]`, `[channels.im]`: the outbound transports."""
     messages: MessagesConfig = Field(default_factory=MessagesConfig)
     """`[messages]`: completion notices and how long card buttons work."""
+    agents: dict[str, AgentEntry] = Field(default_factory=dict)
+    """`[agents.NAME]`: agents the sub-agent tools can spawn (docs/subagents.md)."""
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
+    """`[subagents]`: project agent files, depth and concurrency limits, budget split."""
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     """`[gateway]`: the HTTP API and web console of `heron serve` (docs/gateway.md)."""
 
