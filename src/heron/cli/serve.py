@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from heron._support.timefmt import utc_rfc3339
-from heron.cli import common
+from heron.cli import common, mcp_login
 from heron.cli.common import EXIT_OK, UsageError
 from heron.safety.redact import scrub_text, scrub_value
 
@@ -261,12 +261,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # One set of MCP clients for the process, started lazily under their pins;
                 # every session gets its own view of them.
                 known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
+                # An OAuth login that becomes necessary asks once, on the durable desk.
+                consent = mcp_login.serve_consent(config, stack)
                 # A server's request for user input becomes a durable question on the
                 # server's desk (opened by `start`, looked up when a server asks).
                 from heron.mcp.client.human_input import HumanInput
 
                 human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
-                mcp = await open_mcp(config, known, human_input=human_input)
+                mcp = await open_mcp(config, known, consent=consent, human_input=human_input)
             if mcp is not None:
                 stack.push_async_callback(mcp.aclose)
                 for problem in mcp.problems:

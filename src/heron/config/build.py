@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from heron.collaboration.setup import MessagingConfig
     from heron.config.builtin import Builtin
     from heron.mcp.assembly import McpAssembly
+    from heron.mcp.auth.consent import ConsentChannel
     from heron.mcp.client.human_input import HumanInput
     from heron.telemetry.metrics import MetricsRegistry
 
@@ -225,12 +226,17 @@ async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin
 
 
 async def open_mcp(
-    config: HeronConfig, known: Sequence[Tool], *, human_input: HumanInput | None = None
+    config: HeronConfig,
+    known: Sequence[Tool],
+    *,
+    consent: ConsentChannel | None = None,
+    human_input: HumanInput | None = None,
 ) -> McpAssembly | None:
     """Connect the enabled `[mcp.servers]` (None when there are none); the caller `aclose()`s
     the assembly. `known` are the agent's other tools, whose names MCP tools may not shadow;
-    servers left out and shadowed names are in the assembly's `problems`. `human_input`
-    answers the servers' requests for user input (`heron serve`)."""
+    servers left out and shadowed names are in the assembly's `problems`. `consent` is how an
+    OAuth login that becomes necessary asks the operator (without it: `heron mcp login`);
+    `human_input` answers the servers' requests for user input (`heron serve`)."""
     if not config.mcp.enabled_servers():
         return None
     from heron.mcp.assembly import assemble_mcp
@@ -244,6 +250,7 @@ async def open_mcp(
         excluded_tools=a.excluded_tools,
         builtin_names=[t.spec.name for t in known],
         activated=ActivatedToolSet(),
+        consent=consent,
         human_input=human_input,
     )
 
