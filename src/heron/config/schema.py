@@ -139,15 +139,6 @@ class StateConfig(_Section):
         return Path(self.dir).expanduser() if self.dir else default_state_dir()
 
 
-class GatewayConfig(_Section):
-    """`[gateway]`: heron's HTTP front door."""
-
-    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
-    """The address people's browsers reach the gateway at (`https://heron.example.com`).
-    OAuth logins to MCP servers redirect to `<public_url>/mcp/oauth/callback`; unset, `heron
-    mcp login` receives the redirect on loopback (or the operator pastes it back)."""
-
-
 class HeronConfig(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
@@ -159,7 +150,6 @@ class HeronConfig(_Section):
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
-    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     """`[mcp]`, `[mcp.servers.NAME]`, `[[mcp.tool_filter_groups]]` (see docs/mcp.md)."""
     identity: IdentityConfig = Field(default_factory=IdentityConfig)

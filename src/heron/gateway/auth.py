@@ -174,8 +174,8 @@ class Guard:
     def origins(self, request: Request) -> set[str]:
         """The origins the gateway serves: `public_url` and the address asked for."""
         own = {f"{request.url.scheme}://{request.headers.get('host', '')}"}
-        if self.config.public_url:
-            own.add(self.config.public_url)
+        if self.config.public_origin:
+            own.add(self.config.public_origin)
         return own
 
     def check(self, request: Request, need: Role) -> Principal:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -87,9 +88,11 @@ class GatewayConfig(_Section):
     host: str = "127.0.0.1"
     port: int | None = Field(default=None, ge=0, le=65535)
     """Listen here when `heron serve` runs (`--http-port` overrides it); unset: no gateway."""
-    public_url: str | None = None
-    """The origin browsers load the console from (`https://…` behind a TLS proxy); the
-    `Origin` of state-changing requests must be it, or the address served."""
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
+    """The address people's browsers reach the gateway at (`https://heron.example.com`, behind
+    a TLS proxy): its origin is accepted as the `Origin` of state-changing requests (besides
+    the address served), and OAuth logins to MCP servers redirect to
+    `<public_url>/mcp/oauth/callback`."""
     tls_proxy: bool = False
     """A TLS-terminating proxy is in front (silences the doctor's warning for a non-loopback
     `host` when `public_url` is not https)."""
@@ -102,10 +105,16 @@ class GatewayConfig(_Section):
 
     @field_validator("public_url")
     @classmethod
-    def _origin(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^/\s]+$", value.rstrip("/")):
-            raise ValueError("public_url must be an origin such as https://heron.example")
+    def _no_slash(cls, value: str | None) -> str | None:
         return None if value is None else value.rstrip("/")
+
+    @property
+    def public_origin(self) -> str | None:
+        """`scheme://host[:port]` of `public_url`."""
+        if self.public_url is None:
+            return None
+        parts = urlsplit(self.public_url)
+        return f"{parts.scheme}://{parts.netloc}"
 
     def exposure(self) -> tuple[bool, str]:
         """For `heron doctor`: whether where it listens is safe, and why (a `host` that is not
