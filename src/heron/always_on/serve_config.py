@@ -20,7 +20,7 @@ from heron.humans.config import ApprovalsConfig
 
 Announce = Callable[[dict[str, Any]], None]
 """Receives the server's own lifecycle records (`serve_started`, `session_woken`,
-`session_parked`, `session_failed`, `serve_stopped`)."""
+`session_parked`, `session_failed`, `session_lost`, `serve_stopped`)."""
 
 
 class ServeError(HeronError, RuntimeError):
@@ -81,6 +81,12 @@ class ServeConfig:
     """Failed attempts to consume an event before it is quarantined (a dead letter)."""
     messaging: MessagingConfig = dataclasses.field(default_factory=MessagingConfig)
     """The agent's identity, the people it writes to, the channels and notices."""
+    store_url: str | None = None
+    """A PostgreSQL store shared with other workers (`None`: SQLite in `state_dir`); see
+    docs/deployment.md."""
+    lease_s: float = 15.0
+    """On a shared store: how long a worker's hold on a session lasts unless renewed (a dead
+    worker's sessions are taken over after it)."""
 
     def messaging_config(self) -> MessagingConfig:
         """`messaging` with `notify_webhook` folded into the user's channels."""

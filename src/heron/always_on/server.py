@@ -40,7 +40,9 @@ The server is where `heron serve`'s stores are built, all in `<state_dir>/heron.
 bus with its session store, the host index and the mail thread index on the bus's connection,
 the message store (`heron.always_on.messaging`), and one set of triggers' stores for the
 process, which every awake session's `TriggerRuntime` shares (`TriggerStores.shared()`;
-closed once, by `aclose`).
+closed once, by `aclose`). With `store_url` (`heron serve --store`) the bus, its sessions, the
+host and thread indexes and the triggers' stores are on the shared PostgreSQL database instead,
+and every session is held by a fenced lease (docs/deployment.md).
 
 A stop request (an interrupt the router turns into `cancel`) also cancels the running
 background jobs of its session: the engine cancels the tools it detached, jobs belong to the
@@ -86,7 +88,8 @@ from heron.always_on.messaging import ServeMessaging
 from heron.always_on.serve_config import Announce, ServeConfig, ServeError
 from heron.always_on.serve_requests import awaiting, open_requests, tend_requests
 from heron.always_on.served import ServedSession
-from heron.always_on.sessions import HostConfig, SessionHost
+from heron.always_on.sessions import HostConfig, HostIndex, SessionHost
+from heron.always_on.shared_store import open_shared
 from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.subagents.service import Subagents, open_subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
@@ -109,6 +112,7 @@ from heron.humans.sqlite_store import SqliteRequestStore
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import make_sandbox
 from heron.sandbox.base import Sandbox
+from heron.sessions.lease import LeaseStore
 from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
@@ -119,6 +123,7 @@ from heron.turn.observer import FanOutObserver
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
+    from heron.always_on.bus.postgres_store import PostgresBusStore
     from heron.always_on.http import HttpFront
 
 __all__ = ["Announce", "HeronServer", "ServeConfig", "ServeError", "ServedSession"]
@@ -155,7 +160,7 @@ class HeronServer:
         self._session_sink = session_sink
         self.announce = announce or (lambda _record: None)
         self.clock: Clock = clock or RealClock()
-        self.bus: SqliteBusStore | None = None
+        self.bus: SqliteBusStore | PostgresBusStore | None = None
         self.messaging: ServeMessaging | None = None
         self.host: SessionHost | None = None
         self.threads: ThreadIndex | None = None
@@ -261,18 +266,30 @@ class HeronServer:
         self._workspace = workspace = (cfg.workspace or cfg.state_dir / "workspace").resolve()
         workspace.mkdir(parents=True, exist_ok=True)
         self._sandbox = make_sandbox(cfg.sandbox, workspace=workspace)
-        self.bus = bus = SqliteBusStore.open(cfg.state_dir)
-        # The triggers' stores, one set for the process: every session's runtime shares them.
-        self._trigger_stores = open_trigger_stores(cfg.state_dir)
-        if cfg.maildir is not None:
-            self.maildir = Maildir(cfg.maildir)
-            self.threads = SqliteThreadIndex(bus.sessions.conn)
+        index: HostIndex
+        leases: LeaseStore | None = None
+        bus: SqliteBusStore | PostgresBusStore
+        if cfg.store_url is not None:
+            bus, index, leases = open_shared(self, cfg.store_url)
+        else:
+            self.bus = local = SqliteBusStore.open(cfg.state_dir)
+            bus, index = local, SqliteHostIndex(local.sessions.conn)
+            # The triggers' stores, one set for the process: every session's runtime shares them.
+            self._trigger_stores = open_trigger_stores(cfg.state_dir)
+            if cfg.maildir is not None:
+                self.maildir = Maildir(cfg.maildir)
+                self.threads = SqliteThreadIndex(local.sessions.conn)
         self.messaging = ServeMessaging.open(
             cfg.messaging_config(), state_dir=cfg.state_dir, threads=self.threads, clock=self.clock
         )
         if cfg.approvals is not None:
             open_requests(self, cfg.approvals)
         if cfg.subagents is not None:
+            if not isinstance(bus, SqliteBusStore):
+                raise ServeError(
+                    "sub-agents keep their tasks in the worker's SQLite database: a shared store "
+                    "(--store) does not run them yet; serve them from a single SQLite worker"
+                )
             self.subagents = open_subagents(
                 cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True
             )
@@ -293,13 +310,14 @@ class HeronServer:
             ),
             bus=bus,
             sessions=bus.sessions,
-            index=SqliteHostIndex(bus.sessions.conn),
+            index=index,
             build=self._build,
             dormant=self._dormant,
             prepare=self._standing_subscriptions,
             clock=self.clock,
             announce=self.announce,
             awaiting=(lambda name: awaiting(self, name)) if self.desk is not None else None,
+            leases=leases,
         )
         try:
             await host.start()  # wakes the default session: one writer per session

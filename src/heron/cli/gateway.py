@@ -16,7 +16,9 @@ from heron.cli.common import EXIT_OK, UsageError
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `gateway` to the `heron` parser."""
-    gateway = sub.add_parser("gateway", help="the HTTP API and web console (heron serve)")
+    gateway = sub.add_parser(
+        "gateway", help="the HTTP API and web console of heron serve: hash a token"
+    )
     gsub = gateway.add_subparsers(dest="gateway_command", required=True, metavar="ACTION")
     hashing = gsub.add_parser("hash-token", help="the sha256 of a token, for [[gateway.tokens]]")
     hashing.add_argument("--new", action="store_true", help="make up a new token and print it")
