@@ -288,6 +288,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 for problem in mcp.problems:
                     common.err(f"mcp: {problem}")
 
+            # The browser's redirect of an OAuth login comes back here (`[gateway] public_url`
+            # names this process), on the same HTTP front, with no token: the login's state
+            # is its proof.
+            callback: list[Any] = []
+            if consent is not None:
+                from heron.mcp.auth.callback import oauth_callback_routes
+
+                callback = oauth_callback_routes(consent.desk)
             gateway, metrics = _gateway(config, http_port, args.poll_interval)
             if gateway is not None:
                 stack.callback(gateway.log.close)
@@ -312,7 +320,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 sink=discard,
                 session_sink=gateway.sinks(session_sink) if gateway else session_sink,
                 announce=_emit,
-                http_routes=gateway.routes() if gateway else (),
+                http_routes=[*(gateway.routes() if gateway else ()), *callback],
                 request_channels=[gateway.channel] if gateway else (),
             )
             if gateway is not None:
