@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agent definitions and the sub-agents that ran (list, show, tree, cancel, approve)",
     ),
     "doctor": ("doctor", "check the installation and configuration"),
+    "gateway": ("gateway", "the HTTP API and web console of heron serve: hash a token"),
     "db": ("db", "the store's schema versions: migrate, status"),
     "demo": (
         "demo",

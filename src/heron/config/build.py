@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from heron.mcp.auth.consent import ConsentChannel
     from heron.mcp.client.human_input import HumanInput
     from heron.skills import SkillSet
+    from heron.telemetry.metrics import MetricsRegistry
 
 OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
 """What `detect_model` picks when `OPENAI_API_KEY` is set."""
@@ -316,6 +317,7 @@ def build_agent(
     builtin: Builtin | None = None,
     skills: SkillSet | None = None,
     on_problem: Callable[[str], None] | None = None,
+    metrics: MetricsRegistry | None = None,
 ) -> Agent:
     """The configured agent with `tools`. `model` replaces `[agent] model`; `approver` answers
     approval questions (default: none, so calls that need approval are denied by policy);
@@ -324,7 +326,8 @@ def build_agent(
     of the prompt; `builtin` (from `open_builtin`) adds heron's tool sets as bundles, with
     their spill, cache and workspace; `skills` (from `open_skills`) adds the skills section,
     `load_skill`, `read_skill_file` and the `allowed-tools` guard. `on_problem` hears about
-    skills the prompt's budget left out."""
+    skills the prompt's budget left out. `metrics` is the registry to record into (`heron
+    serve` shares one for `/metrics`), else a new one."""
     register_secrets(config)
     state_dir = config.state.path()
     set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
@@ -369,7 +372,7 @@ def build_agent(
             )
             if allowed is not None:
                 allowed = [*allowed, *skill_names]
-        observer, telemetry = _telemetry(config)
+        observer, telemetry = _telemetry(config, metrics)
         return Agent(
             model=model,
             tools=registry,
@@ -501,14 +504,16 @@ def _budgets(config: HeronConfig, model: str) -> dict[str, Any]:
     return extra
 
 
-def _telemetry(config: HeronConfig) -> tuple[Any, dict[str, Any]]:
+def _telemetry(
+    config: HeronConfig, metrics: MetricsRegistry | None = None
+) -> tuple[Any, dict[str, Any]]:
     """The observer (audit-free: metrics, alerts, OTel) and the agent's telemetry parts."""
     from heron.telemetry.alerts import AlertManager, ConsoleChannel, WebhookChannel
     from heron.telemetry.metrics import MetricsObserver, MetricsRegistry
     from heron.turn.observer import FanOutObserver
 
     t = config.telemetry
-    metrics = MetricsRegistry()
+    metrics = metrics if metrics is not None else MetricsRegistry()
     channels: list[Any] = [ConsoleChannel()] if t.alerts_console else []
     if t.alerts_webhook_url:
         channels.append(
