@@ -106,11 +106,11 @@ if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron.turn.hooks import HookOutcome as HookOutcome
     from heron.turn.hooks import Rewrite as Rewrite
     from heron.turn.hooks import ToolHook as ToolHook
-    from heron.turn.loop import TurnOutcome as TurnOutcome
     from heron.turn.observer import Observer as Observer
     from heron.turn.observer import RecordingObserver as RecordingObserver
     from heron.turn.observer import ToolCallRecord as ToolCallRecord
     from heron.turn.observer import ToolCallStartRecord as ToolCallStartRecord
+    from heron.turn.outcome import TurnOutcome as TurnOutcome
     from heron.turn.receipts import ReceiptKeyStore as ReceiptKeyStore
     from heron.turn.receipts import ReceiptScope as ReceiptScope
     from heron.turn.receipts import parse_receipt as parse_receipt

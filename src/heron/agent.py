@@ -47,8 +47,9 @@ from heron.turn.dispatch import run_single_call
 from heron.turn.events import EventSink, discard
 from heron.turn.extensions import CallCheck, OutputSpill, ResultCache, ToolCatalogue
 from heron.turn.hooks import ToolHook, sort_hooks
-from heron.turn.loop import TurnOutcome, run_tool_call_loop
+from heron.turn.loop import run_tool_call_loop
 from heron.turn.observer import NullObserver, Observer
+from heron.turn.outcome import TurnOutcome
 from heron.turn.receipts import ReceiptScope
 
 if TYPE_CHECKING:  # optional parts, imported by whoever builds them

@@ -16,7 +16,7 @@ from heron.config.build import build_agent
 from heron.config.schema import HeronConfig
 from heron.messages import ToolResultMessage, UserMessage
 from heron.turn.context import TurnState
-from heron.turn.loop import TurnOutcome
+from heron.turn.outcome import TurnOutcome
 
 
 def config(tmp_path: Path) -> HeronConfig:

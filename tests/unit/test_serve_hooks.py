@@ -14,7 +14,7 @@ from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.server import HeronServer, ServeConfig
 from heron.tools.definition import Tool
 from heron.turn.context import TurnState
-from heron.turn.loop import TurnOutcome
+from heron.turn.outcome import TurnOutcome
 
 
 async def test_the_servers_agent_runs_before_and_after_turn_hooks(tmp_path: Path) -> None:

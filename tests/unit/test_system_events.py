@@ -32,7 +32,7 @@ from heron.always_on.triggers.system import (
 )
 from heron.messages import AssistantMessage
 from heron.turn.context import TurnState
-from heron.turn.loop import TurnOutcome
+from heron.turn.outcome import TurnOutcome
 from support.engine import Events
 from support.waiting import until
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from heron.agent import Agent
 from heron.turn.context import TurnState
-from heron.turn.loop import TurnOutcome
+from heron.turn.outcome import TurnOutcome
 
 log = logging.getLogger("heron.always_on.hooks")
 

@@ -33,7 +33,7 @@ from heron.collaboration.store import StoredMessage
 from heron.collaboration.tools import MESSAGE_TOOLS
 from heron.messages import ToolResultMessage
 from heron.turn.context import TurnState
-from heron.turn.loop import TurnOutcome
+from heron.turn.outcome import TurnOutcome
 
 log = logging.getLogger("heron.always_on.messaging")
 

@@ -36,8 +36,8 @@ from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.writer import SessionWriter
 from heron.turn.cancel import CancelScope
 from heron.turn.events import EventSink
-from heron.turn.loop import TurnOutcome
 from heron.turn.observer import FanOutObserver
+from heron.turn.outcome import TurnOutcome
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
 

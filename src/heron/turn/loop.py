@@ -57,14 +57,10 @@ from heron.turn.events import (
 )
 from heron.turn.faults import guard_sink
 from heron.turn.loop_detector import LoopDetector
+from heron.turn.outcome import EMPTY_RESPONSE, TurnOutcome, TurnReason
 from heron.turn.receipts import RECEIPT_PROMPT_NOTE
 from heron.turn.results import collect_results
 
-TurnStatus = Literal["final", "cancelled", "error"]
-TurnReason = FinalReason | Literal["aborted", "cancelled", "error"]
-
-EMPTY_RESPONSE = "the model returned an empty response"
-"""The error of a turn whose model answered with nothing at all (a sub-agent's `empty`)."""
 CAP_REQUEST = (
     "You have used the maximum number of tool iterations for this turn. Do not call tools. "
     "Answer with your best result from the work so far: what you did, what you found, and "
@@ -80,19 +76,6 @@ UNFINISHED_CALL = (
     "current state before retrying.]"
 )
 STREAM_INTERRUPTED_SUFFIX = "\n\n[stream interrupted]"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnOutcome:
-    """How a turn ended: `status`, the final text, why (`reason`) and how many iterations ran."""
-
-    status: TurnStatus
-    text: str
-    reason: TurnReason
-    """A `FinalEvent` reason, or `aborted`, `cancelled`, `error` (an `iteration_cap` or
-    `budget_exhausted` hit is an `error` under `cap_behavior = "error"`)."""
-    iterations: int
-    error: str | None = None
 
 
 @dataclass(kw_only=True, slots=True)

@@ -71,7 +71,7 @@ from heron.sessions.store import ConcurrentWriteError, SessionStore
 from heron.sessions.writer import SessionWriter
 from heron.turn.context import BackgroundResult, SafePoint, TurnState
 from heron.turn.events import EventSink, discard
-from heron.turn.loop import TurnOutcome
+from heron.turn.outcome import TurnOutcome
 
 
 def side_session_name(session: str, event_id: str) -> str:

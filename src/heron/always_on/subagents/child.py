@@ -30,7 +30,7 @@ from heron.messages import UserMessage
 from heron.models.base import ModelRequest, TextDelta, Usage
 from heron.turn.approval import ApprovalManager
 from heron.turn.context import TurnState
-from heron.turn.loop import TurnOutcome
+from heron.turn.outcome import TurnOutcome
 
 __all__ = ["ChildRunner", "distill"]
 

@@ -52,7 +52,7 @@ from heron.tools.definition import Tool
 from heron.turn.budgets import BudgetLimits, RunBudget
 from heron.turn.cancel import CancelScope
 from heron.turn.context import TurnHandle, TurnState
-from heron.turn.loop import EMPTY_RESPONSE
+from heron.turn.outcome import EMPTY_RESPONSE
 
 log = logging.getLogger("heron.subagents")
 
