@@ -121,7 +121,7 @@ _EXPORTS: dict[str, str] = {
     "Agent": "heron.agent",
     "Autonomy": "heron.tools.registry",
     "RunResult": "heron.agent",
-    "TurnOutcome": "heron.turn.loop",
+    "TurnOutcome": "heron.turn.outcome",
     # errors: the root, the developer's mistakes, a store's failure, what a model call can raise
     "HeronError": "heron.errors",
     "ConfigurationError": "heron.errors",
