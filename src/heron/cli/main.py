@@ -12,7 +12,19 @@ import os
 import sys
 from collections.abc import Sequence
 
-from heron.cli import approvals, audit, chat, demo, doctor, mcp, receipts, run, serve, sessions
+from heron.cli import (
+    acp,
+    approvals,
+    audit,
+    chat,
+    demo,
+    doctor,
+    mcp,
+    receipts,
+    run,
+    serve,
+    sessions,
+)
 from heron.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UsageError, err, stdout_is_gone
 
 
@@ -30,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_parser(sub)
     receipts.add_parser(sub)
     approvals.add_parser(sub)
+    acp.add_parser(sub)
     doctor.add_parser(sub)
     demo.add_parser(sub)
     return parser

@@ -23,6 +23,7 @@ import getpass
 import re
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from heron.agent import Agent
@@ -161,21 +162,30 @@ class CliSession:
         sink: EventSink,
         cancel: CancelScope,
         channel: str,
+        on_stored: Callable[[tuple[Message, ...]], None] | None = None,
     ) -> TurnOutcome:
         """Store `prompt`, then run one turn of `agent` on the session's history.
 
-        `agent` must be `attach`ed. Raises `ConcurrentWriteError` if another writer appended
-        to the session meanwhile; what was stored before stays stored.
+        `agent` must be `attach`ed. `on_stored` sees each batch of the turn's messages once it
+        is stored. Raises `ConcurrentWriteError` if another writer appended to the session
+        meanwhile; what was stored before stays stored.
         """
         prompt = known_secrets().mask(prompt)  # a pasted provider key stays out of the store
         self.writer.add(UserMessage(content=prompt))
+        on_append = self.on_append
+        if on_stored is not None:
+
+            def on_append(messages: tuple[Message, ...]) -> None:
+                self.on_append(messages)
+                on_stored(messages)
+
         state = agent.turn_state(
             history=self.writer.history,
             prompt=prompt,
             sink=self.sink(sink),
             cancel=cancel,
             channel=channel,
-            on_append=self.on_append,
+            on_append=on_append,
             known_call_ids=self.writer.call_ids,
         )
         outcome = await agent.run_turn(state)
