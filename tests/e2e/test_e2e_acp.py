@@ -3,12 +3,17 @@ a real subprocess on real pipes, a scripted model, the tools of `e2e_tools.py`."
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
-from acp.schema import ToolCallStart
+import pytest
+from acp.schema import AgentPlanUpdate, AgentThoughtChunk, ToolCallStart
 
+from heron.acp.stdio import MAX_MESSAGE_BYTES as MAX
 from support.acp_client import heron_acp
 from support.cli import Heron
+from support.waiting import poll_until
 
 ECHO_TURNS: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "c1", "name": "echo", "arguments": {"text": "hello editor"}}]},
@@ -36,3 +41,298 @@ async def test_a_prompt_streams_the_tool_call_its_result_and_the_answer(heron: H
         assert [s.status for s in steps] == ["pending", "in_progress", "completed"]
         assert steps[-1].content[0].content.text == "hello editor"
         assert editor.text(session) == "The tool said hello."
+
+
+PLAN = [
+    {"text": "Read the notes", "status": "completed"},
+    {"text": "Write the digest", "status": "in_progress"},
+]
+PLAN_TURNS: list[dict[str, Any]] = [
+    {
+        "reasoning": "A plan first.",
+        "tool_calls": [{"id": "p1", "name": "update_plan", "arguments": {"plan": PLAN}}],
+    },
+    {"text": "Planned."},
+]
+
+
+async def test_the_models_plan_and_reasoning_reach_the_editor(heron: Heron) -> None:
+    model = heron.script("script.yaml", PLAN_TURNS)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+
+    async with heron_acp(heron, "--model", model, "--builtin", "planning") as agent:
+        session = await agent.new_session(workspace)
+        assert await agent.prompt(session, "plan it") == "end_turn"
+
+        updates = agent.editor.of(session)
+        [thought] = [u for u in updates if isinstance(u, AgentThoughtChunk)]
+        assert thought.content.text == "A plan first."
+        [plan] = [u for u in updates if isinstance(u, AgentPlanUpdate)]
+        assert [(e.content, e.status) for e in plan.entries] == [
+            ("Read the notes", "completed"),
+            ("Write the digest", "in_progress"),
+        ]
+        start = next(u for u in updates if isinstance(u, ToolCallStart))
+        assert (start.tool_call_id, start.kind) == ("p1", "think")
+        assert agent.editor.status(session, "p1") == "completed"
+
+
+MAKE_TURNS: list[dict[str, Any]] = [
+    {"tool_calls": [{"id": "m1", "name": "make_file", "arguments": {"name": "made.txt"}}]},
+    {"text": "Finished.", "expect": {"last_role": "tool"}},
+]
+
+
+def _approval(heron: Heron, request_id: str) -> dict[str, Any]:
+    shown = heron.run("approvals", "show", request_id, "--json")
+    assert shown.code == 0, shown.stderr
+    data: dict[str, Any] = json.loads(shown.stdout)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("option", "status", "outcome", "made"),
+    [
+        ("allow_once", "completed", "approved", True),
+        ("reject_once", "failed", "denied", False),
+    ],
+)
+async def test_a_permission_answered_in_the_editor_is_a_signed_decision_on_the_durable_store(
+    heron: Heron, option: str, status: str, outcome: str, made: bool
+) -> None:
+    model = heron.script("script.yaml", MAKE_TURNS)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+    args = ("--model", model, "--tools", heron.tools(), "--as", "tester")
+
+    async with heron_acp(heron, *args) as agent:
+        session = await agent.new_session(workspace)
+        turn = asyncio.ensure_future(agent.prompt(session, "make the file"))
+        asked = await agent.editor.next_question()
+        # The call's card reached the editor before the question, and the question names it.
+        assert agent.editor.status(session, "m1") == "pending"
+        assert asked.tool_call.tool_call_id == "m1"
+        assert [o.kind for o in asked.options] == [
+            "allow_once",
+            "allow_always",
+            "reject_once",
+            "reject_always",
+        ]
+        # While the editor asks, the request waits on the store every terminal sees.
+        listed = await asyncio.to_thread(heron.run, "approvals", "list", "--json")
+        [pending] = json.loads(listed.stdout)
+        assert pending["id"] == asked.request_id
+        assert (pending["session"], pending["tool"], pending["call_ids"]) == (
+            session,
+            "make_file",
+            ["m1"],
+        )
+        assert pending["arguments"] == {"name": "made.txt"}
+        assert pending["approvers"] == ["console:*", "acp:tester"]
+
+        asked.answer(option)
+        assert await turn == "end_turn"
+
+        assert agent.editor.status(session, "m1") == status
+    assert (heron.root / "made.txt").exists() is made
+    ended = await asyncio.to_thread(_approval, heron, asked.request_id)
+    assert (ended["status"], ended["outcome"], ended["answered_by"]) == (
+        "completed",
+        outcome,
+        "acp:tester",
+    )
+    verified = await asyncio.to_thread(heron.run, "approvals", "verify", asked.request_id)
+    assert verified.code == 0, verified.stdout + verified.stderr
+
+
+def _make(call_id: str, name: str) -> dict[str, Any]:
+    return {"tool_calls": [{"id": call_id, "name": "make_file", "arguments": {"name": name}}]}
+
+
+async def test_allow_always_is_a_stored_rule_that_answers_the_session_after_a_restart(
+    heron: Heron,
+) -> None:
+    first = heron.script("first.yaml", [_make("m1", "a.txt"), {"text": "Made a."}])
+    again = heron.script("again.yaml", [_make("m2", "b.txt"), {"text": "Made b."}])
+    workspace = heron.root / "project"
+    workspace.mkdir()
+    tools = heron.tools()
+
+    async with heron_acp(heron, "--model", first, "--tools", tools, "--as", "tester") as agent:
+        session = await agent.new_session(workspace)
+        turn = asyncio.ensure_future(agent.prompt(session, "make a"))
+        asked = await agent.editor.next_question()
+        asked.answer("allow_always")
+        assert await turn == "end_turn"
+    rules = await asyncio.to_thread(heron.run, "approvals", "rules", "--json")
+    [rule] = json.loads(rules.stdout)
+    assert (rule["tool"], rule["scope"], rule["session"]) == ("make_file", "session", session)
+    assert (rule["created_by"], rule["request_id"]) == ("acp:tester", asked.request_id)
+
+    # Another `heron acp` loads the session: the stored rule approves without asking.
+    args = ("--model", again, "--tools", tools, "--as", "tester")
+    async with heron_acp(heron, *args, log="again.log") as agent:
+        await agent.conn.load_session(cwd=str(workspace), session_id=session, mcp_servers=[])
+        assert await agent.prompt(session, "make b") == "end_turn"
+        assert agent.editor.status(session, "m2") == "completed"
+        assert agent.editor.asked.empty()
+    assert (heron.root / "b.txt").exists()
+
+
+async def test_reject_always_refuses_later_calls_of_the_tool_without_asking(heron: Heron) -> None:
+    turns = [_make("m1", "a.txt"), _make("m2", "b.txt"), {"text": "Both refused."}]
+    model = heron.script("script.yaml", turns)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+
+    async with heron_acp(heron, "--model", model, "--tools", heron.tools(), "--as", "t") as agent:
+        session = await agent.new_session(workspace)
+        turn = asyncio.ensure_future(agent.prompt(session, "make both"))
+        asked = await agent.editor.next_question()
+        asked.answer("reject_always")
+        assert await turn == "end_turn"
+
+        editor = agent.editor
+        assert (editor.status(session, "m1"), editor.status(session, "m2")) == ("failed", "failed")
+        assert editor.asked.empty()
+        assert editor.text(session) == "Both refused."
+    assert not (heron.root / "a.txt").exists()
+    assert not (heron.root / "b.txt").exists()
+    ended = await asyncio.to_thread(_approval, heron, asked.request_id)
+    assert (ended["outcome"], ended["answered_by"]) == ("denied", "acp:t")
+
+
+async def test_an_answer_from_a_terminal_wins_and_the_editors_late_answer_is_refused(
+    heron: Heron,
+) -> None:
+    model = heron.script("script.yaml", MAKE_TURNS)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+
+    async with heron_acp(heron, "--model", model, "--tools", heron.tools(), "--as", "t") as agent:
+        session = await agent.new_session(workspace)
+        turn = asyncio.ensure_future(agent.prompt(session, "make the file"))
+        asked = await agent.editor.next_question()
+        approved = await asyncio.to_thread(heron.run, "approvals", "approve", asked.request_id)
+        assert approved.code == 0, approved.stderr
+        assert await turn == "end_turn"
+        assert agent.editor.status(session, "m1") == "completed"
+
+        asked.answer("reject_once")  # too late: the terminal answered first
+        await poll_until(lambda: "was refused" in agent.log(), "the late answer's refusal")
+    assert (heron.root / "made.txt").exists()
+    ended = await asyncio.to_thread(_approval, heron, asked.request_id)
+    assert ended["outcome"] == "approved"
+    assert ended["answered_by"].startswith("console:")
+
+
+WAIT_TURNS: list[dict[str, Any]] = [
+    {"tool_calls": [{"id": "w1", "name": "wait_forever", "arguments": {}}]},
+    {"text": "Back again.", "expect": {"last_role": "user"}},
+]
+
+
+async def test_cancel_stops_the_running_tool_and_the_session_goes_on(heron: Heron) -> None:
+    model = heron.script("script.yaml", WAIT_TURNS)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+
+    async with heron_acp(heron, "--model", model, "--tools", heron.tools()) as agent:
+        session = await agent.new_session(workspace)
+        turn = asyncio.ensure_future(agent.prompt(session, "wait"))
+        editor = agent.editor
+        await editor.wait_for("w1 running", lambda: editor.status(session, "w1") == "in_progress")
+        await agent.conn.cancel(session_id=session)
+        assert await turn == "cancelled"
+
+        [*_, ended] = editor.calls(session)["w1"]
+        assert ended.status == "failed"
+        assert ended.content[0].content.text == "[interrupted: cancelled while running]"
+        assert ended.raw_output["phase"] == "cancelled_while_running"
+        # The history stays valid: the next prompt runs on it.
+        assert await agent.prompt(session, "still there?") == "end_turn"
+        assert editor.text(session).endswith("Back again.")
+
+
+async def test_cancel_while_the_editor_asks_ends_the_request_and_the_call_never_runs(
+    heron: Heron,
+) -> None:
+    model = heron.script("script.yaml", MAKE_TURNS)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+
+    async with heron_acp(heron, "--model", model, "--tools", heron.tools(), "--as", "t") as agent:
+        session = await agent.new_session(workspace)
+        turn = asyncio.ensure_future(agent.prompt(session, "make the file"))
+        asked = await agent.editor.next_question()
+        await agent.conn.cancel(session_id=session)
+        asked.withdraw()
+        assert await turn == "cancelled"
+        [*_, ended] = agent.editor.calls(session)["m1"]
+        assert ended.status == "failed"
+        assert "waited for approval; it did not run" in ended.content[0].content.text
+    assert not (heron.root / "made.txt").exists()
+    request = await asyncio.to_thread(_approval, heron, asked.request_id)
+    assert (request["status"], request["reason"]) == ("cancelled", "the prompt turn was cancelled")
+
+
+async def test_bad_input_gets_a_json_rpc_error_and_the_agent_keeps_serving(heron: Heron) -> None:
+    model = heron.script("script.yaml", ECHO_TURNS)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+
+    async with heron_acp(heron, "--model", model, "--tools", heron.tools()) as agent:
+        editor = agent.editor
+        await agent.write_raw(b"{this is not json\n")
+        assert (await editor.error_response(-32700))["id"] is None
+        await agent.write_raw(b'[{"jsonrpc": "2.0", "id": 1, "method": "initialize"}]\n')
+        batch = await editor.error_response(-32600)
+        assert "batch" in batch["error"]["message"]
+        await agent.write_raw(b'{"jsonrpc": "2.0", "id": 2, "params": "' + b"x" * MAX + b'"}\n')
+        oversized = await editor.error_response(-32600)
+        assert f"longer than {MAX} bytes" in oversized["error"]["message"]
+        deep = b"[" * 200 + b"]" * 200
+        await agent.write_raw(
+            b'{"jsonrpc": "2.0", "id": 3, "method": "x", "params": ' + deep + b"}\n"
+        )
+        assert "nested deeper" in (await editor.error_response(-32600))["error"]["message"]
+        await agent.write_raw(b'{"jsonrpc": "2.0", "id": 4, "method": "session/teleport"}\n')
+        assert (await editor.error_response(-32601))["id"] == 4
+        bad_prompt = {"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {"x": 1}}
+        await agent.write_raw(json.dumps(bad_prompt).encode() + b"\n")
+        assert (await editor.error_response(-32602))["id"] == 5
+
+        # None of it stopped the agent: a session and a turn work as before.
+        session = await agent.new_session(workspace)
+        assert await agent.prompt(session, "say hello") == "end_turn"
+        assert editor.status(session, "c1") == "completed"
+        assert agent.process.returncode is None
+
+
+async def test_a_session_loaded_by_another_process_replays_its_history_and_goes_on(
+    heron: Heron,
+) -> None:
+    first = heron.script("first.yaml", ECHO_TURNS)
+    later = heron.script("later.yaml", [{"text": "I remember.", "expect": {"last_role": "user"}}])
+    workspace = heron.root / "project"
+    workspace.mkdir()
+    tools = heron.tools()
+    async with heron_acp(heron, "--model", first, "--tools", tools) as agent:
+        session = await agent.new_session(workspace)
+        assert await agent.prompt(session, "say hello") == "end_turn"
+    listed = await asyncio.to_thread(heron.run, "sessions", "list")
+    assert session in listed.stdout
+
+    async with heron_acp(heron, "--model", later, "--tools", tools, log="later.log") as agent:
+        await agent.conn.load_session(cwd=str(workspace), session_id=session, mcp_servers=[])
+        editor = agent.editor
+        kinds = [u.session_update for u in editor.of(session)]
+        call = ["tool_call", "tool_call_update", "tool_call_update"]
+        assert kinds == ["user_message_chunk", *call, "agent_message_chunk"]
+        assert editor.of(session)[0].content.text == "say hello"
+        assert editor.status(session, "c1") == "completed"
+        assert editor.text(session) == "The tool said hello."
+
+        assert await agent.prompt(session, "remember?") == "end_turn"
+        assert editor.text(session) == "The tool said hello.I remember."

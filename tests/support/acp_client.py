@@ -22,6 +22,7 @@ from acp.schema import (
     AgentMessageChunk,
     AllowedOutcome,
     ClientCapabilities,
+    DeniedOutcome,
     Implementation,
     PermissionOption,
     RequestPermissionResponse,
@@ -49,6 +50,10 @@ class Asked:
     @property
     def request_id(self) -> str:
         return str(self.meta["request"])
+
+    def withdraw(self) -> None:
+        """What an editor answers once it has cancelled the prompt turn."""
+        self.reply.set_result(RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled")))
 
     def answer(self, option_id: str) -> None:
         self.reply.set_result(
