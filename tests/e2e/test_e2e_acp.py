@@ -12,7 +12,7 @@ from acp.schema import AgentPlanUpdate, AgentThoughtChunk, ToolCallStart
 
 from heron.acp.stdio import MAX_MESSAGE_BYTES as MAX
 from support.acp_client import heron_acp
-from support.cli import Heron
+from support.cli import TIMEOUT_S, Heron
 from support.waiting import poll_until
 
 ECHO_TURNS: list[dict[str, Any]] = [
@@ -336,3 +336,30 @@ async def test_a_session_loaded_by_another_process_replays_its_history_and_goes_
 
         assert await agent.prompt(session, "remember?") == "end_turn"
         assert editor.text(session) == "The tool said hello.I remember."
+
+
+async def test_an_editor_that_goes_away_mid_tool_leaves_a_valid_stored_session(
+    heron: Heron,
+) -> None:
+    model = heron.script("script.yaml", WAIT_TURNS)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+
+    async with heron_acp(heron, "--model", model, "--tools", heron.tools()) as agent:
+        session = await agent.new_session(workspace)
+        turn = asyncio.ensure_future(agent.prompt(session, "wait"))
+        editor = agent.editor
+        await editor.wait_for("w1 running", lambda: editor.status(session, "w1") == "in_progress")
+        stdin = agent.process.stdin
+        assert stdin is not None
+        stdin.close()  # the editor quit: end of input
+        assert await asyncio.wait_for(agent.process.wait(), TIMEOUT_S) == 0
+        with pytest.raises(ConnectionError):
+            await turn
+
+    exported = await asyncio.to_thread(heron.run, "sessions", "export", session)
+    assert exported.code == 0, exported.stderr
+    messages = [json.loads(line)["message"] for line in exported.stdout.splitlines()]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
+    assert messages[2]["call_id"] == "w1"
+    assert messages[2]["content"] == "[interrupted: cancelled while running]"

@@ -222,3 +222,6 @@ async def heron_acp(heron: Heron, *args: str, log: str = "acp.log") -> AsyncIter
             except BaseException:
                 sys.stderr.write(f"heron acp stderr:\n{connected.log()}\n")
                 raise
+    # The editor closed its end: heron closed every session and left cleanly.
+    assert process.returncode == 0, connected.log()
+    assert "Traceback" not in connected.log(), connected.log()

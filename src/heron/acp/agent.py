@@ -382,6 +382,10 @@ class HeronAcpAgent:
         scope = session.cancel = approver.cancel = CancelScope()
         try:
             outcome = await session.run_turn(text, scope)
+        except Exception as exc:  # a store failure, …: said scrubbed, not as the SDK would
+            message = scrub_text(f"{type(exc).__name__}: {exc}")
+            _log(f"session {session_id}: the turn failed: {message}")
+            raise RequestError.internal_error({"message": message}) from exc
         finally:
             session.cancel = approver.cancel = None
             await session.flush()  # every update of the turn before its response
@@ -415,12 +419,12 @@ class HeronAcpAgent:
 def _stop_reason(outcome: TurnOutcome) -> StopReason:
     if outcome.status == "cancelled":
         return "cancelled"
+    if outcome.reason in ("iteration_cap", "budget_exhausted"):
+        return "max_turn_requests"  # with a summary, or an error under cap_behavior = "error"
     if outcome.status == "error":
         raise RequestError.internal_error(
             {"message": scrub_text(outcome.error or "the turn failed"), "reason": outcome.reason}
         )
-    if outcome.reason in ("iteration_cap", "budget_exhausted"):
-        return "max_turn_requests"
     return "end_turn"
 
 

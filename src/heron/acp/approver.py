@@ -312,6 +312,7 @@ class EditorApprover:
             return exc.request
         except (NotAnApprover, InvalidAnswer) as exc:
             self.log(f"the editor's answer ({answered.option}) was refused: {exc}")
+            self.editor.note(opened.call_ids[0], f"That answer was refused: {exc}")
             return None
         if answered.option == "reject_always":
             self.rejected.add(opened.tool)

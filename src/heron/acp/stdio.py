@@ -19,7 +19,6 @@ editor's messages.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
@@ -95,9 +94,7 @@ class EditorPipe:
             return dict(message)
 
     async def close(self) -> None:
-        self._writer.close()
-        with contextlib.suppress(ConnectionError, OSError):  # the editor went first
-            await self._writer.wait_closed()
+        self._writer.close()  # every send was drained already
 
     async def _refuse(self, code: int, message: str) -> None:
         self._log(f"refused a message from the editor: {message}")
