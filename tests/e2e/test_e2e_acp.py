@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +16,8 @@ from heron.acp.stdio import MAX_MESSAGE_BYTES as MAX
 from support.acp_client import heron_acp
 from support.cli import TIMEOUT_S, Heron
 from support.waiting import poll_until
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "acp.md"
 
 ECHO_TURNS: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "c1", "name": "echo", "arguments": {"text": "hello editor"}}]},
@@ -363,3 +367,27 @@ async def test_an_editor_that_goes_away_mid_tool_leaves_a_valid_stored_session(
     assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
     assert messages[2]["call_id"] == "w1"
     assert messages[2]["content"] == "[interrupted: cancelled while running]"
+
+
+async def test_the_scripted_example_of_the_docs_runs_as_shown(heron: Heron) -> None:
+    page = DOCS.read_text(encoding="utf-8")
+    [script] = re.findall(r"```yaml\n# script.yaml\n(.*?)```", page, flags=re.S)
+    heron.write("script.yaml", script)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("# A project\n", encoding="utf-8")
+    args = ("--model", "scripted:script.yaml", "--builtin", "perception", "--builtin", "planning")
+
+    async with heron_acp(heron, *args) as agent:
+        session = await agent.new_session(workspace)
+        assert await agent.prompt(session, "summarise the README") == "end_turn"
+
+        editor = agent.editor
+        [plan] = [u for u in editor.of(session) if isinstance(u, AgentPlanUpdate)]
+        assert [e.status for e in plan.entries] == ["in_progress", "pending"]
+        [plan_steps, read_steps] = editor.calls(session).values()
+        assert [s.status for s in plan_steps][-1] == "completed"
+        assert read_steps[0].kind == "read"
+        assert read_steps[0].locations[0].path == str(workspace / "README.md")
+        assert "# A project" in read_steps[-1].content[0].content.text
+        assert editor.text(session) == "I read the README."
