@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
+import acp
 import pytest
 from acp.schema import AgentPlanUpdate, AgentThoughtChunk, ToolCallStart
 
@@ -391,3 +393,58 @@ async def test_the_scripted_example_of_the_docs_runs_as_shown(heron: Heron) -> N
         assert read_steps[0].locations[0].path == str(workspace / "README.md")
         assert "# A project" in read_steps[-1].content[0].content.text
         assert editor.text(session) == "I read the README."
+
+
+REVEAL_TOOLS = '''
+import os
+
+from heron import tool
+
+
+@tool(read_only=True)
+def reveal_key() -> str:
+    """Say the provider key heron runs with."""
+    return "the key is " + os.environ["OPENAI_API_KEY"]
+'''
+
+
+async def test_attached_files_join_the_prompt_and_a_known_secret_reaches_no_message_or_store(
+    heron: Heron,
+) -> None:
+    key = "canary-key-" + secrets.token_hex(10)
+    heron.env["OPENAI_API_KEY"] = key  # known to heron; the scripted model never uses it
+    heron.write("secret_tools.py", REVEAL_TOOLS)
+    turns = [
+        {"tool_calls": [{"id": "r1", "name": "reveal_key", "arguments": {}}]},
+        {"text": "Done.", "expect": {"last_message_contains": "«secret:OPENAI_API_KEY»"}},
+    ]
+    model = heron.script("script.yaml", turns)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+    notes = workspace / "notes" / "todo.md"
+    prompt = [
+        acp.text_block(f"my key is {key}; see the files"),
+        acp.resource_block(acp.embedded_text_resource(notes.as_uri(), f"- rotate {key}\n")),
+        acp.resource_link_block("spec", (workspace / "spec.md").as_uri()),
+    ]
+
+    async with heron_acp(heron, "--model", model, "--tools", "secret_tools.py") as agent:
+        session = await agent.new_session(workspace)
+        response = await agent.conn.prompt(session_id=session, prompt=prompt)
+        assert response.stop_reason == "end_turn"
+        assert agent.editor.status(session, "r1") == "completed"
+        sent = json.dumps(agent.editor.raw, ensure_ascii=False)
+        assert "«secret:OPENAI_API_KEY»" in sent  # the tool's result, as the model saw it
+        assert key not in sent
+
+    exported = await asyncio.to_thread(heron.run, "sessions", "export", session)
+    [user, *_] = [json.loads(line)["message"] for line in exported.stdout.splitlines()]
+    assert user["content"] == (
+        "my key is «secret:OPENAI_API_KEY»; see the files\n\n"
+        "Attached file notes/todo.md:\n```\n- rotate «secret:OPENAI_API_KEY»\n```\n\n"
+        "[the user refers to file spec.md]"
+    )
+    stored = [
+        p for p in heron.state_dir.rglob("*") if p.is_file() and key.encode() in p.read_bytes()
+    ]
+    assert stored == []
