@@ -51,6 +51,7 @@ from heron.humans.desk import (
     RequestDesk,
     RuleChoice,
 )
+from heron.humans.gate import rule_approval
 from heron.humans.store import HumanRequest, Settlement
 from heron.safety.redact import scrub_text
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest
@@ -170,18 +171,9 @@ class EditorApprover:
         card = self.editor.card(request.call_id, request.tool, request.arguments)
         arguments = dict(request.arguments)
         arguments.pop("approved", None)  # the runtime's marker is not the model's argument
-        rule = self.desk.covering_rule(
-            session=self.session,
-            tool=request.tool,
-            arguments=arguments,
-            high_risk=request.risk == "high",
-        )
-        if rule is not None:
-            return ApprovalAnswer(
-                decision="yes",
-                decided_by=f"rule:{rule.id}",
-                reason=f"'always' by {rule.created_by}",
-            )
+        by_rule = rule_approval(self.desk, self.session, request, arguments)
+        if by_rule is not None:
+            return by_rule
         opened = await self.desk.open_approval(
             session=self.session,
             call_id=request.call_id,
