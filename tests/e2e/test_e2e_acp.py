@@ -12,11 +12,18 @@ from typing import Any
 
 import acp
 import pytest
-from acp.schema import AgentPlanUpdate, AgentThoughtChunk, ToolCallStart
+from acp.schema import (
+    AgentPlanUpdate,
+    AgentThoughtChunk,
+    McpServerStdio,
+    SseMcpServer,
+    ToolCallStart,
+)
 
 from heron.acp.stdio import MAX_MESSAGE_BYTES as MAX
 from support.acp_client import heron_acp
 from support.cli import TIMEOUT_S, Heron
+from support.mcp_servers import probe_server
 from support.waiting import poll_until
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "acp.md"
@@ -448,3 +455,31 @@ async def test_attached_files_join_the_prompt_and_a_known_secret_reaches_no_mess
         p for p in heron.state_dir.rglob("*") if p.is_file() and key.encode() in p.read_bytes()
     ]
     assert stored == []
+
+
+async def test_the_editors_stdio_mcp_server_joins_the_sessions_tools(heron: Heron) -> None:
+    turns = [
+        {
+            "tool_calls": [{"id": "a1", "name": "probe__add", "arguments": {"a": 2, "b": 3}}],
+            "expect": {"tools_include": ["probe__add"]},
+        },
+        {"text": "Added.", "expect": {"last_role": "tool"}},
+    ]
+    model = heron.script("script.yaml", turns)
+    workspace = heron.root / "project"
+    workspace.mkdir()
+    server = probe_server()
+    editors = [
+        McpServerStdio(name="probe", command=server["command"], args=server["args"], env=[]),
+        SseMcpServer(type="sse", name="old", url="http://127.0.0.1:9/sse", headers=[]),
+    ]
+
+    async with heron_acp(heron, "--model", model, "--autonomy", "full") as agent:
+        response = await agent.conn.new_session(cwd=str(workspace), mcp_servers=editors)
+        session = response.session_id
+        assert await agent.prompt(session, "add 2 and 3") == "end_turn"
+
+        [*_, ended] = agent.editor.calls(session)["a1"]
+        assert ended.status == "completed"
+        assert '"total": 5' in ended.content[0].content.text
+        assert "mcp server 'old' of the editor: heron connects stdio and HTTP" in agent.log()

@@ -2,10 +2,12 @@
 
 What maps to what (the full table is in docs/acp.md):
 
-- `initialize`: capabilities — `loadSession`, embedded context in prompts; no authentication
+- `initialize`: capabilities — `loadSession`, embedded context in prompts, HTTP MCP servers;
+  no authentication
   (heron runs as the editor's user, on its state directory);
-- `session/new` (`cwd`): a new stored session (`CliSession`: SQLite, its writer lock, the
-  execution audit) and an agent built for it, whose workspace is `cwd` (validated);
+- `session/new` (`cwd`, `mcpServers`): a new stored session (`CliSession`: SQLite, its
+  writer lock, the execution audit) and an agent built for it, whose workspace is `cwd`
+  (validated), with the editor's MCP servers (`heron.acp.mcp_servers`);
 - `session/load`: the stored session of that id, locked and repaired (a turn a dead process
   left mid-call is closed), its history replayed as updates;
 - `session/prompt`: one turn on the session's history; text and resource blocks are the
@@ -18,9 +20,7 @@ What maps to what (the full table is in docs/acp.md):
 
 One prompt runs per session at a time; several sessions may run side by side. Every update is
 sent in order through one queue per session, and a prompt's response is sent only after its
-updates. `serve_stdio` runs the agent on the process's standard input and output, which it
-keeps to itself: anything else writing to standard output (a tool's `print`, a child process)
-ends up on standard error, and nothing else can read the editor's messages.
+updates. `serve_stdio` runs the agent on the editor's pipe (`heron.acp.stdio`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +44,7 @@ from acp.schema import (
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PermissionOption,
     PromptCapabilities,
@@ -55,11 +56,13 @@ from acp.schema import (
 
 from heron._support.vocabulary import ACTIVE_STATUSES
 from heron.acp.approver import EditorApprover
+from heron.acp.mcp_servers import EditorServer, editor_servers
 from heron.acp.stdio import EditorPipe, protocol_streams
 from heron.acp.updates import CallCard, PromptBlock, TurnUpdates, prompt_text, replay
 from heron.agent import Agent
 from heron.errors import HeronError
 from heron.humans.desk import RequestDesk
+from heron.mcp.config import McpServerConfig
 from heron.safety.redact import scrub_text
 from heron.sessions.lock import SessionInUseError
 from heron.sessions.repair import SessionRepairError
@@ -71,9 +74,11 @@ from heron.turn.loop import TurnOutcome
 
 __all__ = ["AgentOpener", "HeronAcpAgent", "serve_stdio"]
 
-AgentOpener = Callable[[Path, Approver], AbstractAsyncContextManager[Agent]]
-"""Builds the agent of one session: its workspace and its approver in, the agent out, closed
-on exit (the command line hands in the configured agent)."""
+AgentOpener = Callable[
+    [Path, Approver, Mapping[str, McpServerConfig]], AbstractAsyncContextManager[Agent]
+]
+"""Builds the agent of one session: its workspace, its approver and the editor's MCP servers
+in, the agent out, closed on exit (the command line hands in the configured agent)."""
 
 
 class UpdateStream:
@@ -191,7 +196,9 @@ class AcpSession:
 class HeronAcpAgent:
     """The ACP agent (see the module docstring). `open_agent` builds each session's agent;
     sessions are stored in `state_dir`; approvals go through `desk`, the editor's user answering
-    as `acp:<name>`. With `workspace_root`, an editor's working directory must lie inside it."""
+    as `acp:<name>`. With `workspace_root`, an editor's working directory must lie inside it.
+    `configured_servers`: the MCP servers of the configuration, which the editor's do not
+    replace."""
 
     def __init__(
         self,
@@ -201,6 +208,7 @@ class HeronAcpAgent:
         desk: RequestDesk,
         name: str,
         workspace_root: Path | None = None,
+        configured_servers: Collection[str] = (),
         poll_interval_s: float = 0.25,
         version: str = "0",
     ) -> None:
@@ -209,12 +217,12 @@ class HeronAcpAgent:
         self._desk = desk
         self._name = name
         self._root = workspace_root
+        self._configured_servers = frozenset(configured_servers)
         self._poll_interval_s = poll_interval_s
         self._version = version
         self._client: acp.Client | None = None
         self._client_name = "an ACP client"
         self._sessions: dict[str, AcpSession] = {}
-        self._mcp_warned = False
 
     def on_connect(self, conn: acp.Client) -> None:
         self._client = conn
@@ -237,6 +245,7 @@ class HeronAcpAgent:
                 prompt_capabilities=PromptCapabilities(
                     image=False, audio=False, embedded_context=True
                 ),
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
             auth_methods=[],
             agent_info=Implementation(name="heron", title="heron", version=self._version),
@@ -252,24 +261,23 @@ class HeronAcpAgent:
         self,
         cwd: str,
         additional_directories: list[str] | None = None,
-        mcp_servers: list[Any] | None = None,
+        mcp_servers: list[EditorServer] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
         workspace = self._workspace(cwd)
-        self._ignore_mcp(mcp_servers)
-        session = await self._open(new_session_name(), workspace, must_exist=False)
+        servers = self._servers(mcp_servers, workspace)
+        session = await self._open(new_session_name(), workspace, servers, must_exist=False)
         return NewSessionResponse(session_id=session.id)
 
     async def load_session(
         self,
         cwd: str,
         session_id: str,
-        mcp_servers: list[Any] | None = None,
+        mcp_servers: list[EditorServer] | None = None,
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> LoadSessionResponse | None:
         workspace = self._workspace(cwd)
-        self._ignore_mcp(mcp_servers)
         session = self._sessions.get(session_id)
         if session is not None and session.cancel is not None:
             raise RequestError.invalid_request(
@@ -279,12 +287,20 @@ class HeronAcpAgent:
             await self._close(session)
             session = None
         if session is None:
-            session = await self._open(session_id, workspace, must_exist=True)
+            servers = self._servers(mcp_servers, workspace)
+            session = await self._open(session_id, workspace, servers, must_exist=True)
         session.replay()
         await session.flush()
         return LoadSessionResponse()
 
-    async def _open(self, name: str, workspace: Path, *, must_exist: bool) -> AcpSession:
+    async def _open(
+        self,
+        name: str,
+        workspace: Path,
+        servers: Mapping[str, McpServerConfig],
+        *,
+        must_exist: bool,
+    ) -> AcpSession:
         assert self._client is not None, "initialize first"
         try:
             held = CliSession.open(
@@ -310,7 +326,7 @@ class HeronAcpAgent:
                 poll_interval_s=self._poll_interval_s,
             )
             stack.push_async_callback(approver.aclose)
-            agent = await stack.enter_async_context(self._open_agent(workspace, approver))
+            agent = await stack.enter_async_context(self._open_agent(workspace, approver, servers))
             held.attach(agent)
         except HeronError as exc:
             await stack.aclose()
@@ -356,13 +372,12 @@ class HeronAcpAgent:
             )
         return resolved
 
-    def _ignore_mcp(self, servers: list[Any] | None) -> None:
-        if servers and not self._mcp_warned:
-            self._mcp_warned = True
-            _log(
-                f"the editor passed {len(servers)} MCP server(s); heron acp connects the servers "
-                "of [mcp.servers] in heron.toml, not the editor's"
-            )
+    def _servers(
+        self, servers: list[EditorServer] | None, workspace: Path
+    ) -> dict[str, McpServerConfig]:
+        return editor_servers(
+            servers, workspace=workspace, configured=self._configured_servers, log=_log
+        )
 
     # -- prompts ---------------------------------------------------------------------------
 

@@ -16,8 +16,8 @@ import argparse
 import asyncio
 import getpass
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,9 +25,11 @@ from heron.cli import common
 from heron.cli.common import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
+    from heron.acp.agent import AgentOpener
     from heron.agent import Agent
     from heron.config import HeronConfig
     from heron.humans.approvers import Approvers
+    from heron.mcp.config import McpServerConfig
     from heron.tools.definition import Tool
     from heron.turn.approval import Approver
 
@@ -103,6 +105,7 @@ def cmd_acp(args: argparse.Namespace) -> int:
                 desk=desk,
                 name=name,
                 workspace_root=root,
+                configured_servers=config.mcp.servers,
                 poll_interval_s=args.poll_interval,
                 version=_version(),
             )
@@ -138,16 +141,18 @@ def _approvers(config: HeronConfig, name: str) -> Approvers:
         raise UsageError(f"configuration error: [approvals.approvers]: {exc}") from exc
 
 
-def _opener(
-    config: HeronConfig, tools: list[Tool]
-) -> Callable[[Path, Approver], AbstractAsyncContextManager[Agent]]:
-    """Each session's agent: the configured one, its workspace the editor's directory."""
+def _opener(config: HeronConfig, tools: list[Tool]) -> AgentOpener:
+    """Each session's agent: the configured one, its workspace the editor's directory, with
+    the editor's MCP servers beside those of the configuration."""
 
     @asynccontextmanager
-    async def open_agent(workspace: Path, approver: Approver) -> AsyncIterator[Agent]:
+    async def open_agent(
+        workspace: Path, approver: Approver, servers: Mapping[str, McpServerConfig]
+    ) -> AsyncIterator[Agent]:
         builtin = config.tools.builtin.model_copy(update={"workspace": str(workspace)})
         tools_config = config.tools.model_copy(update={"builtin": builtin})
-        session_config = config.model_copy(update={"tools": tools_config})
+        mcp = config.mcp.model_copy(update={"servers": {**servers, **config.mcp.servers}})
+        session_config = config.model_copy(update={"tools": tools_config, "mcp": mcp})
         async with common.open_agent(session_config, approver=approver, tools=tools) as agent:
             yield agent
 
