@@ -26,6 +26,15 @@ from support.cli import TIMEOUT_S, Heron
 from support.mcp_servers import probe_server
 from support.waiting import poll_until
 
+
+@pytest.fixture
+def workspace(heron: Heron) -> Path:
+    """The project folder the editor has open."""
+    path = heron.root / "project"
+    path.mkdir()
+    return path
+
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "acp.md"
 
 ECHO_TURNS: list[dict[str, Any]] = [
@@ -34,10 +43,10 @@ ECHO_TURNS: list[dict[str, Any]] = [
 ]
 
 
-async def test_a_prompt_streams_the_tool_call_its_result_and_the_answer(heron: Heron) -> None:
+async def test_a_prompt_streams_the_tool_call_its_result_and_the_answer(
+    heron: Heron, workspace: Path
+) -> None:
     model = heron.script("script.yaml", ECHO_TURNS)
-    workspace = heron.root / "project"
-    workspace.mkdir()
 
     async with heron_acp(heron, "--model", model, "--tools", heron.tools()) as agent:
         session = await agent.new_session(workspace)
@@ -69,10 +78,10 @@ PLAN_TURNS: list[dict[str, Any]] = [
 ]
 
 
-async def test_the_models_plan_and_reasoning_reach_the_editor(heron: Heron) -> None:
+async def test_the_models_plan_and_reasoning_reach_the_editor(
+    heron: Heron, workspace: Path
+) -> None:
     model = heron.script("script.yaml", PLAN_TURNS)
-    workspace = heron.root / "project"
-    workspace.mkdir()
 
     async with heron_acp(heron, "--model", model, "--builtin", "planning") as agent:
         session = await agent.new_session(workspace)
@@ -112,11 +121,9 @@ def _approval(heron: Heron, request_id: str) -> dict[str, Any]:
     ],
 )
 async def test_a_permission_answered_in_the_editor_is_a_signed_decision_on_the_durable_store(
-    heron: Heron, option: str, status: str, outcome: str, made: bool
+    heron: Heron, workspace: Path, option: str, status: str, outcome: str, made: bool
 ) -> None:
     model = heron.script("script.yaml", MAKE_TURNS)
-    workspace = heron.root / "project"
-    workspace.mkdir()
     args = ("--model", model, "--tools", heron.tools(), "--as", "tester")
 
     async with heron_acp(heron, *args) as agent:
@@ -165,11 +172,10 @@ def _make(call_id: str, name: str) -> dict[str, Any]:
 
 async def test_allow_always_is_a_stored_rule_that_answers_the_session_after_a_restart(
     heron: Heron,
+    workspace: Path,
 ) -> None:
     first = heron.script("first.yaml", [_make("m1", "a.txt"), {"text": "Made a."}])
     again = heron.script("again.yaml", [_make("m2", "b.txt"), {"text": "Made b."}])
-    workspace = heron.root / "project"
-    workspace.mkdir()
     tools = heron.tools()
 
     async with heron_acp(heron, "--model", first, "--tools", tools, "--as", "tester") as agent:
@@ -193,11 +199,11 @@ async def test_allow_always_is_a_stored_rule_that_answers_the_session_after_a_re
     assert (heron.root / "b.txt").exists()
 
 
-async def test_reject_always_refuses_later_calls_of_the_tool_without_asking(heron: Heron) -> None:
+async def test_reject_always_refuses_later_calls_of_the_tool_without_asking(
+    heron: Heron, workspace: Path
+) -> None:
     turns = [_make("m1", "a.txt"), _make("m2", "b.txt"), {"text": "Both refused."}]
     model = heron.script("script.yaml", turns)
-    workspace = heron.root / "project"
-    workspace.mkdir()
 
     async with heron_acp(heron, "--model", model, "--tools", heron.tools(), "--as", "t") as agent:
         session = await agent.new_session(workspace)
@@ -218,10 +224,9 @@ async def test_reject_always_refuses_later_calls_of_the_tool_without_asking(hero
 
 async def test_an_answer_from_a_terminal_wins_and_the_editors_late_answer_is_refused(
     heron: Heron,
+    workspace: Path,
 ) -> None:
     model = heron.script("script.yaml", MAKE_TURNS)
-    workspace = heron.root / "project"
-    workspace.mkdir()
 
     async with heron_acp(heron, "--model", model, "--tools", heron.tools(), "--as", "t") as agent:
         session = await agent.new_session(workspace)
@@ -246,10 +251,10 @@ WAIT_TURNS: list[dict[str, Any]] = [
 ]
 
 
-async def test_cancel_stops_the_running_tool_and_the_session_goes_on(heron: Heron) -> None:
+async def test_cancel_stops_the_running_tool_and_the_session_goes_on(
+    heron: Heron, workspace: Path
+) -> None:
     model = heron.script("script.yaml", WAIT_TURNS)
-    workspace = heron.root / "project"
-    workspace.mkdir()
 
     async with heron_acp(heron, "--model", model, "--tools", heron.tools()) as agent:
         session = await agent.new_session(workspace)
@@ -270,10 +275,9 @@ async def test_cancel_stops_the_running_tool_and_the_session_goes_on(heron: Hero
 
 async def test_cancel_while_the_editor_asks_ends_the_request_and_the_call_never_runs(
     heron: Heron,
+    workspace: Path,
 ) -> None:
     model = heron.script("script.yaml", MAKE_TURNS)
-    workspace = heron.root / "project"
-    workspace.mkdir()
 
     async with heron_acp(heron, "--model", model, "--tools", heron.tools(), "--as", "t") as agent:
         session = await agent.new_session(workspace)
@@ -290,10 +294,10 @@ async def test_cancel_while_the_editor_asks_ends_the_request_and_the_call_never_
     assert (request["status"], request["reason"]) == ("cancelled", "the prompt turn was cancelled")
 
 
-async def test_bad_input_gets_a_json_rpc_error_and_the_agent_keeps_serving(heron: Heron) -> None:
+async def test_bad_input_gets_a_json_rpc_error_and_the_agent_keeps_serving(
+    heron: Heron, workspace: Path
+) -> None:
     model = heron.script("script.yaml", ECHO_TURNS)
-    workspace = heron.root / "project"
-    workspace.mkdir()
 
     async with heron_acp(heron, "--model", model, "--tools", heron.tools()) as agent:
         editor = agent.editor
@@ -325,11 +329,10 @@ async def test_bad_input_gets_a_json_rpc_error_and_the_agent_keeps_serving(heron
 
 async def test_a_session_loaded_by_another_process_replays_its_history_and_goes_on(
     heron: Heron,
+    workspace: Path,
 ) -> None:
     first = heron.script("first.yaml", ECHO_TURNS)
     later = heron.script("later.yaml", [{"text": "I remember.", "expect": {"last_role": "user"}}])
-    workspace = heron.root / "project"
-    workspace.mkdir()
     tools = heron.tools()
     async with heron_acp(heron, "--model", first, "--tools", tools) as agent:
         session = await agent.new_session(workspace)
@@ -353,10 +356,9 @@ async def test_a_session_loaded_by_another_process_replays_its_history_and_goes_
 
 async def test_an_editor_that_goes_away_mid_tool_leaves_a_valid_stored_session(
     heron: Heron,
+    workspace: Path,
 ) -> None:
     model = heron.script("script.yaml", WAIT_TURNS)
-    workspace = heron.root / "project"
-    workspace.mkdir()
 
     async with heron_acp(heron, "--model", model, "--tools", heron.tools()) as agent:
         session = await agent.new_session(workspace)
@@ -378,12 +380,12 @@ async def test_an_editor_that_goes_away_mid_tool_leaves_a_valid_stored_session(
     assert messages[2]["content"] == "[interrupted: cancelled while running]"
 
 
-async def test_the_scripted_example_of_the_docs_runs_as_shown(heron: Heron) -> None:
+async def test_the_scripted_example_of_the_docs_runs_as_shown(
+    heron: Heron, workspace: Path
+) -> None:
     page = DOCS.read_text(encoding="utf-8")
     [script] = re.findall(r"```yaml\n# script.yaml\n(.*?)```", page, flags=re.S)
     heron.write("script.yaml", script)
-    workspace = heron.root / "project"
-    workspace.mkdir()
     (workspace / "README.md").write_text("# A project\n", encoding="utf-8")
     args = ("--model", "scripted:script.yaml", "--builtin", "perception", "--builtin", "planning")
 
@@ -417,6 +419,7 @@ def reveal_key() -> str:
 
 async def test_attached_files_join_the_prompt_and_a_known_secret_reaches_no_message_or_store(
     heron: Heron,
+    workspace: Path,
 ) -> None:
     key = "canary-key-" + secrets.token_hex(10)
     heron.env["OPENAI_API_KEY"] = key  # known to heron; the scripted model never uses it
@@ -426,8 +429,6 @@ async def test_attached_files_join_the_prompt_and_a_known_secret_reaches_no_mess
         {"text": "Done.", "expect": {"last_message_contains": "«secret:OPENAI_API_KEY»"}},
     ]
     model = heron.script("script.yaml", turns)
-    workspace = heron.root / "project"
-    workspace.mkdir()
     notes = workspace / "notes" / "todo.md"
     prompt = [
         acp.text_block(f"my key is {key}; see the files"),
@@ -457,7 +458,9 @@ async def test_attached_files_join_the_prompt_and_a_known_secret_reaches_no_mess
     assert stored == []
 
 
-async def test_the_editors_stdio_mcp_server_joins_the_sessions_tools(heron: Heron) -> None:
+async def test_the_editors_stdio_mcp_server_joins_the_sessions_tools(
+    heron: Heron, workspace: Path
+) -> None:
     turns = [
         {
             "tool_calls": [{"id": "a1", "name": "probe__add", "arguments": {"a": 2, "b": 3}}],
@@ -466,8 +469,6 @@ async def test_the_editors_stdio_mcp_server_joins_the_sessions_tools(heron: Hero
         {"text": "Added.", "expect": {"last_role": "tool"}},
     ]
     model = heron.script("script.yaml", turns)
-    workspace = heron.root / "project"
-    workspace.mkdir()
     server = probe_server()
     editors = [
         McpServerStdio(name="probe", command=server["command"], args=server["args"], env=[]),
@@ -483,3 +484,61 @@ async def test_the_editors_stdio_mcp_server_joins_the_sessions_tools(heron: Hero
         assert ended.status == "completed"
         assert '"total": 5' in ended.content[0].content.text
         assert "mcp server 'old' of the editor: heron connects stdio and HTTP" in agent.log()
+
+
+async def test_requests_heron_cannot_serve_are_refused_with_the_reason(
+    heron: Heron, workspace: Path
+) -> None:
+    model = heron.script("script.yaml", WAIT_TURNS)
+
+    async with heron_acp(heron, "--model", model, "--tools", heron.tools()) as agent:
+        conn = agent.conn
+        refusals = {
+            "relative": conn.new_session(cwd="project", mcp_servers=[]),
+            "missing": conn.new_session(cwd=str(heron.root / "nowhere"), mcp_servers=[]),
+            "holds state": conn.new_session(cwd=str(heron.root), mcp_servers=[]),
+            "unknown": conn.load_session(cwd=str(workspace), session_id="nope", mcp_servers=[]),
+            "no session": conn.prompt(session_id="nope", prompt=[acp.text_block("hi")]),
+        }
+        messages = {}
+        for what, request in refusals.items():
+            with pytest.raises(acp.RequestError) as refused:
+                await request
+            assert refused.value.code == -32602, what
+            messages[what] = str(refused.value.data)
+        assert "absolute path" in messages["relative"]
+        assert "not a directory" in messages["missing"]
+        assert "state directory" in messages["holds state"]
+        assert "no session named 'nope'" in messages["unknown"]
+        assert "load it first" in messages["no session"]
+
+        session = await agent.new_session(workspace)
+        turn = asyncio.ensure_future(agent.prompt(session, "wait"))
+        editor = agent.editor
+        await editor.wait_for("w1 running", lambda: editor.status(session, "w1") == "in_progress")
+        with pytest.raises(acp.RequestError) as busy:
+            await agent.prompt(session, "and another")
+        assert busy.value.code == -32600
+        assert "already running" in str(busy.value.data)
+        await conn.cancel(session_id=session)
+        assert await turn == "cancelled"
+
+
+async def test_two_sessions_run_side_by_side_each_with_its_own_updates(
+    heron: Heron, workspace: Path
+) -> None:
+    waiting = heron.script("wait.yaml", WAIT_TURNS)
+
+    async with heron_acp(heron, "--model", waiting, "--tools", heron.tools()) as agent:
+        first = await agent.new_session(workspace)
+        second = await agent.new_session(workspace)
+        editor = agent.editor
+        turns = [asyncio.ensure_future(agent.prompt(s, "wait")) for s in (first, second)]
+        for session in (first, second):
+            await editor.wait_for("w1", lambda s=session: editor.status(s, "w1") == "in_progress")
+        await agent.conn.cancel(session_id=first)
+        assert await turns[0] == "cancelled"
+        assert editor.status(second, "w1") == "in_progress"  # the other turn runs on
+        await agent.conn.cancel(session_id=second)
+        assert await turns[1] == "cancelled"
+        assert {s for s, _ in editor.updates} == {first, second}
