@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 import secrets
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from acp.schema import (
 )
 
 from heron.acp.stdio import MAX_MESSAGE_BYTES as MAX
+from heron.humans.sqlite_store import SqliteRequestStore
 from support.acp_client import heron_acp
 from support.cli import TIMEOUT_S, Heron
 from support.mcp_servers import probe_server
@@ -232,6 +234,11 @@ async def test_an_answer_from_a_terminal_wins_and_the_editors_late_answer_is_ref
         session = await agent.new_session(workspace)
         turn = asyncio.ensure_future(agent.prompt(session, "make the file"))
         asked = await agent.editor.next_question()
+        # The waiting turn consumes the answer: stored as reported from the start, so the
+        # watcher of a `heron serve` on this state directory never hands it to the session.
+        with closing(SqliteRequestStore.open_dir(heron.state_dir)) as store:
+            request = store.get(asked.request_id)
+            assert request is not None and request.active and request.reported
         approved = await asyncio.to_thread(heron.run, "approvals", "approve", asked.request_id)
         assert approved.code == 0, approved.stderr
         assert await turn == "end_turn"

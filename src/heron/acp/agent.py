@@ -350,7 +350,6 @@ class HeronAcpAgent:
             if request.gates_call or not calls & set(request.call_ids):
                 continue
             self._desk.cancel(request.id, "the process that asked ended; the call did not run")
-            self._desk.store.mark_reported(request.id)
 
     def _workspace(self, cwd: str) -> Path:
         """The editor's working directory as the session's workspace, or `invalid_params`."""

@@ -18,16 +18,16 @@ of that tool in this ACP session are answered `no` at once without asking (heron
 "never" rule). A high-risk call is not offered *allow always*: no rule may cover it.
 
 The request ends with the turn: a cancelled prompt cancels it (`cancelled`, "the prompt turn
-was cancelled"), the gate's timeout (`[approval] timeout_s`) ends it `timed_out`. Every request
-the approver opened is marked reported once it ended, because the turn that asked consumed the
-answer itself; no watcher of `heron serve` replays it (`gates_call` stays false: the call runs
-here, in the waiting turn, never a second time elsewhere).
+was cancelled"), the gate's timeout (`[approval] timeout_s`) ends it `timed_out`. The turn that
+asked consumes the answer itself, so the request is opened `waited` (stored as reported): no
+watcher of a `heron serve` on the same state directory reports its ending into the session,
+and `gates_call` stays false — the call runs here, in the waiting turn, never a second time
+elsewhere.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -183,6 +183,7 @@ class EditorApprover:
             urgency="high" if request.risk == "high" else "normal",
             risk=request.risk,
             reason=request.reason,
+            waited=True,
         )
         if opened.gates_call:
             # An identical call already waits on a request of `heron serve`, which runs it
@@ -194,10 +195,6 @@ class EditorApprover:
         except asyncio.CancelledError:
             self._withdraw(opened)
             raise
-        finally:
-            # The answer is consumed by this turn: no watcher is to report it again.
-            with contextlib.suppress(Exception):
-                self.desk.store.mark_reported(opened.id)
         return _answer(ended)
 
     async def aclose(self, grace_s: float = 0.5) -> None:
