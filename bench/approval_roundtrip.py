@@ -34,16 +34,16 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from heron import Agent, ScriptedModel
 from heron._support.clock import RealClock
 from heron._support.vocabulary import HumanDecision
 from heron.humans.console import ConsoleChannel
 from heron.humans.desk import RequestDesk
-from heron.humans.outcomes import EndingReporter, RequestEnding
+from heron.humans.outcomes import EndingReporter, RequestEnding, SessionAgent
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.safety.idempotency import IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
-from heron.tools.definition import Tool
 from heron.tools.function_tool import tool
 
 STARTED: dict[str, float] = {}
@@ -91,10 +91,10 @@ async def round_trips(state_dir: Path, rounds: int, interval: float, cli: int) -
     async def publish(ending: RequestEnding) -> None:
         await done.put(ending)
 
-    tools: dict[str, Tool] = {"pay": pay}
+    agent = SessionAgent(Agent(model=ScriptedModel([]), tools=[pay]))
     reporter = EndingReporter(
         serving.store,
-        tools=lambda r: tools.get(r.tool),
+        sessions=lambda r: agent,
         idempotency=IdempotencyStore(SqliteIdempotencyLedger(state_dir)),
         publish=publish,
     )

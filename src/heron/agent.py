@@ -7,12 +7,14 @@ immutable `ResolvedAgentExecution` and per-message `TurnState`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from heron._support.limits import clean_text
 from heron.messages import MediaPart, Message, SystemMessage, UserMessage
 from heron.models.base import Model
 from heron.safety.secrets import known_secrets
@@ -24,7 +26,15 @@ from heron.tools.registry import (
     ToolRegistry,
     normalize_name,
 )
-from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApprover
+from heron.turn.approval import (
+    ApprovalAnswer,
+    ApprovalManager,
+    ApprovalPolicy,
+    Approver,
+    GivenApproval,
+    NoApprover,
+)
+from heron.turn.calls import CallOutcome
 from heron.turn.cancel import CancelScope
 from heron.turn.context import (
     IterationBudget,
@@ -33,6 +43,7 @@ from heron.turn.context import (
     RuntimeKnobs,
     TurnState,
 )
+from heron.turn.dispatch import run_single_call
 from heron.turn.events import EventSink, discard
 from heron.turn.extensions import CallCheck, OutputSpill, ResultCache, ToolCatalogue
 from heron.turn.hooks import ToolHook, sort_hooks
@@ -224,7 +235,9 @@ class Agent:
         if messages and isinstance(messages[0], SystemMessage):
             raise ValueError("pass the system prompt as Agent(system_prompt=...), not in history")
         parts = tuple(m if isinstance(m, MediaPart) else MediaPart.from_file(m) for m in media)
-        prompt = known_secrets().mask(prompt)  # a pasted provider key stays out of the history
+        # A pasted provider key stays out of the history; then a command line's undecodable
+        # bytes get the text replacement (masking first, as everywhere data enters).
+        prompt = clean_text(known_secrets().mask(prompt))
         messages.append(UserMessage(content=prompt, media=parts))
         state = self.turn_state(
             history=messages,
@@ -290,3 +303,27 @@ class Agent:
                 self.budget_limits, prices=self.prices, label=self.name or "run"
             )
         return await run_tool_call_loop(self.resolve(allowed_tools=allowed_tools), state)
+
+    async def run_approved_call(
+        self,
+        call_id: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        answer: ApprovalAnswer,
+        sink: EventSink = discard,
+        channel: str | None = None,
+    ) -> CallOutcome:
+        """Run one call a person approved after the turn that asked had ended (a durable
+        request answered later) through the same lifecycle as a call of a turn: policy (which
+        still refuses what it refuses now), `answer` as the gate's decision (an edit's
+        arguments validated again), events to `sink`, observer, hooks, receipt and spill.
+
+        The decision's audit row is the request's own (`heron.humans.outcomes`); the gate's
+        record of the same answer is not kept a second time."""
+        manager = ApprovalManager(
+            policy=self.approval.policy, approver=GivenApproval(call_id, answer)
+        )
+        exec_ = dataclasses.replace(self.resolve(), approval=manager)
+        state = self.turn_state(history=[], sink=sink, channel=channel)
+        return await run_single_call(exec_, state, call_id, tool, dict(arguments))

@@ -190,3 +190,81 @@ async def test_key_session_finds_the_first_session_that_holds_a_key(
     await bus.consume("alpha", [first.id], [UserMessage(content="one")])
     assert await bus.key_session("webhook:k1") == "alpha"
     assert await bus.key_session("webhook:other") is None
+
+
+# -- poison messages ------------------------------------------------------------------------
+
+
+async def test_an_event_failing_max_attempts_times_is_quarantined_out_of_pending(
+    bus: BusStore, backend: StoreBackend
+) -> None:
+    poison, fine = event("poison"), event("fine")
+    await bus.publish_many([poison, fine])
+    assert await bus.fail("s", [poison.id], "ValueError: first", max_attempts=3) == []
+    # The count is durable: another store object (a restarted server) goes on counting.
+    again = backend.bus()
+    assert await again.fail("s", [poison.id], "ValueError: second", max_attempts=3) == []
+    assert texts(await bus.pending("s")) == ["poison", "fine"]
+    assert await again.fail("s", [poison.id], "ValueError: third", max_attempts=3) == [poison.id]
+    assert texts(await bus.pending("s")) == ["fine"]
+    [letter] = await bus.dead_letters()
+    assert (letter.event_id, letter.session, letter.kind) == (poison.id, "s", "user.input")
+    assert (letter.attempts, letter.error, letter.event) == (3, "ValueError: third", poison)
+    assert letter.dead_at > 0 and poison.id in letter.body
+    assert await backend.bus().dead_letters(session="s") == [letter]
+    assert await bus.dead_letters(session="t") == []
+
+
+async def test_a_quarantined_event_is_never_consumed(bus: BusStore) -> None:
+    poison = event("poison")
+    await bus.publish(poison)
+    await bus.fail("s", [poison.id], "RecursionError: deep", max_attempts=1)
+    with pytest.raises(AlreadyConsumedError):
+        await bus.consume("s", [poison.id], [UserMessage(content="poison")])
+    assert bus.sessions.load("s") == []
+    assert await bus.consumed_into(poison.id) is None
+    # It stays listed, marked dead, and is no longer pending.
+    [stored] = await bus.events()
+    assert (stored.event, stored.consumed, stored.dead) == (poison, False, True)
+    assert await bus.events(pending_only=True) == []
+
+
+async def test_a_consumed_event_starts_its_failure_count_afresh_and_others_are_ignored(
+    bus: BusStore,
+) -> None:
+    a, b = event("a"), event("b")
+    await bus.publish_many([a, b])
+    await bus.fail("s", [a.id, b.id], "KeyError: x", max_attempts=2)
+    await bus.consume("s", [a.id], [UserMessage(content="a")])
+    # Consumed, unknown or foreign events are not counted (and never quarantined).
+    assert await bus.fail("s", [a.id, "no-such-event"], "KeyError: x", max_attempts=1) == []
+    assert await bus.fail("t", [b.id], "KeyError: x", max_attempts=1) == []
+    assert await bus.fail("s", [b.id], "KeyError: y", max_attempts=2) == [b.id]
+    assert [d.event_id for d in await bus.dead_letters()] == [b.id]
+
+
+async def test_dead_letters_are_listed_in_arrival_order_with_after_and_limit(
+    bus: BusStore,
+) -> None:
+    first, second, third = event("1"), event("2"), event("3")
+    await bus.publish_many([first, second, third])
+    await bus.fail("s", [third.id, first.id, second.id], "ValueError: no", max_attempts=1)
+    letters = await bus.dead_letters()
+    assert [d.event_id for d in letters] == [first.id, second.id, third.id]
+    assert [d.event_id for d in await bus.dead_letters(limit=2)] == [second.id, third.id]
+    assert [d.event_id for d in await bus.dead_letters(after=letters[0].seq)] == [
+        second.id,
+        third.id,
+    ]
+
+
+async def test_a_session_whose_only_pending_event_is_quarantined_is_no_longer_pending(
+    bus: BusStore,
+) -> None:
+    # A host of many sessions wakes the sessions `pending_sessions` names: a dead letter must
+    # not wake its session again and again.
+    poison = event("poison", session="beta")
+    await bus.publish_many([poison, event("fine", session="alpha")])
+    await bus.fail("beta", [poison.id], "ValueError: no", max_attempts=1)
+    assert await bus.pending_sessions() == ["alpha"]
+    assert [d.session for d in await bus.dead_letters()] == ["beta"]

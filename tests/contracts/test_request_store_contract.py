@@ -16,6 +16,7 @@ from heron.humans.store import (
     RequestStore,
     Settlement,
     argument_digest,
+    escalation_step,
 )
 from support.stores import StoreBackend
 
@@ -288,3 +289,19 @@ def test_the_next_deadline_is_the_earliest_of_the_active_requests(store: Request
     assert store.next_deadline() == 150.0
     store.settle("apr-2", answer())
     assert store.next_deadline() == 170.0
+
+
+def test_an_escalation_step_widens_an_active_request_once(
+    store: RequestStore, backend: StoreBackend
+) -> None:
+    store.open(request())
+    widened = store.escalate("apr-1", 1, ["mail:lead@example.com", "console:*"])
+    assert widened is not None
+    assert widened.approvers == ("console:*", "mail:lead@example.com")
+    assert escalation_step(widened) == 1
+    assert store.escalate("apr-1", 1, ["mail:other@example.com"]) is None  # taken already
+    again = backend.human_requests().get("apr-1")  # durable, read by another store
+    assert again is not None and again.approvers == widened.approvers
+    store.settle("apr-1", answer(by="mail:lead@example.com"))
+    assert store.escalate("apr-1", 2, ["mail:boss@example.com"]) is None  # ended
+    assert store.escalate("apr-unknown", 1, ["mail:boss@example.com"]) is None

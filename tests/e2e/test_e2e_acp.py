@@ -21,7 +21,6 @@ from acp.schema import (
     ToolCallStart,
 )
 
-from heron.acp.stdio import MAX_MESSAGE_BYTES as MAX
 from heron.humans.sqlite_store import SqliteRequestStore
 from support.acp_client import heron_acp
 from support.cli import TIMEOUT_S, Heron
@@ -36,6 +35,8 @@ def workspace(heron: Heron) -> Path:
     path.mkdir()
     return path
 
+
+MAX = 1048576
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "acp.md"
 
@@ -306,6 +307,7 @@ async def test_bad_input_gets_a_json_rpc_error_and_the_agent_keeps_serving(
 ) -> None:
     model = heron.script("script.yaml", ECHO_TURNS)
 
+    heron.write("heron.toml", "[limits]\nmax_bytes = 1048576\n")  # the one limit, configured
     async with heron_acp(heron, "--model", model, "--tools", heron.tools()) as agent:
         editor = agent.editor
         await agent.write_raw(b"{this is not json\n")
@@ -320,7 +322,7 @@ async def test_bad_input_gets_a_json_rpc_error_and_the_agent_keeps_serving(
         await agent.write_raw(
             b'{"jsonrpc": "2.0", "id": 3, "method": "x", "params": ' + deep + b"}\n"
         )
-        assert "nested deeper" in (await editor.error_response(-32600))["error"]["message"]
+        assert "levels deep" in (await editor.error_response(-32600))["error"]["message"]
         await agent.write_raw(b'{"jsonrpc": "2.0", "id": 4, "method": "session/teleport"}\n')
         assert (await editor.error_response(-32601))["id"] == 4
         bad_prompt = {"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {"x": 1}}

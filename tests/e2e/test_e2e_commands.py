@@ -210,7 +210,7 @@ def test_serve_takes_the_builtin_sets_and_their_workspace_like_run(heron: Heron)
 
     started = running.wait_for_event("serve_started")
 
-    assert {"read_file", "list_dir", "notify_user"} <= set(started["tools"]), started["tools"]
+    assert {"read_file", "list_dir", "send_notification"} <= set(started["tools"]), started["tools"]
 
 
 def test_the_agent_flags_are_documented_once_in_their_order() -> None:

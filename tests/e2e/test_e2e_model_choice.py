@@ -124,7 +124,7 @@ def test_serve_with_a_key_says_which_model_it_serves_with(
     running.wait_for_stderr("using openai:gpt-4o-mini because OPENAI_API_KEY is set")
     started = running.wait_for_event("serve_started")
 
-    assert "notify_user" in started["tools"]
+    assert "send_notification" in started["tools"]
     assert provider.requests == []  # nothing asked yet: the model answers events, not start-up
 
 

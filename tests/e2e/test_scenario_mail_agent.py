@@ -4,7 +4,7 @@ Three mails arrive over real SMTP at a running `HeronServer`: a meeting invitati
 complaint and an advertisement. The model's decisions are scripted (a function that reads
 what a model would read: the framed mail events and the tool results — it knows no ids in
 advance); everything else is real: the SMTP listener, the Maildir, the bus, the event loop, the
-calendar file, the notification store.
+calendar file, the message store.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class TriageModel:
             elif "broken" in mail["subject"].lower():
                 summary = f"Complaint from {mail['from_name']} ({mail['from']}): {mail['subject']}"
                 calls.append(_call("flag_mail", id=mail["id"], flag="high_priority"))
-                calls.append(_call("notify_user", text=summary, priority="high"))
+                calls.append(_call("send_notification", text=summary, urgency="high"))
             else:
                 calls.append(_call("archive_mail", id=mail["id"]))
         return calls
@@ -210,17 +210,17 @@ async def test_new_mail_is_triaged_without_the_user(
     server: tuple[HeronServer, asyncio.Event], tmp_path: Path
 ) -> None:
     srv, finals = server
-    assert srv.smtp is not None and srv.agent is not None and srv.notifications is not None
+    assert srv.smtp is not None and srv.agent is not None and srv.messages is not None
     maildir = tmp_path / "Maildir"
     for message in (invitation(), complaint(), advertisement()):
         await send(srv.smtp.port, message)
 
     def triaged() -> bool:
-        assert srv.agent is not None and srv.notifications is not None
+        assert srv.agent is not None and srv.messages is not None
         return (
             len(folder(maildir, "Drafts")) == 1
             and len(folder(maildir, "Archive")) == 1
-            and len(srv.notifications.notifications()) == 1
+            and len(srv.messages.list()) == 1
             and not srv.agent.running
         )
 
@@ -244,8 +244,8 @@ async def test_new_mail_is_triaged_without_the_user(
     assert set(inbox) == {b"<inv@c>", b"<cmp@s>"}
     assert inbox[b"<cmp@s>"].name.endswith(":2,F")
     assert inbox[b"<inv@c>"].name.endswith(":2,")
-    [note] = srv.notifications.notifications(unread_only=True)
-    assert note.priority == "high" and note.delivered == {"console": "ok"}
+    [note] = srv.messages.list(unread_only=True)
+    assert note.urgency == "high" and note.delivered() == {"console": "ok"}
     assert note.text == "Complaint from Carol (carol@shop.test): Order 1234 arrived broken"
     # The advertisement: archived.
     [archived] = folder(maildir, "Archive")
@@ -276,8 +276,8 @@ async def test_new_mail_is_triaged_without_the_user(
         "check_calendar",
         "draft_reply",
         "flag_mail",
-        "notify_user",
         "read_mail",
+        "send_notification",
     ]
 
 

@@ -21,11 +21,15 @@ from heron._support.state import open_db
 from heron.audit.sqlite_store import SqliteApprovalAudit
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.models.history_rules import HistoryChecker
+from heron.safety import signing
 from heron.safety.signing import signed_headers
 from heron.sessions.sqlite_store import SqliteSessionStore
 from support.cli import Heron, Running
+from support.peers import http_receiver
+from support.waiting import wait_until
 
 SECRET = "approvals-test-secret"
+NOTIFY_SECRET = "approvals-notify-secret"
 SESSION = "main"
 PAY_TOOL = '''
 from pathlib import Path
@@ -160,6 +164,9 @@ def test_a_pending_approval_survives_kill_9_and_the_approved_call_runs_exactly_o
     assert refused.code == 4 and "may not answer" in refused.stderr
     approved = heron.run("approvals", "approve", pending["id"], "--as", "alice", "--reason", "ok")
     assert approved.code == 0, approved.stderr
+    # The approved call runs through the engine like a call of a turn: its own cards.
+    ran = two.wait_for_event("tool_result", id="c_pay")
+    assert ran["status"] == "ok" and "paid 120 to ACME" in ran["output"]
     two.wait_for_event("final", text="Paid ACME 120.")
     again = heron.run("approvals", "approve", pending["id"], "--as", "alice")
     assert again.code == 3 and "already answered by console:alice" in again.stderr
@@ -193,6 +200,11 @@ def test_a_pending_approval_survives_kill_9_and_the_approved_call_runs_exactly_o
         ("deferred", "policy"),
         ("yes", "console:alice"),
     ]
+    executions = heron.run("audit", "--tool", "pay", "--json")
+    assert executions.code == 0, executions.stderr
+    [execution] = [json.loads(line) for line in executions.stdout.splitlines()]
+    assert execution["call_id"] == "c_pay" and execution["success"] is True
+    assert execution["approved_by"] == f"console:alice (request {pending['id']})"
 
 
 def test_a_request_nobody_answers_ends_as_no_answer_and_the_model_is_told_so(
@@ -237,3 +249,97 @@ def test_a_request_nobody_answers_ends_as_no_answer_and_the_model_is_told_so(
     assert "denied by the user" not in told.lower()
     late = heron.run("approvals", "approve", request["id"])
     assert late.code == 3 and "timed_out, no_answer" in late.stderr
+
+
+def _signed_post(url: str, payload: dict[str, Any]) -> httpx.Response:
+    body = json.dumps(payload).encode()
+    headers = signed_headers(SECRET.encode(), body, time.time())
+    return httpx.post(url, content=body, headers=headers, trust_env=False)
+
+
+def test_nobody_answering_escalates_to_a_webhook_approver_who_answers_once(
+    heron: Heron,
+) -> None:
+    heron.env["HERON_WEBHOOK_SECRET"] = SECRET
+    heron.env["HERON_NOTIFY_SECRET"] = NOTIFY_SECRET
+    heron.write("pay.py", PAY_TOOL)
+    with http_receiver() as ops_hook:
+        heron.write(
+            "heron.toml",
+            f"""
+[approvals.approvers]
+console = ["alice"]
+
+[[approvals.escalation]]
+after_s = 0.3
+approvers = {{ webhook = ["ops"] }}
+
+[people.ops]
+channels = ["webhook"]
+webhook = "{ops_hook.url}"
+
+[channels.webhook]
+secret_env = "HERON_NOTIFY_SECRET"
+""",
+        )
+        script = heron.script(
+            "script.yaml",
+            [
+                {
+                    "tool_calls": [
+                        {"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": 9}}
+                    ],
+                    "expect": {"last_message_contains": "pay ACME"},
+                },
+                {"text": "Waiting for approval."},
+                {
+                    "text": "Paid ACME 9.",
+                    "expect": {"last_message_contains": "approved by webhook:ops"},
+                },
+            ],
+        )
+        server = serve(heron, script)
+        url = server.wait_for_event("serve_started")["webhook"]
+        post_im(url, "m1", "please pay ACME 9")
+        server.wait_for_event("final", text="Waiting for approval.")
+        [pending] = requests(heron)  # opened for console:alice (unit-tested: the first group)
+
+        wait_until(lambda: len(ops_hook.requests) == 1, "the escalation's webhook")
+        headers, body = ops_hook.requests[0]
+        assert signing.check(NOTIFY_SECRET.encode(), body, headers, now=time.time()) is None
+        sent = json.loads(body)
+        assert (sent["type"], sent["to"], sent["request"]["id"]) == (
+            "approval.request",
+            "ops",
+            pending["id"],
+        )
+        assert sent["request"]["tool"] == "pay" and sent["answer_path"] == "/approval"
+        assert headers["idempotency-key"] == f"{pending['id']}:ops"
+        [widened] = requests(heron)
+        assert widened["approvers"] == ["console:alice", "webhook:ops"]
+        assert widened["deliveries"]["escalation:1"] == "opened"
+
+        token = sent["answer_token"]
+        forged = _signed_post(f"{url}/approval", {"token": token[:-2] + "xx", "decision": "yes"})
+        assert forged.status_code == 401 and "token refused" in forged.text
+        unknown = _signed_post(f"{url}/approval", {"token": token, "decision": "maybe"})
+        assert unknown.status_code == 400
+        answered = _signed_post(
+            f"{url}/approval", {"token": token, "decision": "yes", "reason": "invoice 7"}
+        )
+        assert answered.status_code == 200, answered.text
+        assert answered.json() == {
+            "status": "recorded",
+            "request": pending["id"],
+            "result": "approved",
+        }
+        again = _signed_post(f"{url}/approval", {"token": token, "decision": "no"})
+        assert again.status_code == 409 and "already answered by webhook:ops" in again.text
+
+        server.wait_for_event("final", text="Paid ACME 9.")
+        server.proc.terminate()
+        assert server.finish().code == 0
+    assert payments(heron) == ["ACME 9"]
+    assert len(ops_hook.requests) == 1  # a step is taken once
+    [done] = requests(heron)
+    assert (done["answered_by"], done["reason"]) == ("webhook:ops", "invoice 7")

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -26,7 +27,7 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,6 +191,34 @@ def _serve(scenario: str) -> None:
         def read_file(path: str) -> str:
             return f"{scenario}:{path}"
 
+    elif scenario == "hostile":
+
+        @server.tool(description="Report the value that arrived, and its type.")
+        def record(value: float) -> str:
+            return f"{type(value).__name__} {value!r}"
+
+        @server.tool(description="Answer with the arguments as they arrived, as JSON.")
+        def inspect(
+            count: int, ratio: float, label: str = "", tags: list[str] | None = None
+        ) -> str:
+            # NaN and Infinity come out as bare NaN / Infinity: a client that let them through
+            # is caught by a strict parse of this answer.
+            return json.dumps({"count": count, "ratio": ratio, "label": label, "tags": tags})
+
+        @server.tool(description="Answer with structured content nested `levels` deep.")
+        def nested(levels: int) -> CallToolResult:
+            value: Any = "leaf"
+            for _ in range(levels):
+                value = {"a": value}
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"{levels} levels")],
+                structured_content={"root": value},
+            )
+
+        @server.tool(description="Answer with text holding a lone surrogate.")
+        def odd_text() -> CallToolResult:
+            return CallToolResult(content=[TextContent(type="text", text="half: \ud800")])
+
     elif scenario == "mutating":
 
         @server.tool(description="Return a fixed answer.")
@@ -208,5 +237,64 @@ def _serve(scenario: str) -> None:
     server.run()
 
 
+# -- a raw server, for payloads the SDK would never send ---------------------------------------
+
+_RAW_TOOLS = {
+    "deep": "Answer with structured content nested `levels` deep.",
+    "deep_text": "Answer with text that is JSON nested `levels` deep.",
+    "odd_text": "Answer with text holding a lone surrogate and a NaN in structured content.",
+}
+
+
+def _raw_result(name: str, arguments: dict[str, Any]) -> str:
+    levels = int(arguments.get("levels", 0))
+    nested = '{"a":' * levels + "1" + "}" * levels
+    if name == "deep":
+        return (
+            f'{{"content":[{{"type":"text","text":"deep"}}],"structuredContent":{{"x":{nested}}}}}'
+        )
+    if name == "deep_text":
+        return f'{{"content":[{{"type":"text","text":{json.dumps(nested)}}}]}}'
+    return '{"content":[{"type":"text","text":"half: \\ud800"}],"structuredContent":{"n":NaN}}'
+
+
+def _serve_raw() -> None:
+    """A stdio MCP server written by hand: it sends JSON no SDK would (a payload nested 5,000
+    deep, a lone surrogate escape, NaN), as a hostile server may."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        method, ident = request.get("method"), request.get("id")
+        if ident is None:
+            continue  # a notification
+        params = request.get("params") or {}
+        if method == "initialize":
+            result = json.dumps(
+                {
+                    "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "raw-hostile", "version": "1.0.0"},
+                }
+            )
+        elif method == "tools/list":
+            schema = {"type": "object", "properties": {"levels": {"type": "integer"}}}
+            tools = [
+                {"name": name, "description": text, "inputSchema": schema}
+                for name, text in _RAW_TOOLS.items()
+            ]
+            result = json.dumps({"tools": tools})
+        elif method == "tools/call":
+            result = _raw_result(params["name"], params.get("arguments") or {})
+        elif method == "ping":
+            result = "{}"
+        else:
+            error = {"code": -32601, "message": f"no method {method}"}
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}) + "\n")
+            sys.stdout.flush()
+            continue
+        sys.stdout.write(f'{{"jsonrpc":"2.0","id":{json.dumps(ident)},"result":{result}}}\n')
+        sys.stdout.flush()
+
+
 if __name__ == "__main__":
-    _serve(sys.argv[1] if len(sys.argv) > 1 else "probe")
+    scenario = sys.argv[1] if len(sys.argv) > 1 else "probe"
+    _serve_raw() if scenario == "raw-hostile" else _serve(scenario)

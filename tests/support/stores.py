@@ -35,8 +35,8 @@ from heron.artifacts.sqlite_store import SqliteArtifactCatalog
 from heron.artifacts.store import ArtifactCatalog
 from heron.audit.executions import ExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
-from heron.collaboration.notify import NotificationStore
-from heron.collaboration.sqlite_store import SqliteNotificationStore
+from heron.collaboration.sqlite_store import SqliteMessageStore
+from heron.collaboration.store import MessageStore
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import RequestStore
 from heron.mcp.trust.pins import TrustStore
@@ -63,7 +63,7 @@ class StoreBackend(Protocol):
     def subscriptions(self) -> SubscriptionStore: ...
     def approval_audit(self) -> AuditLog: ...
     def executions(self) -> ExecutionStore: ...
-    def notifications(self) -> NotificationStore: ...
+    def messages(self) -> MessageStore: ...
     def human_requests(self) -> RequestStore: ...
     def trust(self) -> TrustStore: ...
     def idempotency(self) -> IdempotencyLedger: ...
@@ -113,8 +113,8 @@ class SqliteBackend:
     def executions(self) -> SqliteExecutionStore:
         return SqliteExecutionStore(self._conn())
 
-    def notifications(self) -> SqliteNotificationStore:
-        return SqliteNotificationStore(self._conn())
+    def messages(self) -> SqliteMessageStore:
+        return SqliteMessageStore(self._conn())
 
     def human_requests(self) -> SqliteRequestStore:
         return SqliteRequestStore(self._conn())

@@ -10,11 +10,14 @@ instead of hanging the suite:
 - `poll_until`: state another process or a thread creates (a file, a pid, a thread's side
   effect). That work goes on without this loop, so the loop sleeps a little real time between
   checks instead of spinning the CPU the other side needs.
+- `wait_until`: the same for a test with no event loop (one driving a `heron serve`
+  subprocess).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 BOUND = 10.0
@@ -62,3 +65,18 @@ async def poll_until(
                 await asyncio.sleep(every_s)
     except TimeoutError:
         raise AssertionError(f"timed out after {within_s:g} s waiting for {what}") from None
+
+
+def wait_until(
+    condition: Callable[[], bool],
+    what: str = "the condition",
+    *,
+    within_s: float = 20.0,
+    every_s: float = 0.05,
+) -> None:
+    """`poll_until` for a synchronous test: another process makes `condition()` true."""
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {within_s:g} s waiting for {what}")
+        time.sleep(every_s)

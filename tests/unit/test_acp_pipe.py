@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from heron._support.limits import InputLimits
 from heron.acp.stdio import EditorPipe
 
 LIMIT = 256
@@ -45,7 +46,8 @@ async def wired() -> AsyncIterator[Wired]:
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     reader = asyncio.StreamReader(limit=LIMIT)
     logged: list[str] = []
-    pipe = EditorPipe(reader, writer, max_message_bytes=LIMIT, log=logged.append)
+    limits = InputLimits(max_bytes=LIMIT, max_depth=8)
+    pipe = EditorPipe(reader, writer, limits=limits, log=logged.append)
     yield Wired(pipe=pipe, reader=reader, answers=answers, logged=logged)
     await pipe.close()
     read_side.close()
@@ -108,7 +110,10 @@ async def test_the_last_line_needs_no_newline_but_an_oversized_one_just_ends_the
         (b'{"jsonrpc":"2.0"}\n', -32600, "a message needs a method or an id"),
         (b'{"jsonrpc":"2.0","id":true,"method":"m"}\n', -32600, "string or an integer"),
         (b'{"jsonrpc":"2.0","id":1.5,"method":"m"}\n', -32600, "string or an integer"),
-        (b'{"id":1,"params":' + b"[" * 70 + b"]" * 70 + b"}\n", -32600, "nested deeper"),
+        (b'{"id":1,"params":' + b"[" * 9 + b"]" * 9 + b"}\n", -32600, "more than 8 levels deep"),
+        (b'{"id":1,"method":"m","params":1e400}\n', -32600, "expected a finite number"),
+        (b'{"id":1,"method":"\\ud800"}\n', -32600, "method: text holds a lone surrogate"),
+        (b'{"id":1,"method":"\xff"}\n', -32700, "not UTF-8"),
     ],
 )
 async def test_what_is_not_one_message_is_answered_and_skipped(

@@ -60,3 +60,46 @@ async def test_a_watcher_runs_after_the_commit(bus: SqliteBusStore, tmp_path: Pa
         assert counts == [1, 1, 1]
     finally:
         observer.close()
+
+
+async def test_a_stored_event_that_cannot_be_read_is_quarantined_at_once(
+    bus: SqliteBusStore,
+) -> None:
+    before, damaged, after = event("before"), event("damaged"), event("after")
+    await bus.publish_many([before, damaged, after])
+    # What another heron version (an unknown kind) or a damaged file leaves behind.
+    body = damaged.model_dump_json().replace('"user.input"', '"user.telepathy"')
+    bus.sessions.conn.execute("UPDATE bus_events SET body = ? WHERE id = ?", (body, damaged.id))
+    assert [e.content.text for e in await bus.pending("default")] == ["before", "after"]
+    [letter] = await bus.dead_letters()
+    assert (letter.event_id, letter.attempts, letter.event, letter.body) == (
+        damaged.id,
+        0,
+        None,
+        body,
+    )
+    assert letter.error.startswith("the stored event cannot be read: ")
+    assert "user.telepathy" in letter.error
+    assert [s.event.id for s in await bus.events()] == [before.id, after.id]
+
+
+async def test_text_that_is_not_unicode_is_stored_with_the_documented_replacement(
+    bus: SqliteBusStore, tmp_path: Path
+) -> None:
+    # A mail header's undecodable byte, as Python's email parser keeps it (surrogateescape).
+    mail = BusEvent(
+        kind="mail.received",
+        source="stranger",
+        channel="mail",
+        content=EventContent(text="Subject: caf\udce9", data={"subject": "caf\udce9"}),
+        idempotency_key="mail:<\udce9@example>",
+    )
+    assert await bus.publish(mail)
+    reopened = SqliteBusStore.open(tmp_path)
+    try:
+        [stored] = await reopened.pending("default")
+    finally:
+        reopened.close()
+    assert stored.content.text == "Subject: caf\\xe9"
+    assert stored.content.data == {"subject": "caf\\xe9"}
+    assert stored.idempotency_key == "mail:<\\xe9@example>"

@@ -261,9 +261,20 @@ def test_arguments_that_are_not_json_are_refused() -> None:
     problems = problems_of(count_words, {"path": "a", "limit": 1, "ratio": float("nan")})
     other = problems_of(count_words, {"path": "a", "limit": 1, "ratio": {1.5}})
 
-    assert len(problems) == len(other) == 1
-    assert problems[0].startswith("arguments are not JSON: ")
-    assert other[0].startswith("arguments are not JSON: ")
+    assert problems == ["ratio: expected a finite number, got NaN"]
+    assert other == ["ratio: expected a JSON value, got set"]
+
+
+def test_numbers_no_double_holds_are_refused_like_a_type_mismatch() -> None:
+    for value, shown in [
+        (float("inf"), "Infinity"),
+        (float("-inf"), "-Infinity"),
+        (10**400, "integer of about 401 digits"),
+    ]:
+        problems = problems_of(count_words, {"path": "a", "limit": 1, "ratio": value})
+        assert problems == [f"ratio: expected a finite number, got {shown}"]
+    huge_limit = problems_of(count_words, {"path": "a", "limit": -(10**400)})
+    assert huge_limit == ["limit: expected a finite number, got integer of about 401 digits"]
 
 
 @tool

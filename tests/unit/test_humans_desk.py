@@ -72,10 +72,14 @@ def desk_for(
     approvers: dict[str, list[str]] | None = None,
     channels: list[Any] | None = None,
     questions: QuestionsConfig | None = None,
+    escalation: list[dict[str, Any]] | None = None,
 ) -> RequestDesk:
-    config = ApprovalsConfig(
-        approvers=approvers or {},  # type: ignore[arg-type]
-        questions=questions or QuestionsConfig(),
+    config = ApprovalsConfig.model_validate(
+        {
+            "approvers": approvers or {},
+            "questions": questions or QuestionsConfig(),
+            "escalation": escalation or [],
+        }
     )
     return RequestDesk(
         store,
@@ -475,3 +479,71 @@ async def test_of_many_simultaneous_answers_on_separate_connections_exactly_one_
     winner = store.get(request.id)
     assert winner is not None and winner.answered_by is not None
     assert all(f"already answered by {winner.answered_by}" in r for r in results if r != "won")
+
+
+async def test_nobody_answering_escalates_to_the_next_group_once_on_all_its_channels(
+    store: SqliteRequestStore, tmp_path: Path, clock: FakeClock
+) -> None:
+    mail, webhook = Recorder("mail"), Recorder("webhook")
+    desk = desk_for(
+        store,
+        tmp_path,
+        clock,
+        approvers={"console": ["alice"]},
+        channels=[ConsoleChannel(), mail, webhook],
+        escalation=[
+            {"after_s": 20, "approvers": {"mail": ["lead@example.com"], "webhook": ["ops"]}},
+            {"after_s": 40, "approvers": {"mail": ["boss@example.com"]}},
+        ],
+    )
+    opened = await approval(desk)
+    assert opened.approvers == ("console:alice",) and mail.delivered == []
+    clock.advance(19)
+    assert await desk.escalate() == []  # not due yet
+    clock.advance(1)
+    [widened] = await desk.escalate()
+    assert widened.approvers == ("console:alice", "mail:lead@example.com", "webhook:ops")
+    assert mail.delivered == [opened.id] and webhook.delivered == [opened.id]
+    assert await desk.escalate() == []  # a step is taken once
+    with pytest.raises(NotAnApprover):
+        desk.decide(opened.id, HumanDecision.yes(), channel="mail", name="boss@example.com")
+    clock.advance(20)
+    [second] = await desk.escalate()
+    assert second.approvers[-1] == "mail:boss@example.com" and len(mail.delivered) == 2
+    # Whoever was asked first may still answer; the answer ends the escalation.
+    settled = desk.decide(opened.id, HumanDecision.yes(), channel="console", name="alice")
+    assert settled.outcome == "approved"
+    clock.advance(1_000)
+    assert await desk.escalate() == []
+
+
+async def test_an_ended_request_is_not_escalated(
+    store: SqliteRequestStore, tmp_path: Path, clock: FakeClock
+) -> None:
+    mail = Recorder("mail")
+    desk = desk_for(
+        store,
+        tmp_path,
+        clock,
+        channels=[ConsoleChannel(), mail],
+        escalation=[{"after_s": 90, "approvers": {"mail": ["lead@example.com"]}}],
+    )
+    opened = await approval(desk)  # its deadline (60 s) comes before the step (90 s)
+    clock.advance(90)
+    desk.expire()
+    assert await desk.escalate() == [] and mail.delivered == []
+    assert desk.get(opened.id).outcome == "no_answer"
+
+
+def test_escalation_steps_must_come_in_order_and_name_someone() -> None:
+    with pytest.raises(ValueError, match="increasing after_s"):
+        ApprovalsConfig.model_validate(
+            {
+                "escalation": [
+                    {"after_s": 60, "approvers": {"mail": ["a@example.com"]}},
+                    {"after_s": 30, "approvers": {"mail": ["b@example.com"]}},
+                ]
+            }
+        )
+    with pytest.raises(ValueError, match="at least 1"):
+        ApprovalsConfig.model_validate({"escalation": [{"after_s": 60, "approvers": {}}]})

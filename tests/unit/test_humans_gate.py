@@ -18,7 +18,7 @@ from heron._support.vocabulary import HumanDecision
 from heron.humans.console import ConsoleChannel
 from heron.humans.desk import RequestDesk, RuleChoice
 from heron.humans.gate import DurableApprover
-from heron.humans.outcomes import EndingReporter, RequestEnding
+from heron.humans.outcomes import EndingReporter, RequestEnding, SessionAgent
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.messages import ToolResultMessage
@@ -92,9 +92,8 @@ async def test_a_gated_call_gets_a_placeholder_at_once_and_runs_once_after_the_d
         [calls_turn(call("pay", "c1", to="ACME", amount=120)), {"text": "I asked for approval."}]
     )
     events = Events()
-    result = await agent_with(DurableApprover(desk, session="main"), model, audit).run(
-        "pay the invoice", sink=events
-    )
+    agent = agent_with(DurableApprover(desk, session="main"), model, audit)
+    result = await agent.run("pay the invoice", sink=events)
     assert result.text == "I asked for approval." and PAID == []
     [placeholder] = [m for m in result.history if isinstance(m, ToolResultMessage)]
     [request] = store.list()
@@ -113,9 +112,10 @@ async def test_a_gated_call_gets_a_placeholder_at_once_and_runs_once_after_the_d
     async def publish(ending: RequestEnding) -> None:
         endings.append(ending)
 
+    later = Events()
     reporter = EndingReporter(
         store,
-        tools=lambda r: pay if r.tool == "pay" else None,
+        sessions=lambda r: SessionAgent(agent, later) if r.session == "main" else None,
         idempotency=IdempotencyStore(SqliteIdempotencyLedger(tmp_path)),
         publish=publish,
         audit=audit,
@@ -125,6 +125,9 @@ async def test_a_gated_call_gets_a_placeholder_at_once_and_runs_once_after_the_d
     assert PAID == [{"to": "ACME", "amount": 120}]
     [ending] = endings
     assert ending.request.call_id == "c1" and ending.text.endswith("paid 120 to ACME")
+    # The approved call ran through the engine: its own cards, in the session's sink.
+    assert [e.id for e in later.of("tool_call")] == ["c1"]
+    assert later.results()["c1"].status == "ok"
     assert [(r.decision, r.decided_by) for r in audit.list()] == [
         ("deferred", "policy"),
         ("yes", "console:alice"),

@@ -12,17 +12,18 @@ from typing import Any
 import pytest
 
 import heron
+from heron import Agent, ScriptedModel
 from heron._support.clock import FakeClock
 from heron._support.vocabulary import HumanDecision
 from heron.humans.console import ConsoleChannel
 from heron.humans.desk import RequestDesk
-from heron.humans.outcomes import IDEMPOTENCY_TOOL, EndingReporter, RequestEnding
+from heron.humans.outcomes import IDEMPOTENCY_TOOL, EndingReporter, RequestEnding, SessionAgent
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import HumanRequest
 from heron.safety.idempotency import IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
-from heron.tools.definition import Tool
+from support.waiting import poll_until
 
 RUNS: list[dict[str, Any]] = []
 
@@ -62,7 +63,8 @@ def guarded(command: str, approved: bool = False) -> str:
     return "ran" if approved else "refused: not approved"
 
 
-TOOLS: dict[str, Tool] = {t.spec.name: t for t in (pay, refresh, guarded)}
+AGENT = Agent(model=ScriptedModel([]), tools=[pay, refresh, guarded])
+"""The session's agent: an approved call runs through its lifecycle."""
 
 
 @pytest.fixture(autouse=True)
@@ -110,7 +112,7 @@ class Published:
 def reporter(store: SqliteRequestStore, tmp_path: Path, published: Published) -> EndingReporter:
     return EndingReporter(
         store,
-        tools=lambda r: TOOLS.get(r.tool),
+        sessions=lambda r: SessionAgent(AGENT),
         idempotency=IdempotencyStore(SqliteIdempotencyLedger(tmp_path)),
         publish=published,
     )
@@ -245,12 +247,11 @@ async def test_the_watcher_reports_answers_and_deadlines_as_they_fall_due(
         await asyncio.sleep(0)
         desk.decide(answered.id, HumanDecision.yes(), channel="console", name="a")
         clock.advance(5)
-        for _ in range(5):
-            await asyncio.sleep(0)
+        # The approved call runs in a worker thread (a sync tool): real time passes.
+        await poll_until(lambda: len(published.endings) >= 1, "the answered request's ending")
         assert [e.request.id for e in published.endings] == [answered.id]
         clock.advance(55)  # the other one's deadline
-        for _ in range(5):
-            await asyncio.sleep(0)
+        await poll_until(lambda: len(published.endings) >= 2, "the silent request's ending")
         assert [e.request.id for e in published.endings] == [answered.id, silent.id]
         assert "no answer in 60 s" in published.endings[1].text
     finally:

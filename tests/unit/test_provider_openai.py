@@ -493,6 +493,35 @@ async def test_malformed_arguments_from_the_server_are_reported_to_the_model(
     assert "are not a JSON object (invalid JSON" in report["content"]
 
 
+async def test_arguments_over_the_input_limits_from_the_server_are_refused_like_a_type_error(
+    protocol_server: ProtocolServer, model: OpenAIChatModel
+) -> None:
+    calls_made.clear()
+    calls = [
+        OpenAICall(id="call_nan", name="weather", pieces=['{"city": Na', "N}"]),
+        OpenAICall(id="call_big", name="weather", pieces=['{"city": 1e400}']),
+        OpenAICall(
+            id="call_deep", name="weather", pieces=['{"city": ' + "[" * 5000, "]" * 5000 + "}"]
+        ),
+        OpenAICall(id="call_odd", name="weather", pieces=['{"city": "\\ud800"}']),
+    ]
+    protocol_server.queue(
+        Reply(events=openai_stream(calls=calls)),
+        Reply(events=openai_stream(text=["Sorry."])),
+    )
+    result = await Agent(model=model, tools=[weather], autonomy="full").run("Weather?")
+    assert result.ok and calls_made == []
+    reports = {
+        m["tool_call_id"]: m["content"] for m in protocol_server.requests[1].body["messages"][-4:]
+    }
+    assert reports["call_nan"].startswith(
+        "Error: invalid arguments for 'weather': city: expected a finite number, got NaN."
+    )
+    assert "city: expected a finite number, got 1e400" in reports["call_big"]
+    assert "arguments: nested more than 64 levels deep" in reports["call_deep"]
+    assert "city: text holds a lone surrogate (\\ud800)" in reports["call_odd"]
+
+
 async def test_request_options_reach_the_server_but_never_replace_heron_fields(
     protocol_server: ProtocolServer,
 ) -> None:

@@ -119,3 +119,36 @@ def test_values_and_paths_are_described_in_json_terms() -> None:
     assert describe_value("x" * 100).endswith("...'")
     assert format_path(["filter", "tags", 2, "name"]) == "filter.tags[2].name"
     assert format_path([]) == "arguments"
+
+
+def test_non_finite_and_huge_numbers_are_refused_like_any_type_mismatch() -> None:
+    # JSON Schema numbers are finite: NaN, Infinity and 10^400 are no number of any type.
+    for value, shown in [
+        (float("nan"), "NaN"),
+        (float("inf"), "Infinity"),
+        (-(10**400), "integer of about 401 digits"),
+    ]:
+        assert problems_for({"path": "a", "ratio": value}) == [
+            f"ratio: expected a finite number, got {shown}"
+        ]
+        assert problems_for({"path": "a", "count": value}) == [
+            f"count: expected a finite number, got {shown}"
+        ]
+    # Also where the schema says nothing about the value.
+    assert problems_for({"path": "a", "filter": {"name": "x", "extra": [float("nan")]}}) == [
+        "filter.extra[0]: expected a finite number, got NaN"
+    ]
+
+
+def test_the_input_limits_come_before_the_schema_walk() -> None:
+    deep: object = "leaf"
+    for _ in range(5000):
+        deep = [deep]
+    assert problems_for({"path": "a", "filter": {"name": "x", "tags": deep}}) == [
+        "filter.tags" + "[0]" * 62 + ": nested more than 64 levels deep "
+        "(the limit of heron's input checks)"
+    ]
+    assert problems_for({"path": "a\ud800"}) == [
+        "path: text holds a lone surrogate (\\ud800), which is not Unicode; send the character "
+        "itself or a valid surrogate pair"
+    ]

@@ -54,6 +54,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
+from heron._support.limits import InputLimits, input_limits
 from heron._support.vocabulary import ACTIVE_STATUSES
 from heron.acp.approver import EditorApprover
 from heron.acp.mcp_servers import EditorServer, editor_servers
@@ -454,10 +455,12 @@ def _log(text: str) -> None:
 # -- standard input and output -------------------------------------------------------------
 
 
-async def serve_stdio(agent: HeronAcpAgent) -> None:
-    """Run `agent` until the editor closes its end (end of input), then close every session."""
-    reader, writer = await protocol_streams()
+async def serve_stdio(agent: HeronAcpAgent, *, limits: InputLimits | None = None) -> None:
+    """Run `agent` until the editor closes its end (end of input), then close every session.
+    `limits` bound each message (default: the ones in force)."""
+    limits = limits or input_limits()
+    reader, writer = await protocol_streams(limits.max_bytes)
     try:
-        await acp.run_agent(cast(acp.Agent, agent), EditorPipe(reader, writer))
+        await acp.run_agent(cast(acp.Agent, agent), EditorPipe(reader, writer, limits=limits))
     finally:
         await agent.aclose()

@@ -4,11 +4,14 @@ The SDK's own stdio reader drops a line that is not JSON without answering and r
 of any length into memory. Everything from the editor is outside input, so heron reads it
 through `EditorPipe`, the SDK's message-level `Transport`:
 
-- a line longer than `MAX_MESSAGE_BYTES` is skipped as it streams by (never held whole) and
+- a line longer than `[limits] max_bytes` is skipped as it streams by (never held whole) and
   answered with a JSON-RPC `Invalid Request` error;
-- a line that is not JSON gets `Parse error`; a JSON value that is not one JSON-RPC message
-  (a batch, a number, a method that is not a string, an id that is neither a string nor an
-  integer, nesting deeper than `MAX_DEPTH`) gets `Invalid Request`;
+- every line is parsed by `heron._support.limits.parse_json`, the one check of outside JSON:
+  a line that is not JSON (or not UTF-8) gets `Parse error`; one nested deeper than
+  `[limits] max_depth` (measured before parsing), or holding a number no double holds or a
+  lone surrogate, gets `Invalid Request`;
+- a JSON value that is not one JSON-RPC message (a batch, a number, a method that is not a
+  string, an id that is neither a string nor an integer) gets `Invalid Request`;
 - the agent goes on with the next line in every case.
 
 `protocol_streams` takes file descriptors 0 and 1 for the protocol alone, so a tool that
@@ -25,20 +28,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from heron._support.limits import InputLimits, InputRejected, input_limits, parse_json
 from heron.errors import HeronError
 
-__all__ = [
-    "MAX_DEPTH",
-    "MAX_MESSAGE_BYTES",
-    "EditorPipe",
-    "protocol_streams",
-]
-
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
-"""The longest message line accepted from the editor (a prompt may embed attached files)."""
-
-MAX_DEPTH = 64
-"""The deepest nesting of arrays and objects accepted in a message."""
+__all__ = ["EditorPipe", "protocol_streams"]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -52,12 +45,13 @@ class EditorPipe:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         *,
-        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        limits: InputLimits | None = None,
         log: Callable[[str], None] | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
-        self._max = max_message_bytes
+        self._limits = limits or input_limits()
+        self._max = self._limits.max_bytes
         self._lock = asyncio.Lock()  # one whole line at a time on the way out
         self._log = log or _stderr
 
@@ -83,9 +77,13 @@ class EditorPipe:
             if not line.strip():
                 continue
             try:
-                message = json.loads(line)
-            except (ValueError, RecursionError):  # RecursionError: nesting past the C parser's
-                await self._refuse(PARSE_ERROR, "Parse error: the line is not JSON")
+                message = parse_json(line, limits=self._limits)
+            except InputRejected as exc:
+                where = exc.problem_at("message")
+                if exc.kind == "syntax":
+                    await self._refuse(PARSE_ERROR, f"Parse error: {where}")
+                else:
+                    await self._refuse(INVALID_REQUEST, f"Invalid Request: {where}")
                 continue
             problem = _problem(message)
             if problem is not None:
@@ -137,27 +135,10 @@ def _problem(message: Any) -> str | None:
     msg_id = message.get("id")
     if msg_id is not None and (isinstance(msg_id, bool) or not isinstance(msg_id, str | int)):
         return "the id must be a string or an integer"
-    if _depth_exceeds(message, MAX_DEPTH):
-        return f"nested deeper than {MAX_DEPTH} levels"
     return None
 
 
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        current, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(current, dict):
-            stack.extend((v, depth + 1) for v in current.values())
-        elif isinstance(current, list):
-            stack.extend((v, depth + 1) for v in current)
-    return False
-
-
-async def protocol_streams(
-    limit: int = MAX_MESSAGE_BYTES,
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def protocol_streams(limit: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """The editor's messages in, heron's out, on private copies of file descriptors 0 and 1.
 
     Afterwards descriptor 0 reads nothing (`/dev/null`) and descriptor 1 is standard error.

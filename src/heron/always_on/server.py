@@ -19,8 +19,13 @@ that feeds them:
   Inbound third-party events wake a session only through a matching subscription of that
   session; the others are kept quietly (mail in the Maildir, webhooks in the session
   `<session>/quiet`);
-- the tools that act on that world: mail triage over the Maildir, the calendar check, user
-  notifications, and the trigger tools;
+- the tools that act on that world: mail triage over the Maildir, the calendar check, the
+  messaging tools (`send_message`, `send_card`, `send_notification`: assistant text is
+  private, so these are the only way to reach a person; an event needing a reply that a turn
+  leaves unanswered gets one reminder turn), and the trigger tools;
+- the outbox (`heron.always_on.messaging`): what comes due (quiet hours' end, the recall of
+  unread urgent messages), answers by mail and through `/card`, the notices of long turns and
+  jobs;
 - polling, so events other processes write into the database are found too (one query for
   every session);
 - requests to a human (`heron.humans`): a session whose agent has no operator gets the durable
@@ -32,8 +37,9 @@ that feeds them:
 
 The server is where `heron serve`'s stores are built, all in `<state_dir>/heron.db`: the SQLite
 bus with its session store, the host index and the mail thread index on the bus's connection,
-the notification store, and one set of triggers' stores for the process, which every awake
-session's `TriggerRuntime` shares (`TriggerStores.shared()`; closed once, by `aclose`).
+the message store (`heron.always_on.messaging`), and one set of triggers' stores for the
+process, which every awake session's `TriggerRuntime` shares (`TriggerStores.shared()`;
+closed once, by `aclose`).
 
 A stop request (an interrupt the router turns into `cancel`) also cancels the running
 background jobs of its session: the engine cancels the tools it detached, jobs belong to the
@@ -69,6 +75,7 @@ from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.always_on.bus.routing import check_hosted_name, quiet_session_name
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
+from heron.always_on.channels.answers import CardActionAdapter, MailAnswers, RequestAnswerAdapter
 from heron.always_on.channels.mail_inbound import (
     MaildirSource,
     MailIngressConfig,
@@ -79,6 +86,7 @@ from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
 from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.jobs.manager import JobManager
+from heron.always_on.messaging import MessagingConfig, ServeMessaging
 from heron.always_on.sessions import HostConfig, SessionHost
 from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
@@ -88,17 +96,23 @@ from heron.always_on.triggers.subscriptions import (
     Subscriptions,
     SubscriptionSource,
 )
-from heron.audit.sqlite_store import SqliteApprovalAudit
-from heron.collaboration.notify import NotifyConfig, notify_tools
-from heron.collaboration.sqlite_store import SqliteNotificationStore
+from heron.audit.executions import ExecutionAuditTrail
+from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
+from heron.collaboration.asking import DeskRequests, asking_tools
+from heron.collaboration.config import PersonConfig, SignedPostConfig
+from heron.collaboration.mail_requests import MailRequestAnswers, MailRequestChannel
+from heron.collaboration.store import MessageStore
+from heron.collaboration.tools import MESSAGE_TOOLS, messaging_tools
+from heron.collaboration.webhook_requests import WebhookRequestChannel
 from heron.connectors.mail.maildir import Maildir, maildir_tools
+from heron.connectors.mail.send import MailConfig
 from heron.errors import HeronError
 from heron.humans.approvers import describe
 from heron.humans.config import ApprovalsConfig
 from heron.humans.console import ConsoleChannel
-from heron.humans.desk import RequestDesk
+from heron.humans.desk import Channel, RequestDesk
 from heron.humans.gate import DurableApprover
-from heron.humans.outcomes import EndingReporter, RequestEnding, awaiting_text
+from heron.humans.outcomes import EndingReporter, RequestEnding, SessionAgent, awaiting_text
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import HumanRequest
@@ -111,6 +125,7 @@ from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
 from heron.turn.events import BaseEvent, EventSink, ToolResultEvent, discard
+from heron.turn.observer import FanOutObserver
 
 Announce = Callable[[dict[str, Any]], None]
 """Receives the server's own lifecycle records (`serve_started`, `session_woken`,
@@ -162,8 +177,30 @@ class ServeConfig:
     mail_scan_interval_s: float = 5.0
     calendars: tuple[Path, ...] = ()
     notify_webhook: str | None = None
+    """The user's webhook (heron's signed JSON): added to `[user] channels`."""
     notify_secret_env: str | None = None
     shutdown_grace_s: float = 10.0
+    max_attempts: int = 3
+    """Failed attempts to consume an event before it is quarantined (a dead letter)."""
+    messaging: MessagingConfig = dataclasses.field(default_factory=MessagingConfig)
+    """The agent's identity, the people it writes to, the channels and notices."""
+
+    def messaging_config(self) -> MessagingConfig:
+        """`messaging` with `notify_webhook` folded into the user's channels."""
+        m = self.messaging
+        if self.notify_webhook is None:
+            return m
+        user = m.people.get(m.user, PersonConfig())
+        channels = [*user.channels, *(["webhook"] if "webhook" not in user.channels else [])]
+        people = {
+            **m.people,
+            m.user: user.model_copy(update={"webhook": self.notify_webhook, "channels": channels}),
+        }
+        posts = m.channels.model_copy(
+            update={"webhook": SignedPostConfig(secret_env=self.notify_secret_env)}
+        )
+        return dataclasses.replace(m, people=people, channels=posts)
+
     approvals: ApprovalsConfig | None = field(default_factory=ApprovalsConfig)
     """`[approvals]`: who answers requests to a human (by default the local operator with
     `heron approvals`); `None`: no durable requests, calls that need approval are denied."""
@@ -246,7 +283,7 @@ class HeronServer:
         self.announce = announce or (lambda _record: None)
         self.clock: Clock = clock or RealClock()
         self.bus: SqliteBusStore | None = None
-        self.notifications: SqliteNotificationStore | None = None
+        self.messaging: ServeMessaging | None = None
         self.host: SessionHost | None = None
         self.threads: ThreadIndex | None = None
         self.maildir: Maildir | None = None
@@ -260,7 +297,9 @@ class HeronServer:
         self._sandbox: Sandbox | None = None
         self._calendar_tools: list[Tool] = []
         self._tasks: list[asyncio.Task[Any]] = []
+        self._unwatch: Callable[[], None] | None = None
         self._reporter: EndingReporter | None = None
+        self._mail_requests: Callable[[RequestDesk], MailRequestAnswers] | None = None
         self._audit_db: Any = None
         self._serving: asyncio.Task[None] | None = None
         self._grace: asyncio.TimerHandle | None = None
@@ -281,6 +320,11 @@ class HeronServer:
             return None
         assert isinstance(awake.runtime, ServedSession)
         return awake.runtime
+
+    @property
+    def messages(self) -> MessageStore | None:
+        """The message store (every message the agents sent people), once started."""
+        return self.messaging.store if self.messaging is not None else None
 
     @property
     def agent(self) -> EventDrivenAgent | None:
@@ -326,14 +370,16 @@ class HeronServer:
         workspace.mkdir(parents=True, exist_ok=True)
         self._sandbox = make_sandbox(cfg.sandbox, workspace=workspace)
         self.bus = bus = SqliteBusStore.open(cfg.state_dir)
-        self.notifications = SqliteNotificationStore.open(cfg.state_dir)
         # The triggers' stores, one set for the process: every session's runtime shares them.
         self._trigger_stores = open_trigger_stores(cfg.state_dir)
-        if cfg.approvals is not None:
-            self._open_requests(cfg.approvals)
         if cfg.maildir is not None:
             self.maildir = Maildir(cfg.maildir)
             self.threads = SqliteThreadIndex(bus.sessions.conn)
+        self.messaging = ServeMessaging.open(
+            cfg.messaging_config(), state_dir=cfg.state_dir, threads=self.threads, clock=self.clock
+        )
+        if cfg.approvals is not None:
+            self._open_requests(cfg.approvals)
         if cfg.calendars:
             from heron.connectors.calendar import CalendarConfig, calendar_tools
 
@@ -364,7 +410,7 @@ class HeronServer:
         await self._start_ingress(secret)
         if self._reporter is not None and self.desk is not None:
             watch = self._reporter.watch(
-                expire=self.desk.expire, clock=self.clock, interval_s=cfg.poll_interval_s
+                expire=self._tend_requests, clock=self.clock, interval_s=cfg.poll_interval_s
             )
             self._tasks.append(asyncio.ensure_future(watch))
         self._started = True
@@ -387,24 +433,92 @@ class HeronServer:
         cfg = self.config
         self.requests = store = SqliteRequestStore.open_dir(cfg.state_dir)
         announce = sys.stderr if cfg.approval_announce else None
+        channels: list[Channel] = [ConsoleChannel(announce)]
+        mail = self._mail_request_channel()
+        if mail is not None:
+            channels.append(mail)
+        webhook = self._webhook_request_channel(approvals)
+        if webhook is not None:
+            channels.append(webhook)
         self.desk = RequestDesk(
             store,
             signer=DecisionSigner(DecisionKeyStore(cfg.state_dir)),
             config=approvals,
-            channels=[ConsoleChannel(announce)],
+            channels=channels,
             approval_timeout_s=cfg.approval_timeout_s,
             clock=self.clock,
         )
-        self._audit_db = audit_db = open_db(cfg.state_dir)
+        audit_db = self._executions_db()
         self._reporter = EndingReporter(
             store,
-            tools=self._tool_for,
+            sessions=self._session_agent,
             idempotency=IdempotencyStore(
                 SqliteIdempotencyLedger(cfg.state_dir), clock=self.clock.time
             ),
             publish=self._publish_ending,
             audit=SqliteApprovalAudit(audit_db),
         )
+
+    async def _tend_requests(self) -> None:
+        """Passed deadlines first (an ended request is not escalated), then the escalation
+        steps that fell due."""
+        assert self.desk is not None
+        self.desk.expire()
+        await self.desk.escalate()
+
+    def _executions_db(self) -> Any:
+        """The state database's connection for the audits (approvals and executions), opened
+        once."""
+        if self._audit_db is None:
+            self._audit_db = open_db(self.config.state_dir)
+        return self._audit_db
+
+    def _webhook_request_channel(self, approvals: ApprovalsConfig) -> WebhookRequestChannel | None:
+        """Requests as signed webhooks to the webhook approvers (`[approvals.approvers]` or an
+        escalation step), at their `webhook` URLs; their answers come back to `/approval`."""
+        groups = [approvals.approvers, *(step.approvers for step in approvals.escalation)]
+        if not any(group.get("webhook") for group in groups):
+            return None
+        assert self.messaging is not None and self.messaging.outbox.signer is not None
+        messaging = self.config.messaging_config()
+        addresses = {n: p.webhook for n, p in messaging.people.items() if p.webhook is not None}
+        return WebhookRequestChannel(
+            addresses,
+            signer=self.messaging.outbox.signer,
+            secret_env=messaging.channels.webhook.secret_env,
+            timeout_s=messaging.channels.webhook.timeout_s,
+            clock=self.clock,
+        )
+
+    def _mail_request_channel(self) -> MailRequestChannel | None:
+        """Requests by mail to the `[approvals.approvers] mail` identities, when mail goes
+        out (`[channels.mail]`); their replies are answered by `MailRequestAnswers`."""
+        assert self.messaging is not None
+        messaging = self.config.messaging_config()
+        smtp = messaging.channels.mail
+        if smtp is None:
+            return None
+        identity = self.messaging.outbox.identity
+        config = MailConfig(
+            host=smtp.host,
+            port=smtp.port,
+            from_addr=identity.address,
+            username_env=smtp.username_env,
+            password_env=smtp.password_env,
+            starttls=smtp.starttls,
+            timeout_s=smtp.timeout_s,
+        )
+        assert self.messaging.outbox.signer is not None  # `open_outbox` gives it one
+        channel = MailRequestChannel(
+            config, identity=identity, signer=self.messaging.outbox.signer, clock=self.clock
+        )
+        self._mail_requests = lambda desk: MailRequestAnswers(
+            desk,
+            channel,
+            ledger=SqliteIdempotencyLedger(self.config.state_dir),
+            trusted_authserv_ids=smtp.trusted_authserv_ids,
+        )
+        return channel
 
     def _awaiting(self, session: str) -> dict[str, str]:
         """The placeholders of the session's calls that wait on an open request."""
@@ -416,13 +530,14 @@ class HeronServer:
             for call_id in request.call_ids
         }
 
-    async def _tool_for(self, request: HumanRequest) -> Tool | None:
-        """The tool an approved call named, from its session's agent (woken if parked)."""
+    async def _session_agent(self, request: HumanRequest) -> SessionAgent | None:
+        """The agent of the session an approved call waits in (woken if parked), and the
+        session's event sink: the call runs and is seen like one of its turns."""
         assert self.host is not None
         if request.session not in self.host.awake:
             await self.host.wake(request.session)
         runtime = self.session(request.session)
-        return None if runtime is None else runtime.loop.agent.registry.get(request.tool)
+        return None if runtime is None else SessionAgent(runtime.loop.agent, runtime.loop.sink)
 
     async def _publish_ending(self, ending: RequestEnding) -> None:
         """The outcome of a request, as a new event of the session that asked, bound to the
@@ -445,6 +560,11 @@ class HeronServer:
             idempotency_key=ending.idempotency_key,
         )
         await self.bus.publish(event)
+
+    def _mail_answers(self) -> MailRequestAnswers | None:
+        if self._mail_requests is None or self.desk is None:
+            return None
+        return self._mail_requests(self.desk)
 
     def _secret(self) -> bytes:
         secret = os.environ.get(self.config.webhook_secret_env, "")
@@ -477,11 +597,24 @@ class HeronServer:
             config=triggers_config,
             hooks=self.hooks if default else LifecycleHooks(),
         )
-        agent = HookedAgent.around(self._make_agent([*self._tools(), *triggers.tools]), self.hooks)
+        assert self.messaging is not None
+        hooks = self.messaging.notices(name, self.hooks)
+        agent = HookedAgent.around(self._make_agent([*self._tools(name), *triggers.tools]), hooks)
         if self.desk is not None and not agent.approval.attended:
             # Nobody at a terminal: a call that needs approval waits on a durable request.
             agent.approval.approver = DurableApprover(self.desk, session=name)
         sink = self._session_sink(name) if self._session_sink is not None else self.sink
+        # Every executed call of the session in the execution audit (`heron audit`), as in
+        # `heron run` and `heron chat`; calls the last process left running are lost.
+        trail = ExecutionAuditTrail(
+            SqliteExecutionStore(self._executions_db()),
+            session=name,
+            operator=f"serve:{cfg.session}",
+            default_agent=agent.name or "default",
+        )
+        trail.mark_lost([r.call_id for r in writer.repaired])
+        agent.observer = FanOutObserver(agent.observer, trail)
+        sink = trail.watching(sink)
         if self.threads is not None:
             sink = _SentMail(sink, name, self.threads, self.clock)
         loop = EventDrivenAgent(
@@ -493,6 +626,8 @@ class HeronServer:
             sink=triggers.sink(sink),
             writer=writer,
             watch=False,  # the host watches the store once for every session
+            max_attempts=cfg.max_attempts,  # each session counts its own events' failures
+            reply_tools=MESSAGE_TOOLS,  # assistant text is private: only these reach a person
         )
         return ServedSession(loop, triggers)
 
@@ -522,21 +657,28 @@ class HeronServer:
         subscriptions = Subscriptions(self._trigger_stores.subscriptions, session=event.session)
         return subscriptions.should_wake(event)
 
-    def _tools(self) -> list[Tool]:
-        assert self.notifications is not None  # start() opens the stores first
+    def _tools(self, session: str) -> list[Tool]:
+        assert self.messaging is not None  # start() opens the stores first
         cfg = self.config
         tools: list[Tool] = []
         if self.maildir is not None:
             tools += maildir_tools(self.maildir, from_addr=cfg.mail_from)
         tools += self._calendar_tools
-        notify = NotifyConfig(
-            webhook_url=cfg.notify_webhook, webhook_secret_env=cfg.notify_secret_env
-        )
-        return [*tools, *notify_tools(notify, self.notifications)]
+        outbox = self.messaging.outbox
+        shared = outbox.identity.workspace
+        workspace = shared if shared is not None and shared.is_dir() else self._workspace
+        tools += messaging_tools(outbox, session=session, workspace=workspace)
+        if self.desk is not None:  # the answers arrive as events for the asking call
+            tools += asking_tools(DeskRequests(self.desk), session=session)
+        return tools
 
     async def _start_ingress(self, secret: bytes) -> None:
         cfg = self.config
         assert self.bus is not None and self.host is not None  # opened by start()
+        assert self.messaging is not None and self._trigger_stores is not None
+        messaging, jobs = self.messaging, self._trigger_stores.jobs
+        self._tasks.append(asyncio.ensure_future(messaging.run(cfg.poll_interval_s)))
+        self._unwatch = self.bus.watch(lambda event: messaging.job_ended(event, jobs))
         if self.maildir is not None:
             mail_config = MailIngressConfig(
                 session=cfg.session,
@@ -551,6 +693,9 @@ class HeronServer:
                 wake=self._should_wake,
                 threads=self.threads,
                 admit=self.host.admit,
+                answers=MailAnswers(
+                    messaging.outbox, requests=self._mail_answers(), clock=self.clock
+                ),
             )
             self._tasks.append(asyncio.ensure_future(self.mail.run()))
         if cfg.smtp_port is not None:
@@ -567,7 +712,15 @@ class HeronServer:
                 ),
                 WebhookRoute(path="/im", adapter=ImAdapter(contacts=contacts), secret=secret),
                 WebhookRoute(path="/webhook", adapter=GenericAdapter(), secret=secret),
+                WebhookRoute(
+                    path="/card",
+                    adapter=CardActionAdapter(messaging.outbox, clock=self.clock),
+                    secret=secret,
+                ),
             ]
+            if self.desk is not None and messaging.outbox.signer is not None:
+                answers = RequestAnswerAdapter(self.desk, messaging.outbox.signer)
+                routes.append(WebhookRoute(path="/approval", adapter=answers, secret=secret))
             self.webhook = WebhookServer(
                 routes,
                 self.bus.publish,
@@ -645,12 +798,18 @@ class HeronServer:
         if self.host is not None:
             await self.host.aclose()
             self.host = None
-        for store in (self.bus, self.notifications, self._trigger_stores, self.requests):
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
+        if self.messaging is not None:
+            await self.messaging.aclose()
+            self.messaging = None
+        for store in (self.bus, self._trigger_stores, self.requests):
             if store is not None:
                 store.close()
         if self._audit_db is not None:
             self._audit_db.close()
-        self.bus = self.notifications = self._trigger_stores = self.requests = None
+        self.bus = self._trigger_stores = self.requests = None
         self.desk = self._reporter = self._audit_db = None
         if self._started:
             self._started = False

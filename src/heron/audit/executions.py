@@ -30,7 +30,7 @@ from heron.errors import StoreError
 from heron.messages import AssistantMessage, Message
 from heron.turn.approval_audit import audit_timestamp
 from heron.turn.bounds import render_bounded
-from heron.turn.events import ApprovalDecisionEvent, BaseEvent
+from heron.turn.events import ApprovalDecisionEvent, BaseEvent, EventSink
 from heron.turn.observer import ToolCallRecord, ToolCallStartRecord
 
 WHY_MAX_CHARS: Final = 2_000
@@ -175,6 +175,15 @@ class ExecutionAuditTrail:
         """Tap on the turn's event sink: remembers who approved each call."""
         if isinstance(event, ApprovalDecisionEvent) and event.decision in ("yes", "always"):
             self._approved_by[event.call_id] = event.decided_by
+
+    def watching(self, inner: EventSink) -> EventSink:
+        """`inner`, with this trail seeing each event first (who approved each call)."""
+
+        def sink(event: BaseEvent) -> None:
+            self.see_event(event)
+            inner(event)
+
+        return sink
 
     def tool_call_start(self, record: ToolCallStartRecord) -> None:
         why = self._why_for(record.call_id)

@@ -109,7 +109,7 @@ def cmd_acp(args: argparse.Namespace) -> int:
                 poll_interval_s=args.poll_interval,
                 version=_version(),
             )
-            await serve_stdio(agent)
+            await serve_stdio(agent, limits=config.limits.to_limits())
         finally:
             store.close()
         return EXIT_OK

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from heron.cli import common
 from heron.cli.common import EXIT_CANCELLED, EXIT_OK, UsageError
+from heron.collaboration.identity import AgentIdentity
 
 # prompt_toolkit, rich and the engine load only when a chat starts: `heron --help` builds
 # this module's parser.
@@ -237,11 +238,13 @@ class ChatRepl:
         state_dir: Path,
         base_url: str | None,
         interrupt_word: str = "stop",
+        identity: AgentIdentity | None = None,
     ) -> None:
         from prompt_toolkit import PromptSession
 
         from heron.always_on.bus.loop import EventDrivenAgent
         from heron.always_on.bus.sqlite_store import SqliteBusStore
+        from heron.collaboration.sqlite_store import SqliteMessageStore
 
         self.agent = agent
         self.session = session
@@ -269,6 +272,10 @@ class ChatRepl:
         approver.after_prompt = self.reader.start
         self._publishing: set[asyncio.Task[bool]] = set()
         self._ctrl_c = False
+        # The console channel, inline: messages the agent sent (here or from `heron serve`).
+        self.messages = SqliteMessageStore.open(state_dir)
+        self.identity = identity or AgentIdentity()
+        self.user = "user"
 
     async def run(self) -> int:
         try:
@@ -276,6 +283,7 @@ class ChatRepl:
         finally:
             await self.eda.aclose()
             self._reload()
+            self.messages.close()
 
     async def _loop(self) -> int:
         self._banner()
@@ -327,6 +335,20 @@ class ChatRepl:
         for outcome in self.eda.outcomes[done:]:
             if outcome.status == "error" and outcome.error:
                 self._say(f"(the step failed: {outcome.error})")
+        self._inbox()
+
+    def _inbox(self) -> None:
+        """Show the unread messages to the user inline; shown is read (via the console)."""
+        import time
+
+        from heron.collaboration.channels import render_console
+        from heron.safety.redact import scrub_text
+
+        for message in self.messages.list(unread_only=True):
+            if message.to != self.user:
+                continue
+            self._say(scrub_text(render_console(message, self.identity)))
+            self.messages.mark_read(message.id, via="console", at=time.time())
 
     def _event(self, kind: EventKind, text: str, *, stop: bool = False) -> BusEvent:
         from heron.always_on.bus.model import BusEvent, EventContent
@@ -451,6 +473,7 @@ class ChatRepl:
         if s.history and not s.created:
             self._say(f"  last: {summarize_message(s.history[-1], width=90)}")
         self._say("  /help for commands · Esc Enter for a new line · Ctrl-D to leave")
+        self._inbox()
 
     def _say(self, text: str) -> None:
         sys.stdout.write(text + "\n")
@@ -542,7 +565,9 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
                     state_dir=state_dir,
                     base_url=config.agent.base_url,
                     interrupt_word=getattr(args, "interrupt_word", "stop"),
+                    identity=config.identity.identity(),
                 )
+                repl.user = config.user.name
                 return await repl.run()
         finally:
             held.close()

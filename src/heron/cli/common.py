@@ -45,7 +45,7 @@ class UsageError(HeronError):
 
 # -- flags --------------------------------------------------------------------------------
 
-BUILTIN_SETS = ("perception", "execution", "connectors", "events", "planning")
+BUILTIN_SETS = ("perception", "execution", "connectors", "events", "planning", "collaboration")
 
 
 def add_agent_flags(parser: argparse.ArgumentParser) -> None:

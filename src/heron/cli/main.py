@@ -20,6 +20,7 @@ from heron.cli import (
     demo,
     doctor,
     mcp,
+    messages,
     receipts,
     run,
     serve,
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_parser(sub, resume=chat.cmd_resume)
     mcp.add_parser(sub)
     audit.add_parser(sub)
+    messages.add_parser(sub)
     receipts.add_parser(sub)
     approvals.add_parser(sub)
     acp.add_parser(sub)

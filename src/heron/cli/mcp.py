@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from heron._support.limits import InputRejected, parse_json
 from heron.cli import common
 from heron.cli.common import BUILTIN_SETS, UsageError, err, out, when
 
@@ -77,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         nargs="+",
         choices=BUILTIN_SETS,
         metavar="SET",
-        help="perception, execution, connectors and/or events",
+        help="perception, execution, connectors, events, planning and/or collaboration",
     )
     serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
@@ -225,7 +226,6 @@ async def _tools(args: argparse.Namespace, config: HeronConfig) -> int:
 
 
 async def _call(args: argparse.Namespace, config: HeronConfig) -> int:
-    import json
     import sys
 
     from heron.cli.render import print_json
@@ -237,9 +237,9 @@ async def _call(args: argparse.Namespace, config: HeronConfig) -> int:
     if not sep or not server or not tool_name:
         raise UsageError(f"name the tool as SERVER__TOOL, got {args.name!r}")
     try:
-        arguments = json.loads(args.arguments)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"the arguments are not JSON: {exc}") from exc
+        arguments = parse_json(args.arguments)
+    except InputRejected as exc:
+        raise UsageError(f"the arguments are not JSON heron takes in: {exc.problem}") from exc
     if not isinstance(arguments, dict):
         raise UsageError("the arguments must be a JSON object")
 
@@ -520,7 +520,7 @@ async def _trifecta(args: argparse.Namespace, config: HeronConfig) -> int:
 async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
     from heron._support.state import open_db
     from heron.audit.sqlite_store import SqliteApprovalAudit
-    from heron.config.build import open_builtin
+    from heron.config.build import open_builtin, preapproved_tools
     from heron.mcp.server import ToolServer
     from heron.turn.approval import ApprovalManager, ApprovalPolicy
     from heron.turn.observer import LoggingObserver
@@ -534,14 +534,14 @@ async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
     )
     state_dir = config.state.path()
     with common.library_errors():
-        builtin = await open_builtin(config)
+        builtin = await open_builtin(config, aliases=True)  # the collaboration profile's names
     assert builtin is not None  # at least one set is named
     db = open_db(state_dir)
     try:
         approval = ApprovalManager(
             policy=ApprovalPolicy(
                 autonomy=config.agent.autonomy,
-                auto_approve=config.approval.auto_approve,
+                auto_approve=[*config.approval.auto_approve, *preapproved_tools([], builtin)],
                 always_ask=config.approval.always_ask,
             ),
             audit=SqliteApprovalAudit(db),

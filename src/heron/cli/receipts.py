@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from heron._support.limits import InputRejected, parse_json
 from heron.cli import common
 from heron.cli.common import EXIT_ERROR, EXIT_OK, UsageError
 
@@ -31,9 +31,9 @@ def cmd_receipts(args: argparse.Namespace) -> int:
     state_dir = common.state_dir(args)
     # Invocation mistakes first (exit 2), whatever the receipt's fate.
     try:
-        arguments = json.loads(args.args)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--args is not JSON: {exc}") from exc
+        arguments = parse_json(args.args)
+    except InputRejected as exc:
+        raise UsageError(f"--args is not JSON heron takes in: {exc.problem}") from exc
     if not isinstance(arguments, dict):
         raise UsageError("--args must be a JSON object")
     try:

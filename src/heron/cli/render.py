@@ -11,6 +11,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from heron._support.limits import model_json
 from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from heron.safety.redact import scrub_text
 from heron.tools.definition import ToolSpec
@@ -63,7 +64,7 @@ class JsonLinesRenderer:
         self._out = out or sys.stdout
 
     def __call__(self, event: BaseEvent) -> None:
-        self._out.write(event.model_dump_json(exclude_none=True) + "\n")
+        self._out.write(model_json(event, exclude_none=True) + "\n")
         self._out.flush()
 
     def pause(self) -> None:

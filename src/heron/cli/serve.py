@@ -15,13 +15,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from heron._support.timefmt import utc_rfc3339
 from heron.cli import common
 from heron.cli.common import EXIT_OK, UsageError
 from heron.safety.redact import scrub_text, scrub_value
 
 if TYPE_CHECKING:
     from heron.agent import Agent
-    from heron.always_on.bus.store import StoredEvent
+    from heron.always_on.bus.store import BusStore, DeadLetter, StoredEvent
     from heron.config.schema import HeronConfig
     from heron.mcp.assembly import McpAssembly
     from heron.tools.definition import Tool
@@ -79,6 +80,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="let every inbound event of this channel wake the agent (repeatable)",
     )
     serve.add_argument("--heartbeat", type=float, metavar="SECONDS", help="heartbeat interval")
+    serve.add_argument(
+        "--max-attempts",
+        type=int,
+        default=3,
+        metavar="N",
+        help="quarantine an event after N failed attempts to consume it (default 3)",
+    )
     common.add_agent_flags(serve)
     serve.set_defaults(handler=cmd_serve)
 
@@ -88,6 +96,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     tail.add_argument("--session", help="only this session (default: all)")
     tail.add_argument("--limit", type=int, default=20, metavar="N", help="the last N events")
     tail.add_argument("--pending", action="store_true", help="only events not yet consumed")
+    tail.add_argument(
+        "--dead",
+        action="store_true",
+        help="the dead letters: events quarantined because they could not be consumed",
+    )
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     common.add_config_flags(tail)
@@ -126,12 +139,13 @@ def _session_events(session: str) -> EventSink:
 
 
 def _serve_config(config: HeronConfig) -> HeronConfig:
-    """`config` for serve: the `events` built-in set is left out, since serve gives every
-    session its own trigger tools (bound to that session)."""
+    """`config` for serve: the `events` and `collaboration` built-in sets are left out, since
+    serve gives every session its own trigger and messaging tools (bound to that session)."""
     builtin = config.tools.builtin
-    if "events" not in builtin.sets:
+    own = {"events", "collaboration"}
+    if not own & set(builtin.sets):
         return config
-    sets = [s for s in builtin.sets if s != "events"]
+    sets = [s for s in builtin.sets if s not in own]
     tools = config.tools.model_copy(update={"builtin": builtin.model_copy(update={"sets": sets})})
     return config.model_copy(update={"tools": tools})
 
@@ -162,7 +176,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from heron.always_on.server import HeronServer, ServeConfig, ServeError
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
-    from heron.config.build import agent_model, build_agent, open_builtin, open_mcp
+    from heron.config.build import (
+        agent_model,
+        build_agent,
+        messaging_config,
+        open_builtin,
+        open_mcp,
+    )
     from heron.safety.secrets import known_secrets
     from heron.turn.approval import NoApprover
     from heron.turn.events import discard
@@ -198,9 +218,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         calendars=tuple(args.calendar),
         notify_webhook=args.notify_webhook,
         notify_secret_env=args.notify_secret_env,
+        messaging=messaging_config(config),
         workspace=workspace,
         sandbox=builtin_cfg.sandbox,
         shutdown_grace_s=args.shutdown_grace,
+        max_attempts=args.max_attempts,
         subscribe=tuple(args.subscribe),
         triggers=TriggerConfig(heartbeat=HeartbeatConfig(every_s=args.heartbeat))
         if args.heartbeat
@@ -276,6 +298,49 @@ def _print_event(stored: StoredEvent, as_json: bool) -> None:
     sys.stdout.flush()
 
 
+def _print_dead(letter: DeadLetter, as_json: bool) -> None:
+    if as_json:
+        _emit(
+            {
+                "seq": letter.seq,
+                "event_id": letter.event_id,
+                "session": letter.session,
+                "kind": letter.kind,
+                "attempts": letter.attempts,
+                "error": scrub_text(letter.error),
+                "dead_at": utc_rfc3339(letter.dead_at, precision="milliseconds"),
+                "event": None
+                if letter.event is None
+                else scrub_value(letter.event.model_dump(mode="json")),  # as `_print_event`
+            }
+        )
+        return
+    sys.stdout.write(
+        f"{letter.seq:>6} {utc_rfc3339(letter.dead_at, precision='seconds')} "
+        f"{letter.session:<12} {letter.kind:<22} {letter.event_id} "
+        f"attempts={letter.attempts} {scrub_text(letter.error)[:120]}\n"
+    )
+    sys.stdout.flush()
+
+
+async def _tail_dead(bus: BusStore, args: argparse.Namespace) -> None:
+    """`heron events tail --dead`: the quarantined events, with why."""
+    import asyncio
+
+    last: int | None = None
+    while True:
+        letters = await bus.dead_letters(
+            session=args.session, after=last, limit=args.limit if last is None else None
+        )
+        for letter in letters:
+            _print_dead(letter, args.json)
+            last = letter.seq
+        if not args.follow:
+            return
+        last = last or 0
+        await asyncio.sleep(0.5)
+
+
 def cmd_events(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -284,6 +349,8 @@ def cmd_events(args: argparse.Namespace) -> int:
     bus = SqliteBusStore.open(common.state_dir(args))
 
     async def tail() -> None:
+        if args.dead:
+            return await _tail_dead(bus, args)
         last: int | None = None
         while True:
             # Without --follow: the last --limit events; then every event after the last seen.

@@ -1,32 +1,61 @@
-"""`SqliteNotificationStore`: notifications in heron's SQLite database (table
-`notifications`)."""
+"""`SqliteMessageStore`: the `MessageStore` in heron's SQLite database (tables `messages` and
+`message_deliveries`)."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
-import time
-import uuid
 from pathlib import Path
+from typing import Any
 
 from heron._support.state import open_db, sqlite_errors, transaction
-from heron.collaboration.notify import Notification
+from heron.collaboration.store import Attachment, Delivery, StoredMessage
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS notifications (
-    id        TEXT PRIMARY KEY,
-    created   REAL NOT NULL,
-    text      TEXT NOT NULL,
-    priority  TEXT NOT NULL,
-    delivered TEXT NOT NULL,
-    read_at   REAL
+CREATE TABLE IF NOT EXISTS messages (
+    id           TEXT PRIMARY KEY,
+    thread       TEXT NOT NULL,
+    session      TEXT,
+    kind         TEXT NOT NULL,
+    recipient    TEXT NOT NULL,
+    text         TEXT NOT NULL,
+    card         TEXT,
+    attachments  TEXT NOT NULL,
+    urgency      TEXT NOT NULL,
+    sender       TEXT NOT NULL,
+    created      REAL NOT NULL,
+    read_at      REAL,
+    read_via     TEXT,
+    answered_at  REAL,
+    answered_via TEXT,
+    due_at       REAL,
+    pending      TEXT NOT NULL DEFAULT '[]'
 );
+CREATE INDEX IF NOT EXISTS messages_thread ON messages (thread, created);
+CREATE INDEX IF NOT EXISTS messages_due ON messages (due_at) WHERE due_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS message_deliveries (
+    seq        INTEGER PRIMARY KEY,
+    message_id TEXT NOT NULL REFERENCES messages (id),
+    channel    TEXT NOT NULL,
+    outcome    TEXT NOT NULL,
+    at         REAL NOT NULL,
+    ref        TEXT
+);
+CREATE INDEX IF NOT EXISTS message_deliveries_of ON message_deliveries (message_id, seq);
+CREATE INDEX IF NOT EXISTS message_deliveries_ref ON message_deliveries (ref)
+    WHERE ref IS NOT NULL;
 """
+
+_COLUMNS = (
+    "id, thread, session, kind, recipient, text, card, attachments, urgency, sender, created,"
+    " read_at, read_via, answered_at, answered_via, due_at, pending"
+)
 
 
 @sqlite_errors
-class SqliteNotificationStore:
-    """`NotificationStore` on one SQLite connection (explicit transactions)."""
+class SqliteMessageStore:
+    """`MessageStore` on one SQLite connection (explicit transactions)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         conn.isolation_level = None  # explicit transactions, like the session store
@@ -34,47 +63,177 @@ class SqliteNotificationStore:
         self._conn = conn
 
     @classmethod
-    def open(cls, state_dir: Path) -> SqliteNotificationStore:
+    def open(cls, state_dir: Path) -> SqliteMessageStore:
         """A store on `<state_dir>/heron.db`; close it with `close()`."""
         return cls(open_db(state_dir))
 
     def close(self) -> None:
         self._conn.close()
 
-    def record(self, text: str, priority: str) -> str:
-        note_id = uuid.uuid4().hex[:12]
+    def add(self, message: StoredMessage) -> None:
+        card = None if message.card is None else json.dumps(message.card, ensure_ascii=False)
+        attachments = json.dumps([{"path": a.path, "bytes": a.bytes} for a in message.attachments])
         with transaction(self._conn) as conn:
             conn.execute(
-                "INSERT INTO notifications (id, created, text, priority, delivered)"
-                " VALUES (?, ?, ?, ?, '{}')",
-                (note_id, time.time(), text, priority),
+                f"INSERT INTO messages ({_COLUMNS}) VALUES"
+                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    message.id,
+                    message.thread,
+                    message.session,
+                    message.kind,
+                    message.to,
+                    message.text,
+                    card,
+                    attachments,
+                    message.urgency,
+                    message.sender,
+                    message.created,
+                    message.read_at,
+                    message.read_via,
+                    message.answered_at,
+                    message.answered_via,
+                    message.due_at,
+                    json.dumps(list(message.pending)),
+                ),
             )
-        return note_id
+            conn.executemany(
+                "INSERT INTO message_deliveries (message_id, channel, outcome, at, ref)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(message.id, d.channel, d.outcome, d.at, d.ref) for d in message.deliveries],
+            )
 
-    def delivered(self, note_id: str, outcomes: dict[str, str]) -> None:
+    def get(self, message_id: str) -> StoredMessage | None:
+        row = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM messages WHERE id = ?", (message_id,)
+        ).fetchone()
+        return None if row is None else self._message(row)
+
+    def list(
+        self,
+        *,
+        unread_only: bool = False,
+        session: str | None = None,
+        thread: str | None = None,
+        limit: int = 100,
+    ) -> builtins.list[StoredMessage]:
+        if limit < 0:
+            raise ValueError("limit must not be negative")
+        where, params = ["1"], []
+        if unread_only:
+            where.append("read_at IS NULL")
+        if session is not None:
+            where.append("session = ?")
+            params.append(session)
+        if thread is not None:
+            where.append("thread = ?")
+            params.append(thread)
+        rows = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM messages WHERE {' AND '.join(where)}"
+            " ORDER BY created DESC, rowid DESC LIMIT ?",
+            (*params, limit),
+        ).fetchall()
+        return [self._message(row) for row in reversed(rows)]
+
+    def record_delivery(self, message_id: str, delivery: Delivery) -> None:
         with transaction(self._conn) as conn:
+            if (
+                conn.execute("SELECT 1 FROM messages WHERE id = ?", (message_id,)).fetchone()
+                is None
+            ):
+                raise KeyError(message_id)
             conn.execute(
-                "UPDATE notifications SET delivered = ? WHERE id = ?",
-                (json.dumps(outcomes, sort_keys=True), note_id),
+                "INSERT INTO message_deliveries (message_id, channel, outcome, at, ref)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (message_id, delivery.channel, delivery.outcome, delivery.at, delivery.ref),
             )
 
-    def mark_read(self, note_id: str) -> bool:
+    def find_by_ref(self, refs: builtins.list[str]) -> StoredMessage | None:
+        for ref in refs:
+            row = self._conn.execute(
+                "SELECT message_id FROM message_deliveries WHERE ref = ? ORDER BY seq LIMIT 1",
+                (ref,),
+            ).fetchone()
+            if row is not None:
+                return self.get(str(row[0]))
+        return None
+
+    def mark_read(self, message_id: str, *, via: str, at: float) -> bool:
         with transaction(self._conn) as conn:
             cursor = conn.execute(
-                "UPDATE notifications SET read_at = ? WHERE id = ? AND read_at IS NULL",
-                (time.time(), note_id),
+                "UPDATE messages SET read_at = ?, read_via = ?, due_at = NULL, pending = '[]'"
+                " WHERE id = ? AND read_at IS NULL",
+                (at, via, message_id),
             )
         return cursor.rowcount == 1
 
-    def notifications(self, *, unread_only: bool = False) -> list[Notification]:
-        where = " WHERE read_at IS NULL" if unread_only else ""
-        rows = self._conn.execute(
-            "SELECT id, created, text, priority, delivered, read_at FROM notifications"
-            f"{where} ORDER BY created, rowid"
-        ).fetchall()
-        return [
-            Notification(
-                id=i, created=c, text=t, priority=p, delivered=json.loads(d), read=r is not None
+    def mark_answered(self, message_id: str, *, via: str, at: float) -> bool:
+        with transaction(self._conn) as conn:
+            cursor = conn.execute(
+                "UPDATE messages SET answered_at = ?, answered_via = ?,"
+                " read_at = COALESCE(read_at, ?), read_via = COALESCE(read_via, ?),"
+                " due_at = NULL, pending = '[]' WHERE id = ? AND answered_at IS NULL",
+                (at, via, at, via, message_id),
             )
-            for i, c, t, p, d, r in rows
+        return cursor.rowcount == 1
+
+    def schedule(self, message_id: str, *, pending: tuple[str, ...], due_at: float | None) -> None:
+        with transaction(self._conn) as conn:
+            cursor = conn.execute(
+                "UPDATE messages SET pending = ?, due_at = ? WHERE id = ?",
+                (json.dumps(list(pending)), due_at if pending else None, message_id),
+            )
+            if cursor.rowcount != 1:
+                raise KeyError(message_id)
+
+    def take_due(self, now: float) -> builtins.list[StoredMessage]:
+        with transaction(self._conn) as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM messages WHERE due_at IS NOT NULL AND due_at <= ?"
+                " AND read_at IS NULL ORDER BY due_at, rowid",
+                (now,),
+            ).fetchall()
+            conn.executemany(
+                "UPDATE messages SET due_at = NULL WHERE id = ?", [(row[0],) for row in rows]
+            )
+        return [self._message(row) for row in rows]
+
+    def next_due(self) -> float | None:
+        row = self._conn.execute(
+            "SELECT MIN(due_at) FROM messages WHERE due_at IS NOT NULL AND read_at IS NULL"
+        ).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
+    def _message(self, row: tuple[Any, ...]) -> StoredMessage:
+        (mid, thread, session, kind, to, text, card, attachments, urgency, sender, created) = row[
+            :11
         ]
+        read_at, read_via, answered_at, answered_via, due_at, pending = row[11:]
+        deliveries = tuple(
+            Delivery(channel=c, outcome=o, at=a, ref=r)
+            for c, o, a, r in self._conn.execute(
+                "SELECT channel, outcome, at, ref FROM message_deliveries WHERE message_id = ?"
+                " ORDER BY seq",
+                (mid,),
+            )
+        )
+        return StoredMessage(
+            id=mid,
+            thread=thread,
+            session=session,
+            kind=kind,
+            to=to,
+            text=text,
+            card=None if card is None else json.loads(card),
+            attachments=tuple(Attachment(**a) for a in json.loads(attachments)),
+            urgency=urgency,
+            sender=sender,
+            created=created,
+            deliveries=deliveries,
+            read_at=read_at,
+            read_via=read_via,
+            answered_at=answered_at,
+            answered_via=answered_via,
+            due_at=due_at,
+            pending=tuple(json.loads(pending)),
+        )

@@ -31,9 +31,11 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from heron._support.limits import set_input_limits
 from heron._support.state import open_db
 from heron.agent import Agent
 from heron.audit.sqlite_store import SqliteApprovalAudit
+from heron.collaboration.prompt import ASKING_TOOLS, collaboration_section
 from heron.config.schema import ConfigError, HeronConfig
 from heron.models.base import Model, ModelError
 from heron.tools.definition import Tool, ToolDefinitionError
@@ -43,6 +45,7 @@ from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApp
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
 if TYPE_CHECKING:
+    from heron.collaboration.setup import MessagingConfig
     from heron.config.builtin import Builtin
     from heron.mcp.assembly import McpAssembly
 
@@ -182,16 +185,36 @@ def load_user_tools(config: HeronConfig) -> list[Tool]:
         raise BuildError(f"cannot load tools: {type(exc).__name__}: {exc}") from exc
 
 
-async def open_builtin(config: HeronConfig) -> Builtin | None:
+def messaging_config(config: HeronConfig) -> MessagingConfig:
+    """Whom the agent writes to and how: `[identity]`, `[user]`, `[people.*]`, `[channels]`,
+    `[messages]`."""
+    from heron.collaboration.setup import MessagingConfig
+
+    return MessagingConfig(
+        identity=config.identity.identity(),
+        user=config.user.name,
+        people=config.everyone(),
+        channels=config.channels,
+        messages=config.messages,
+    )
+
+
+async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin | None:
     """The built-in tool sets of `[tools.builtin]` (None when no set is named); the caller
-    `aclose()`s them."""
+    `aclose()`s them. `aliases`: the `collaboration` set of the MCP profile — the seed's
+    names too, and the human-request tools (`[approvals]`)."""
     if not config.tools.builtin.sets:
         return None
     from heron.config.builtin import BuiltinError, build_builtin
 
     try:
         return await build_builtin(
-            config.tools.builtin, state_dir=config.state.path(), shell=config.tools.shell
+            config.tools.builtin,
+            state_dir=config.state.path(),
+            shell=config.tools.shell,
+            messaging=messaging_config(config),
+            aliases=aliases,
+            approvals=config.approvals if aliases and config.approvals.durable else None,
         )
     except BuiltinError as exc:
         raise BuildError(f"built-in tools: {exc}") from exc
@@ -258,11 +281,12 @@ def build_agent(
     adds heron's tool sets as bundles, with their spill, cache and workspace."""
     register_secrets(config)
     state_dir = config.state.path()
+    set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
     a = config.agent
     approval = ApprovalManager(
         policy=ApprovalPolicy(
             autonomy=a.autonomy,
-            auto_approve=config.approval.auto_approve,
+            auto_approve=[*config.approval.auto_approve, *preapproved_tools(tools, builtin)],
             always_ask=config.approval.always_ask,
             timeout_s=config.approval.timeout_s,
             record_auto_approvals=config.approval.record_auto_approvals,
@@ -279,6 +303,8 @@ def build_agent(
                 registry.add_all(bundled, bundle=bundle)
         system_prompt, allowed = a.system_prompt, a.allowed_tools
         if builtin is not None and (section := builtin.catalogue_section()):
+            system_prompt = f"{system_prompt}\n\n{section}" if system_prompt else section
+        if section := collaboration_section([t.spec.name for t in registry.tools()]):
             system_prompt = f"{system_prompt}\n\n{section}" if system_prompt else section
         if mcp is not None:
             mcp.register(registry)
@@ -342,6 +368,18 @@ async def open_agent(
         yield build_agent(
             config, tools=user_tools, approver=approver, model=model, mcp=mcp, builtin=builtin
         )
+
+
+def preapproved_tools(tools: Sequence[Tool], builtin: Builtin | None) -> list[str]:
+    """heron's own messaging and asking tools among `tools`: they run without asking,
+    because they reach only the people the configuration names (`[user]`, `[people.*]`),
+    never an address the model chooses, and asking grants nothing. `[approval] always_ask`
+    still wins."""
+    from heron.collaboration.tools import MESSAGE_TOOLS
+
+    names = MESSAGE_TOOLS | ASKING_TOOLS
+    every = [*tools, *(builtin.all_tools() if builtin is not None else [])]
+    return [t.spec.name for t in every if t.spec.name in names and t.spec.owner == "builtin"]
 
 
 def _budgets(config: HeronConfig, model: str) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """heron's built-in tool sets, assembled from configuration.
 
-Five sets, each a bundle of the agent's tool registry:
+Six sets, each a bundle of the agent's tool registry:
 
 - `perception`: look without changing anything — workspace files, the web, the knowledge base,
   stored artifacts and office documents.
@@ -14,6 +14,10 @@ Five sets, each a bundle of the agent's tool registry:
   `default`, where `heron serve` consumes the events.
 - `planning`: `update_plan`, a checklist the model keeps and the user watches (a `plan` event
   after each update). It touches nothing, so it needs no workspace access or sandbox.
+- `collaboration`: reaching people — `send_message`, `send_card`, `send_notification` over the
+  outbox of `[identity]`, `[user]`, `[people.*]` and `[channels]` (`heron.collaboration`);
+  under `heron mcp serve collaboration` also the seed's names (`send_email_notification`,
+  `send_im_notification`, `send_slack_message`).
 
 `build_builtin` also returns what the agent needs next to these tools: an `ArtifactSpill`
 (oversize results become artifacts that `read_artifact` pages through) and a
@@ -36,11 +40,20 @@ from heron.tools.definition import Tool
 
 if TYPE_CHECKING:
     from heron.artifacts.store import ArtifactSpill
+    from heron.collaboration.setup import MessagingConfig
+    from heron.humans.config import ApprovalsConfig
     from heron.sandbox.base import Sandbox
     from heron.toolsets.cache import WorkspaceResultCache
 
-BuiltinSet = Literal["perception", "execution", "connectors", "events", "planning"]
-SETS: tuple[BuiltinSet, ...] = ("perception", "execution", "connectors", "events", "planning")
+BuiltinSet = Literal["perception", "execution", "connectors", "events", "planning", "collaboration"]
+SETS: tuple[BuiltinSet, ...] = (
+    "perception",
+    "execution",
+    "connectors",
+    "events",
+    "planning",
+    "collaboration",
+)
 
 
 class BuiltinError(ConfigurationError, ValueError):
@@ -209,9 +222,17 @@ class Builtin:
 
 
 async def build_builtin(
-    cfg: BuiltinConfig, *, state_dir: Path, shell: ShellSection | None = None
+    cfg: BuiltinConfig,
+    *,
+    state_dir: Path,
+    shell: ShellSection | None = None,
+    messaging: MessagingConfig | None = None,
+    aliases: bool = False,
+    approvals: ApprovalsConfig | None = None,
 ) -> Builtin:
-    """Build the sets `cfg.sets` names (`shell`: the `[tools.shell]` section). Raises
+    """Build the sets `cfg.sets` names (`shell`: the `[tools.shell]` section; `messaging`:
+    whom the `collaboration` set writes to and how, `aliases`: with the seed's names, and with
+    `approvals` the human-request tools, which wait for the answer). Raises
     `BuiltinError` for an impossible configuration (no such workspace, `network = false` with
     the `process` sandbox, a bad mail section)."""
     from heron.artifacts.sqlite_store import SqliteArtifactCatalog
@@ -253,6 +274,10 @@ async def build_builtin(
                 from heron.toolsets.plan import plan_tools
 
                 built.tools[name] = plan_tools()
+            elif name == "collaboration":
+                built.tools[name] = _collaboration(
+                    messaging, ws, state_dir, built, aliases, approvals
+                )
             else:
                 assert sandbox is not None
                 confined = _networked(sandbox, cfg, "events")
@@ -261,6 +286,52 @@ async def build_builtin(
         await built.aclose()
         raise
     return built
+
+
+def _collaboration(
+    messaging: MessagingConfig | None,
+    ws: Any,
+    state_dir: Path,
+    built: Builtin,
+    aliases: bool,
+    approvals: ApprovalsConfig | None,
+) -> list[Tool]:
+    import sys
+
+    from heron.collaboration.asking import DeskRequests, asking_tools
+    from heron.collaboration.setup import MessagingConfig, open_outbox
+    from heron.collaboration.tools import alias_tools, messaging_tools
+    from heron.humans.console import ConsoleChannel
+    from heron.humans.desk import RequestDesk
+    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.sqlite_store import SqliteRequestStore
+
+    # The console channel is the store here: `heron messages` and `heron chat` show it.
+    outbox, store = open_outbox(messaging or MessagingConfig(), state_dir=state_dir)
+    requests = SqliteRequestStore.open_dir(state_dir) if approvals is not None else None
+
+    async def close() -> None:
+        store.close()
+        if requests is not None:
+            requests.close()
+
+    built._closers.append(close)
+    shared = outbox.identity.workspace
+    workspace = shared if shared is not None and shared.is_dir() else ws.root
+    tools = messaging_tools(outbox, workspace=workspace)
+    if aliases:
+        tools += alias_tools(outbox)
+    if requests is not None:
+        # An MCP client gets no event later: the call waits, answered with `heron approvals`.
+        desk = RequestDesk(
+            requests,
+            signer=DecisionSigner(DecisionKeyStore(state_dir)),
+            channels=[ConsoleChannel(sys.stderr)],
+            config=approvals,
+        )
+        wait_s = approvals.questions.max_timeout_s if approvals is not None else 3600.0
+        tools += asking_tools(DeskRequests(desk, wait_s=wait_s), session="mcp/collaboration")
+    return tools
 
 
 def _sandbox(cfg: BuiltinConfig, root: Path) -> Sandbox:

@@ -14,7 +14,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from heron._support.limits import DEFAULT_LIMITS, MAX_DEPTH_CEILING, InputLimits
 from heron._support.state import default_state_dir
+from heron.collaboration.config import (
+    ChannelsConfig,
+    IdentityConfig,
+    MessagesConfig,
+    PersonConfig,
+    UserConfig,
+)
 from heron.config.builtin import BuiltinConfig, ShellSection
 from heron.errors import ConfigurationError
 from heron.humans.config import ApprovalsConfig
@@ -107,6 +115,19 @@ class ToolsConfig(_Section):
     """`[tools.shell]`: what the `shell` tool runs with no operator (see docs/security.md)."""
 
 
+class LimitsConfig(_Section):
+    """`[limits]`: the one limit on data from outside (`heron._support.limits.InputLimits`),
+    process-wide, applied when an agent is built (`heron.config.build_agent`)."""
+
+    max_depth: int = Field(default=DEFAULT_LIMITS.max_depth, ge=1, le=MAX_DEPTH_CEILING)
+    """Objects and arrays nested inside each other in tool arguments, tool data, webhook bodies."""
+    max_bytes: int = Field(default=DEFAULT_LIMITS.max_bytes, ge=1)
+    """Bytes of one such piece of JSON."""
+
+    def to_limits(self) -> InputLimits:
+        return InputLimits(max_depth=self.max_depth, max_bytes=self.max_bytes)
+
+
 class StateConfig(_Section):
     dir: str | None = None
     """The state directory (`~` expanded); unset: `default_state_dir()`."""
@@ -126,8 +147,24 @@ class HeronConfig(_Section):
     state: StateConfig = Field(default_factory=StateConfig)
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     """`[mcp]`, `[mcp.servers.NAME]`, `[[mcp.tool_filter_groups]]` (see docs/mcp.md)."""
+    identity: IdentityConfig = Field(default_factory=IdentityConfig)
+    """`[identity]`: the agent's own name, address, signature, workspace (docs/collaboration.md)."""
+    user: UserConfig = Field(default_factory=UserConfig)
+    """`[user]`: the operator's channels, addresses and quiet hours."""
+    people: dict[str, PersonConfig] = Field(default_factory=dict)
+    """`[people.NAME]`: others the agent may write to."""
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    """`[channels.mail]`, `[channels.webhook]`, `[channels.im]`: the outbound transports."""
+    messages: MessagesConfig = Field(default_factory=MessagesConfig)
+    """`[messages]`: completion notices and how long card buttons work."""
+
+    def everyone(self) -> dict[str, PersonConfig]:
+        """`[people]` and the user (under `[user] name`), for the outbox."""
+        user = PersonConfig.model_validate(self.user.model_dump(exclude={"name"}))
+        return {**self.people, self.user.name: user}
 
     def result_limit(self) -> int:
         """The tool-result bound: explicit, else a fraction of a known context window."""

@@ -44,6 +44,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from heron._support.limits import parse_json
 from heron.errors import HeronError
 from heron.safety.url_policy import UrlPolicy, UrlRefused
 from heron.tools.definition import ToolResult
@@ -175,7 +176,7 @@ class ApiResponse:
     def json(self) -> Any:
         """The body as JSON, or an `ApiError("bad_response")` quoting its start."""
         try:
-            return json.loads(self.body)
+            return parse_json(self.body)  # a service's answer: within heron's input limits
         except ValueError as exc:
             raise ApiError(
                 "bad_response",
@@ -440,7 +441,7 @@ class HttpApi:
         excerpt = self._scrub(_start(body, _EXCERPT), secret)
         detail: Any = None
         with contextlib.suppress(ValueError):
-            detail = json.loads(body)
+            detail = parse_json(body)
         said = self._scrub(_said(detail), secret) or excerpt
         reason = f"HTTP {status} {response.reason_phrase}".strip()
         facts = {"status": status, "detail": detail, "body": excerpt}

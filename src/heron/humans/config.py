@@ -10,6 +10,10 @@ acp = ["alice"]                # the editor's user in `heron acp --as alice` (do
 [approvals]
 rule_ttl_s = 86400             # an "always" lasts a day unless the approver says otherwise
 
+[[approvals.escalation]]       # nobody answered within after_s: these approvers are added
+after_s = 900                  # (the first ones may still answer), on all their channels
+approvers = { mail = ["lead@example.com"] }
+
 [approvals.questions]
 timeout_s = 300                # a question's deadline when the model names none
 max_timeout_s = 3600           # the longest deadline a model may ask for
@@ -25,9 +29,15 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["APPROVER_CHANNELS", "ApprovalsConfig", "QuestionsConfig", "clamp_seconds"]
+__all__ = [
+    "APPROVER_CHANNELS",
+    "ApprovalsConfig",
+    "EscalationStep",
+    "QuestionsConfig",
+    "clamp_seconds",
+]
 
 ApproverChannel = Literal["console", "mail", "gateway", "webhook", "acp"]
 APPROVER_CHANNELS: tuple[ApproverChannel, ...] = ("console", "mail", "gateway", "webhook", "acp")
@@ -53,6 +63,15 @@ class QuestionsConfig(_Section):
     """Whether a default the model supplies is used; `false`: a timeout is always no answer."""
 
 
+class EscalationStep(_Section):
+    """One step of `[[approvals.escalation]]`: who is added to a request nobody answered."""
+
+    after_s: float = Field(gt=0)
+    """Seconds after the request was opened."""
+    approvers: dict[ApproverChannel, list[str]] = Field(min_length=1)
+    """The next approver group, channel → identities (as `[approvals.approvers]`)."""
+
+
 class ApprovalsConfig(_Section):
     """`[approvals]`: see the module docstring."""
 
@@ -67,6 +86,15 @@ class ApprovalsConfig(_Section):
     rule_max_ttl_s: float = Field(default=30 * 86_400.0, gt=0)
     """The longest an approver may make one last."""
     questions: QuestionsConfig = Field(default_factory=QuestionsConfig)
+    escalation: list[EscalationStep] = Field(default_factory=list)
+    """The next approver groups, in order of `after_s`."""
+
+    @model_validator(mode="after")
+    def _steps_in_order(self) -> ApprovalsConfig:
+        waits = [step.after_s for step in self.escalation]
+        if waits != sorted(set(waits)):
+            raise ValueError("[[approvals.escalation]] steps need increasing after_s")
+        return self
 
 
 def clamp_seconds(value: float | None, *, default: float, maximum: float) -> float:

@@ -17,6 +17,9 @@ console, ACP) answer them — so the rules hold on every channel:
 - Every use first applies passed deadlines (`expire`), so an answer that arrives after the
   deadline finds the request ended: silence never approves.
 - A model-supplied timeout or default for a question is clamped by `[approvals.questions]`.
+- Nobody answered within a step's `after_s` (`[[approvals.escalation]]`): the step's approvers
+  are added to the request — those asked first may still answer — and it is delivered to them
+  on every one of their channels (`escalate`, run with `expire` by the serving process).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any, Protocol
 
 from heron._support.clock import Clock, RealClock
 from heron._support.timefmt import utc_rfc3339
-from heron._support.vocabulary import HumanDecision, Urgency
+from heron._support.vocabulary import ACTIVE_STATUSES, HumanDecision, Urgency
 from heron.errors import HeronError
 from heron.humans.approvers import Approvers, describe, may_answer
 from heron.humans.config import ApprovalsConfig, clamp_seconds
@@ -43,6 +46,7 @@ from heron.humans.store import (
     RuleScope,
     Settlement,
     argument_digest,
+    escalation_step,
 )
 from heron.safety.redact import sanitize_replacement, scrub_text, scrub_value, summarize_args
 from heron.tools.definition import ToolArgumentsError
@@ -359,6 +363,28 @@ class RequestDesk:
                 is_answer=False,
             ),
         ).request
+
+    async def escalate(self) -> list[HumanRequest]:
+        """Take every escalation step that has fallen due; returns the requests it widened."""
+        steps = self.config.escalation
+        if not steps:
+            return []
+        now = self.clock.time()
+        widened: list[HumanRequest] = []
+        for request in self.store.list(statuses=ACTIVE_STATUSES, limit=1_000_000):
+            taken = escalation_step(request)
+            if taken >= len(steps) or now < request.created_at + steps[taken].after_s:
+                continue
+            group = Approvers.from_config(steps[taken].approvers).reachable(self.channels)
+            changed = self.store.escalate(request.id, taken + 1, group)
+            if changed is None:
+                continue  # ended, or another process took this step
+            # Only the new group hears of it here; the first one was asked already.
+            shown = dataclasses.replace(changed, approvers=group)
+            for name in dict.fromkeys(i.partition(":")[0] for i in group):
+                await self._deliver(shown, name)
+            widened.append(self._get(request.id))
+        return widened
 
     def expire(self) -> list[HumanRequest]:
         """Apply every passed deadline now; returns what changed."""

@@ -18,7 +18,6 @@ Silence is reported as silence: a timed-out approval says "no answer in N s", ne
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,15 +27,19 @@ from typing import Any, Literal
 from heron._support.clock import Clock
 from heron._support.timefmt import utc_rfc3339
 from heron._support.vocabulary import Status
+from heron.agent import Agent
 from heron.humans.store import HumanRequest, RequestStore
 from heron.safety.idempotency import IdempotencyStore
 from heron.safety.redact import summarize_args
-from heron.tools.definition import Tool, ToolArgumentsError, ToolContext, ToolResult
+from heron.tools.definition import ToolResult
+from heron.turn.approval import ApprovalAnswer
 from heron.turn.approval_audit import AuditLog, AuditRecord, Decision, audit_timestamp
+from heron.turn.events import EventSink, discard
 
 __all__ = [
     "EndingReporter",
     "RequestEnding",
+    "SessionAgent",
     "awaiting_text",
     "no_answer_text",
 ]
@@ -89,29 +92,39 @@ class RequestEnding:
 Publish = Callable[[RequestEnding], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class SessionAgent:
+    """The agent of a request's session, and where that session's turn events go."""
+
+    agent: Agent
+    sink: EventSink = discard
+
+
+FindSession = Callable[[HumanRequest], SessionAgent | Awaitable[SessionAgent | None] | None]
+
+
 class EndingReporter:
-    """Reports ended requests (see the module docstring). `tools(request)` finds the tool a
-    gated call named, in the request's session (`None`: no longer available; it may be a
-    coroutine: `heron serve` wakes the session first); `max_output_chars` bounds what the model
-    reads of a result; `timeout_s` bounds a run; `audit` receives each gated call's decision."""
+    """Reports ended requests (see the module docstring). `sessions(request)` finds the
+    request's session (`None`: gone; it may be a coroutine: `heron serve` wakes the session
+    first), whose agent runs an approved call through the engine's lifecycle
+    (`Agent.run_approved_call`); `max_output_chars` bounds what the model reads of a result; `audit`
+    receives each gated call's decision."""
 
     def __init__(
         self,
         store: RequestStore,
         *,
-        tools: Callable[[HumanRequest], Tool | Awaitable[Tool | None] | None],
+        sessions: FindSession,
         idempotency: IdempotencyStore,
         publish: Publish,
         max_output_chars: int = 50_000,
-        timeout_s: float | None = None,
         audit: AuditLog | None = None,
     ) -> None:
         self.store = store
-        self.tools = tools
+        self.sessions = sessions
         self.idempotency = idempotency
         self.publish = publish
         self.max_output_chars = max_output_chars
-        self.timeout_s = timeout_s
         self.audit = audit
 
     async def report(self, *, session: str | None = None) -> list[RequestEnding]:
@@ -128,17 +141,20 @@ class EndingReporter:
     async def watch(
         self,
         *,
-        expire: Callable[[], object],
+        expire: Callable[[], object | Awaitable[object]],
         clock: Clock,
         interval_s: float = 0.5,
         session: str | None = None,
     ) -> None:
-        """Until cancelled: apply passed deadlines (`expire`, e.g. `RequestDesk.expire`) and
-        report what ended, every `interval_s` seconds of `clock` — sooner when a deadline
-        falls due. Answers come from other processes through the store, so this polls it: one
-        indexed query per interval, whatever the number of pending requests."""
+        """Until cancelled: apply passed deadlines (`expire`, e.g. `RequestDesk.expire`; a
+        coroutine function is awaited, so it may also escalate) and report what ended, every
+        `interval_s` seconds of `clock` — sooner when a deadline falls due. Answers come from
+        other processes through the store, so this polls it: one indexed query per interval,
+        whatever the number of pending requests."""
         while True:
-            expire()
+            tended = expire()
+            if inspect.isawaitable(tended):
+                await tended
             await self.report(session=session)
             now = clock.time()
             deadline = self.store.next_deadline()
@@ -263,9 +279,18 @@ class EndingReporter:
     async def _run(
         self, request: HumanRequest, arguments: dict[str, Any]
     ) -> tuple[ToolResult, Status]:
-        found_tool = self.tools(request)
-        tool = await found_tool if inspect.isawaitable(found_tool) else found_tool
-        if tool is None:
+        decision = request.decision
+        assert decision is not None  # only a decision that runs the tool gets here
+        answer = ApprovalAnswer(
+            decision="edit" if decision.kind == "edit" else "yes",
+            decided_by=f"{request.answered_by} (request {request.id})",
+            reason=request.reason,
+            arguments=decision.arguments if decision.kind == "edit" else None,
+        )
+        finding = self.sessions(request)
+        session = await finding if inspect.isawaitable(finding) else finding
+        tool = None if session is None else session.agent.registry.get(request.tool)
+        if session is None or tool is None:
             return ToolResult.fail(f"'{request.tool}' is no longer available; it did not run"), (
                 "completed"
             )
@@ -276,36 +301,17 @@ class EndingReporter:
                 self.idempotency.ledger.release(IDEMPOTENCY_TOOL, request.id)
 
         async def action() -> ToolResult:
-            return await self._execute(tool, request, arguments)
+            outcome = await session.agent.run_approved_call(
+                request.call_id, request.tool, request.arguments, answer=answer, sink=session.sink
+            )
+            shown = outcome.visible or outcome.output
+            data = {"receipt": outcome.receipt} if outcome.receipt is not None else None
+            if outcome.success:
+                return ToolResult.ok(shown, data=data)
+            return ToolResult.fail(shown, data=data)
 
         result = await self.idempotency.run_once(IDEMPOTENCY_TOOL, request.id, arguments, action)
         return result, "lost" if _unknown(result) else "completed"
-
-    async def _execute(
-        self, tool: Tool, request: HumanRequest, arguments: dict[str, Any]
-    ) -> ToolResult:
-        given = dict(arguments)
-        if "approved" in tool.spec.runtime_args:
-            given["approved"] = True  # a person approved this exact call
-        try:
-            validated = tool.validate(given)
-        except ToolArgumentsError as exc:
-            return ToolResult.fail(
-                f"invalid arguments for '{request.tool}': " + "; ".join(exc.problems)
-            )
-        ctx = ToolContext(call_id=request.call_id, turn_id=f"approval-{request.id}")
-        run = tool.execute(validated, ctx)
-        try:
-            if self.timeout_s is None:
-                return await run
-            return await asyncio.wait_for(run, self.timeout_s)
-        except TimeoutError:
-            return ToolResult.fail(
-                f"'{request.tool}' timed out after {self.timeout_s:g} s; it may have taken "
-                "effect in part"
-            )
-        except Exception as exc:  # a tool's failure is its result, as in a turn
-            return ToolResult.fail(f"{request.tool} failed: {type(exc).__name__}: {exc}")
 
 
 def _unknown(result: ToolResult) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import json
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -373,6 +373,26 @@ class SqliteRequestStore:
                 "UPDATE human_requests SET deliveries = ?, status = ? WHERE id = ?",
                 (_dump(deliveries), status, request_id),
             )
+
+    def escalate(self, request_id: str, step: int, approvers: Sequence[str]) -> HumanRequest | None:
+        with transaction(self._conn) as conn:
+            row = conn.execute(
+                f"SELECT approvers, deliveries FROM human_requests WHERE id = ?"
+                f" AND status IN ({_ACTIVE})",
+                (request_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            deliveries = json.loads(row[1])
+            key = f"escalation:{step}"
+            if key in deliveries:
+                return None
+            widened = list(dict.fromkeys([*json.loads(row[0]), *approvers]))
+            conn.execute(
+                "UPDATE human_requests SET approvers = ?, deliveries = ? WHERE id = ?",
+                (_dump(widened), _dump({**deliveries, key: "opened"}), request_id),
+            )
+        return self.get(request_id)
 
     def open_call_ids(self, session: str) -> set[str]:
         rows = self._conn.execute(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -49,6 +49,7 @@ __all__ = [
     "SettleResult",
     "Settlement",
     "argument_digest",
+    "escalation_step",
 ]
 
 RequestKind = Literal["approval", "question"]
@@ -231,6 +232,13 @@ class RequestStore(Protocol):
         to `input_required`."""
         ...
 
+    def escalate(self, request_id: str, step: int, approvers: Sequence[str]) -> HumanRequest | None:
+        """Add `approvers` (escalation step `step`, from 1) to an active request's approvers,
+        once per step (compare-and-set): the request as it now is, or `None` when it has ended
+        or reached that step already. The step is recorded in its deliveries as
+        `escalation:<step>` (see `escalation_step`)."""
+        ...
+
     def open_call_ids(self, session: str) -> set[str]:
         """The call ids of the session's active requests."""
         ...
@@ -261,3 +269,8 @@ class RequestStore(Protocol):
     def revoke_rule(self, rule_id: str, at: float) -> bool:
         """Revoke a rule; `False` when unknown or already revoked."""
         ...
+
+
+def escalation_step(request: HumanRequest) -> int:
+    """How many escalation steps a request has taken (0: none)."""
+    return sum(1 for key in request.deliveries if key.startswith("escalation:"))

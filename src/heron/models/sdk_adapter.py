@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
+from heron._support.limits import InputRejected, parse_json
 from heron.models.base import (
     ModelError,
     ModelToolCall,
@@ -221,8 +222,8 @@ def tool_call_from_json(call_id: str | None, name: str, raw: str) -> ModelToolCa
     """
     arguments: dict[str, Any] | None = None
     try:
-        value = json.loads(raw) if raw.strip() else {}
-    except (ValueError, RecursionError):
+        value = parse_json(raw) if raw.strip() else {}
+    except InputRejected:  # malformed or over the input limits: the engine reports it
         value = None
     if isinstance(value, dict):
         arguments = value

@@ -6,6 +6,10 @@ resolves symlinks (also those in the parents of a file that does not exist yet) 
 path whose real location lies outside the root. Refusals are `WorkspaceError`s carrying a
 machine-readable `reason` and a sentence the model can act on.
 
+A name on disk that is not UTF-8 is shown by the tools with `\\xNN` for each undecodable byte
+(the documented replacement of `heron._support.limits.clean_text`); `resolve` maps such a path
+back to the name on disk, so names round-trip through the model.
+
 Access never converts a character: `Workspace.read_text` reads bytes and decodes them as strict
 UTF-8 (binary files and decoding problems are reported, never replaced), and `atomic_write`
 writes bytes through a temporary file in the same directory, so a failed write leaves the old
@@ -16,6 +20,7 @@ folders, and reports what it left out.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import stat
 from dataclasses import dataclass, field
@@ -117,6 +122,8 @@ class Workspace:
         """
         parts = self._check_syntax(path)
         candidate = self.root.joinpath(*parts)
+        if "\\x" in path and not os.path.lexists(candidate):
+            candidate = _undecodable_name(candidate)
         real = Path(os.path.realpath(candidate))
         if not self._inside(real):
             raise WorkspaceError(
@@ -256,6 +263,21 @@ class Workspace:
                     f"a path component is longer than {MAX_COMPONENT_BYTES} bytes",
                 )
         return tuple(part for part in pure.parts if part != ".")
+
+
+_BYTE_ESCAPE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
+
+
+def _undecodable_name(candidate: Path) -> Path:
+    """A path a tool showed with `\\xNN` for bytes that are not UTF-8 (`clean_text`), back to
+    the name on disk (`surrogateescape`), when that name exists; else `candidate` itself.
+
+    Names are shown with the replacement because JSON and the model only carry Unicode; this
+    makes them round-trip: `list_dir` shows `bad\\xff.txt`, `read_file("bad\\xff.txt")` reads
+    it. A file literally named with a backslash wins when both exist.
+    """
+    raw = Path(_BYTE_ESCAPE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), str(candidate)))
+    return raw if os.path.lexists(raw) else candidate
 
 
 # Magic numbers of common binary formats, for a useful hint when a read is refused.

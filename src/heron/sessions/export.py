@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from heron._support.limits import InputRejected, parse_json
 from heron.errors import HeronError
 from heron.messages import Message
 from heron.sessions.repair import SessionRepairError, repair_messages
@@ -98,9 +99,9 @@ def parse_export(lines: Iterable[str]) -> ParsedExport:
 
 def _parse_line(number: int, line: str) -> SessionEntry:
     try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise SessionImportError(f"line {number}: not JSON ({exc.msg})") from exc
+        data = parse_json(line)  # an import file is outside data: within the input limits
+    except InputRejected as exc:
+        raise SessionImportError(f"line {number}: not JSON heron takes in ({exc.problem})") from exc
     if not isinstance(data, dict):
         raise SessionImportError(f"line {number}: not a JSON object")
     if set(data) != FIELDS:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from heron._support.limits import clean_text
 from heron.agent import Agent
 from heron.audit.executions import ExecutionAuditTrail
 from heron.audit.sqlite_store import SqliteExecutionStore
@@ -35,7 +36,7 @@ from heron.sessions.lock import SessionLock
 from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.writer import SessionWriter
 from heron.turn.cancel import CancelScope
-from heron.turn.events import BaseEvent, EventSink
+from heron.turn.events import EventSink
 from heron.turn.loop import TurnOutcome
 from heron.turn.observer import FanOutObserver
 
@@ -146,13 +147,7 @@ class CliSession:
 
     def sink(self, inner: EventSink) -> EventSink:
         """`inner`, with the audit trail watching approval decisions first."""
-        trail = self.trail
-
-        def sink(event: BaseEvent) -> None:
-            trail.see_event(event)
-            inner(event)
-
-        return sink
+        return self.trail.watching(inner)
 
     async def run_turn(
         self,
@@ -170,7 +165,9 @@ class CliSession:
         is stored. Raises `ConcurrentWriteError` if another writer appended to the session
         meanwhile; what was stored before stays stored.
         """
-        prompt = known_secrets().mask(prompt)  # a pasted provider key stays out of the store
+        # A pasted provider key stays out of the store; then a command line's undecodable
+        # bytes get the text replacement (masking first, as everywhere data enters).
+        prompt = clean_text(known_secrets().mask(prompt))
         self.writer.add(UserMessage(content=prompt))
         on_append = self.on_append
         if on_stored is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
+from heron._support.limits import model_json
 from heron._support.state import open_db, sqlite_errors, transaction
 from heron.messages import Message
 from heron.sessions.store import (
@@ -99,7 +100,7 @@ class SqliteSessionStore:
             cursor = conn.execute(
                 "INSERT INTO session_entries (session, parent_id, ts, role, message)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (session, head or None, ts, message.role, message.model_dump_json()),
+                (session, head or None, ts, message.role, model_json(message)),
             )
             assert cursor.lastrowid is not None  # an INSERT into a rowid table always sets it
             head = cursor.lastrowid

@@ -49,7 +49,7 @@ from heron.tools.definition import (
     ToolSpec,
 )
 from heron.tools.docstrings import parse_docstring
-from heron.tools.validation import pydantic_problems
+from heron.tools.validation import check_input, pydantic_problems
 from heron.tools.worker_process import ProcessTarget, process_target, run_in_process
 
 __all__ = ["FunctionTool", "tool"]
@@ -158,6 +158,7 @@ class FunctionTool:
         Defaults are applied. Runtime arguments (`approved`) are accepted although the model does
         not see them. Raises `ToolArgumentsError` listing every problem.
         """
+        check_input(self._spec.name, arguments)
         try:
             text = json.dumps(dict(arguments), allow_nan=False)
         except (TypeError, ValueError) as exc:

@@ -16,22 +16,36 @@ from jsonschema import Draft202012Validator, TypeChecker, ValidationError, valid
 from jsonschema.exceptions import best_match
 from pydantic_core import ErrorDetails
 
+from heron._support.limits import (
+    InputRejected,
+    check_value,
+    describe_number,
+    format_path,
+    is_finite_number,
+)
 from heron.tools.definition import ToolArgumentsError
 
-__all__ = ["SchemaValidator", "describe_value", "format_path", "pydantic_problems"]
+__all__ = [
+    "SchemaValidator",
+    "check_input",
+    "describe_value",
+    "format_path",
+    "pydantic_problems",
+]
 
 _Path = Sequence[str | int]
 
 
 def _is_integer(_checker: TypeChecker, value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and is_finite_number(value)
 
 
 def _is_number(_checker: TypeChecker, value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return is_finite_number(value)
 
 
-# jsonschema's stock checker calls 1.0 an integer; a strict validator must not.
+# jsonschema's stock checker calls 1.0 an integer; a strict validator must not. JSON Schema
+# numbers are finite: NaN, Infinity and 10^400 are no number of any type.
 _STRICT_TYPES = Draft202012Validator.TYPE_CHECKER.redefine_many(
     {"integer": _is_integer, "number": _is_number}
 )
@@ -60,11 +74,24 @@ class SchemaValidator:
         self._validator = _StrictValidator(schema)
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Return `dict(arguments)`, or raise `ToolArgumentsError` listing every problem."""
+        """Return `dict(arguments)`, or raise `ToolArgumentsError` listing every problem.
+
+        The input limits come first (`heron._support.limits.check_value`: depth, size, finite
+        numbers, Unicode text), so the schema walk never meets a value it cannot handle.
+        """
+        check_input(self._tool, arguments)
         problems = _schema_problems(self._validator.iter_errors(arguments))
         if problems:
             raise ToolArgumentsError(self._tool, problems)
         return dict(arguments)
+
+
+def check_input(tool: str, arguments: Mapping[str, Any]) -> None:
+    """Raise `ToolArgumentsError` when `arguments` break the input limits (one problem)."""
+    try:
+        check_value(arguments)
+    except InputRejected as exc:
+        raise ToolArgumentsError(tool, [exc.problem]) from None
 
 
 def describe_value(value: object) -> str:
@@ -73,10 +100,8 @@ def describe_value(value: object) -> str:
         return "null"
     if isinstance(value, bool):
         return f"boolean {'true' if value else 'false'}"
-    if isinstance(value, int):
-        return f"integer {value}"
-    if isinstance(value, float):
-        return f"number {value!r}"
+    if isinstance(value, int | float):
+        return describe_number(value)
     if isinstance(value, str):
         text = repr(value)
         return f"string {text if len(text) <= 60 else text[:56] + '...' + text[0]}"
@@ -85,14 +110,6 @@ def describe_value(value: object) -> str:
     if isinstance(value, list | tuple):
         return "array"
     return type(value).__name__
-
-
-def format_path(path: _Path) -> str:
-    """`("filter", "tags", 2)` -> `filter.tags[2]`; the empty path is the arguments object."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text or "arguments"
 
 
 def _missing(path: _Path, name: object) -> str:

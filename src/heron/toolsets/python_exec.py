@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from heron._support.limits import parse_json
 from heron.sandbox.base import NetworkMode, Sandbox
 from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
@@ -319,7 +320,7 @@ async def _serve(
 
 async def _answer(line: bytes, ctx: ToolContext, calls: list[str]) -> dict[str, Any]:
     try:
-        request = json.loads(line)
+        request = parse_json(line)  # the script is the model's code: outside data
         ident = request["id"]
         name = request["tool"]
         arguments = request["arguments"]

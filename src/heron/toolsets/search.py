@@ -9,12 +9,12 @@ the next page and the total count when the back end knows it. Two ship here: `Se
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 
+from heron._support.limits import parse_json
 from heron.errors import HeronError
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
@@ -115,7 +115,7 @@ def _cursor_number(cursor: str) -> int:
 
 def _parse_searxng(body: bytes, page: int, where: str) -> SearchPage:
     try:
-        document = json.loads(body)
+        document = parse_json(body)  # within heron's input limits
     except ValueError as exc:
         start = body[:60].decode("utf-8", errors="replace")
         raise SearchError(f"{where} did not return JSON ({exc}); it began with {start!r}") from None

@@ -168,15 +168,17 @@ def _clip(text: str) -> tuple[str, str, int, int] | None:
 
 
 def _decode(raw: bytes, truncated: bool) -> str | None:
-    """UTF-8 text, or None for binary output (NUL bytes or invalid UTF-8)."""
+    """UTF-8 text, or None for binary output (NUL bytes, or mostly invalid UTF-8). Text with a
+    few bytes that are not UTF-8 (an `ls` of an odd file name) shows each as `\\xNN`."""
     if b"\x00" in raw:
         return None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         if truncated and exc.start >= len(raw) - 3:  # the capture limit split a character
-            return raw[: exc.start].decode("utf-8")
-        return None
+            return _decode(raw[: exc.start], False)
+    text = raw.decode("utf-8", "backslashreplace")
+    return text if (len(text) - len(raw)) * 3 <= len(raw) else None  # ≤ 1 odd byte in 10
 
 
 def _present(

@@ -134,6 +134,19 @@ class NoApprover:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class GivenApproval:
+    """A person's answer already given for one exact call (a durable request answered while
+    the turn that asked was over): the gate finds it instead of asking again. It answers only
+    the call it was given for."""
+
+    call_id: str
+    answer: ApprovalAnswer
+
+    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None:
+        return self.answer if request.call_id == self.call_id else None
+
+
 def parse_terminal_answer(line: str) -> AnswerKind:
     """`y`/`yes` → yes, `a`/`always` → always, anything else (empty, EOF, typos) → no."""
     word = line.strip().lower()

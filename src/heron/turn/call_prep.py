@@ -17,6 +17,7 @@ closed as not started, and the loop re-raises the `CancelledError` afterwards.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,15 @@ class PreparedBatch:
 
 def call_signature(name: str, arguments: dict[str, Any]) -> str:
     return name.strip().casefold() + "\x00" + canonical_json(arguments)
+
+
+def invalid_arguments_text(name: str, problems: Sequence[str]) -> str:
+    """The result of a call refused for its arguments (validation, or the input limits)."""
+    return (
+        f"Error: invalid arguments for '{name}': "
+        + "; ".join(problems)
+        + ". Nothing was run; fix the arguments and call again."
+    )
 
 
 def _unknown_tool_text(name: str, exec_: ResolvedAgentExecution) -> str:
@@ -155,6 +165,15 @@ async def prepare_calls(
                 f"({call.arguments_error}). Nothing was run; send valid JSON arguments.",
             )
             continue
+        if call.arguments_problem is not None:
+            refuse(
+                call,
+                call.name,
+                call.arguments,
+                "error",
+                invalid_arguments_text(call.name, [call.arguments_problem]),
+            )
+            continue
 
         name, args, cancel_reason = call.name, call.arguments, None
         if exec_.hooks:
@@ -214,9 +233,7 @@ async def prepare_calls(
                 name,
                 args,
                 "error",
-                f"Error: invalid arguments for '{name}': "
-                + "; ".join(exc.problems)
-                + ". Nothing was run; fix the arguments and call again.",
+                invalid_arguments_text(name, exc.problems),
             )
             continue
 

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
+from heron._support.limits import InputRejected, check_value
 from heron.safety.redact import scrub_value
 from heron.tools.definition import Tool
 from heron.turn.bounds import render_bounded
@@ -32,6 +33,21 @@ class ParsedCall:
     arguments: dict[str, Any]
     arguments_error: str | None = None
     """Set when the provider sent arguments that are not a JSON object."""
+    arguments_problem: str | None = None
+    """Set when the arguments broke an input limit (`heron._support.limits`: depth, size, a
+    non-finite number, a lone surrogate); refused like an argument validation error."""
+
+
+def checked_call(index: int, call_id: str, name: str, arguments: dict[str, Any]) -> ParsedCall:
+    """A call whose arguments arrived as a value (a native adapter, a Python model, the text
+    protocol, a tool calling a tool): the input check `parse_json` runs on argument text."""
+    try:
+        check_value(arguments)
+    except InputRejected as exc:
+        return ParsedCall(
+            index=index, call_id=call_id, name=name, arguments={}, arguments_problem=exc.problem
+        )
+    return ParsedCall(index=index, call_id=call_id, name=name, arguments=arguments)
 
 
 @dataclass(kw_only=True, slots=True)

@@ -23,18 +23,29 @@ import asyncio
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Literal, assert_never
+from typing import Any, assert_never
 
 from heron._support.canonical import canonical_json
+from heron._support.limits import clean_text
 from heron.safety.redact import scrub_text, scrub_value
 from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolContext, ToolResult
 from heron.turn.bounds import render_bounded
-from heron.turn.call_prep import NOT_STARTED, PreparedBatch, TurnGuards, prepare_calls
+from heron.turn.call_endings import (
+    busy_text,
+    interrupted,
+    map_result,
+    raised_text,
+    running_calls,
+    taken_in_data,
+    timeout_text,
+    work_ending,
+)
+from heron.turn.call_prep import PreparedBatch, TurnGuards, prepare_calls
 from heron.turn.calls import (
     CallOutcome,
     ExecutableCall,
-    ParsedCall,
+    checked_call,
     emit_synthetic_pair,
     plan_event,
     result_event,
@@ -47,18 +58,13 @@ from heron.turn.context import (
     RuntimeKnobs,
     TurnState,
 )
-from heron.turn.events import InterruptPhase, ProgressEvent, ToolCallEvent
+from heron.turn.events import ProgressEvent, ToolCallEvent
 from heron.turn.faults import hook_failed, notify, observer_failed
 from heron.turn.hooks import HookCall, HookOutcome, run_after_hooks
 from heron.turn.observer import NullObserver, ToolCallRecord, ToolCallStartRecord
 
 TOOL_SEARCH = "tool_search"
 OBSERVER_MAX_CHARS = 1000
-
-Ending = Literal["stopped", "killed", "thread", "unstopped"]
-"""What became of a call's work once heron stopped waiting for it: its task unwound, its worker
-process was killed, its worker thread runs on (a thread cannot be stopped), or its task did not
-unwind within `cancel_grace_s`."""
 
 
 def should_run_parallel(knobs: RuntimeKnobs, batch: PreparedBatch, names: Sequence[str]) -> bool:
@@ -123,151 +129,6 @@ async def _run_parallel(
     return [task.result() for task in tasks]
 
 
-def interrupted(
-    call: ExecutableCall,
-    phase: InterruptPhase,
-    task_id: str | None = None,
-    *,
-    ending: Ending = "stopped",
-) -> CallOutcome:
-    """The interrupted result of a call, worded by how far it got (`phase`) and, for a call
-    cancelled while running, by what became of its work (`ending`)."""
-    ann = call.tool.spec.annotations
-    match phase:
-        case "not_started":
-            text = NOT_STARTED
-        case "running_in_background":
-            text = (
-                f"[still running in the background as task {task_id}: the turn was interrupted, "
-                "and the result will arrive later as a new event. Handle the new message first.]"
-            )
-        case "cancelled_while_running":
-            text = _INTERRUPTED_TEXT[ending]
-            if ending == "thread" and ann.read_only:
-                text += " Its result will be discarded."
-            elif ending == "thread" and not ann.idempotent:
-                text += (
-                    " Outcome unknown: its effects may still land. heron will not start "
-                    f"'{call.name}' again until it has finished; check the current state first."
-                )
-            elif not (ann.read_only or ann.idempotent):
-                text += (
-                    " Outcome unknown: it may have taken effect in part or in full. Do not retry "
-                    "blindly; check the current state first."
-                )
-        case unknown:
-            assert_never(unknown)
-    return CallOutcome(
-        call_id=call.call_id,
-        name=call.name,
-        status="interrupted",
-        success=False,
-        output=text,
-        read_only=ann.read_only,
-        phase=phase,
-        background_task=task_id,
-    )
-
-
-_INTERRUPTED_TEXT: dict[Ending, str] = {
-    "stopped": "[interrupted: cancelled while running]",
-    "killed": "[interrupted: cancelled while running; heron killed its worker process]",
-    "thread": (
-        "[interrupted: cancelled, but it is still running in a worker thread (heron cannot stop "
-        "a thread)]"
-    ),
-    "unstopped": "[interrupted: cancelled, but it had not stopped when heron stopped waiting]",
-}
-
-
-def _timeout_text(call: ExecutableCall, limit_s: float, ending: Ending) -> str:
-    """The error a timed-out call gets: what happened to its work, and whether to retry."""
-    head = f"Error: '{call.name}' timed out after {limit_s:g} s"
-    ann = call.tool.spec.annotations
-    safe = ann.read_only or ann.idempotent
-    match ending:
-        case "stopped":
-            return f"{head} and was stopped."
-        case "killed":
-            text = f"{head} and was stopped: heron killed its worker process."
-            if not safe:
-                text += " Anything it did before that stays done; check the current state first."
-            return text
-        case "thread":
-            text = (
-                f"{head} and is still running: heron cannot stop a worker thread, so its outcome "
-                "is unknown and its effects may still land."
-            )
-            if ann.read_only:
-                return text + " Its result will be discarded."
-            if ann.idempotent:
-                return text + " It is idempotent: calling it again is safe."
-            return (
-                text + f" Do not retry: heron will not start '{call.name}' again until it has "
-                "finished. Check the current state first."
-            )
-        case "unstopped":
-            text = (
-                f"{head}; heron cancelled it, but it had not stopped when heron stopped waiting "
-                "and may still be running."
-            )
-            if not safe:
-                text += " Outcome unknown: do not retry blindly; check the current state first."
-            return text
-        case unknown:
-            assert_never(unknown)
-
-
-def _ending(call: ExecutableCall, unwound: bool) -> Ending:
-    """What became of a call's work after heron cancelled its task (`unwound`: the task ended)."""
-    match call.tool.spec.runs_in:
-        case "process":
-            return "killed" if unwound else "unstopped"
-        case "thread":
-            # A thread runs on unless its tool says it returned (a tool that cannot say is
-            # assumed to be running still).
-            if not hasattr(call.tool, "still_running") or call.call_id in _still_running(call.tool):
-                return "thread"
-        case "event_loop":
-            pass
-        case unknown:
-            assert_never(unknown)
-    return "stopped" if unwound else "unstopped"
-
-
-def _still_running(tool: object) -> tuple[str, ...]:
-    """The call ids a threaded tool is still running after heron stopped waiting for them."""
-    still_running = getattr(tool, "still_running", None)
-    return still_running() if still_running is not None else ()
-
-
-def _busy_text(call: ExecutableCall, running: Sequence[str]) -> str:
-    return (
-        f"Error: '{call.name}' was not started: an earlier call of it ({', '.join(running)}) is "
-        "still running in a worker thread after heron stopped waiting for it, and the tool is not "
-        "idempotent. Nothing was run. Check the current state; call it again once that run has "
-        "finished."
-    )
-
-
-def _map_result(call: ExecutableCall, result: Any) -> tuple[bool, str]:
-    """Success and the text the model sees, with every known secret already a placeholder:
-    this is where a tool's output enters the data path."""
-    success, text = _mapped(call, result)
-    return success, known_secrets().mask(text)
-
-
-def _mapped(call: ExecutableCall, result: Any) -> tuple[bool, str]:
-    if not isinstance(result, ToolResult):
-        return False, f"Error: '{call.name}' returned {type(result).__name__}, not a ToolResult"
-    if result.success:
-        return True, result.output or "(no output)"
-    reason = result.error or result.output or "the tool failed without a message"
-    if result.error and result.output:
-        return False, f"Error: {reason}\n{result.output}"
-    return False, f"Error: {reason}"
-
-
 async def execute_one(
     exec_: ResolvedAgentExecution, state: TurnState, call: ExecutableCall
 ) -> CallOutcome:
@@ -278,14 +139,14 @@ async def execute_one(
     if (
         spec.runs_in == "thread"
         and not (spec.annotations.read_only or spec.annotations.idempotent)
-        and (running := _still_running(call.tool))
+        and (running := running_calls(call.tool))
     ):
         outcome = CallOutcome(
             call_id=call.call_id,
             name=call.name,
             status="error",
             success=False,
-            output=_busy_text(call, running),
+            output=busy_text(call, running),
         )
         emit_synthetic_pair(state, call.arguments, outcome, max_chars=knobs.max_tool_result_chars)
         return outcome
@@ -320,7 +181,10 @@ async def execute_one(
     def emit_progress(message: str) -> None:
         state.sink(
             ProgressEvent(
-                turn_id=state.turn_id, id=call.call_id, name=call.name, message=scrub_text(message)
+                turn_id=state.turn_id,
+                id=call.call_id,
+                name=call.name,
+                message=clean_text(scrub_text(message)),  # masked first, as `map_result`
             )
         )
 
@@ -392,7 +256,7 @@ async def execute_one(
                     outcome = interrupted(call, "running_in_background", task_id)
                 case "cancel":
                     unwound = await stop_task(task, state.cancel, knobs.cancel_grace_s)
-                    ending = _ending(call, unwound)
+                    ending = work_ending(call, unwound)
                     outcome = interrupted(call, "cancelled_while_running", ending=ending)
                 case unknown_mode:
                     assert_never(unknown_mode)
@@ -405,7 +269,7 @@ async def execute_one(
                 name=call.name,
                 status="error",
                 success=False,
-                output=_timeout_text(call, limit, _ending(call, unwound)),
+                output=timeout_text(call, limit, work_ending(call, unwound)),
                 duration_ms=duration_ms,
                 executed=True,
                 read_only=spec.annotations.read_only,
@@ -457,10 +321,12 @@ def _completed(
     data: Any = None
     try:
         result = task.result()
-        success, output = _map_result(call, result)
-        data = known_secrets().mask_value(result.data) if isinstance(result, ToolResult) else None
+        success, output = map_result(call, result)
+        if isinstance(result, ToolResult) and result.data is not None:
+            data, note = taken_in_data(result.data)
+            output += known_secrets().mask(note)  # the note may quote a key
     except Exception as exc:
-        success, output = False, _raised(call, exc)
+        success, output = False, raised_text(call, exc)
     outcome = CallOutcome(
         call_id=call.call_id,
         name=call.name,
@@ -480,10 +346,6 @@ def _completed(
         else:
             exec_.cache.invalidate(spec, call.arguments)
     return outcome
-
-
-def _raised(call: ExecutableCall, exc: BaseException) -> str:
-    return known_secrets().mask(f"Error: '{call.name}' raised {type(exc).__name__}: {exc}")
 
 
 def _finish(
@@ -512,22 +374,20 @@ def _finish(
     return outcome
 
 
-async def run_nested_call(
+async def run_single_call(
     exec_: ResolvedAgentExecution,
     state: TurnState,
     call_id: str,
     name: str,
     arguments: dict[str, Any],
-) -> ToolResult:
-    """One tool call made by a tool (code orchestration), through the whole lifecycle.
-
-    It gets its own pending and terminal events, approval, observer records and receipt; it is
-    not added to the model's history — only what the calling tool returns is.
-    """
+) -> CallOutcome:
+    """One call that is not part of a model response, through the whole lifecycle: policy,
+    approval, pending and terminal events, observer records, hooks, receipt, spill. It is not
+    added to the model's history; its receipt joins `state.receipts`."""
     batch = await prepare_calls(
         exec_,
         state,
-        [ParsedCall(index=0, call_id=call_id, name=name, arguments=arguments)],
+        [checked_call(0, call_id, name, arguments)],
         TurnGuards(),
     )
     await execute_batch(exec_, state, batch, parallel=False)
@@ -539,6 +399,19 @@ async def run_nested_call(
         )
     if outcome.executed and state.run_budget is not None:
         state.run_budget.record_tool_call()
+    return outcome
+
+
+async def run_nested_call(
+    exec_: ResolvedAgentExecution,
+    state: TurnState,
+    call_id: str,
+    name: str,
+    arguments: dict[str, Any],
+) -> ToolResult:
+    """One tool call made by a tool (code orchestration), through the whole lifecycle; only
+    what the calling tool returns enters the model's history."""
+    outcome = await run_single_call(exec_, state, call_id, name, arguments)
     if outcome.success:
         return ToolResult.ok(outcome.output, data=outcome.data)
     return ToolResult.fail(outcome.output, data=outcome.data)
@@ -552,9 +425,9 @@ def _detach(state: TurnState, task: asyncio.Task[Any], task_id: str, call: Execu
         if t.cancelled():
             success, output = False, "Error: cancelled"
         elif (exc := t.exception()) is not None:
-            success, output = False, _raised(call, exc)
+            success, output = False, raised_text(call, exc)
         else:
-            success, output = _map_result(call, t.result())
+            success, output = map_result(call, t.result())
         if state.on_background_result is not None:
             state.on_background_result(
                 BackgroundResult(

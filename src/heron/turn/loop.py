@@ -16,7 +16,6 @@ before it propagates, so the history never keeps a call without its result.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from heron._support.limits import InputRejected, clean_text, parse_json
 from heron.errors import HeronError
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage, UserMessage
 from heron.models import text_protocol
@@ -41,7 +41,7 @@ from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolSpec
 from heron.turn.bounds import bound_text
 from heron.turn.call_prep import PreparedBatch, TurnGuards, is_excluded, prepare_calls, start_check
-from heron.turn.calls import CallOutcome, ParsedCall, result_event, synthetic
+from heron.turn.calls import CallOutcome, ParsedCall, checked_call, result_event, synthetic
 from heron.turn.cancel import absorb, bind_task, stop_task, take_absorbed, wait_task
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
 from heron.turn.dispatch import execute_batch, should_run_parallel
@@ -334,17 +334,16 @@ class _Loop:
 
         async def consume() -> None:
             async for part in exec_.model.stream(request):
+                # Model text is outside data too: what is not Unicode gets the replacement.
                 if isinstance(part, TextDelta):
-                    response.text += part.text
+                    text = clean_text(part.text)
+                    response.text += text
                     if live_text:
-                        state.sink(
-                            TextDeltaEvent(turn_id=state.turn_id, text=scrub_text(part.text))
-                        )
+                        state.sink(TextDeltaEvent(turn_id=state.turn_id, text=scrub_text(text)))
                 elif isinstance(part, ReasoningDelta):
-                    response.reasoning += part.text
-                    state.sink(
-                        ReasoningDeltaEvent(turn_id=state.turn_id, text=scrub_text(part.text))
-                    )
+                    text = clean_text(part.text)
+                    response.reasoning += text
+                    state.sink(ReasoningDeltaEvent(turn_id=state.turn_id, text=scrub_text(text)))
                 elif isinstance(part, ModelToolCall):
                     response.calls.append(part)
                     self._precheck(part)
@@ -413,9 +412,7 @@ class _Loop:
             known += self.exec.catalogue.names()
         parsed = text_protocol.parse_text_tool_calls(response.text, known)
         calls = [
-            ParsedCall(
-                index=i, call_id=self._unique(c.call_id, c.name), name=c.name, arguments=c.arguments
-            )
+            checked_call(i, self._unique(c.call_id, c.name), c.name, c.arguments)
             for i, c in enumerate(parsed.calls)
         ]
         return calls, parsed.text, parsed.issue
@@ -448,19 +445,20 @@ class _Loop:
     def _pin(self, index: int, call: ModelToolCall) -> ParsedCall:
         call_id = self._unique(call.id, call.name)
         if call.arguments is not None:
-            return ParsedCall(
-                index=index, call_id=call_id, name=call.name, arguments=call.arguments
-            )
+            return checked_call(index, call_id, call.name, call.arguments)
         raw = call.arguments_json or "{}"
         try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError as exc:
+            # The one check of the arguments' depth, size, numbers and text (parse time).
+            value: Any = parse_json(raw)
+        except InputRejected as exc:
+            syntax = exc.kind == "syntax"
             return ParsedCall(
                 index=index,
                 call_id=call_id,
                 name=call.name,
                 arguments={},
-                arguments_error=f"invalid JSON: {exc.msg} at position {exc.pos}",
+                arguments_error=exc.message if syntax else None,
+                arguments_problem=None if syntax else exc.problem,
             )
         if not isinstance(value, dict):
             return ParsedCall(

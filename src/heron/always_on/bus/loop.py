@@ -31,9 +31,19 @@ history messages and marks the events consumed in one transaction. Engine-produc
 are written as the engine appends them. A restart reloads the session, closes tool calls a
 crash left open, and answers a history left waiting for the model.
 
+Poison messages: an event whose consumption fails (a routing rule or the framing raises on
+it) is counted, retried one event at a time, and quarantined after `max_attempts` failures
+(`heron.always_on.bus.quarantine`): announced as a `system.dead_letter` event and an alert,
+listed by `heron events tail --dead`; the loop goes on with the next event.
+
 Single writer: the loop holds the session through a `SessionWriter` (`heron.sessions.writer`,
 the writer of every front end: the same repair, the same head check), so a second writer on
 the same session is refused with `ConcurrentWriteError` instead of being interleaved.
+
+Assistant text is private (`reply_tools`): in `heron serve` nothing the model writes as its
+answer reaches a person — only its messaging tools do. When a turn that took in an event marked
+as needing a reply (`EventContent.needs_reply`) ends without a successful call of one of those
+tools, the loop appends one runtime reminder and runs one more turn; never a second.
 
 Many sessions in one process (`heron.always_on.sessions.SessionHost`): the host gives each
 awake session a writer from `SessionWriter.wake` (the history is read only when the model is
@@ -52,10 +62,12 @@ from heron._support.clock import Clock, RealClock, timestamp
 from heron.agent import Agent
 from heron.always_on.bus.framing import SideAnswer, frame_batch, side_pair, side_question
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
+from heron.always_on.bus.quarantine import DEFAULT_MAX_ATTEMPTS, Quarantine
 from heron.always_on.bus.routing import Route, Router
-from heron.always_on.bus.store import BusStore, Unwatch
-from heron.messages import AssistantMessage, Message
-from heron.sessions.store import SessionStore
+from heron.always_on.bus.store import AlreadyConsumedError, BusStore, Unwatch
+from heron.errors import StoreError
+from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from heron.sessions.store import ConcurrentWriteError, SessionStore
 from heron.sessions.writer import SessionWriter
 from heron.turn.context import BackgroundResult, SafePoint, TurnState
 from heron.turn.events import EventSink, discard
@@ -84,7 +96,9 @@ class EventDrivenAgent:
         poll_interval: float | None = None,
         prepare: Callable[[TurnState], None] | None = None,
         writer: SessionWriter | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         watch: bool = True,
+        reply_tools: frozenset[str] = frozenset(),
     ) -> None:
         """`store` and `sessions` must share one database, so that `consume` is atomic.
 
@@ -94,8 +108,12 @@ class EventDrivenAgent:
         an extra `on_append` there); the agent's per-turn exclusions are already in it
         (`Agent.turn_state`). `writer`: the main session's writer, when the front end already
         holds one (it must write `session` in `sessions`); by default the loop opens its own
-        on first use. `watch=False`: the caller forwards the store's publishes of this session
-        to `notify` itself (a host of many sessions watches the store once for all).
+        on first use. `max_attempts`: failed consumptions after which an event is
+        quarantined (`heron.always_on.bus.quarantine`). `watch=False`: the caller forwards the
+        store's publishes of this session to `notify` itself (a host of many sessions watches
+        the store once for all).
+        `reply_tools`: the tools that reach a person; with any, an event needing a reply that
+        a turn leaves unanswered gets one reminder turn (see the module docstring).
         """
         if writer is not None and (writer.name != session or writer.store is not sessions):
             raise ValueError(f"the writer holds session {writer.name!r}, not {session!r} here")
@@ -110,6 +128,8 @@ class EventDrivenAgent:
         self.poll_interval = poll_interval
         self.prepare = prepare
         self.watch = watch
+        self.reply_tools = reply_tools
+        self._awaiting_reply: list[BusEvent] = []
         self.outcomes: list[TurnOutcome] = []
         """Every finished main turn, in order."""
         self._main: SessionWriter | None = writer
@@ -127,6 +147,10 @@ class EventDrivenAgent:
         self._sides: dict[str, asyncio.Task[SideAnswer]] = {}
         self._background: dict[str, asyncio.Task[Any]] = {}
         self._publishing: set[asyncio.Task[bool]] = set()
+        self.quarantine = Quarantine(
+            store, session, clock=self.clock, max_attempts=max_attempts, alerts=agent.alerts
+        )
+        self._held_sides: list[SideAnswer] = []
 
     # -- public API -------------------------------------------------------------------------
 
@@ -274,20 +298,52 @@ class EventDrivenAgent:
         """One safe point between turns: consume what is pending, answer it. False if idle."""
         main = self._start()
         self._interrupt_requested = False  # set again by any urgent arrival from here on
+        await self.quarantine.announce()
+        failures = self.quarantine.failures
         batch = await self._fetch()
         sides = self._take_sides()
         if not batch and not sides and not self._unanswered:
-            return False
+            return self.quarantine.failures != failures  # a failure counted: try again
         ids = [e.id for e in batch] + [s.event.id for s in sides]
         if batch or self._unanswered:
-            await self._consume(ids, [frame_batch(batch, sides)] if ids else [])
+
+            def framed() -> list[Message]:
+                return [frame_batch(batch, sides)] if ids else []
+
+            if not await self._take_in(batch, sides, framed):
+                return True  # counted (or quarantined); the next step retries one by one
             self._unanswered = True
+            self._note_replies(batch)
         else:
             # Idle: a side answer is a finished exchange, appended without calling the model.
-            await self._consume(ids, [m for side in sides for m in side_pair(side)])
+            if not await self._take_in([], sides, lambda: [m for s in sides for m in side_pair(s)]):
+                return True
         if self._unanswered and not self._interrupt_requested:
+            start = len(main.history)
             await self._run_turn(main)
+            await self._remind(main, start)
         return True
+
+    def _note_replies(self, batch: Sequence[BusEvent]) -> None:
+        if self.reply_tools:
+            self._awaiting_reply += [e for e in batch if e.content.needs_reply]
+
+    async def _remind(self, main: SessionWriter, start: int) -> None:
+        """One reminder turn when the events needing a reply got none (module docstring)."""
+        waiting, self._awaiting_reply = self._awaiting_reply, []
+        last = self.outcomes[-1] if self.outcomes else None
+        if not waiting or last is None or last.status != "final" or self._spoke(main, start):
+            return
+        await self._consume([], [_reminder(waiting, sorted(self.reply_tools))])
+        self._unanswered = True
+        await self._run_turn(main)
+        self._awaiting_reply.clear()  # one reminder; what the reminder turn took in waits no more
+
+    def _spoke(self, main: SessionWriter, start: int) -> bool:
+        return any(
+            isinstance(m, ToolResultMessage) and m.name in self.reply_tools and not m.is_error
+            for m in main.history[start:]
+        )
 
     async def _run_turn(self, main: SessionWriter) -> None:
         # The exclusions follow the last user message: the batch of events this turn answers.
@@ -328,22 +384,47 @@ class EventDrivenAgent:
         if not batch and not sides:
             main.flush()
             return
-        await self._consume(
-            [e.id for e in batch] + [s.event.id for s in sides], [frame_batch(batch, sides)]
-        )
+        if not await self._take_in(batch, sides, lambda: [frame_batch(batch, sides)]):
+            main.flush()
+            return
+        self._note_replies(batch)
 
     async def _fetch(self) -> list[BusEvent]:
         """Pending events to append now, each routed; parallel ones go to side sessions."""
-        events = await self.store.pending(self.session)
+        events = self.quarantine.narrow(await self.store.pending(self.session))
         for event in events:
             if event.id in self._routes:
                 continue
-            classifying = self._classifying.get(event.id)
-            if classifying is not None:
-                await classifying
-            else:
-                self._apply(event, await self.router.route(event), live=False)
-        return [e for e in events if self._routes[e.id].strategy != "parallel"]
+            try:
+                classifying = self._classifying.get(event.id)
+                if classifying is not None:
+                    await classifying
+                else:
+                    self._apply(event, await self.router.route(event), live=False)
+            except Exception as exc:  # a router that fails on this event: poison
+                await self.quarantine.failed([event], exc)
+        return [
+            e for e in events if e.id in self._routes and self._routes[e.id].strategy != "parallel"
+        ]
+
+    async def _take_in(
+        self,
+        batch: list[BusEvent],
+        sides: list[SideAnswer],
+        messages: Callable[[], list[Message]],
+    ) -> bool:
+        """`_consume` the batch and side answers as `messages()`; False when that failed for
+        the events themselves (framing, a bad payload): the failure is counted against them
+        (`Quarantine.failed`), side answers wait for the next attempt, nothing was appended."""
+        try:
+            await self._consume([e.id for e in batch] + [s.event.id for s in sides], messages())
+        except (StoreError, ConcurrentWriteError, AlreadyConsumedError):
+            raise  # about the store or another writer, not about the events
+        except Exception as exc:
+            dead = await self.quarantine.failed([*batch, *(s.event for s in sides)], exc)
+            self._held_sides += [s for s in sides if s.event.id not in dead]
+            return False
+        return True
 
     async def _consume(self, event_ids: list[str], messages: list[Message]) -> None:
         main = self._start()
@@ -368,7 +449,11 @@ class EventDrivenAgent:
             return
         if event.id in self._routes or event.id in self._classifying:
             return
-        route = self.router.route_now(event)
+        try:
+            route = self.router.route_now(event)
+        except Exception:  # a rule failing on this event: `_fetch` counts it against the event
+            self._wake.set()
+            return
         if route is not None:
             self._apply(event, route, live=True)
             return
@@ -450,7 +535,8 @@ class EventDrivenAgent:
 
     def _take_sides(self) -> list[SideAnswer]:
         done = [event_id for event_id, task in self._sides.items() if task.done()]
-        return [self._sides.pop(event_id).result() for event_id in done]
+        held, self._held_sides = self._held_sides, []
+        return held + [self._sides.pop(event_id).result() for event_id in done]
 
     def _check_session(self, event: BusEvent) -> None:
         if event.session != self.session:
@@ -458,3 +544,16 @@ class EventDrivenAgent:
                 f"event {event.id} is for session {event.session!r}, this agent serves "
                 f"{self.session!r}"
             )
+
+
+def _reminder(events: Sequence[BusEvent], tools: Sequence[str]) -> UserMessage:
+    what = ", ".join(f"{e.kind} {e.id} via {e.channel}" for e in events)
+    return UserMessage(
+        source="runtime",
+        content=(
+            f"[runtime] This turn took in events that need a reply ({what}), and it ended "
+            "without a message to anyone. Your own answer text is private: nobody sees it. "
+            f"If a reply is due, send it now with one of: {', '.join(tools)}. If none is "
+            "needed, say so in one line."
+        ),
+    )

@@ -22,6 +22,7 @@ connections are found by `pending` (the event loop polls for them).
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -30,9 +31,16 @@ from typing import Literal
 
 from pydantic import TypeAdapter
 
+from heron._support.limits import model_json
 from heron._support.state import open_db, sqlite_errors, transaction
-from heron.always_on.bus.model import BusEvent
-from heron.always_on.bus.store import AlreadyConsumedError, EventCallback, StoredEvent, Unwatch
+from heron.always_on.bus.model import STORED, BusEvent
+from heron.always_on.bus.store import (
+    AlreadyConsumedError,
+    DeadLetter,
+    EventCallback,
+    StoredEvent,
+    Unwatch,
+)
 from heron.messages import Message
 from heron.sessions.sqlite_store import SqliteSessionStore
 
@@ -60,9 +68,22 @@ CREATE TABLE IF NOT EXISTS bus_pending (
     seq     INTEGER NOT NULL,
     PRIMARY KEY (session, ts, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bus_failures (
+    seq      INTEGER PRIMARY KEY,
+    attempts INTEGER NOT NULL,
+    error    TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bus_dead (
+    seq      INTEGER PRIMARY KEY,
+    attempts INTEGER NOT NULL,
+    error    TEXT NOT NULL,
+    dead_at  REAL NOT NULL
+);
 """
 # The queue of unconsumed events is its own small table, in timeline order: deleting from it
-# is several times cheaper than keeping a partial index on `bus_events` up to date.
+# is several times cheaper than keeping a partial index on `bus_events` up to date. Failed
+# attempts and dead letters are small side tables keyed by `seq`: a quarantined event keeps its
+# row in `bus_events` (consumed_at stays NULL) and leaves `bus_pending`.
 
 
 @sqlite_errors
@@ -111,7 +132,7 @@ class SqliteBusStore:
                         event.idempotency_key,
                         ts,
                         event.kind,
-                        event.model_dump_json(),
+                        model_json(event),
                     ),
                 )
                 new = cursor.rowcount == 1
@@ -128,12 +149,19 @@ class SqliteBusStore:
         return stored
 
     async def pending(self, session: str, *, limit: int | None = None) -> list[BusEvent]:
-        rows = self._conn.execute(
-            "SELECT e.body FROM bus_pending p JOIN bus_events e ON e.seq = p.seq"
-            " WHERE p.session = ? ORDER BY p.ts, p.seq LIMIT ?",
-            (session, -1 if limit is None else limit),
-        ).fetchall()
-        return _EVENTS.validate_json("[" + ",".join(r[0] for r in rows) + "]")
+        while True:
+            rows = self._conn.execute(
+                "SELECT e.seq, e.body FROM bus_pending p JOIN bus_events e ON e.seq = p.seq"
+                " WHERE p.session = ? ORDER BY p.ts, p.seq LIMIT ?",
+                (session, -1 if limit is None else limit),
+            ).fetchall()
+            events, unreadable = _decode(rows)
+            if not unreadable:
+                return [e for e in events if e is not None]
+            # Stored by another version, or damaged: no attempt can ever read it.
+            with transaction(self._conn) as conn:
+                for seq, error in unreadable:
+                    self._bury(conn, seq, 0, f"the stored event cannot be read: {error}")
 
     async def consume(
         self,
@@ -149,8 +177,8 @@ class SqliteBusStore:
             for chunk in _chunks(wanted):
                 marks = ",".join("?" * len(chunk))
                 found += conn.execute(
-                    f"SELECT seq, ts FROM bus_events WHERE id IN ({marks})"
-                    " AND session = ? AND consumed_at IS NULL",
+                    f"SELECT seq, ts FROM bus_events WHERE id IN ({marks}) AND session = ?"
+                    " AND consumed_at IS NULL AND seq NOT IN (SELECT seq FROM bus_dead)",
                     (*chunk, session),
                 ).fetchall()
             if len(found) != len(wanted):
@@ -167,7 +195,85 @@ class SqliteBusStore:
                 "DELETE FROM bus_pending WHERE session = ? AND ts = ? AND seq = ?",
                 [(session, ts, seq) for seq, ts in found],
             )
+            # Failed attempts are rare: look before deleting per event.
+            if conn.execute("SELECT 1 FROM bus_failures LIMIT 1").fetchone() is not None:
+                conn.executemany("DELETE FROM bus_failures WHERE seq = ?", [(q,) for q, _ in found])
         return head
+
+    async def fail(
+        self, session: str, event_ids: Sequence[str], error: str, *, max_attempts: int
+    ) -> list[str]:
+        wanted = list(dict.fromkeys(event_ids))
+        buried: list[str] = []
+        with transaction(self._conn) as conn:
+            for chunk in _chunks(wanted):
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(
+                    "SELECT e.seq, e.id, COALESCE(f.attempts, 0) FROM bus_events e"
+                    " JOIN bus_pending p ON p.session = e.session AND p.ts = e.ts"
+                    " AND p.seq = e.seq LEFT JOIN bus_failures f ON f.seq = e.seq"
+                    f" WHERE e.id IN ({marks}) AND e.session = ?",
+                    (*chunk, session),
+                ).fetchall()
+                for seq, event_id, attempts in rows:
+                    if attempts + 1 >= max_attempts:
+                        self._bury(conn, seq, attempts + 1, error)
+                        buried.append(event_id)
+                    else:
+                        conn.execute(
+                            "INSERT INTO bus_failures (seq, attempts, error) VALUES (?, ?, ?)"
+                            " ON CONFLICT (seq) DO UPDATE SET attempts = excluded.attempts,"
+                            " error = excluded.error",
+                            (seq, attempts + 1, error),
+                        )
+        return [i for i in wanted if i in buried]
+
+    def _bury(self, conn: sqlite3.Connection, seq: int, attempts: int, error: str) -> None:
+        """Move one event from the queue to the dead letters (inside the caller's transaction)."""
+        conn.execute("DELETE FROM bus_pending WHERE seq = ?", (seq,))
+        conn.execute("DELETE FROM bus_failures WHERE seq = ?", (seq,))
+        conn.execute(
+            "INSERT OR REPLACE INTO bus_dead (seq, attempts, error, dead_at) VALUES (?, ?, ?, ?)",
+            (seq, attempts, error, time.time()),
+        )
+
+    async def dead_letters(
+        self, *, session: str | None = None, after: int | None = None, limit: int | None = None
+    ) -> list[DeadLetter]:
+        where: list[str] = ["1 = 1"]
+        params: list[str | int] = []
+        if session is not None:
+            where.append("e.session = ?")
+            params.append(session)
+        if after is not None:
+            where.append("e.seq > ?")
+            params.append(after)
+        rows = self._conn.execute(
+            "SELECT e.seq, e.id, e.session, e.kind, e.body, d.attempts, d.error, d.dead_at"
+            " FROM bus_dead d JOIN bus_events e ON e.seq = d.seq"
+            f" WHERE {' AND '.join(where)} ORDER BY e.seq DESC LIMIT ?",
+            [*params, -1 if limit is None else limit],
+        ).fetchall()
+        letters: list[DeadLetter] = []
+        for seq, event_id, sess, kind, body, attempts, error, dead_at in reversed(rows):
+            try:
+                event: BusEvent | None = BusEvent.model_validate_json(body, context=STORED)
+            except ValueError:
+                event = None
+            letters.append(
+                DeadLetter(
+                    seq=seq,
+                    event_id=event_id,
+                    session=sess,
+                    kind=kind,
+                    attempts=attempts,
+                    error=error,
+                    dead_at=dead_at,
+                    event=event,
+                    body=body,
+                )
+            )
+        return letters
 
     def watch(self, callback: EventCallback) -> Unwatch:
         self._watchers.append(callback)
@@ -221,19 +327,22 @@ class SqliteBusStore:
             where.append("session = ?")
             params.append(session)
         if pending_only:
-            where.append("consumed_at IS NULL")
+            where.append("consumed_at IS NULL AND seq NOT IN (SELECT seq FROM bus_dead)")
         if after is not None:
             where.append("seq > ?")
             params.append(after)
         rows = self._conn.execute(
-            f"SELECT seq, body, consumed_at FROM bus_events WHERE {' AND '.join(where)}"
-            " ORDER BY seq DESC LIMIT ?",
+            "SELECT seq, body, consumed_at, seq IN (SELECT seq FROM bus_dead) FROM bus_events"
+            f" WHERE {' AND '.join(where)} ORDER BY seq DESC LIMIT ?",
             [*params, -1 if limit is None else limit],
         ).fetchall()
-        bodies = _EVENTS.validate_json("[" + ",".join(r[1] for r in reversed(rows)) + "]")
+        rows.reverse()
+        bodies, _ = _decode([(seq, body) for seq, body, _, _ in rows])
+        # What cannot be read is left out here; `pending` quarantines it (see `dead_letters`).
         return [
-            StoredEvent(seq=seq, event=event, consumed=consumed_at is not None)
-            for (seq, _, consumed_at), event in zip(reversed(rows), bodies, strict=True)
+            StoredEvent(seq=seq, event=event, consumed=consumed_at is not None, dead=bool(dead))
+            for (seq, _, consumed_at, dead), event in zip(rows, bodies, strict=True)
+            if event is not None
         ]
 
     def _not_pending(self, session: str, ids: list[str]) -> list[str]:
@@ -246,6 +355,25 @@ class SqliteBusStore:
             ).fetchall()
             pending.update(i for i, s, consumed in rows if s == session and consumed is None)
         return [i for i in ids if i not in pending]
+
+
+def _decode(rows: Sequence[tuple[int, str]]) -> tuple[list[BusEvent | None], list[tuple[int, str]]]:
+    """The events of `(seq, body)` rows (None where a body cannot be read) and the unreadable
+    rows' seq with the reason. One validation for the whole batch when every body reads."""
+    try:
+        blob = "[" + ",".join(body for _, body in rows) + "]"
+        return list(_EVENTS.validate_json(blob, context=STORED)), []
+    except ValueError:
+        pass
+    events: list[BusEvent | None] = []
+    unreadable: list[tuple[int, str]] = []
+    for seq, body in rows:
+        try:
+            events.append(BusEvent.model_validate_json(body, context=STORED))
+        except ValueError as exc:
+            events.append(None)
+            unreadable.append((seq, " ".join(str(exc).split())[:500]))
+    return events, unreadable
 
 
 def _chunks(ids: list[str]) -> list[list[str]]:

@@ -22,7 +22,13 @@ The contract:
   sessions can store each key once across all of them.
 - `sessions` is the session store `consume` appends to: a bus back end and its session
   histories live in one database, because `consume` is one transaction over both.
-- `events` and `consumed_into` are for inspection (`heron events tail`, tests).
+- Poison messages are quarantined, never retried forever: `fail` records a failed attempt to
+  consume events, and an event that failed `max_attempts` times leaves `pending` for the
+  dead letters (`dead_letters`, `heron events tail --dead`), with its error and attempt count.
+  A stored event that cannot even be read back (written by another version, damaged) is
+  quarantined by `pending` at once: no attempt could ever succeed. The failure counts are
+  durable, so a restart does not reset them.
+- `events`, `consumed_into` and `dead_letters` are for inspection (`heron events tail`, tests).
 
 The storage methods are `async`: the event loop calls them on the hot path of `heron serve`,
 where a networked back end must not block the loop (the SQLite implementation runs its short
@@ -70,6 +76,28 @@ class StoredEvent:
     """Arrival order across the whole bus: increases with every stored event."""
     event: BusEvent
     consumed: bool
+    dead: bool = False
+    """Quarantined as a poison message (see `BusStore.dead_letters`); never consumed."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeadLetter:
+    """An event taken out of `pending` because it could not be consumed."""
+
+    seq: int
+    event_id: str
+    session: str
+    kind: str
+    attempts: int
+    """Failed attempts to consume it (0: it could not be read back at all)."""
+    error: str
+    """The last failure, one line: `ExceptionType: message`."""
+    dead_at: float
+    """Unix time of the quarantine."""
+    event: BusEvent | None
+    """The event, or `None` when what is stored cannot be read as an event."""
+    body: str
+    """The event as stored (its JSON), for an operator to inspect or repair."""
 
 
 class BusStore(Protocol):
@@ -107,6 +135,21 @@ class BusStore(Protocol):
         """
         ...
 
+    async def fail(
+        self, session: str, event_ids: Sequence[str], error: str, *, max_attempts: int
+    ) -> list[str]:
+        """Record one failed attempt to consume each of `event_ids` (pending in `session`;
+        others are ignored) with its `error`. Those that have now failed `max_attempts` times
+        are quarantined: out of `pending` for good, into `dead_letters`. Returns their ids."""
+        ...
+
+    async def dead_letters(
+        self, *, session: str | None = None, after: int | None = None, limit: int | None = None
+    ) -> list[DeadLetter]:
+        """Quarantined events in arrival order: of one `session` or all, only those after
+        `seq` `after`, only the last `limit`."""
+        ...
+
     def watch(self, callback: EventCallback) -> Unwatch:
         """Call `callback` after every successful publish; returns a function that stops it."""
         ...
@@ -142,6 +185,7 @@ __all__ = [
     "BusStore",
     "BusStoreError",
     "ConcurrentWriteError",
+    "DeadLetter",
     "EventCallback",
     "StoredEvent",
     "Unwatch",

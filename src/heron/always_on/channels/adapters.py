@@ -20,13 +20,13 @@ Two signature schemes, both checked by `heron.safety.signing`:
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from heron._support.limits import InputRejected, RejectKind, parse_json
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.errors import HeronError
 from heron.safety import signing
@@ -52,8 +52,36 @@ class Ignored:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Handled:
+    """An authentic request the adapter acted on itself, with no event (an answer to a
+    request to a human: its outcome reaches the session through the request): the HTTP
+    status and body to answer with."""
+
+    status: int
+    outcome: str
+    body: Mapping[str, Any]
+
+
 class PayloadError(HeronError, ValueError):
-    """The body is not the shape this adapter expects (answered with HTTP 400)."""
+    """The body is not the shape this adapter expects: answered with `status` — 400 for a body
+    that is not JSON (or not UTF-8) or not the expected shape, 413 for one over the input size
+    limit, 422 for JSON heron refuses to take in (nested deeper than the input limit, a lone
+    surrogate, a number that is not finite). Never stored, never "retry later"."""
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+_REJECT_STATUS: Mapping[RejectKind, int] = {
+    "size": 413,
+    "syntax": 400,
+    "depth": 422,
+    "number": 422,
+    "text": 422,
+    "type": 422,
+}
 
 
 class Adapter(Protocol):
@@ -66,7 +94,7 @@ class Adapter(Protocol):
         """Why the request is not authentic, or `None` when it is."""
         ...
 
-    def to_event(self, request: WebhookRequest, session: str) -> BusEvent | Ignored:
+    def to_event(self, request: WebhookRequest, session: str) -> BusEvent | Ignored | Handled:
         """The event the request carries; raises `PayloadError` for a malformed body."""
         ...
 
@@ -76,9 +104,12 @@ class Adapter(Protocol):
 
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
-        payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PayloadError(f"body is not JSON: {exc}") from None
+        # The one check of the body against heron's input limits, before anything recurses.
+        payload = parse_json(body)
+    except InputRejected as exc:
+        status = _REJECT_STATUS[exc.kind]
+        what = "body is not JSON" if status == 400 else "body refused"
+        raise PayloadError(f"{what}: {exc.problem_at('body')}", status=status) from None
     if not isinstance(payload, dict):
         raise PayloadError("body must be a JSON object")
     return payload

@@ -47,6 +47,8 @@ log = logging.getLogger("heron.always_on.channels.mail")
 
 Publish = Callable[[list[BusEvent]], Awaitable[list[bool]]]
 """Publishes a burst with one durable write (`BusStore.publish_many`)."""
+Answers = Callable[[Message, BusEvent], Awaitable[BusEvent | None]]
+"""Sees a mail and its event before it is published; returns the event to publish, or `None`."""
 
 _MESSAGE_ID = re.compile(r"<[^<>\s]+>")
 
@@ -100,11 +102,15 @@ class MaildirSource:
         wake: Callable[[BusEvent], bool] | None = None,
         threads: ThreadIndex | None = None,
         admit: Callable[[str], str | None] | None = None,
+        answers: Answers | None = None,
     ) -> None:
         """`wake` (trigger subscriptions) decides which mail wakes the agent; the rest is only
         taken in: it stays in the Maildir for `list_mail`. `threads` routes replies to the
         session of their thread (without it, all mail goes to the default session); a
-        thread's session that `admit` refuses falls back to the default."""
+        thread's session that `admit` refuses falls back to the default. `answers` sees each
+        mail with its event first and returns the event to publish instead (a reply to one
+        of heron's messages: `heron.always_on.channels.answers.MailAnswers`), or `None` when
+        the mail was an answer that needs no event."""
         self.box = box
         self.publish = publish
         self.config = config or MailIngressConfig()
@@ -113,6 +119,7 @@ class MaildirSource:
         self.wake = wake
         self.threads = threads
         self.admit = admit
+        self.answers = answers
         self.published = 0
         self.duplicates = 0
         self.quiet = 0
@@ -125,6 +132,10 @@ class MaildirSource:
             if not refs:
                 return []
             events = [self.event_for(ref) for ref in refs]
+            if self.answers is not None:
+                mails = zip(refs, events, strict=True)
+                answered = [await self.answers(self.box.read(r), e) for r, e in mails]
+                events = [e for e in answered if e is not None]
             waking = [e for e in events if self.wake is None or self.wake(e)]
             stored = await self.publish(waking) if waking else []
             if self.threads is not None:  # before `new/` is left: a crash publishes again

@@ -8,12 +8,14 @@ verifies the signature with `heron.safety.signing` (401, without saying which pa
 beyond what the adapter reports); the session is chosen by `route_session`
 (`heron.always_on.bus.routing`: the `X-Heron-Session` header, else the path, else the default)
 and must be a valid name (400) that `admit` accepts (403); the adapter builds the event (400 for
-a malformed body); an idempotency key already stored in any session (`key_session`) is a
-duplicate; the `wake` filter (trigger subscriptions) may hold it back (200 `filtered`);
-otherwise it is published on the bus — 202 `accepted` once durable, 200 `duplicate` when its
-idempotency key was seen before. The response is sent only after the publish returned, so a
-sender that got 202 may forget the event. Anything else going wrong is logged and answered 503,
-so the sender retries.
+a malformed body, 413 and 422 for one over the input limits of `heron._support.limits`: too
+large, nested too deep, a lone surrogate, a number that is not finite); an idempotency key
+already stored in any session (`key_session`) is a duplicate; the `wake` filter (trigger
+subscriptions) may hold it back (200 `filtered`); otherwise it is published on the bus — 202
+`accepted` once durable, 200 `duplicate` when its idempotency key was seen before. The response
+is sent only after the publish returned, so a sender that got 202 may forget the event.
+Anything else going wrong (a bug) is logged and answered 503, so the sender retries; the
+listener goes on.
 
 One request per connection (`Connection: close`): webhook senders do not pipeline, and it keeps
 the parser small. No chunked bodies.
@@ -39,7 +41,13 @@ from heron.always_on.bus.routing import (
     check_hosted_name,
     route_session,
 )
-from heron.always_on.channels.adapters import Adapter, Ignored, PayloadError, WebhookRequest
+from heron.always_on.channels.adapters import (
+    Adapter,
+    Handled,
+    Ignored,
+    PayloadError,
+    WebhookRequest,
+)
 from heron.errors import HeronError
 
 log = logging.getLogger("heron.always_on.channels.webhook")
@@ -54,6 +62,12 @@ KeySession = Callable[[str], Awaitable["str | None"]]
 """The session that already holds an idempotency key (`BusStore.key_session`), or `None`."""
 
 MAX_HEADERS = 100
+_PAYLOAD_STATUS = {
+    400: HTTPStatus.BAD_REQUEST,
+    413: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    422: HTTPStatus.UNPROCESSABLE_ENTITY,
+}
+"""`PayloadError.status` → the answer: malformed, over the size limit, refused JSON."""
 READ_TIMEOUT_S = 10.0
 
 
@@ -175,14 +189,16 @@ class WebhookServer:
             return self._answer("refused", HTTPStatus.FORBIDDEN, error=refused)
         try:
             event = route.adapter.to_event(request, session)
-        except PayloadError as exc:
-            return self._answer("invalid", HTTPStatus.BAD_REQUEST, error=str(exc))
+        except PayloadError as exc:  # 400, 413 or 422: refused once, never "retry later"
+            return self._answer("invalid", _PAYLOAD_STATUS[exc.status], error=str(exc))
         except (LookupError, TypeError, ValueError, AttributeError) as exc:
             # A payload of the right overall shape with a wrong part deep inside.
             error = f"malformed {route.adapter.name} payload ({type(exc).__name__}: {exc})"
             return self._answer("invalid", HTTPStatus.BAD_REQUEST, error=error)
         if isinstance(event, Ignored):
             return self._answer("ignored", HTTPStatus.OK, reason=event.reason)
+        if isinstance(event, Handled):
+            return self._answer(event.outcome, HTTPStatus(event.status), **event.body)
         key = event.idempotency_key
         if key is not None and self.key_session is not None:
             try:
@@ -230,7 +246,7 @@ class WebhookServer:
                     "invalid", HTTPStatus.BAD_REQUEST, error="incomplete request"
                 )
             else:
-                response = await self.handle(request)
+                response = await self.handle(request)  # answers even a bug (503)
             _write(writer, response)
             await writer.drain()
         except ConnectionError:

@@ -30,6 +30,7 @@ from typing import Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from heron._support.vocabulary import URGENCIES
 from heron.always_on.bus.model import BusEvent, EventKind, Source, Urgency
 
 SubscriptionSource = Literal["any", "mail", "webhook", "im", "sms", "voice", "web", "agent"]
@@ -41,7 +42,7 @@ MAX_PATTERN = 500
 MAX_SCANNED_TEXT = 20_000
 """Characters of an event's text a filter's regular expression searches."""
 
-_URGENCY_RANK: dict[str, int] = {"low": 0, "normal": 1, "urgent": 2}
+_URGENCY_RANK: dict[str, int] = {word: rank for rank, word in enumerate(URGENCIES)}
 _KNOWN_KINDS = frozenset(get_args(EventKind))
 _ADDRESS = re.compile(r"<([^<>]+)>")
 
@@ -64,7 +65,7 @@ class SubscriptionFilter(BaseModel):
         max_length=MAX_PATTERN,
     )
     min_urgency: Urgency | None = Field(
-        default=None, description="Only events at least this urgent (low < normal < urgent)."
+        default=None, description="Only events at least this urgent (low < normal < high < urgent)."
     )
     origins: list[Source] | None = Field(
         default=None, description="Who sent it: user, contact (known) or stranger (unknown)."

@@ -42,7 +42,7 @@ from heron.safety.idempotency import (
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 
-__all__ = ["MailConfig", "address_problem", "mail_tools"]
+__all__ = ["MailConfig", "address_problem", "deliver", "mail_tools"]
 
 # RFC 5322 addr-spec, the common subset: dot-atom local part, host name domain. No quoted local
 # parts, no IP literals, no display names.
@@ -222,6 +222,15 @@ def _deliver(config: MailConfig, payload: bytes, recipients: list[str]) -> dict[
         smtp.close()
     accepted = [address for address in recipients if address not in refused]
     return {"accepted": accepted, "refused": refused, "server_reply": f"{code} {_text(reply)}"}
+
+
+def deliver(config: MailConfig, payload: bytes, recipients: list[str]) -> dict[str, Any]:
+    """Send one finished message (`payload`, CRLF line endings) to `recipients` now, blocking:
+    `{"accepted", "refused", "server_reply"}`. Raises `NotPerformed` when certainly nothing was
+    sent; any other `OSError` or `smtplib.SMTPException` leaves the outcome unknown. For
+    senders that compose their own message (heron's mail channel); the model's tool is
+    `send_mail`."""
+    return _deliver(config, payload, recipients)
 
 
 def _text(reply: bytes | str) -> str:

@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 # headers to. `test_mcp_connection.py` fails by name when an SDK release moves or changes it.
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from heron.mcp.auth.scrub import scrub_secrets
 from heron.mcp.client.errors import ServerRefused, ServerUnavailable
@@ -118,6 +119,8 @@ class Connection:
         self._errlog: IO[str] | None = None
         self._final_stderr = ""
         self.on_health: Callable[[Connection], Any] | None = None
+        self.unreadable: str | None = None
+        """Why the connection was closed on a message from the server heron cannot read."""
 
     @property
     def usable(self) -> bool:
@@ -180,7 +183,24 @@ class Connection:
                 headers=cfg.resolved_headers() or None, auth=self.http_auth
             )
             transport = HttpTransport(cfg.url, http)
-        return Client(transport, mode=cfg.protocol, cache=None, client_info=info)
+        return Client(
+            transport,
+            mode=cfg.protocol,
+            cache=None,
+            client_info=info,
+            message_handler=self._on_message,
+        )
+
+    async def _on_message(self, message: Any) -> None:
+        """A message the SDK could not parse (JSON nested deeper than its parser allows, a lone
+        surrogate escape, not JSON at all) would leave the call it answers waiting for its
+        timeout: the connection is closed at once instead, so that call fails now (hostile
+        input never hangs a turn) and the next call starts the server again."""
+        if isinstance(message, ValidationError) and self.unreadable is None:
+            detail = message.errors()[0].get("msg", "") if message.errors() else ""
+            self.unreadable = f"a message from the server is not valid JSON-RPC ({detail})"
+            self.broken = True
+            self.closing.set()
 
     async def open(self) -> None:
         """Start the server and connect; raises on failure (the connection is then closed)."""

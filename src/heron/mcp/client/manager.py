@@ -610,6 +610,14 @@ class McpClientManager:
         conn.broken = True
         slot.crashes += 1
         tail = conn.stderr_summary()
+        if conn.unreadable is not None:  # closed by heron: what the server sent is unreadable
+            self._note_failure(slot, conn.unreadable)
+            return ToolResult.fail(
+                f"MCP server {slot.name!r} sent a message heron cannot read during the call "
+                f"to {tool!r}: {conn.unreadable}; heron closed the connection. Whether the call "
+                "took effect is unknown. The next call restarts the server.",
+                data={"mcp_error": {"kind": "unreadable"}},
+            )
         self._note_failure(
             slot, "the connection closed during a call" + (f": {tail}" if tail else "")
         )
