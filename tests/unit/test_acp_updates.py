@@ -1,0 +1,93 @@
+"""What the editor is shown of a call and what it sends in: `heron.acp.updates` on its own
+(the end-to-end tests drive the same mapping through a real `heron acp`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from acp import (
+    embedded_blob_resource,
+    embedded_text_resource,
+    image_block,
+    resource_block,
+    text_block,
+)
+
+from heron.acp.updates import call_locations, prompt_text, tool_kind, tool_title
+from heron.tools.definition import ToolAnnotations, ToolSpec
+
+
+def _spec(name: str, owner: str = "user", **annotations: bool) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        description="",
+        parameters={"type": "object"},
+        annotations=ToolAnnotations(**annotations),
+        owner=owner,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "owner", "annotations", "kind"),
+    [
+        ("grep_files", "builtin", {}, "search"),
+        ("shell", "builtin", {}, "execute"),
+        ("update_plan", "builtin", {}, "think"),
+        ("lookup_customer", "user", {"read_only": True}, "search"),
+        ("weather_now", "user", {"read_only": True, "open_world": True}, "fetch"),
+        ("notes", "user", {"read_only": True}, "read"),
+        ("remove_user", "user", {"destructive": True}, "delete"),
+        ("run_query", "user", {}, "execute"),
+        ("save_note", "user", {}, "edit"),
+        ("wipe", "user", {"destructive": True}, "edit"),
+        ("ping", "user", {}, "other"),
+        # A user's tool named like a built-in is judged by its annotations, not its name.
+        ("shell", "user", {"read_only": True}, "read"),
+    ],
+)
+def test_a_calls_kind_comes_from_heron_s_names_then_the_tools_annotations(
+    name: str, owner: str, annotations: dict[str, bool], kind: str
+) -> None:
+    assert tool_kind(name, _spec(name, owner, **annotations)) == kind
+
+
+def test_a_tool_heron_does_not_know_is_other() -> None:
+    assert tool_kind("read_file", None) == "other"
+
+
+def test_the_title_is_one_bounded_redacted_line() -> None:
+    assert tool_title("read_file", {"path": "notes.txt"}) == "read_file: path: notes.txt"
+    long = tool_title("write_file", {"path": "a.txt", "content": "x" * 500})
+    assert len(long) <= 160 and "\n" not in long
+
+
+def test_file_tools_point_at_their_paths_in_the_workspace(tmp_path: Path) -> None:
+    found = call_locations("move", {"src": "a.txt", "dst": "sub/b.txt", "n": 3}, tmp_path)
+    assert [loc.path for loc in found] == [str(tmp_path / "a.txt"), str(tmp_path / "sub/b.txt")]
+    assert call_locations("execute", {"path": "a.txt"}, tmp_path) == []
+    assert call_locations("read", {"path": "bad\x00name"}, tmp_path) == []
+
+
+def test_attachments_become_text_the_model_can_read_and_notes_for_the_rest(
+    tmp_path: Path,
+) -> None:
+    fenced = "print('a')\n```\nstill code\n"
+    blocks = [
+        text_block("look"),
+        resource_block(embedded_text_resource((tmp_path / "src" / "a.md").as_uri(), fenced)),
+        resource_block(
+            embedded_blob_resource("file:///elsewhere/logo.png", "AAAA", mime_type="image/png")
+        ),
+        image_block("AAAA", "image/png"),
+        resource_block(embedded_text_resource("https://example.com/page", "hello")),
+    ]
+
+    assert prompt_text(blocks, workspace=tmp_path) == (
+        "look\n\n"
+        # The attachment holds a fence of its own: heron's is one backtick longer.
+        "Attached file src/a.md:\n````\nprint('a')\n```\nstill code\n````\n\n"
+        "[attached file /elsewhere/logo.png (image/png): binary content not included]\n\n"
+        "[an image was attached; heron's ACP agent does not read images]\n\n"
+        "Attached https://example.com/page:\n```\nhello\n```"
+    )
