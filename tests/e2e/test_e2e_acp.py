@@ -551,3 +551,33 @@ async def test_two_sessions_run_side_by_side_each_with_its_own_updates(
         await agent.conn.cancel(session_id=second)
         assert await turns[1] == "cancelled"
         assert {s for s, _ in editor.updates} == {first, second}
+
+
+async def test_an_editor_user_who_is_not_an_approver_is_told_whom_the_call_waits_for(
+    heron: Heron, workspace: Path
+) -> None:
+    heron.write("heron.toml", '[approvals.approvers]\nconsole = ["alice"]\n')
+    model = heron.script("script.yaml", MAKE_TURNS)
+
+    async with heron_acp(heron, "--model", model, "--tools", heron.tools(), "--as", "bob") as agent:
+        session = await agent.new_session(workspace)
+        turn = asyncio.ensure_future(agent.prompt(session, "make the file"))
+        editor = agent.editor
+
+        def waiting_note() -> str | None:
+            for step in editor.calls(session).get("m1", []):
+                for content in step.content or []:
+                    if "is not one of its approvers" in content.content.text:
+                        return str(content.content.text)
+            return None
+
+        note = await editor.wait_for("the waiting note", waiting_note)
+        assert "from console:alice" in note and "acp:bob" in note
+        [request_id] = re.findall(r"approval (apr-[0-9a-f]+)", note)
+        approved = await asyncio.to_thread(
+            heron.run, "approvals", "approve", request_id, "--as", "alice"
+        )
+        assert approved.code == 0, approved.stderr
+        assert await turn == "end_turn"
+        assert editor.asked.empty()  # the editor was never asked
+        assert editor.status(session, "m1") == "completed"
