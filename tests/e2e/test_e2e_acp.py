@@ -167,6 +167,15 @@ async def test_a_permission_answered_in_the_editor_is_a_signed_decision_on_the_d
     )
     verified = await asyncio.to_thread(heron.run, "approvals", "verify", asked.request_id)
     assert verified.code == 0, verified.stdout + verified.stderr
+    # The engine's approval trail records the editor's answer as any other.
+    audit = await asyncio.to_thread(heron.run, "audit", "--approvals", "--json")
+    [record] = [json.loads(line) for line in audit.stdout.splitlines()]
+    decision = "yes" if option == "allow_once" else "no"
+    assert (record["tool"], record["decision"], record["decided_by"]) == (
+        "make_file",
+        decision,
+        "acp:tester",
+    )
 
 
 def _make(call_id: str, name: str) -> dict[str, Any]:
