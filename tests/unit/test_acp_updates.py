@@ -1,5 +1,6 @@
-"""What the editor is shown of a call and what it sends in: `heron.acp.updates` on its own
-(the end-to-end tests drive the same mapping through a real `heron acp`)."""
+"""What the editor is shown of a call and what it sends in — `heron.acp.updates` and
+`heron.acp.mcp_servers` on their own (the end-to-end tests drive the same code through a real
+`heron acp`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from acp import (
     resource_block,
     text_block,
 )
+from acp.schema import EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 
+from heron.acp.mcp_servers import editor_servers
 from heron.acp.updates import call_locations, prompt_text, tool_kind, tool_title
 from heron.tools.definition import ToolAnnotations, ToolSpec
 
@@ -91,3 +94,48 @@ def test_attachments_become_text_the_model_can_read_and_notes_for_the_rest(
         "[an image was attached; heron's ACP agent does not read images]\n\n"
         "Attached https://example.com/page:\n```\nhello\n```"
     )
+
+
+def test_the_editors_mcp_servers_become_heron_entries_or_are_left_out_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    said: list[str] = []
+    servers = [
+        McpServerStdio(
+            name="notes",
+            command="notes-mcp",
+            args=["--ro"],
+            env=[EnvVariable(name="TOKEN", value="t")],
+        ),
+        HttpMcpServer(
+            type="http",
+            name="tickets",
+            url="https://mcp.example.com/mcp",
+            headers=[HttpHeader(name="Authorization", value="Bearer x")],
+        ),
+        McpServerStdio(name="notes", command="other", args=[], env=[]),
+        McpServerStdio(name="github", command="gh-mcp", args=[], env=[]),
+        McpServerStdio(name="bad name", command="x", args=[], env=[]),
+        SseMcpServer(type="sse", name="old", url="https://old.example.com/sse", headers=[]),
+    ]
+
+    found = editor_servers(servers, workspace=tmp_path, configured={"github"}, log=said.append)
+
+    assert list(found) == ["notes", "tickets"]
+    notes, tickets = found["notes"], found["tickets"]
+    assert (notes.command, notes.args, notes.env, notes.cwd) == (
+        "notes-mcp",
+        ["--ro"],
+        {"TOKEN": "t"},
+        str(tmp_path),
+    )
+    assert (tickets.url, tickets.headers) == (
+        "https://mcp.example.com/mcp",
+        {"Authorization": "Bearer x"},
+    )
+    assert len(said) == 4
+    assert "named twice" in said[0]
+    assert "heron.toml has one of that name" in said[1]
+    assert "'bad name' of the editor is left out" in said[2]
+    assert "heron connects stdio and HTTP servers" in said[3]
+    assert not any("Bearer" in line or "TOKEN" in line for line in said)
