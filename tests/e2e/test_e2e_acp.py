@@ -7,6 +7,7 @@ import asyncio
 import json
 import re
 import secrets
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -180,9 +181,9 @@ async def test_a_session_loaded_by_another_process_replays_its_history_and_goes_
         assert editor.text(session) == "The tool said hello.I remember."
 
 
+@pytest.mark.parametrize("how", ["end of input", "SIGTERM"])
 async def test_an_editor_that_goes_away_mid_tool_leaves_a_valid_stored_session(
-    heron: Heron,
-    workspace: Path,
+    heron: Heron, workspace: Path, how: str
 ) -> None:
     model = heron.script("script.yaml", WAIT_TURNS)
 
@@ -191,9 +192,12 @@ async def test_an_editor_that_goes_away_mid_tool_leaves_a_valid_stored_session(
         turn = asyncio.ensure_future(agent.prompt(session, "wait"))
         editor = agent.editor
         await editor.wait_for("w1 running", lambda: editor.status(session, "w1") == "in_progress")
-        stdin = agent.process.stdin
-        assert stdin is not None
-        stdin.close()  # the editor quit: end of input
+        if how == "SIGTERM":  # the editor stops its agent
+            agent.process.send_signal(signal.SIGTERM)
+        else:  # the editor quit and its end of the pipe closed
+            stdin = agent.process.stdin
+            assert stdin is not None
+            stdin.close()
         assert await asyncio.wait_for(agent.process.wait(), TIMEOUT_S) == 0
         with pytest.raises(ConnectionError):
             await turn

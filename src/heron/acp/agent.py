@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
 from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
@@ -456,11 +457,31 @@ def _log(text: str) -> None:
 
 
 async def serve_stdio(agent: HeronAcpAgent, *, limits: InputLimits | None = None) -> None:
-    """Run `agent` until the editor closes its end (end of input), then close every session.
-    `limits` bound each message (default: the ones in force)."""
+    """Run `agent` until the editor closes its end (end of input) or stops the process
+    (SIGTERM, SIGINT), then close every session: a running turn is cancelled as by
+    `session/cancel`, so its calls are answered and stored. `limits` bound each message
+    (default: the ones in force)."""
     limits = limits or input_limits()
     reader, writer = await protocol_streams(limits.max_bytes)
+    loop = asyncio.get_running_loop()
+    stopped = asyncio.Event()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for signum in signals:
+        loop.add_signal_handler(signum, stopped.set)
+    pipe = EditorPipe(reader, writer, limits=limits)
+    serving = asyncio.ensure_future(acp.run_agent(cast(acp.Agent, agent), pipe))
+    stopping = asyncio.ensure_future(stopped.wait())
     try:
-        await acp.run_agent(cast(acp.Agent, agent), EditorPipe(reader, writer, limits=limits))
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not serving.done():
+            _log("stopped by a signal; closing every session")
+            serving.cancel()  # the connection closes and cancels its running prompts
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+        else:
+            serving.result()  # a failure of the connection itself is not swallowed
     finally:
+        stopping.cancel()
+        for signum in signals:
+            loop.remove_signal_handler(signum)
         await agent.aclose()
