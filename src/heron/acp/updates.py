@@ -95,7 +95,7 @@ _BUILTIN_KINDS: dict[str, ToolKind] = {
     "grep_files": "search",
     "grep_artifact": "search",
     "web_search": "search",
-    "search_knowledge": "search",
+    "knowledge_search": "search",
     "write_file": "edit",
     "edit_file": "edit",
     "copy_path": "edit",
