@@ -1,4 +1,5 @@
-"""Approval round trip over the console channel, and what a pending request costs to hold.
+"""Approval round trip over the console and webhook channels, and what a pending request costs
+to hold.
 
 Round trip, with no human think time: a gated call opens a durable request (`RequestDesk.
 open_approval`: stored and delivered to the console channel), an operator answers it from
@@ -9,6 +10,10 @@ open (request created and delivered), answer (the compare-and-set decision, sign
 (decision stored → tool started). `--cli N` also answers N requests with a real
 `heron approvals approve` process (its start-up included). Each answer here lands just after a
 poll, so pickup shows the worst case: one watcher interval (`heron serve --poll-interval`).
+
+Webhook: the same with the request delivered as heron's signed JSON to a webhook approver (a
+real HTTP server on loopback records when each POST arrives) and answered as `webhook:ops`;
+delivered = the POST received by the approver's endpoint.
 
 Memory: `--pending` requests are opened and left pending in one process; Python's traced
 memory and the process's resident set are measured before and after, and the database's size
@@ -23,20 +28,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import os
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from heron import Agent, ScriptedModel
 from heron._support.clock import RealClock
 from heron._support.vocabulary import HumanDecision
+from heron.collaboration.tokens import MessageKeyStore, TokenSigner
+from heron.collaboration.webhook_requests import WebhookRequestChannel
+from heron.humans.config import ApprovalsConfig
 from heron.humans.console import ConsoleChannel
 from heron.humans.desk import RequestDesk
 from heron.humans.outcomes import EndingReporter, RequestEnding, SessionAgent
@@ -158,6 +169,84 @@ async def round_trips(state_dir: Path, rounds: int, interval: float, cli: int) -
         await asyncio.gather(watcher, return_exceptions=True)
 
 
+class _Receiver:
+    """A loopback endpoint that notes when each request POST arrives."""
+
+    def __init__(self) -> None:
+        self.arrived: dict[str, float] = {}
+        self.event = threading.Event()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.arrived[json.loads(body)["request"]["id"]] = time.perf_counter()
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                receiver.event.set()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet."""
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+async def webhook_round_trips(state_dir: Path, rounds: int, interval: float) -> None:
+    receiver = _Receiver()
+    channel = WebhookRequestChannel(
+        {"ops": receiver.url}, signer=TokenSigner(MessageKeyStore(state_dir))
+    )
+    serving = RequestDesk(
+        SqliteRequestStore.open_dir(state_dir),
+        signer=DecisionSigner(DecisionKeyStore(state_dir)),
+        config=ApprovalsConfig.model_validate({"approvers": {"webhook": ["ops"]}}),
+        channels=[channel],
+        approval_timeout_s=3600.0,
+    )
+    done: asyncio.Queue[RequestEnding] = asyncio.Queue()
+
+    async def publish(ending: RequestEnding) -> None:
+        await done.put(ending)
+
+    agent = SessionAgent(Agent(model=ScriptedModel([]), tools=[pay]))
+    reporter = EndingReporter(
+        serving.store,
+        sessions=lambda r: agent,
+        idempotency=IdempotencyStore(SqliteIdempotencyLedger(state_dir)),
+        publish=publish,
+    )
+    watcher = asyncio.ensure_future(
+        reporter.watch(expire=serving.expire, clock=RealClock(), interval_s=interval)
+    )
+    delivered: list[float] = []
+    total: list[float] = []
+    try:
+        for n in range(rounds):
+            ref = f"hook-{n}"
+            t0 = time.perf_counter()
+            request = await serving.open_approval(
+                session="bench",
+                call_id=f"hook-call-{n}",
+                tool="pay",
+                arguments={"ref": ref, "amount": n},
+                gates_call=True,
+            )
+            serving.decide(request.id, HumanDecision.yes(), channel="webhook", name="ops")
+            await done.get()
+            delivered.append(receiver.arrived[request.id] - t0)
+            total.append(STARTED[ref] - t0)
+        print(f"webhook round trip, watcher interval {interval * 1000:g} ms:")
+        show("created → POST received", delivered)
+        show("created → tool started", total)
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        receiver.server.shutdown()
+
+
 def rss_bytes() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -197,6 +286,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(round_trips(Path(tmp) / "rt", args.rounds, args.interval, args.cli))
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(webhook_round_trips(Path(tmp) / "hook", args.rounds, args.interval))
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(held(Path(tmp) / "held", args.pending))
 

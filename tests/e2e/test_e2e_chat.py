@@ -10,6 +10,7 @@ sequences are removed before matching.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import select
@@ -432,3 +433,62 @@ def test_the_interrupt_word_typed_while_a_tool_runs_interrupts_it(
     history = stored(heron, "h1")
     assert [m.role for m in history] == ["user", "assistant", "tool", "user", "assistant"]
     HistoryChecker().check(history)
+
+
+def _open_request(heron: Heron, call_id: str, amount: int) -> str:
+    """A request on the state directory, as `heron serve` leaves one waiting."""
+    import asyncio
+
+    from heron.humans.console import ConsoleChannel
+    from heron.humans.desk import RequestDesk
+    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.sqlite_store import SqliteRequestStore
+
+    store = SqliteRequestStore.open_dir(heron.state_dir)
+    try:
+        desk = RequestDesk(
+            store,
+            signer=DecisionSigner(DecisionKeyStore(heron.state_dir)),
+            channels=[ConsoleChannel()],
+        )
+        request = asyncio.run(
+            desk.open_approval(
+                session="served",
+                call_id=call_id,
+                tool="pay",
+                arguments={"to": "ACME", "amount": amount},
+                gates_call=True,
+            )
+        )
+    finally:
+        store.close()
+    return request.id
+
+
+def test_a_chat_shows_the_requests_serve_waits_on_and_answers_them(
+    heron: Heron, terminals: list[Terminal]
+) -> None:
+    first = _open_request(heron, "c1", 9)
+    term = chat(heron, terminals, "--model", heron.script("none.yaml", []), "--session", "c9")
+    term.expect(f"[{first} waits: pay(amount: 9, to: ACME) — /approve {first} or /deny {first}")
+    term.expect("you>")
+    second = _open_request(heron, "c2", 7)
+    term.send("/approvals\r")
+    term.expect(f"  {first}  pay(amount: 9, to: ACME)  (session served, normal, until ")
+    term.expect(f"  {second}  pay(amount: 7, to: ACME)  (session served, normal, until ")
+    term.send(f"/approve {first} invoice 7 is right\r")
+    term.expect(f"{first}: approved by console:")
+    term.send(f"/deny {second}\r")
+    term.expect(f"{second}: denied by console:")
+    term.send(f"/approve {first}\r")
+    term.expect(f"not answered: {first} was already answered by console:")
+    term.send("/approvals\r")
+    term.expect("no request waits for a person")
+    term.send("\x04")
+    assert term.wait() == 0
+
+    listed_json = heron.run("approvals", "list", "--status", "all", "--json")
+    answers = {r["id"]: (r["outcome"], r["reason"]) for r in json.loads(listed_json.stdout)}
+    assert answers == {first: ("approved", "invoice 7 is right"), second: ("denied", None)}
+    verified = heron.run("approvals", "verify", first)
+    assert verified.code == 0 and verified.stdout.startswith("valid:"), verified.stdout

@@ -27,7 +27,15 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -218,6 +226,29 @@ def _serve(scenario: str) -> None:
         @server.tool(description="Answer with text holding a lone surrogate.")
         def odd_text() -> CallToolResult:
             return CallToolResult(content=[TextContent(type="text", text="half: \ud800")])
+
+    elif scenario == "asking":
+
+        @server.tool(description="Book a room; asks the user for the date.")
+        async def book(room: str, ctx: Context) -> str | InputRequiredResult:
+            # The current protocol's multi-round input: ask, and read the answer on the retry.
+            answers = ctx.input_responses
+            if not answers:
+                ask = ElicitRequestFormParams(
+                    message=f"Which date should {room} be booked for?",
+                    requested_schema={
+                        "type": "object",
+                        "properties": {"date": {"type": "string"}},
+                        "required": ["date"],
+                    },
+                )
+                return InputRequiredResult(
+                    input_requests={"date": ElicitRequest(params=ask)}, request_state=room
+                )
+            answer = answers["date"]
+            if not isinstance(answer, ElicitResult) or answer.action != "accept":
+                return f"not booked: {getattr(answer, 'action', answer)}"
+            return f"booked {room} on {(answer.content or {})['date']}"
 
     elif scenario == "mutating":
 

@@ -35,18 +35,20 @@ from heron.models.retry import ProviderError
 from heron.models.tokens import EstimateCounter, count_request, counter_for_model
 from heron.safety.workspace import Workspace
 from heron.tools.definition import Tool
-from heron.toolsets.multimodal import (
+from heron.toolsets.media import (
     FunctionVisionModel,
     HttpTranscriber,
     ImageInput,
-    MultimodalConfig,
     OpenAIVisionModel,
     PdfInput,
     VisionRequest,
-    analysis_tools,
     image_tokens,
-    multimodal_tools,
     text_tokens,
+)
+from heron.toolsets.multimodal import (
+    MultimodalConfig,
+    analysis_tools,
+    multimodal_tools,
 )
 from heron.toolsets.ocr import Tesseract
 

@@ -16,7 +16,9 @@ Keys:
   in the stored history. At the prompt, Ctrl-C clears the line; twice in a row it leaves, as
   do Ctrl-D and `/quit`.
 
-Commands: `/help`, `/tools`, `/session`, `/model [PROVIDER:MODEL]`, `/cost`, `/quit`.
+Commands: `/help`, `/tools`, `/session`, `/model [PROVIDER:MODEL]`, `/cost`, `/quit`, and the
+requests to a person that wait on this state directory (`heron.cli.chat_requests`):
+`/approvals`, `/approve ID [REASON]`, `/deny ID [REASON]`.
 
 Input goes through the durable event bus (`heron.always_on.bus`), like `heron serve`'s.
 Every message is written to the session before it is shown; `heron chat --session NAME`
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 
     from heron.agent import Agent
     from heron.always_on.bus.model import BusEvent, EventKind
+    from heron.cli.chat_requests import PendingRequests
     from heron.cli.render import PrettyRenderer
     from heron.messages import Message
     from heron.models.metered import MeteredModel, ModelCall
@@ -239,6 +242,7 @@ class ChatRepl:
         base_url: str | None,
         interrupt_word: str = "stop",
         identity: AgentIdentity | None = None,
+        requests: PendingRequests | None = None,
     ) -> None:
         from prompt_toolkit import PromptSession
 
@@ -276,6 +280,7 @@ class ChatRepl:
         self.messages = SqliteMessageStore.open(state_dir)
         self.identity = identity or AgentIdentity()
         self.user = "user"
+        self.requests = requests
 
     async def run(self) -> int:
         try:
@@ -349,6 +354,8 @@ class ChatRepl:
                 continue
             self._say(scrub_text(render_console(message, self.identity)))
             self.messages.mark_read(message.id, via="console", at=time.time())
+        for line in self.requests.notices() if self.requests is not None else ():
+            self._say(line)
 
     def _event(self, kind: EventKind, text: str, *, stop: bool = False) -> BusEvent:
         from heron.always_on.bus.model import BusEvent, EventContent
@@ -415,7 +422,9 @@ class ChatRepl:
         if name in ("/quit", "/exit"):
             return True
         if name == "/help":
-            self._say(HELP)
+            from heron.cli.chat_requests import HELP as REQUESTS_HELP
+
+            self._say(HELP if self.requests is None else f"{HELP}\n{REQUESTS_HELP}")
         elif name == "/tools":
             self._tools()
         elif name == "/session":
@@ -424,6 +433,11 @@ class ChatRepl:
             self._model(rest)
         elif name == "/cost":
             self._say(cost_report(self.meter.calls))
+        elif name in ("/approvals", "/approve", "/deny") and self.requests is not None:
+            if name == "/approvals":
+                self._say("\n".join(self.requests.listing()))
+            else:
+                self._say(self.requests.answer(name[1:], rest))
         else:
             self._say(f"unknown command {name}; /help lists the commands")
         return False
@@ -538,6 +552,7 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
         )
     from rich.console import Console
 
+    from heron.cli.chat_requests import PendingRequests
     from heron.cli.render import PrettyRenderer
 
     config = common.require_model(common.load_config(args))
@@ -547,6 +562,9 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
     async def chat() -> int:
         asyncio.get_running_loop().set_default_executor(common.DaemonThreadExecutor())
         held = common.open_session(state_dir, session, must_exist=must_exist)
+        requests = PendingRequests.open(
+            state_dir, config.approvals, approval_timeout_s=config.approval.timeout_s
+        )
         try:
             renderer = PrettyRenderer(Console(highlight=False))
             approver = ChatApprover(before_prompt=renderer.pause)
@@ -566,10 +584,12 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
                     base_url=config.agent.base_url,
                     interrupt_word=getattr(args, "interrupt_word", "stop"),
                     identity=config.identity.identity(),
+                    requests=requests,
                 )
                 repl.user = config.user.name
                 return await repl.run()
         finally:
+            requests.close()
             held.close()
             common.announce_session(held, always=True)
 

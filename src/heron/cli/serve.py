@@ -243,7 +243,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # One set of MCP clients for the process, started lazily under their pins;
                 # every session gets its own view of them.
                 known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
-                mcp = await open_mcp(config, known)
+                # A server's request for user input becomes a durable question on the
+                # server's desk (opened by `start`, looked up when a server asks).
+                from heron.mcp.client.human_input import HumanInput
+
+                human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
+                mcp = await open_mcp(config, known, human_input=human_input)
             if mcp is not None:
                 stack.push_async_callback(mcp.aclose)
                 for problem in mcp.problems:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from heron.collaboration.setup import MessagingConfig
     from heron.config.builtin import Builtin
     from heron.mcp.assembly import McpAssembly
+    from heron.mcp.client.human_input import HumanInput
 
 OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
 """What `detect_model` picks when `OPENAI_API_KEY` is set."""
@@ -220,10 +221,13 @@ async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin
         raise BuildError(f"built-in tools: {exc}") from exc
 
 
-async def open_mcp(config: HeronConfig, known: Sequence[Tool]) -> McpAssembly | None:
+async def open_mcp(
+    config: HeronConfig, known: Sequence[Tool], *, human_input: HumanInput | None = None
+) -> McpAssembly | None:
     """Connect the enabled `[mcp.servers]` (None when there are none); the caller `aclose()`s
     the assembly. `known` are the agent's other tools, whose names MCP tools may not shadow;
-    servers left out and shadowed names are in the assembly's `problems`."""
+    servers left out and shadowed names are in the assembly's `problems`. `human_input`
+    answers the servers' requests for user input (`heron serve`)."""
     if not config.mcp.enabled_servers():
         return None
     from heron.mcp.assembly import assemble_mcp
@@ -237,6 +241,7 @@ async def open_mcp(config: HeronConfig, known: Sequence[Tool]) -> McpAssembly | 
         excluded_tools=a.excluded_tools,
         builtin_names=[t.spec.name for t in known],
         activated=ActivatedToolSet(),
+        human_input=human_input,
     )
 
 

@@ -13,7 +13,7 @@ Models are scripted unless real ones are configured through the environment:
 Scripted models cannot understand anything: the scripted text models answer with the line of
 their input that shares most words with the question, and the scripted vision model only says
 what it received. Token counts are local counts (`heron.models.tokens` for text, the tile rule
-of `heron.toolsets.multimodal` for images); reported counts appear when real providers report
+of `heron.toolsets.media` for images); reported counts appear when real providers report
 usage.
 """
 
@@ -38,23 +38,25 @@ from heron.models.scripted import FunctionModel, ModelTurn, ScriptedCall
 from heron.models.tokens import counter_for_model
 from heron.safety.workspace import Workspace, WorkspaceError
 from heron.toolsets.documents import DocumentError
-from heron.toolsets.multimodal import (
+from heron.toolsets.media import (
     FunctionVisionModel,
     HttpTranscriber,
     ImageInput,
     MediaInput,
     ModelAnswer,
-    MultimodalConfig,
     MultimodalPath,
     OpenAIVisionModel,
     PdfInput,
     Transcriber,
     VisionModel,
     VisionRequest,
-    analysis_tools,
     ask_text_model,
-    extract_text,
     file_kind,
+)
+from heron.toolsets.multimodal import (
+    MultimodalConfig,
+    analysis_tools,
+    extract_text,
 )
 from heron.toolsets.ocr import OcrError, Tesseract
 

@@ -40,6 +40,7 @@ from heron._support.vocabulary import (
 )
 
 __all__ = [
+    "MCP_SESSION_PREFIX",
     "AlwaysRule",
     "HumanRequest",
     "OnTimeout",
@@ -269,6 +270,11 @@ class RequestStore(Protocol):
     def revoke_rule(self, rule_id: str, at: float) -> bool:
         """Revoke a rule; `False` when unknown or already revoked."""
         ...
+
+
+MCP_SESSION_PREFIX = "#mcp/"
+"""The session of a request an MCP server's input request opened (`#mcp/<server>`): no
+conversation has such a name, and its answer goes back to the server, not to a session."""
 
 
 def escalation_step(request: HumanRequest) -> int:

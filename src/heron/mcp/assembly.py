@@ -56,6 +56,7 @@ from heron.tools.registry import ActivatedToolSet, Autonomy, ToolRegistry, norma
 if TYPE_CHECKING:
     from heron.mcp.auth.consent import ConsentChannel
     from heron.mcp.client import McpClientManager
+    from heron.mcp.client.human_input import HumanInput
 
 __all__ = [
     "CAPABILITY_BUNDLE",
@@ -325,6 +326,7 @@ async def assemble_mcp(
     builtin_names: Collection[str],
     activated: ActivatedToolSet,
     consent: ConsentChannel | None = None,
+    human_input: HumanInput | None = None,
 ) -> McpAssembly:
     """Connect the configured servers and assemble their tools for one agent.
 
@@ -333,7 +335,8 @@ async def assemble_mcp(
     approval, failing to start, missing credentials, waiting for an OAuth login) is left out
     and named in `problems`; the others still work. `consent` is how a login that becomes
     necessary asks an operator (once, in the background); without it the server stays
-    `auth_required` until `heron mcp login`. Call `aclose()` at the end of the session.
+    `auth_required` until `heron mcp login`. `human_input` answers the servers' requests for
+    user input (`heron.mcp.client.human_input`). Call `aclose()` at the end of the session.
     """
     from heron.mcp.auth import McpAuth
     from heron.mcp.client import McpClientManager, resource_tools
@@ -344,6 +347,7 @@ async def assemble_mcp(
         trust=SqliteTrustStore(state_dir),
         auth=McpAuth(cfg, state_dir=state_dir, consent=consent),
         builtin_names=tuple(builtin_names),
+        human_input=human_input,
     )
     try:
         tools, unavailable = await manager.tools()

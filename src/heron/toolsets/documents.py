@@ -16,12 +16,7 @@ is reported on the page, never an empty page. Encrypted and damaged files are re
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import io
-import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -31,6 +26,15 @@ from heron.errors import HeronError
 from heron.safety.workspace import Workspace, WorkspaceError, binary_kind
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
+from heron.toolsets.document_formats import (
+    Part,
+    Source,
+    csv_source,
+    docx_text,
+    lines_source,
+    pptx_source,
+    xlsx_source,
+)
 from heron.toolsets.ocr import OcrError, Tesseract
 from heron.toolsets.web import html_to_text
 
@@ -163,25 +167,6 @@ class DocumentWindow:
         return {key: list(v) if isinstance(v, tuple) else v for key, v in data.items()}
 
 
-@dataclass(kw_only=True, slots=True)
-class _Part:
-    text: str
-    notes: list[str] = field(default_factory=list)
-    ocr: bool = False
-    ocr_failure: str | None = None
-    cut: bool = False
-
-
-@dataclass(kw_only=True, slots=True)
-class _Source:
-    total: int
-    part: Callable[[int, int], _Part]
-    """Unit `n` (1-based), rendered within a character budget (renderers may stop early)."""
-    notes: list[str] = field(default_factory=list)
-    label: Callable[[int], str] = lambda _: ""
-    close: Callable[[], None] = lambda: None
-
-
 def detect_type(target: Path, head: bytes) -> FileType:
     """The file type from the name, else from the content; refuses images and legacy Office."""
     suffix = target.suffix.lower()
@@ -257,7 +242,7 @@ def read_window(
 
 
 def _window(
-    source: _Source, rel: str, kind: FileType, offset: int, limit: int | None, lim: DocumentLimits
+    source: Source, rel: str, kind: FileType, offset: int, limit: int | None, lim: DocumentLimits
 ) -> DocumentWindow:
     unit = UNITS.get(kind, "line")
     paged = unit in ("page", "slide", "sheet")
@@ -314,31 +299,31 @@ def _window(
     )
 
 
-def _open(ws: Workspace, target: Path, rel: str, kind: FileType, ocr: Tesseract | None) -> _Source:
+def _open(ws: Workspace, target: Path, rel: str, kind: FileType, ocr: Tesseract | None) -> Source:
     """Open `target` as `kind`; parser failures on damaged input become `corrupt` errors."""
     try:
         if kind == "pdf":
             return _pdf(target, rel, ocr)
         if kind == "docx":
-            return _lines(_docx_lines(target))
+            return lines_source(docx_text(target))
         if kind == "pptx":
-            return _pptx(target)
+            return pptx_source(target)
         if kind == "xlsx":
-            return _xlsx(target)
+            return xlsx_source(target)
         text = ws.read_text(target, purpose=f"read_document (as {_LABELS[kind]})").text
         if kind == "csv":
-            return _csv(text, tab=target.suffix.lower() == ".tsv")
+            return csv_source(text, tab=target.suffix.lower() == ".tsv")
         if kind == "html":
             title, body, links = html_to_text(text)
             listed = [f"[{n}] {link}" for n, link in enumerate(links, 1)]
-            source = _lines("\n".join([body, *(["", "Links:", *listed] if listed else [])]))
+            source = lines_source("\n".join([body, *(["", "Links:", *listed] if listed else [])]))
             source.notes.append(
                 "HTML shown as text: scripts, styles and navigation dropped, "
                 "headings as #, links as [n] listed at the end"
             )
             source.notes += [f"title: {title}"] if title else []
             return source
-        return _lines(text)
+        return lines_source(text)
     except (DocumentError, WorkspaceError):
         raise
     except ImportError as exc:
@@ -356,12 +341,7 @@ def _open(ws: Workspace, target: Path, rel: str, kind: FileType, ocr: Tesseract 
         ) from None
 
 
-def _lines(text: str) -> _Source:
-    lines = text.splitlines()
-    return _Source(total=len(lines), part=lambda n, _budget: _Part(text=lines[n - 1]))
-
-
-def _pdf(target: Path, rel: str, ocr: Tesseract | None) -> _Source:
+def _pdf(target: Path, rel: str, ocr: Tesseract | None) -> Source:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError
 
@@ -374,177 +354,38 @@ def _pdf(target: Path, rel: str, ocr: Tesseract | None) -> _Source:
         if not opened:
             raise DocumentError("encrypted", rel, _encrypted(rel, "PDF"))
     pages = reader.pages
-    return _Source(total=len(pages), part=lambda n, _budget: _pdf_page(pages[n - 1], ocr))
+    return Source(total=len(pages), part=lambda n, _budget: _pdf_page(pages[n - 1], ocr))
 
 
-def _pdf_page(page: PageObject, ocr: Tesseract | None) -> _Part:
+def _pdf_page(page: PageObject, ocr: Tesseract | None) -> Part:
     try:
         text = page.extract_text() or ""
     except Exception as exc:  # one damaged page must not hide the others
-        return _Part(text="", notes=[f"text extraction failed on this page: {exc}"])
+        return Part(text="", notes=[f"text extraction failed on this page: {exc}"])
     if text.strip():
-        return _Part(text=text.rstrip())
+        return Part(text=text.rstrip())
     try:
         images = [found.image for found in page.images if found.image is not None]
     except Exception as exc:
-        return _Part(text="", notes=[f"no text layer, and its images cannot be decoded: {exc}"])
+        return Part(text="", notes=[f"no text layer, and its images cannot be decoded: {exc}"])
     if not images:
-        return _Part(text="", notes=["this page has no text"])
+        return Part(text="", notes=["this page has no text"])
     what = f"no text layer, only {len(images)} image(s)"
     if ocr is None:
-        return _Part(text="", notes=[f"{what}; OCR is switched off, so no text is shown"])
+        return Part(text="", notes=[f"{what}; OCR is switched off, so no text is shown"])
     texts: list[str] = []
     summary = ""
     for image in images:
         try:
             found = ocr.recognize(image)
         except OcrError as exc:
-            return _Part(text="", notes=[f"{what}; OCR failed: {exc}"], ocr_failure=exc.reason)
+            return Part(text="", notes=[f"{what}; OCR failed: {exc}"], ocr_failure=exc.reason)
         texts += [found.text] if found.words else []
         summary = found.summary()
     if not texts:
-        return _Part(text="", notes=[f"{what}; OCR found no text in them ({summary})"], ocr=True)
+        return Part(text="", notes=[f"{what}; OCR found no text in them ({summary})"], ocr=True)
     note = f"{what}: the text below is OCR output ({summary}), so it may contain misreadings"
-    return _Part(text="\n\n".join(texts), notes=[note], ocr=True)
-
-
-def _docx_lines(target: Path) -> str:
-    import docx
-    from docx.text.paragraph import Paragraph
-
-    lines: list[str] = []
-    for block in docx.Document(str(target)).iter_inner_content():
-        if isinstance(block, Paragraph):
-            style = (block.style.name if block.style is not None else "") or ""
-            prefix = ""
-            if style == "Title" or style.startswith("Heading "):
-                level = style.removeprefix("Heading ")
-                prefix = "#" * (int(level) if level.isdigit() else 1) + " "
-            elif style.startswith("List"):
-                prefix = "- "
-            lines.append(prefix + block.text if block.text else "")
-            continue
-        for row in block.rows:
-            cells: list[str] = []
-            seen: list[object] = []
-            for cell in row.cells:  # a merged cell repeats once per grid column it spans
-                if seen and seen[-1] is cell._tc:
-                    continue
-                seen.append(cell._tc)
-                cells.append(cell.text)
-            lines.append(" | ".join(cells))
-    return "\n".join(lines)
-
-
-def _pptx(target: Path) -> _Source:
-    from pptx import Presentation
-
-    slides = list(Presentation(str(target)).slides)
-
-    def part(number: int, _budget: int) -> _Part:
-        slide = slides[number - 1]
-        title = slide.shapes.title
-        heading = title.text_frame.text if title is not None and title.has_text_frame else ""
-        lines = [f"# {heading}"] if heading else []
-        for shape in slide.shapes:
-            if title is None or shape.shape_id != title.shape_id:
-                lines += _shape_lines(shape)
-        if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
-            notes = slide.notes_slide.notes_text_frame.text.strip()
-            lines += ["", "Speaker notes:", notes] if notes else []
-        return _Part(text="\n".join(lines))
-
-    return _Source(total=len(slides), part=part)
-
-
-def _shape_lines(shape: Any) -> list[str]:
-    from pptx.enum.shapes import MSO_SHAPE_TYPE
-
-    if hasattr(shape, "shapes"):  # a group: its members in order
-        return [line for member in shape.shapes for line in _shape_lines(member)]
-    if shape.has_text_frame:
-        paragraphs = shape.text_frame.paragraphs
-        return ["  " * p.level + p.text for p in paragraphs if p.text]
-    if getattr(shape, "has_table", False):
-        return [" | ".join(cell.text for cell in row.cells) for row in shape.table.rows]
-    if getattr(shape, "has_chart", False):
-        chart = shape.chart
-        return [f"[chart: {chart.chart_title.text_frame.text if chart.has_title else 'untitled'}]"]
-    return ["[picture]"] if shape.shape_type == MSO_SHAPE_TYPE.PICTURE else []
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    return value.isoformat() if hasattr(value, "isoformat") else str(value)
-
-
-def _rows(rows: Sequence[tuple[int, Sequence[object]]]) -> list[str]:
-    return [f"row {n}: " + " | ".join(map(_cell, values)) for n, values in rows if values]
-
-
-_SHEET_RESERVE = 300
-"""Characters a sheet leaves free of its budget for its marker and the cut note."""
-
-
-def _xlsx(target: Path) -> _Source:
-    import openpyxl  # type: ignore[import-untyped]  # no type stubs are installed
-
-    with warnings.catch_warnings():
-        # openpyxl warns about workbook features it skips (data validation, slicers).
-        warnings.simplefilter("ignore")
-        book = openpyxl.load_workbook(target, read_only=True, data_only=True)
-    names: list[str] = list(book.sheetnames)
-
-    def part(number: int, budget: int) -> _Part:
-        sheet = book[names[number - 1]]
-        if not hasattr(sheet, "iter_rows"):
-            return _Part(text="", notes=["a chart sheet: it holds no cells"])
-        lines: list[str] = []
-        used, cut = 0, False
-        for index, row in enumerate(sheet.iter_rows(values_only=True), start=1):
-            values = list(row)
-            while values and values[-1] is None:
-                values.pop()
-            if not values:
-                continue
-            (line,) = _rows([(index, values)])
-            if used + len(line) > budget - _SHEET_RESERVE:
-                note = f"[… sheet cut at row {index} of about {sheet.max_row}: the rest does not"
-                lines.append(f"{note} fit one read; use run_python with openpyxl for big sheets]")
-                cut = True
-                break
-            lines.append(line)
-            used += len(line) + 1
-        return _Part(text="\n".join(lines), notes=[] if lines else ["empty sheet"], cut=cut)
-
-    notes = [
-        "formula cells show the value cached by the program that last saved the file "
-        "(possibly stale; empty if never computed)"
-    ]
-    return _Source(
-        total=len(names),
-        part=part,
-        notes=notes,
-        label=lambda n: f": {names[n - 1]}",
-        close=book.close,
-    )
-
-
-def _csv(text: str, *, tab: bool) -> _Source:
-    delimiter = "\t" if tab else ","
-    if not tab:
-        # One column, or too irregular to tell: the comma stays.
-        with contextlib.suppress(csv.Error):
-            delimiter = csv.Sniffer().sniff(text[:8192], delimiters=",;\t|").delimiter
-    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
-    shown = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}[delimiter]
-    note = f"CSV with {shown} delimiter; cells shown separated by ' | '"
-    return _Source(
-        total=len(rows),
-        part=lambda n, _budget: _Part(text="\n".join(_rows([(n, rows[n - 1])]))),
-        notes=[note],
-    )
+    return Part(text="\n\n".join(texts), notes=[note], ocr=True)
 
 
 Offset = Annotated[int, Field(ge=1)]

@@ -89,6 +89,29 @@ def card_action_event(
     )
 
 
+def _verify_token(
+    request: WebhookRequest,
+    secret: bytes,
+    now: float,
+    window_s: float,
+    claim: Callable[[WebhookRequest], object],
+    what: str,
+) -> str | None:
+    """Why a signed post of a heron token is not authentic: its signature first, then the
+    token it carries (`claim` reads and checks it); a malformed body is authentic here and
+    answered 400 by `to_event`."""
+    problem = signing.check(secret, request.body, request.headers, now=now, window_s=window_s)
+    if problem is not None:
+        return problem
+    try:
+        claim(request)
+    except PayloadError:
+        return None
+    except (TokenError, LookupError) as exc:
+        return f"{what} refused: {exc}"
+    return None
+
+
 class CardActionAdapter:
     """The `/card` webhook: a button's signed token posted back (see the module docstring)."""
 
@@ -108,20 +131,7 @@ class CardActionAdapter:
         return "card"
 
     def verify(self, request: WebhookRequest, secret: bytes, now: float) -> str | None:
-        problem = signing.check(
-            secret, request.body, request.headers, now=now, window_s=self.window_s
-        )
-        if problem is not None:
-            return problem
-        try:
-            self._claim(request)
-        except PayloadError:
-            return None  # authentic, but malformed: `to_event` answers 400
-        except TokenError as exc:
-            return f"action token refused: {exc}"
-        except LookupError as exc:
-            return f"action token refused: {exc}"
-        return None
+        return _verify_token(request, secret, now, self.window_s, self._claim, "action token")
 
     def to_event(self, request: WebhookRequest, session: str) -> BusEvent:
         claim, by = self._claim(request)
@@ -164,18 +174,7 @@ class RequestAnswerAdapter:
         return "approval"
 
     def verify(self, request: WebhookRequest, secret: bytes, now: float) -> str | None:
-        problem = signing.check(
-            secret, request.body, request.headers, now=now, window_s=self.window_s
-        )
-        if problem is not None:
-            return problem
-        try:
-            self._claim(request)
-        except PayloadError:
-            return None  # authentic, but malformed: `to_event` answers 400
-        except TokenError as exc:
-            return f"answer token refused: {exc}"
-        return None
+        return _verify_token(request, secret, now, self.window_s, self._claim, "answer token")
 
     def to_event(self, request: WebhookRequest, session: str) -> Handled:
         (request_id, name), payload = self._claim(request)

@@ -20,6 +20,7 @@ from typing import IO, Any, Protocol, TypeVar
 
 import mcp_types
 from mcp import Client, StdioServerParameters
+from mcp.client.session import ElicitationFnT
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -99,9 +100,12 @@ class Connection:
         clock: Callable[[], float],
         *,
         http_auth: Any = None,
+        elicit: ElicitationFnT | None = None,
     ) -> None:
         self.name = name
         self.config = config
+        self.elicit = elicit
+        """Answers the server's requests for user input (`heron.mcp.client.human_input`)."""
         self.http_auth = http_auth
         """The HTTP client's auth hook (the SDK's OAuth provider for `auth = "oauth"`)."""
         self._clock = clock
@@ -189,6 +193,7 @@ class Connection:
             cache=None,
             client_info=info,
             message_handler=self._on_message,
+            elicitation_callback=self.elicit,
         )
 
     async def _on_message(self, message: Any) -> None:

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import mcp_types
+from mcp.client.session import ElicitationFnT
 from mcp.shared.exceptions import MCPError
 
 import heron.mcp.client.admission as admission
@@ -40,6 +41,7 @@ from heron.mcp.auth.consent import ConsentChannel
 from heron.mcp.auth.session import LogoutResult
 from heron.mcp.client.connection import Connection, describe_start_failure
 from heron.mcp.client.errors import ServerAuthRequired, ServerRefused, ServerUnavailable
+from heron.mcp.client.human_input import HumanInput
 from heron.mcp.client.login_gate import LoginGate, authorization_required
 from heron.mcp.client.resources import (
     McpPrompt,
@@ -128,6 +130,7 @@ class McpClientManager:
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        human_input: HumanInput | None = None,
     ) -> None:
         if isinstance(config, McpConfig):
             servers = config.enabled_servers()
@@ -142,6 +145,9 @@ class McpClientManager:
         self._backoff_base = backoff_base_s
         self._backoff_max = backoff_max_s
         self._clock = clock
+        self.human_input = human_input
+        """How a server's request for user input reaches a person (`heron serve`); `None`:
+        heron declares no elicitation capability."""
 
     async def __aenter__(self) -> McpClientManager:
         return self
@@ -275,8 +281,13 @@ class McpClientManager:
         slot.refused_pin_at = None
         return True
 
+    def _elicit(self, server: str) -> ElicitationFnT | None:
+        return None if self.human_input is None else self.human_input.for_server(server)
+
     async def _open(self, slot: _Slot, http_auth: Any = None) -> Connection:
-        conn = Connection(slot.name, slot.config, self._clock, http_auth=http_auth)
+        conn = Connection(
+            slot.name, slot.config, self._clock, http_auth=http_auth, elicit=self._elicit(slot.name)
+        )
         try:
             await conn.open()
         except Exception as exc:
