@@ -4,6 +4,7 @@ a real subprocess on real pipes, a scripted model, the tools of `e2e_tools.py`."
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import secrets
@@ -372,3 +373,33 @@ async def test_two_sessions_run_side_by_side_each_with_its_own_updates(
         await agent.conn.cancel(session_id=second)
         assert await turns[1] == "cancelled"
         assert {s for s, _ in editor.updates} == {first, second}
+
+
+async def test_an_image_in_the_prompt_is_stored_with_the_users_message(
+    heron: Heron, workspace: Path
+) -> None:
+    model = heron.script("script.yaml", [{"text": "A pixel.", "expect": {"last_role": "user"}}])
+    pixel = base64.b64encode(b"\x89PNG\r\n\x1a\n a tiny picture").decode()
+
+    async with heron_acp(heron, "--model", model) as agent:
+        session = await agent.new_session(workspace)
+        with pytest.raises(acp.RequestError) as refused:
+            await agent.conn.prompt(
+                session_id=session, prompt=[acp.image_block("not base64!", "image/png")]
+            )
+        assert refused.value.code == -32602
+        assert "not valid base64" in str(refused.value.data)
+        prompt = [acp.text_block("what is this?"), acp.image_block(pixel, "image/png")]
+        response = await agent.conn.prompt(session_id=session, prompt=prompt)
+        assert response.stop_reason == "end_turn"
+
+    exported = await asyncio.to_thread(heron.run, "sessions", "export", session)
+    [user, _answer] = [json.loads(line)["message"] for line in exported.stdout.splitlines()]
+    assert user["content"] == "what is this?"
+    [image] = user["media"]
+    assert (image["kind"], image["name"], image["mime_type"], image["data"]) == (
+        "image",
+        "image-1.png",
+        "image/png",
+        pixel,
+    )

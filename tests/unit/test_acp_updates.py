@@ -1,13 +1,16 @@
-"""What the editor is shown of a call and what it sends in — `heron.acp.updates` and
-`heron.acp.mcp_servers` on their own (the end-to-end tests drive the same code through a real
-`heron acp`)."""
+"""What the editor is shown of a call and what it sends in — `heron.acp.updates`,
+`heron.acp.prompt` and `heron.acp.mcp_servers` on their own (the end-to-end tests drive the
+same code through a real `heron acp`)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from pathlib import Path
 
 import pytest
 from acp import (
+    audio_block,
     embedded_blob_resource,
     embedded_text_resource,
     image_block,
@@ -17,7 +20,9 @@ from acp import (
 from acp.schema import EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 
 from heron.acp.mcp_servers import editor_servers
-from heron.acp.updates import call_locations, prompt_text, tool_kind, tool_title
+from heron.acp.prompt import MEDIA_DIR, user_prompt
+from heron.acp.updates import call_locations, tool_kind, tool_title
+from heron.messages import INLINE_MEDIA_LIMIT
 from heron.tools.definition import ToolAnnotations, ToolSpec
 
 
@@ -80,20 +85,60 @@ def test_attachments_become_text_the_model_can_read_and_notes_for_the_rest(
         text_block("look"),
         resource_block(embedded_text_resource((tmp_path / "src" / "a.md").as_uri(), fenced)),
         resource_block(
-            embedded_blob_resource("file:///elsewhere/logo.png", "AAAA", mime_type="image/png")
+            embedded_blob_resource("file:///elsewhere/x.zip", "AAAA", mime_type="application/zip")
         ),
-        image_block("AAAA", "image/png"),
+        audio_block("AAAA", "audio/wav"),
         resource_block(embedded_text_resource("https://example.com/page", "hello")),
     ]
 
-    assert prompt_text(blocks, workspace=tmp_path) == (
+    prompt = user_prompt(blocks, workspace=tmp_path, state_dir=tmp_path / "state")
+
+    assert prompt.text == (
         "look\n\n"
         # The attachment holds a fence of its own: heron's is one backtick longer.
         "Attached file src/a.md:\n````\nprint('a')\n```\nstill code\n````\n\n"
-        "[attached file /elsewhere/logo.png (image/png): binary content not included]\n\n"
-        "[an image was attached; heron's ACP agent does not read images]\n\n"
+        "[attached file /elsewhere/x.zip (application/zip): binary content not included]\n\n"
+        "[audio was attached; heron's ACP agent does not read audio]\n\n"
         "Attached https://example.com/page:\n```\nhello\n```"
     )
+    assert prompt.media == ()
+
+
+def test_images_and_pdfs_travel_as_media_inline_or_stored_once_by_their_hash(
+    tmp_path: Path,
+) -> None:
+    small, large = b"\x89PNG small", b"%PDF-" + b"x" * (INLINE_MEDIA_LIMIT + 1)
+    pdf = embedded_blob_resource(
+        (tmp_path / "docs" / "spec.pdf").as_uri(),
+        base64.b64encode(large).decode(),
+        mime_type="application/pdf",
+    )
+    blocks = [
+        image_block(base64.b64encode(small).decode(), "image/png"),
+        resource_block(pdf),
+        resource_block(pdf),  # the same file twice: stored once
+    ]
+
+    prompt = user_prompt(blocks, workspace=tmp_path, state_dir=tmp_path / "state")
+
+    image, doc, again = prompt.media
+    assert (image.kind, image.name, image.mime_type) == ("image", "image-1.png", "image/png")
+    assert base64.b64decode(image.base64()) == small and image.ref is None
+    assert (doc.kind, doc.name, doc.data) == ("pdf", "docs/spec.pdf", None)
+    assert (
+        doc.ref
+        == again.ref
+        == str(tmp_path / "state" / MEDIA_DIR / f"{hashlib.sha256(large).hexdigest()}.pdf")
+    )
+    assert Path(doc.ref).read_bytes() == large
+    assert [p.name for p in (tmp_path / "state" / MEDIA_DIR).iterdir()] == [Path(doc.ref).name]
+
+
+def test_media_that_is_not_base64_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not valid base64"):
+        user_prompt(
+            [image_block("not base64!", "image/png")], workspace=tmp_path, state_dir=tmp_path
+        )
 
 
 def test_the_editors_mcp_servers_become_heron_entries_or_are_left_out_with_the_reason(

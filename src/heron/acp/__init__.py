@@ -2,8 +2,8 @@
 it over standard input and output ([docs/acp.md](../../../docs/acp.md)).
 
 - `updates`: what the editor is shown — turn events and stored messages as ACP session
-  updates (tool calls with their kind, locations and bounded output, text, plans), and the
-  editor's prompt blocks as the user's message;
+  updates (tool calls with their kind, locations and bounded output, text, plans);
+- `prompt`: the editor's prompt blocks as the user's message, with its images and PDFs;
 - `approver`: the engine's approvals through the durable request store of `heron.humans`,
   asked in the editor (`session/request_permission`) and answerable from any terminal
   (`heron approvals`) — the first answer wins;

@@ -2,7 +2,8 @@
 
 What maps to what (the full table is in docs/acp.md):
 
-- `initialize`: capabilities — `loadSession`, embedded context in prompts, HTTP MCP servers;
+- `initialize`: capabilities — `loadSession`, images and embedded context in prompts, HTTP
+  MCP servers;
   no authentication
   (heron runs as the editor's user, on its state directory);
 - `session/new` (`cwd`, `mcpServers`): a new stored session (`CliSession`: SQLite, its
@@ -10,9 +11,9 @@ What maps to what (the full table is in docs/acp.md):
   (validated), with the editor's MCP servers (`heron.acp.mcp_servers`);
 - `session/load`: the stored session of that id, locked and repaired (a turn a dead process
   left mid-call is closed), its history replayed as updates;
-- `session/prompt`: one turn on the session's history; text and resource blocks are the
-  user's message, and text, reasoning, tool calls and plans stream back as updates
-  (`heron.acp.updates`);
+- `session/prompt`: one turn on the session's history; the blocks are the user's message and
+  its media (`heron.acp.prompt`), and text, reasoning, tool calls and plans stream back as
+  updates (`heron.acp.updates`);
 - `session/request_permission`: an approval through the durable request store
   (`heron.acp.approver`);
 - `session/cancel`: the turn's `CancelScope` — every call is answered, the history stays
@@ -59,8 +60,9 @@ from heron._support.limits import InputLimits, input_limits
 from heron._support.vocabulary import ACTIVE_STATUSES
 from heron.acp.approver import EditorApprover
 from heron.acp.mcp_servers import EditorServer, editor_servers
+from heron.acp.prompt import Prompt, PromptBlock, user_prompt
 from heron.acp.stdio import EditorPipe, protocol_streams
-from heron.acp.updates import CallCard, PromptBlock, TurnUpdates, prompt_text, replay
+from heron.acp.updates import CallCard, TurnUpdates, replay
 from heron.agent import Agent
 from heron.errors import HeronError
 from heron.humans.desk import RequestDesk
@@ -181,13 +183,14 @@ class AcpSession:
         self.view = TurnUpdates(self.updates.send, lookup=self.tools.get, workspace=self.workspace)
         replay(self.held.history, self.view)
 
-    async def run_turn(self, text: str, cancel: CancelScope) -> TurnOutcome:
+    async def run_turn(self, prompt: Prompt, cancel: CancelScope) -> TurnOutcome:
         """Store the prompt, then run one turn on the session's history; each message is
         stored before the editor is shown it."""
         assert self.agent is not None
         return await self.held.run_turn(
             self.agent,
-            text,
+            prompt.text,
+            media=prompt.media,
             sink=self.view.event,
             cancel=cancel,
             channel="acp",
@@ -245,7 +248,7 @@ class HeronAcpAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(
-                    image=False, audio=False, embedded_context=True
+                    image=True, audio=False, embedded_context=True
                 ),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
             ),
@@ -390,18 +393,21 @@ class HeronAcpAgent:
             raise RequestError.invalid_request(
                 {"message": "a prompt is already running in this session"}
             )
-        text = prompt_text(prompt, workspace=session.workspace)
-        if not text.strip():
+        try:
+            message = user_prompt(prompt, workspace=session.workspace, state_dir=self._state_dir)
+        except ValueError as exc:  # media that is not valid base64, …
+            raise _invalid(str(exc)) from exc
+        if not message.text.strip() and not message.media:
             raise _invalid("the prompt is empty")
         approver = session.approver
         assert approver is not None
         scope = session.cancel = approver.cancel = CancelScope()
         try:
-            outcome = await session.run_turn(text, scope)
+            outcome = await session.run_turn(message, scope)
         except Exception as exc:  # a store failure, …: said scrubbed, not as the SDK would
-            message = scrub_text(f"{type(exc).__name__}: {exc}")
-            _log(f"session {session_id}: the turn failed: {message}")
-            raise RequestError.internal_error({"message": message}) from exc
+            failure = scrub_text(f"{type(exc).__name__}: {exc}")
+            _log(f"session {session_id}: the turn failed: {failure}")
+            raise RequestError.internal_error({"message": failure}) from exc
         finally:
             session.cancel = approver.cancel = None
             await session.flush()  # every update of the turn before its response

@@ -1,5 +1,4 @@
-"""What the editor is shown: heron's turn events and stored messages as ACP session updates,
-and the editor's prompt blocks as the user's message.
+"""What the editor is shown: heron's turn events and stored messages as ACP session updates.
 
 Every tool call the editor sees goes through the same three steps, once each and in order:
 a `tool_call` (status `pending`) when the model's message naming it is stored, a
@@ -24,7 +23,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from acp import (
     plan_entry,
@@ -39,13 +37,7 @@ from acp import (
 )
 from acp.helpers import SessionUpdate
 from acp.schema import (
-    AudioContentBlock,
     ContentToolCallContent,
-    EmbeddedResourceContentBlock,
-    ImageContentBlock,
-    ResourceContentBlock,
-    TextContentBlock,
-    TextResourceContents,
     ToolCallLocation,
     ToolCallStatus,
     ToolKind,
@@ -66,10 +58,8 @@ from heron.turn.events import (
 __all__ = [
     "MAX_SHOWN_CHARS",
     "CallCard",
-    "PromptBlock",
     "TurnUpdates",
     "call_locations",
-    "prompt_text",
     "replay",
     "tool_kind",
     "tool_title",
@@ -77,14 +67,6 @@ __all__ = [
 
 MAX_SHOWN_CHARS = 20_000
 """The longest tool output an update carries (the model's own bound applies first)."""
-
-PromptBlock = (
-    TextContentBlock
-    | ImageContentBlock
-    | AudioContentBlock
-    | ResourceContentBlock
-    | EmbeddedResourceContentBlock
-)
 
 _BUILTIN_KINDS: dict[str, ToolKind] = {
     "read_file": "read",
@@ -325,51 +307,3 @@ def replay(history: Iterable[Message], updates: TurnUpdates) -> None:
     """Send a stored conversation to the editor (`session/load`)."""
     for message in history:
         updates.replayed(message)
-
-
-# -- the prompt ----------------------------------------------------------------------------
-
-
-def prompt_text(blocks: Sequence[PromptBlock], *, workspace: Path) -> str:
-    """The user's message from the editor's prompt blocks: text as it is; an embedded text
-    resource (a file the editor attached) as a fenced block under its workspace path; a
-    binary resource, a link to a resource, an image or audio as a one-line note (the model
-    can read a workspace file with its tools)."""
-    parts: list[str] = []
-    for block in blocks:
-        if isinstance(block, TextContentBlock):
-            parts.append(block.text)
-        elif isinstance(block, EmbeddedResourceContentBlock):
-            resource = block.resource
-            where = _where(resource.uri, workspace)
-            if isinstance(resource, TextResourceContents):
-                parts.append(f"Attached {where}:\n{_fenced(resource.text)}")
-            else:
-                mime = resource.mime_type or "binary"
-                parts.append(f"[attached {where} ({mime}): binary content not included]")
-        elif isinstance(block, ResourceContentBlock):
-            parts.append(f"[the user refers to {_where(block.uri, workspace)}]")
-        elif isinstance(block, ImageContentBlock):
-            parts.append("[an image was attached; heron's ACP agent does not read images]")
-        else:
-            parts.append("[audio was attached; heron's ACP agent does not read audio]")
-    return "\n\n".join(p for p in parts if p)
-
-
-def _where(uri: str, workspace: Path) -> str:
-    """`notes/todo.md` for a file in the workspace, else the URI."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "file":
-        return uri
-    path = Path(unquote(parsed.path))
-    try:
-        return f"file {path.relative_to(workspace).as_posix()}"
-    except ValueError:
-        return f"file {path}"
-
-
-def _fenced(text: str) -> str:
-    fence = "```"
-    while fence in text:
-        fence += "`"
-    return f"{fence}\n{text.rstrip(chr(10))}\n{fence}"
