@@ -31,7 +31,8 @@ node_version="22.23.5"
 prefix="${HERON_MCP_CONFORMANCE_PREFIX:-.cache/npm-conformance}"
 
 # Scenarios heron's client must pass. The auth/* ones run heron's OAuth (the official SDK's
-# provider, heron's token store, its non-blocking login with an automatic consent step; see
+# provider, heron's token store, its non-blocking login with an automatic consent step, and for
+# SEP-990 heron's token exchange at the identity provider; see
 # src/heron/mcp/conformance_client.py).
 passing=(
     initialize
@@ -57,6 +58,7 @@ passing=(
     auth/offline-access-not-supported
     auth/client-credentials-jwt
     auth/client-credentials-basic
+    auth/cross-app-access-complete-flow
 )
 
 # Scenarios heron deliberately does not support: "name|reason".
@@ -68,9 +70,6 @@ heron's own approval flow"
 server metadata names the issuer it was fetched for (RFC 8414 section 3.3, SEP-2468); this \
 scenario's server serves issuer <origin>/oauth at the origin's own well-known address, which the \
 SDK refuses by design (heron does not weaken the check)"
-    "auth/cross-app-access-complete-flow|enterprise-managed authorization (SEP-990) needs an \
-identity provider's ID token and the token exchange with it, which the SDK leaves to the \
-deployment; heron configures no identity provider yet"
 )
 
 # Server scenarios `heron mcp serve perception --transport http` must pass: the ones about any

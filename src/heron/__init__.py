@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron._support.vocabulary import advance_status as advance_status
     from heron.agent import Agent as Agent
     from heron.agent import RunResult as RunResult
+    from heron.always_on.subagents.definitions import AgentFileError as AgentFileError
     from heron.config.build import BuildError as BuildError
     from heron.config.build import NoModelError as NoModelError
     from heron.config.builtin import BuiltinError as BuiltinError
@@ -125,6 +126,7 @@ _EXPORTS: dict[str, str] = {
     "HeronError": "heron.errors",
     "ConfigurationError": "heron.errors",
     "StoreError": "heron.errors",
+    "AgentFileError": "heron.always_on.subagents.definitions",
     "BuiltinError": "heron.config.builtin",
     "BuildError": "heron.config.build",
     "ConfigError": "heron.config.schema",

@@ -107,3 +107,40 @@ im = "{chat.url}"
         ("notification", "ana", {"console": "ok", "im": "ok"}),
         ("card", "ana", {"console": "ok", "im": "ok"}),
     ]
+
+
+async def test_the_collaboration_profile_drives_sub_agents_for_an_mcp_client(
+    tmp_path: Path,
+) -> None:
+    env = {
+        **os.environ,
+        "HERON_STATE_DIR": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
+    }
+    (tmp_path / "helper.json").write_text(
+        json.dumps({"turns": [{"text": "status: done\nresult: 42\nopen: nothing"}]}),
+        encoding="utf-8",
+    )
+    (tmp_path / "heron.toml").write_text(
+        '[agents.helper]\ndescription = "Adds numbers."\nmodel = "scripted:helper.json"\n',
+        encoding="utf-8",
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "heron.cli.main", "mcp", "serve", "collaboration"],
+        env=env,
+        cwd=tmp_path,
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        listed = {t.name for t in (await session.list_tools()).tools}
+        agents = await session.call_tool("list_agents", {})
+        spawned = await session.call_tool(
+            "spawn_subagent", {"task": "add 40 and 2", "agent": "helper", "mode": "sync"}
+        )
+    assert {"spawn_subagent", "send_message_to_subagent", "get_subagent_status"} <= listed
+    assert {"cancel_subagent", "list_agents"} <= listed
+    assert "report_to_parent" not in listed  # the client is no child
+    assert '"name": "helper"' in _text(agents)
+    assert not spawned.is_error, _text(spawned)
+    assert "status=completed]" in _text(spawned) and "result: 42" in _text(spawned)

@@ -53,6 +53,8 @@ MUST_PASS = frozenset(
                 "offline-access-not-supported",
                 "client-credentials-jwt",
                 "client-credentials-basic",
+                # SEP-990: heron's token exchange at the IdP, then the SDK's jwt-bearer grant.
+                "cross-app-access-complete-flow",
             )
         ),
     }
@@ -66,9 +68,6 @@ UNSUPPORTED = {
     "auth/2025-03-26-oauth-metadata-backcompat": (
         "the SDK refuses authorization server metadata whose issuer is not the one it was "
         "fetched for (RFC 8414 section 3.3); this scenario's server serves such metadata"
-    ),
-    "auth/cross-app-access-complete-flow": (
-        "enterprise-managed authorization needs an identity provider heron does not configure"
     ),
 }
 

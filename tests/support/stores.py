@@ -23,6 +23,8 @@ from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.jobs.store import JobStore
 from heron.always_on.sessions import HostIndex
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
+from heron.always_on.subagents.store import SubagentStore
 from heron.always_on.triggers.monitor import MonitorStore
 from heron.always_on.triggers.sqlite_store import (
     SqliteMonitorStore,
@@ -71,6 +73,7 @@ class StoreBackend(Protocol):
     def artifact_catalog(self) -> ArtifactCatalog: ...
     def host_index(self) -> HostIndex: ...
     def thread_index(self) -> ThreadIndex: ...
+    def subagents(self) -> SubagentStore: ...
     def close(self) -> None:
         """Close every store this back end opened."""
 
@@ -136,6 +139,9 @@ class SqliteBackend:
 
     def thread_index(self) -> SqliteThreadIndex:
         return SqliteThreadIndex(self._conn())
+
+    def subagents(self) -> SqliteSubagentStore:
+        return SqliteSubagentStore(self._conn())
 
     def close(self) -> None:
         for close in reversed(self._closers):

@@ -89,6 +89,7 @@ from heron.always_on.jobs.manager import JobManager
 from heron.always_on.messaging import MessagingConfig, ServeMessaging
 from heron.always_on.sessions import HostConfig, SessionHost
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.subagents.service import Subagents, SubagentsSetup, open_subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
 from heron.always_on.triggers.sqlite_store import open_trigger_stores
 from heron.always_on.triggers.subscriptions import (
@@ -124,6 +125,7 @@ from heron.sandbox.base import Sandbox
 from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
+from heron.turn.context import TurnState
 from heron.turn.events import BaseEvent, EventSink, ToolResultEvent, discard
 from heron.turn.observer import FanOutObserver
 
@@ -208,6 +210,9 @@ class ServeConfig:
     """`[approval] timeout_s`: how long a request waits; then it ends as no answer."""
     approval_announce: bool = False
     """Write one line per new request to standard error (the console channel's announce)."""
+    subagents: SubagentsSetup | None = None
+    """`[subagents]` and the agent definitions: every session gets the sub-agent tools, and
+    each child runs as a session on this server's bus; `None`: no sub-agents."""
 
 
 class ServedSession:
@@ -302,6 +307,7 @@ class HeronServer:
         self._mail_requests: Callable[[RequestDesk], MailRequestAnswers] | None = None
         self._audit_db: Any = None
         self._serving: asyncio.Task[None] | None = None
+        self.subagents: Subagents | None = None
         self._grace: asyncio.TimerHandle | None = None
         self._signals = 0
         self._started = False
@@ -380,6 +386,12 @@ class HeronServer:
         )
         if cfg.approvals is not None:
             self._open_requests(cfg.approvals)
+        if cfg.subagents is not None:
+            self.subagents = open_subagents(
+                cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True
+            )
+            # Children of a process that died (kill -9) end `lost`, each reported to its parent.
+            self.subagents.runtime.recover()
         if cfg.calendars:
             from heron.connectors.calendar import CalendarConfig, calendar_tools
 
@@ -628,8 +640,16 @@ class HeronServer:
             watch=False,  # the host watches the store once for every session
             max_attempts=cfg.max_attempts,  # each session counts its own events' failures
             reply_tools=MESSAGE_TOOLS,  # assistant text is private: only these reach a person
+            prepare=self._follow(name),
         )
         return ServedSession(loop, triggers)
+
+    def _follow(self, name: str) -> Callable[[TurnState], None] | None:
+        """A stop of a session's turn reaches the session's sub-agents too."""
+        subagents = self.subagents
+        if subagents is None:
+            return None
+        return lambda state: subagents.runtime.follow_turn(name, state)
 
     def _dormant(self, name: str) -> tuple[bool, float | None]:
         """For a session not awake: an unfinished job (it must be awake to report it), and
@@ -670,6 +690,8 @@ class HeronServer:
         tools += messaging_tools(outbox, session=session, workspace=workspace)
         if self.desk is not None:  # the answers arrive as events for the asking call
             tools += asking_tools(DeskRequests(self.desk), session=session)
+        if self.subagents is not None:
+            tools += self.subagents.tools(session)
         return tools
 
     async def _start_ingress(self, secret: bytes) -> None:
@@ -795,6 +817,9 @@ class HeronServer:
             self._serving.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._serving
+        if self.subagents is not None:  # children end (cancelled, reported) before the bus
+            await self.subagents.aclose()
+            self.subagents = None
         if self.host is not None:
             await self.host.aclose()
             self.host = None

@@ -565,10 +565,13 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
         requests = PendingRequests.open(
             state_dir, config.approvals, approval_timeout_s=config.approval.timeout_s
         )
+        children = None
         try:
+            children = common.open_children(config)
             renderer = PrettyRenderer(Console(highlight=False))
             approver = ChatApprover(before_prompt=renderer.pause)
-            async with common.open_agent(config, approver=approver, tools=tools) as agent:
+            own = children.tools(held.name) if children is not None else []
+            async with common.open_agent(config, approver=approver, tools=[*tools, *own]) as agent:
                 from heron.models.metered import MeteredModel
 
                 meter = MeteredModel(agent.model)
@@ -587,8 +590,13 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
                     requests=requests,
                 )
                 repl.user = config.user.name
-                return await repl.run()
+                code = await repl.run()
+                if children is not None:
+                    await common.settle_children(children, config.subagents.run_deadline_s)
+                return code
         finally:
+            if children is not None:
+                await children.aclose()
             requests.close()
             held.close()
             common.announce_session(held, always=True)

@@ -25,6 +25,7 @@ from heron.errors import HeronError
 
 if TYPE_CHECKING:
     from heron.agent import Agent
+    from heron.always_on.subagents.service import Subagents
     from heron.config import HeronConfig
     from heron.models.base import Model
     from heron.sessions.session import CliSession
@@ -204,11 +205,12 @@ def state_dir(args: argparse.Namespace) -> Path:
 @contextmanager
 def library_errors() -> Iterator[None]:
     """The library's configuration and build errors, as usage errors."""
+    from heron.always_on.subagents.definitions import AgentFileError
     from heron.config import BuildError, ConfigError
 
     try:
         yield
-    except BuildError as exc:
+    except (BuildError, AgentFileError) as exc:
         raise UsageError(str(exc)) from exc
     except ConfigError as exc:
         raise UsageError(f"configuration error: {exc}") from exc
@@ -283,6 +285,33 @@ async def open_agent(
                 )
             )
         yield agent
+
+
+def open_children(config: HeronConfig) -> Subagents | None:
+    """The sub-agent runtime of a `heron run` or `heron chat` (`None` when no agent is
+    defined and `[subagents] enabled` is not set). Nothing consumes the session's events
+    there, so an async child's result is handed over by `get_subagent_status` and the report
+    at the end of the run."""
+    from heron.always_on.subagents.service import open_subagents
+    from heron.config.build import subagents_setup
+
+    setup = subagents_setup(config)
+    if not setup.enabled:
+        return None
+    with library_errors():
+        return open_subagents(setup, state_dir=config.state.path(), deliver=False)
+
+
+async def settle_children(children: Subagents, deadline_s: float) -> None:
+    """The end of a run: wait up to `deadline_s` for children still working, cancel the
+    rest, and report each on stderr — none is left running or lost silently."""
+    if not children.runtime.live:
+        return
+    err(f"waiting up to {deadline_s:g} s for {len(children.runtime.live)} sub-agent(s)")
+    for record in await children.runtime.settle(deadline_s):
+        outcome = f", {record.outcome}" if record.outcome else ""
+        detail = record.result or record.error
+        err(f"sub-agent {record.id} ({record.agent}): {record.status}{outcome}: {detail[:200]}")
 
 
 # -- output -------------------------------------------------------------------------------

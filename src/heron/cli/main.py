@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from heron.cli import (
     acp,
+    agents,
     approvals,
     audit,
     chat,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     receipts.add_parser(sub)
     approvals.add_parser(sub)
     acp.add_parser(sub)
+    agents.add_parser(sub)
     doctor.add_parser(sub)
     demo.add_parser(sub)
     return parser

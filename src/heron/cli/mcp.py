@@ -4,7 +4,9 @@
 - `tools`     the tools of each server (pinned servers answer from their pin)
 - `call`      call one tool by its namespaced name with JSON arguments
 - `import`    convert an `mcpServers` JSON file into `[mcp.servers.*]` TOML (`--write` appends it)
-- `status`    start every server and report its state
+- `status`    start every server and report its state (and its OAuth login)
+- `login`     log in to an OAuth server: the operator consents in a browser (`--paste`)
+- `logout`    revoke and delete an OAuth server's tokens
 - `inspect`   what approving a server would pin: identity, tools, findings, diff to the pin
 - `approve`   pin a server as it is now (shows what changed and the diff first)
 - `revoke`    forget a server's pin
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from heron._support.limits import InputRejected, parse_json
-from heron.cli import common
+from heron.cli import common, mcp_login
 from heron.cli.common import BUILTIN_SETS, UsageError, err, out, when
 
 if TYPE_CHECKING:
@@ -61,6 +63,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--write", action="store_true", help="append the servers to the configuration file"
     )
     action("status", "start every server and report its state")
+    mcp_login.add_arguments(
+        action("login", "log in to an OAuth MCP server (you consent in a browser)"),
+        action("logout", "revoke and delete an OAuth MCP server's tokens"),
+    )
     for name, text in (
         ("inspect", "what approving SERVER would pin (tools, findings, diff); pins nothing"),
         ("approve", "pin SERVER as it is now, after showing what changed"),
@@ -109,6 +115,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         "scan": _scan,
         "trifecta": _trifecta,
         "serve": _serve,
+        "login": mcp_login.login,
+        "logout": mcp_login.logout,
     }
     result: int = asyncio.run(running[args.mcp_command](args, config))
     return result
@@ -121,6 +129,7 @@ def _manager(
     config: HeronConfig, servers: Sequence[str] = (), builtin_names: Sequence[str] = ()
 ) -> McpClientManager:
     """A manager over the enabled servers (or only `servers`, which must be configured)."""
+    from heron.mcp.auth import McpAuth
     from heron.mcp.client import McpClientManager
     from heron.mcp.trust import SqliteTrustStore
 
@@ -135,8 +144,12 @@ def _manager(
                 f"(configured and enabled: {known})"
             )
         cfg = cfg.model_copy(update={"servers": {s: enabled[s] for s in servers}})
+    state_dir = config.state.path()
     return McpClientManager(
-        cfg, trust=SqliteTrustStore(config.state.path()), builtin_names=tuple(builtin_names)
+        cfg,
+        trust=SqliteTrustStore(state_dir),
+        auth=McpAuth(cfg, state_dir=state_dir),
+        builtin_names=tuple(builtin_names),
     )
 
 
@@ -372,6 +385,8 @@ async def _status(args: argparse.Namespace, config: HeronConfig) -> int:
         if row.tools is not None:
             parts.append(f"{row.tools} tools")
         out("  ".join(parts))
+        if row.login is not None:
+            out(f"  login: {row.login.detail}")
         if row.last_error:
             out(f"  error: {row.last_error}")
     return EXIT_OK if all(r.state == "running" for r in rows) else EXIT_ATTENTION
@@ -536,12 +551,18 @@ async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
     with common.library_errors():
         builtin = await open_builtin(config, aliases=True)  # the collaboration profile's names
     assert builtin is not None  # at least one set is named
+    # The collaboration profile also drives sub-agents (sync, or async with
+    # get_subagent_status: an MCP client receives no events), when agents are defined.
+    children = common.open_children(config) if "collaboration" in sets else None
+    served = builtin.all_tools()
+    if children is not None:
+        served = [*served, *children.tools("mcp/collaboration")]
     db = open_db(state_dir)
     try:
         approval = ApprovalManager(
             policy=ApprovalPolicy(
                 autonomy=config.agent.autonomy,
-                auto_approve=[*config.approval.auto_approve, *preapproved_tools([], builtin)],
+                auto_approve=[*config.approval.auto_approve, *preapproved_tools(served, None)],
                 always_ask=config.approval.always_ask,
             ),
             audit=SqliteApprovalAudit(db),
@@ -550,7 +571,7 @@ async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
         if config.agent.receipts:
             receipts = ReceiptScope("runtime", store=ReceiptKeyStore(state_dir)).signer()
         server = ToolServer(
-            builtin.all_tools(),
+            served,
             name="heron-" + "-".join(builtin_cfg.sets),
             approval=approval,
             observer=LoggingObserver(),
@@ -561,6 +582,8 @@ async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
         )
         await server.serve(args.transport, host=args.host, port=args.port)
     finally:
+        if children is not None:
+            await children.aclose()
         await builtin.aclose()
         db.close()
     return EXIT_OK

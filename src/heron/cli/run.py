@@ -68,11 +68,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         session = common.open_session(config.state.path(), args.session)
+        children = None
         try:
-            async with common.open_agent(config, approver=approver, tools=tools) as agent:
+            children = common.open_children(config)
+            own = children.tools(session.name) if children is not None else []
+            async with common.open_agent(config, approver=approver, tools=[*tools, *own]) as agent:
                 session.attach(agent)
-                return await run_prompt(agent, args.prompt, renderer, session=session)
+                code = await run_prompt(agent, args.prompt, renderer, session=session)
+                if children is not None:
+                    await common.settle_children(children, config.subagents.run_deadline_s)
+                return code
         finally:
+            if children is not None:
+                await children.aclose()
             session.close()
             common.announce_session(session, always=args.events == "pretty")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from heron._support.timefmt import utc_rfc3339
-from heron.cli import common
+from heron.cli import common, mcp_login
 from heron.cli.common import EXIT_OK, UsageError
 from heron.safety.redact import scrub_text, scrub_value
 
@@ -182,6 +182,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         messaging_config,
         open_builtin,
         open_mcp,
+        subagents_setup,
     )
     from heron.safety.secrets import known_secrets
     from heron.turn.approval import NoApprover
@@ -200,6 +201,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.idle_timeout <= 0:
         raise UsageError("--idle-timeout must be more than 0 seconds")
     sessions = None if "any" in args.sessions else frozenset(args.sessions)
+    subagents = subagents_setup(config)
     serve_config = ServeConfig(
         state_dir=config.state.path(),
         session=args.session,
@@ -230,6 +232,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         approvals=config.approvals if config.approvals.durable else None,
         approval_timeout_s=config.approval.timeout_s,
         approval_announce=True,
+        subagents=subagents if subagents.enabled else None,
     )
     session_sink = _session_events if args.events == "jsonl" else None
 
@@ -243,12 +246,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # One set of MCP clients for the process, started lazily under their pins;
                 # every session gets its own view of them.
                 known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
+                # An OAuth login that becomes necessary asks once, on the durable desk.
+                consent = mcp_login.serve_consent(config, stack)
                 # A server's request for user input becomes a durable question on the
                 # server's desk (opened by `start`, looked up when a server asks).
                 from heron.mcp.client.human_input import HumanInput
 
                 human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
-                mcp = await open_mcp(config, known, human_input=human_input)
+                mcp = await open_mcp(config, known, consent=consent, human_input=human_input)
             if mcp is not None:
                 stack.push_async_callback(mcp.aclose)
                 for problem in mcp.problems:

@@ -29,6 +29,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from heron._support.limits import set_input_limits
@@ -45,9 +46,11 @@ from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApp
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
 if TYPE_CHECKING:
+    from heron.always_on.subagents.service import SubagentsSetup
     from heron.collaboration.setup import MessagingConfig
     from heron.config.builtin import Builtin
     from heron.mcp.assembly import McpAssembly
+    from heron.mcp.auth.consent import ConsentChannel
     from heron.mcp.client.human_input import HumanInput
 
 OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
@@ -222,12 +225,17 @@ async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin
 
 
 async def open_mcp(
-    config: HeronConfig, known: Sequence[Tool], *, human_input: HumanInput | None = None
+    config: HeronConfig,
+    known: Sequence[Tool],
+    *,
+    consent: ConsentChannel | None = None,
+    human_input: HumanInput | None = None,
 ) -> McpAssembly | None:
     """Connect the enabled `[mcp.servers]` (None when there are none); the caller `aclose()`s
     the assembly. `known` are the agent's other tools, whose names MCP tools may not shadow;
-    servers left out and shadowed names are in the assembly's `problems`. `human_input`
-    answers the servers' requests for user input (`heron serve`)."""
+    servers left out and shadowed names are in the assembly's `problems`. `consent` is how an
+    OAuth login that becomes necessary asks the operator (without it: `heron mcp login`);
+    `human_input` answers the servers' requests for user input (`heron serve`)."""
     if not config.mcp.enabled_servers():
         return None
     from heron.mcp.assembly import assemble_mcp
@@ -241,6 +249,7 @@ async def open_mcp(
         excluded_tools=a.excluded_tools,
         builtin_names=[t.spec.name for t in known],
         activated=ActivatedToolSet(),
+        consent=consent,
         human_input=human_input,
     )
 
@@ -375,14 +384,27 @@ async def open_agent(
         )
 
 
+def subagents_setup(config: HeronConfig, project_dir: Path | None = None) -> SubagentsSetup:
+    """`[subagents]`, `[agents.*]` and the project's agent files (`[subagents] dir` under
+    `project_dir`, default the working directory)."""
+    from heron.always_on.subagents.service import SubagentsSetup
+
+    folder = Path(config.subagents.dir)
+    if not folder.is_absolute():
+        folder = (project_dir or Path.cwd()) / folder
+    return SubagentsSetup(config=config.subagents, entries=config.agents, agents_dir=folder)
+
+
 def preapproved_tools(tools: Sequence[Tool], builtin: Builtin | None) -> list[str]:
-    """heron's own messaging and asking tools among `tools`: they run without asking,
-    because they reach only the people the configuration names (`[user]`, `[people.*]`),
-    never an address the model chooses, and asking grants nothing. `[approval] always_ask`
-    still wins."""
+    """heron's own messaging, asking and sub-agent tools among `tools`: they run without
+    asking, because they reach only the people the configuration names (`[user]`,
+    `[people.*]`), never an address the model chooses, asking grants nothing, and a sub-agent
+    gets nothing its parent does not have (its own calls are approved like the parent's).
+    `[approval] always_ask` still wins."""
+    from heron.always_on.subagents.grant import SUBAGENT_TOOLS
     from heron.collaboration.tools import MESSAGE_TOOLS
 
-    names = MESSAGE_TOOLS | ASKING_TOOLS
+    names = MESSAGE_TOOLS | ASKING_TOOLS | SUBAGENT_TOOLS
     every = [*tools, *(builtin.all_tools() if builtin is not None else [])]
     return [t.spec.name for t in every if t.spec.name in names and t.spec.owner == "builtin"]
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from heron._support.limits import DEFAULT_LIMITS, MAX_DEPTH_CEILING, InputLimits
 from heron._support.state import default_state_dir
+from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
 from heron.collaboration.config import (
     ChannelsConfig,
     IdentityConfig,
@@ -137,6 +138,15 @@ class StateConfig(_Section):
         return Path(self.dir).expanduser() if self.dir else default_state_dir()
 
 
+class GatewayConfig(_Section):
+    """`[gateway]`: heron's HTTP front door."""
+
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
+    """The address people's browsers reach the gateway at (`https://heron.example.com`).
+    OAuth logins to MCP servers redirect to `<public_url>/mcp/oauth/callback`; unset, `heron
+    mcp login` receives the redirect on loopback (or the operator pastes it back)."""
+
+
 class HeronConfig(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
@@ -148,6 +158,7 @@ class HeronConfig(_Section):
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     """`[mcp]`, `[mcp.servers.NAME]`, `[[mcp.tool_filter_groups]]` (see docs/mcp.md)."""
     identity: IdentityConfig = Field(default_factory=IdentityConfig)
@@ -160,6 +171,10 @@ class HeronConfig(_Section):
     """`[channels.mail]`, `[channels.webhook]`, `[channels.im]`: the outbound transports."""
     messages: MessagesConfig = Field(default_factory=MessagesConfig)
     """`[messages]`: completion notices and how long card buttons work."""
+    agents: dict[str, AgentEntry] = Field(default_factory=dict)
+    """`[agents.NAME]`: agents the sub-agent tools can spawn (docs/subagents.md)."""
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
+    """`[subagents]`: project agent files, depth and concurrency limits, budget split."""
 
     def everyone(self) -> dict[str, PersonConfig]:
         """`[people]` and the user (under `[user] name`), for the outbox."""

@@ -37,6 +37,7 @@ from heron.errors import HeronError
 from heron.humans.approvers import Approvers, describe, may_answer
 from heron.humans.config import ApprovalsConfig, clamp_seconds
 from heron.humans.rules import command_of, command_words, parse_prefix, rule_covers
+from heron.humans.sealing import seal, sealing_key_of
 from heron.humans.signing import DecisionSigner
 from heron.humans.store import (
     AlwaysRule,
@@ -204,10 +205,13 @@ class RequestDesk:
         urgency: Urgency = "normal",
         timeout_s: float | None = None,
         default: Any = None,
+        report: bool = True,
     ) -> HumanRequest:
         """Open (or reuse) a question. The model's `timeout_s` and `default` are clamped by
         `[approvals.questions]`; a default that does not fit the schema or options raises
-        `InvalidAnswer`."""
+        `InvalidAnswer`. `report=False`: the asker reads the ending itself (`get`), no
+        session is told of it. A schema sealed to a key (`heron.humans.sealing`) has its
+        answers sealed before they are stored."""
         q = self.config.questions
         timeout = clamp_seconds(timeout_s, default=q.timeout_s, maximum=q.max_timeout_s)
         if not q.model_defaults:
@@ -230,6 +234,7 @@ class RequestDesk:
             on_timeout=q.on_timeout,
             default=default,
             remind_every_s=(q.remind_every_s or timeout) if q.on_timeout == "wait" else None,
+            reported=not report,
         )
 
     async def _open(
@@ -347,6 +352,9 @@ class RequestDesk:
         if request.kind != "question":
             raise InvalidAnswer(f"{request.id} is an approval: approve, deny, replace or edit it")
         _check_value(value, schema=request.schema, options=request.options, what="the answer")
+        sealed_to = sealing_key_of(request.schema)
+        if sealed_to is not None:
+            value = seal(str(value), sealed_to, request_id=request.id)
         return self._settle(request, {"answer": value}, channel, name, reason, None, value)
 
     def cancel(self, request_id: str, reason: str) -> HumanRequest:

@@ -138,9 +138,13 @@ class McpOAuthConfig(_Section):
     read from `client_secret_env`, a signing key from `private_key_env`.
     """
 
-    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "identity_assertion"] = (
+        "authorization_code"
+    )
     """`authorization_code`: an operator consents once (PKCE); `client_credentials`: a machine
-    client with a pre-registered id and a secret (or a private key), no consent step."""
+    client with a pre-registered id and a secret (or a private key), no consent step;
+    `identity_assertion`: enterprise-managed (SEP-990), the identity provider's ID token is
+    exchanged for access, no consent step (`id_token_env`, `idp_*`, `issuer`)."""
     scopes: list[str] = Field(default_factory=list)
     """Scopes asked for on top of those the server's challenge or metadata names."""
     client_id: str | None = None
@@ -166,9 +170,18 @@ class McpOAuthConfig(_Section):
     """The name shown on the consent page (dynamic registration)."""
     redirect_uri: str | None = None
     """Where the authorization server sends the operator back to; default: the consent
-    channel's (a loopback listener, or later the gateway's callback)."""
+    channel's (the gateway's callback at `[gateway] public_url`, else a loopback listener)."""
     refresh_margin_s: float = Field(default=60.0, ge=0, le=3600)
     """Refresh the access token this long before it expires."""
+    id_token_env: str | None = None
+    """`identity_assertion`: environment variable holding the operator's ID token from the
+    identity provider."""
+    idp_token_endpoint: str | None = None
+    """`identity_assertion`: the identity provider's token endpoint (RFC 8693 exchange)."""
+    idp_client_id: str | None = None
+    """`identity_assertion`: heron's client id at the identity provider."""
+    idp_client_secret_env: str | None = None
+    """`identity_assertion`: environment variable holding that client's secret, if it has one."""
 
     @model_validator(mode="after")
     def _consistent(self) -> McpOAuthConfig:
@@ -182,6 +195,14 @@ class McpOAuthConfig(_Section):
                 )
         elif self.private_key_env is not None:
             raise ValueError("`private_key_env` applies to grant = 'client_credentials' only")
+        idp = ("id_token_env", "idp_token_endpoint", "idp_client_id")
+        if self.grant == "identity_assertion":
+            needed = ("client_id", "client_secret_env", "issuer", *idp)
+            missing = [name for name in needed if getattr(self, name) is None]
+            if missing:
+                raise ValueError(f"grant = 'identity_assertion' needs {', '.join(missing)}")
+        elif any(getattr(self, name) is not None for name in (*idp, "idp_client_secret_env")):
+            raise ValueError("`id_token_env` and `idp_*` apply to grant = 'identity_assertion'")
         if self.client_secret_env is not None and self.client_id is None:
             raise ValueError("`client_secret_env` needs the pre-registered `client_id`")
         if self.client_metadata_url is not None and not self.client_metadata_url.startswith(
@@ -276,14 +297,12 @@ class McpServerConfig(_Section):
                 f"oauth: environment variable {oauth.client_secret_env} (the client secret) "
                 "is not set"
             )
-        if (
-            self.auth == "oauth"
-            and oauth.private_key_env
-            and not os.environ.get(oauth.private_key_env)
+        for env, what in (
+            (oauth.private_key_env, "the signing key"),
+            (oauth.id_token_env, "the ID token"),
         ):
-            problems.append(
-                f"oauth: environment variable {oauth.private_key_env} (the signing key) is not set"
-            )
+            if self.auth == "oauth" and env and not os.environ.get(env):
+                problems.append(f"oauth: environment variable {env} ({what}) is not set")
         for name, cred in sorted(self.credentials.items()):
             if cred.expired(moment):
                 assert cred.expires is not None

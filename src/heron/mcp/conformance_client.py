@@ -60,6 +60,7 @@ REDIRECT_URI = "http://localhost:3000/callback"
 
 _SECRET_ENV = "HERON_CONFORMANCE_CLIENT_SECRET"
 _KEY_ENV = "HERON_CONFORMANCE_PRIVATE_KEY"
+_ID_TOKEN_ENV = "HERON_CONFORMANCE_ID_TOKEN"
 _LOGIN_WAIT_S = 60.0
 
 
@@ -69,14 +70,20 @@ def _log(line: str) -> None:
 
 
 def server_config(
-    url: str, scenario: str = "", context: Mapping[str, Any] | None = None
+    url: str,
+    scenario: str = "",
+    context: Mapping[str, Any] | None = None,
+    *,
+    issuer: str | None = None,
 ) -> McpServerConfig:
     """heron's configuration of the scenario server, as an operator would write it.
 
     Outside ``auth/*``: just the URL. For OAuth scenarios the provisioned credentials (the
-    suite's context) decide: a private key or a ``client-credentials-*`` scenario means a
-    machine client (``grant = "client_credentials"``); a client id with a secret otherwise
-    means a pre-registered client; nothing means a client-ID metadata document with dynamic
+    suite's context) decide: an identity provider's ID token means enterprise-managed
+    authorization (``grant = "identity_assertion"``, the authorization server `issuer` as the
+    operator knows it); a private key or a ``client-credentials-*`` scenario means a machine
+    client (``grant = "client_credentials"``); a client id with a secret otherwise means a
+    pre-registered client; nothing means a client-ID metadata document with dynamic
     registration as the fallback. Secrets go into the environment, as the configuration asks.
     """
     if not scenario.startswith("auth/"):
@@ -84,7 +91,19 @@ def server_config(
     context = context or {}
     oauth: dict[str, Any] = {}
     client_id = context.get("client_id")
-    if context.get("private_key_pem"):
+    if context.get("idp_id_token"):
+        os.environ[_ID_TOKEN_ENV] = str(context["idp_id_token"])
+        os.environ[_SECRET_ENV] = str(context.get("client_secret", ""))
+        oauth = {
+            "grant": "identity_assertion",
+            "client_id": client_id,
+            "client_secret_env": _SECRET_ENV,
+            "issuer": issuer,
+            "id_token_env": _ID_TOKEN_ENV,
+            "idp_token_endpoint": context.get("idp_token_endpoint"),
+            "idp_client_id": context.get("idp_client_id"),
+        }
+    elif context.get("private_key_pem"):
         os.environ[_KEY_ENV] = str(context["private_key_pem"])
         oauth = {
             "grant": "client_credentials",
@@ -112,7 +131,8 @@ async def run_scenario(
     configuration (`server_config`).
     """
     label = scenario or "(no scenario)"
-    config = server_config(url, scenario, context)
+    issuer = await _authorization_server(url) if (context or {}).get("idp_id_token") else None
+    config = server_config(url, scenario, context, issuer=issuer)
     with tempfile.TemporaryDirectory(prefix="heron-conformance-") as state:
         auth = McpAuth(
             {SERVER_NAME: config},
@@ -130,6 +150,26 @@ async def run_scenario(
             _log(f"{label}: connected; tools: {names}")
             called = [await _call_once(manager, tool) for tool in tools]
             return 0 if all(called) else 1
+
+
+async def _authorization_server(url: str) -> str | None:
+    """The authorization server the scenario's protected-resource metadata names: what the
+    operator of an enterprise-managed server is told and configures as `issuer`."""
+    import httpx2
+    from mcp.client.auth.utils import (
+        build_protected_resource_metadata_discovery_urls,
+        create_oauth_metadata_request,
+        handle_protected_resource_response,
+    )
+
+    async with httpx2.AsyncClient(timeout=30.0) as http:
+        for candidate in build_protected_resource_metadata_discovery_urls(None, url):
+            metadata = await handle_protected_resource_response(
+                await http.send(create_oauth_metadata_request(candidate))
+            )
+            if metadata is not None and metadata.authorization_servers:
+                return str(metadata.authorization_servers[0]).rstrip("/")
+    return None
 
 
 async def _logged_in(manager: McpClientManager) -> bool:

@@ -62,16 +62,24 @@ async def agent_capabilities(
 def doctor_checks(
     config: HeronConfig, state_dir: Path, tools: Sequence[Tool]
 ) -> list[tuple[bool, str, str]]:
-    """`heron doctor` lines for MCP: servers that cannot be listed and the lethal trifecta of
-    the configured agent with `tools`, as (ok, what, detail). Empty when no MCP server is
-    configured."""
+    """`heron doctor` lines for MCP: the login of each OAuth server, servers that cannot be
+    listed and the lethal trifecta of the configured agent with `tools`, as (ok, what,
+    detail). Empty when no MCP server is configured."""
+    from heron.mcp.auth import McpAuth
     from heron.mcp.trust import lethal_trifecta
 
     servers = config.mcp.enabled_servers()
     if not servers:
         return []
+    auth = McpAuth(config.mcp, state_dir=state_dir)
+    lines = []
+    for name in auth.servers():
+        if name in servers:
+            login = auth.login_state(name)
+            hint = f" (heron mcp login {name})" if login.needs_consent else ""
+            lines.append((not login.needs_consent, f"mcp login {name}", login.detail + hint))
     labels, problems = asyncio.run(agent_capabilities(config, tools, state_dir))
-    lines = [(False, "mcp", problem) for problem in problems]
+    lines += [(False, "mcp", problem) for problem in problems]
     if not problems:
         lines.append((True, "mcp", f"{len(servers)} server(s) listed"))
     report = lethal_trifecta(labels)

@@ -171,13 +171,14 @@ def probe_cgroup(root: Path) -> _CgroupTree | None:
         return None
     for stale in base.glob("run-*"):  # groups left by heron processes that ended abruptly
         owner = stale.name.split("-")[1]
-        if owner.isdigit() and not _alive(int(owner)):
+        if owner.isdigit() and not pid_alive(int(owner)):
             with contextlib.suppress(OSError):
                 stale.rmdir()
     return tree
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (one this user may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

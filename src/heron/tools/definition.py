@@ -167,6 +167,9 @@ class ToolContext:
     approval, events, receipts). Used by code orchestration; `None` outside a running turn."""
     workspace: Path | None = None
     """The agent's workspace, when the agent has one."""
+    turn: object | None = None
+    """The running turn (`heron.turn.context.TurnHandle`: its resolved execution and state),
+    for re-entrant tools that start nested runs (sub-agents); `None` outside a running turn."""
 
 
 @runtime_checkable

@@ -193,3 +193,13 @@ class TurnState:
     """Tools still running after a `detach` interrupt, by task id."""
     prechecks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     """Call checks started while the model was still streaming, by call id."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnHandle:
+    """What a re-entrant tool (`spawn_subagent`) reads of the turn that called it
+    (`ToolContext.turn`): the resolved execution (model, the registry as narrowed for this run,
+    activated tools, approval manager, knobs) and the per-message state (cancel scope, budget)."""
+
+    execution: ResolvedAgentExecution
+    state: TurnState

@@ -56,6 +56,7 @@ from heron.turn.context import (
     Receipt,
     ResolvedAgentExecution,
     RuntimeKnobs,
+    TurnHandle,
     TurnState,
 )
 from heron.turn.events import ProgressEvent, ToolCallEvent
@@ -210,6 +211,7 @@ async def execute_one(
         progress=progress,
         call_tool=call_tool,
         workspace=exec_.workspace,
+        turn=TurnHandle(execution=exec_, state=state),
     )
     started = time.perf_counter()
     cached = (

@@ -63,6 +63,8 @@ from heron.turn.results import collect_results
 TurnStatus = Literal["final", "cancelled", "error"]
 TurnReason = FinalReason | Literal["aborted", "cancelled", "error"]
 
+EMPTY_RESPONSE = "the model returned an empty response"
+"""The error of a turn whose model answered with nothing at all (a sub-agent's `empty`)."""
 CAP_REQUEST = (
     "You have used the maximum number of tool iterations for this turn. Do not call tools. "
     "Answer with your best result from the work so far: what you did, what you found, and "
@@ -217,7 +219,7 @@ class _Loop:
 
             if not calls:
                 if not visible.strip():
-                    return self._fail("the model returned an empty response")
+                    return self._fail(EMPTY_RESPONSE)
                 if not native:
                     state.sink(TextDeltaEvent(turn_id=state.turn_id, text=scrub_text(visible)))
                 outcome = self._final(visible, "answer", reasoning=response.reasoning)

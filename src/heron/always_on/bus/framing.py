@@ -15,7 +15,8 @@ A lone message typed by the user is passed through as plain text.
 Content from third parties (`event.third_party`: contacts and strangers) is data, never
 instructions: it is enclosed in delimiters carrying a tag derived from the event, and any
 delimiter-like text inside it is defused, so a mail cannot close the frame and speak as the
-user.
+user — nor, with a source label (`[SUBAGENT_REPORT …]`, `[FROM_USER]`), pose as a sub-agent's
+report or the user's words.
 
 Side questions answered in parallel are marked as such, both in a batch and when appended
 as a question/answer pair while the agent is idle.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -54,6 +56,11 @@ _SOURCES = {"contact": "a known contact", "stranger": "an unknown sender"}
 _FRAME_OPEN = "<<<"
 _FRAME_CLOSE = ">>>"
 _RESULT_KEYS = frozenset({"tool", "success", "detached"})
+LABELS = ("FROM_MAIN_AGENT", "FROM_USER", "TOOL_RESULT", "SUBAGENT_REPORT")
+"""The source labels of sub-agent prompts and reports (`heron.always_on.subagents.prompts`)."""
+_LABEL = re.compile(r"\[(/?)\s*(" + "|".join(LABELS) + r")\b([^\]\n]{0,80})\]", re.I)
+_LABEL_OPEN = re.compile(r"\[(\s*/?\s*(?:" + "|".join(LABELS) + r")\b)", re.I)
+"""A label too long or unclosed for `_LABEL`: its bracket alone is defused."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -218,9 +225,17 @@ def _plain_user_text(event: BusEvent) -> bool:
     )
 
 
+def escape_labels(text: str) -> str:
+    """`text` with every source label defused: `[FROM_USER]` → `‹FROM_USER›`, so text heron
+    did not write (a tool result, a third-party event, a child's output) cannot pose as one."""
+    text = _LABEL.sub(lambda m: f"‹{m.group(1)}{m.group(2)}{m.group(3)}›", text)
+    return _LABEL_OPEN.sub(r"‹\1", text)
+
+
 def _defuse(text: str) -> str:
-    # Break any frame-like marker so content cannot fake the end of its own frame.
-    return text.replace(_FRAME_OPEN, "< < <").replace(_FRAME_CLOSE, "> > >")
+    # Break any frame-like marker so content cannot fake the end of its own frame, nor a
+    # source label speak as the main agent, the user or a sub-agent's report.
+    return escape_labels(text.replace(_FRAME_OPEN, "< < <").replace(_FRAME_CLOSE, "> > >"))
 
 
 def _json(value: object) -> str:

@@ -60,6 +60,8 @@ SESSION_HEADER = "X-Heron-Session"
 
 QUIET_SUFFIX = "/quiet"
 SIDE_SEGMENT = "/side/"
+AGENT_SEGMENT = "/agent/"
+"""Sub-agents' sessions: `<session>/agent/<id>` (`heron.always_on.subagents`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,12 +86,12 @@ def route_session(address: SessionAddress, default: str) -> str:
 
 def check_hosted_name(name: str) -> str:
     """`name` if a server can host it, else `ValueError`: a valid session name that is not a
-    session's quiet store or one of its side sessions."""
+    session's quiet store, one of its side sessions or one of its sub-agents."""
     check_session_name(name)
-    if name.endswith(QUIET_SUFFIX) or SIDE_SEGMENT in name:
+    if name.endswith(QUIET_SUFFIX) or SIDE_SEGMENT in name or AGENT_SEGMENT in name:
         raise ValueError(
-            f"session {name!r} is where another session keeps its quiet events or side "
-            "questions; it cannot be addressed"
+            f"session {name!r} is where another session keeps its quiet events, side "
+            "questions or sub-agents; it cannot be addressed"
         )
     return name
 

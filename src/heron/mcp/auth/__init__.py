@@ -8,6 +8,11 @@ step-up, refresh. heron adds what the SDK leaves to its user:
   key), implementing the SDK's `TokenStorage`;
 - `consent`: the consent step behind `ConsentChannel` (terminal paste, loopback callback,
   automatic redirect for test servers); the OAuth `state` binds a redirect to its request;
+- `desk_consent`: `DeskConsent`, the consent step as a sealed request on the durable desk
+  (`heron.humans`), answered by the callback route or a paste; `callback`: that route
+  (`oauth_callback_routes`, mounted by the gateway at `[gateway] public_url`);
+- `identity_assertion`: enterprise-managed authorization (SEP-990), the token exchange at the
+  identity provider in front of the SDK's jwt-bearer provider;
 - `provider`: the SDK provider configured from `[mcp.servers.NAME.oauth]`, which in a running
   agent never blocks for consent (`AuthorizationRequired`);
 - `session`: `McpAuth` — `login`, `logout` (with revocation), `login_state`;

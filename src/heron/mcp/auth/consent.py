@@ -4,19 +4,19 @@ The SDK's OAuth client builds the authorization URL (PKCE, state, scopes, resour
 the address the authorization server redirects the operator's browser to. Between the two, a
 person consents. `ConsentChannel` is that step:
 
-- `present(request)` shows the authorization URL to the operator (a terminal line, later a
-  mail, the web console or an editor);
+- `present(request)` shows the authorization URL to the operator (a terminal line, a request
+  on the durable desk that reaches their channels);
 - `redirected(request)` waits for the redirected address — a callback that reached a listener
-  (the gateway's callback endpoint later, `LoopbackConsent` now) or an address the operator
-  pasted back (`TerminalConsent`).
+  (the callback route of `heron.mcp.auth.callback`, `LoopbackConsent`) or an address the
+  operator pasted back (`TerminalConsent`, or any channel of `DeskConsent`).
 
 A `ConsentRequest` carries the OAuth `state` the SDK generated; `parse_redirect` accepts an
 address only when its `state` is that request's (so one login's redirect can never complete
-another's), and turns an `error=access_denied` redirect into `ConsentRefused`. `approver` is
-reserved for the human-in-the-loop store, which binds a request to the person allowed to
-answer it.
+another's), and turns an `error=access_denied` redirect into `ConsentRefused`. Who may answer
+is `DeskConsent`'s concern (`heron.mcp.auth.desk_consent`: the approvers of `[approvals]`).
 
-Implementations here: `TerminalConsent` (URL on stderr, pasted address on stdin),
+Implementations here (`DeskConsent`, what heron's commands use, has its own module):
+`TerminalConsent` (URL on stderr, pasted address on stdin),
 `LoopbackConsent` (a listener on 127.0.0.1 that receives the browser's redirect) and
 `FollowRedirectConsent` (fetches the URL itself and takes the redirect, for authorization
 servers that consent automatically: the conformance suite's, and tests').
@@ -77,8 +77,6 @@ class ConsentRequest:
     redirect_uri: str
     scope: str | None = None
     """The scopes asked for, as the URL says them."""
-    approver: str | None = None
-    """Who may answer (bound later by the human-in-the-loop store); None: any operator."""
 
     @classmethod
     def for_url(cls, server: str, url: str, *, redirect_uri: str) -> ConsentRequest:

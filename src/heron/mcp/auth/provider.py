@@ -249,6 +249,10 @@ def build_provider(
     install_log_filter((AuthorizationRequired, ConsentError))
     assert config.url is not None
     oauth = config.oauth
+    if oauth.grant == "identity_assertion":
+        from heron.mcp.auth.identity_assertion import identity_provider
+
+        return identity_provider(config, storage)
     if oauth.grant == "client_credentials":
         machine = _machine_provider(config, storage)
         machine._heron_setup(server=server, oauth=oauth, machine=True)

@@ -79,14 +79,14 @@ class LoginState:
     refreshable: bool = False
     client_id: str | None = None
     registration: Literal["dynamic", "pre-registered", "metadata-document"] | None = None
-    grant: Literal["authorization_code", "client_credentials"] | None = None
+    grant: Literal["authorization_code", "client_credentials", "identity_assertion"] | None = None
     encrypted: bool = False
     issuer: str | None = None
 
     @property
     def needs_consent(self) -> bool:
         """Whether using the server now would need a person to consent first."""
-        if self.grant == "client_credentials":
+        if self.grant in ("client_credentials", "identity_assertion"):
             return False
         return self.status in ("logged_out", "expired", "locked")
 
@@ -320,7 +320,7 @@ class McpAuth:
         if record is None or not record.has_access_token:
             what = (
                 "no tokens yet (obtained automatically)"
-                if oauth.grant == "client_credentials"
+                if oauth.grant != "authorization_code"
                 else "not logged in"
             )
             return LoginState(**base, status="logged_out", detail=what)

@@ -6,6 +6,8 @@
   identity, definitions and scan findings;
 - `manager`: `McpClientManager` — lazy start, back-off, idle stop, health checks, status,
   approval, calls, resources and prompts;
+- `slots`: the manager's record of each server and the `ServerStatus` made from it;
+- `login_gate`: the OAuth side of the manager (the auth hook, waiting for consent);
 - `tool`: `McpTool`, one MCP tool as a heron `Tool`, and the rendering of call results;
 - `resources`: resources and prompts (records, reading, and `resource_tools`, the two
   optional tools over them).

@@ -2,14 +2,14 @@
 
 A server asks mid-call — `elicitation/create` for peers on the older protocol, an
 `input_required` round in the current one (the installed SDK turns both into one callback). In
-`heron serve`, `HumanInput.for_server(name)` is that callback, over the server's `RequestDesk`: the question
-becomes a durable request (`heron.humans`) that any channel answers — `heron approvals answer
-ask-… '{"date": "2026-12-24"}' --json`, `heron chat`'s `/approvals`, mail, the gateway — with the
-server's requested schema checked on the answer; the call waits for it, up to the question's
-deadline (`[approvals.questions] timeout_s`). An answer is `accept` with the content; no answer
-in time, or the request ended otherwise, is `decline` — silence never accepts. A URL request
-(`mode = "url"`, e.g. a login page) asks the person to open the address and say `done` or
-`decline`; heron never opens it itself.
+`heron serve`, `HumanInput.for_server(name)` is that callback, over the server's `RequestDesk`:
+the question becomes a durable request (`heron.humans`) that any channel answers — `heron
+approvals answer ask-… '{"date": "2026-12-24"}' --json`, `heron chat`'s `/approvals`, mail, the
+gateway — with the server's requested schema checked on the answer; the call waits for it, up
+to the question's deadline (`[approvals.questions] timeout_s`). An answer is `accept` with the
+content; no answer in time, or the request ended otherwise, is `decline` — silence never
+accepts. A URL request (`mode = "url"`, e.g. a login page) asks the person to open the address
+and say `done` or `decline`; heron never opens it itself.
 
 The request's session is `#mcp/<server>`, which no conversation can be named: the answer goes
 back to the server, not into any session's history (the ending reporter leaves such requests

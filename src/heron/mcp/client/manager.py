@@ -26,9 +26,8 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import mcp_types
 from mcp.client.session import ElicitationFnT
@@ -49,6 +48,7 @@ from heron.mcp.client.resources import (
     McpResource,
     McpResourceContent,
 )
+from heron.mcp.client.slots import ServerStatus, Slot, slot_status
 from heron.mcp.client.tool import McpTool, render_call_result
 from heron.mcp.config import ApprovalMode, McpConfig, McpServerConfig
 from heron.mcp.trust import (
@@ -65,49 +65,9 @@ from heron.tools.definition import ToolResult
 __all__ = ["McpClientManager", "ServerStatus"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ServerStatus:
-    """What `heron mcp status` shows for one server."""
-
-    name: str
-    transport: Literal["stdio", "http"]
-    state: Literal["stopped", "running", "backing-off", "refused", "auth_required"]
-    starts: int
-    """How many times the server was started in this process."""
-    crashes: int
-    """Connections that ended under a call or a health check."""
-    failures: int
-    """Consecutive failed starts and crashes since the last successful call."""
-    retry_in_s: float | None
-    last_error: str | None
-    server_version: str
-    tools: int | None
-    """Tools the server lists (None when unknown: never started and not pinned)."""
-    login: LoginState | None = None
-    """The OAuth login (servers with `auth = "oauth"` only)."""
-
-
 def _progress_line(progress: float, total: float | None, message: str | None) -> str:
     amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
     return f"{message} ({amount})" if message else f"progress {amount}"
-
-
-@dataclass(kw_only=True)
-class _Slot:
-    name: str
-    config: McpServerConfig
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    conn: Connection | None = None
-    starts: int = 0
-    crashes: int = 0
-    failures: int = 0
-    retry_at: float = 0.0
-    last_error: str | None = None
-    refusal: ServerRefused | None = None
-    refused_pin_at: float | None = None
-    """`approved_at` of the pin in force when the server was refused (None: no pin)."""
-    findings: tuple[Finding, ...] = ()
-    known_tools: int | None = None
 
 
 class McpClientManager:
@@ -138,7 +98,7 @@ class McpClientManager:
         else:
             servers = {n: c for n, c in sorted(config.items()) if c.enabled}
             self.approval = "first-use"
-        self._slots = {n: _Slot(name=n, config=c) for n, c in servers.items()}
+        self._slots = {n: Slot(name=n, config=c) for n, c in servers.items()}
         self._trust = trust
         self._gate = LoginGate(auth, logged_in=self._logged_in)
         self._builtin_names = tuple(builtin_names)
@@ -163,7 +123,7 @@ class McpClientManager:
     def config(self, server: str) -> McpServerConfig:
         return self._slot(server).config
 
-    def _slot(self, server: str) -> _Slot:
+    def _slot(self, server: str) -> Slot:
         slot = self._slots.get(server)
         if slot is None:
             raise ServerUnavailable(server, "no such server is configured (or it is disabled)")
@@ -177,7 +137,7 @@ class McpClientManager:
             return 0.0
         return float(min(self._backoff_base * 2 ** (failures - 2), self._backoff_max))
 
-    def _note_failure(self, slot: _Slot, reason: str) -> None:
+    def _note_failure(self, slot: Slot, reason: str) -> None:
         slot.failures += 1
         slot.last_error = reason
         slot.retry_at = self._clock() + self._backoff(slot.failures)
@@ -226,14 +186,14 @@ class McpClientManager:
 
     # -- OAuth (heron.mcp.client.login_gate) ------------------------------------------------
 
-    def _http_auth(self, slot: _Slot) -> Any:
+    def _http_auth(self, slot: Slot) -> Any:
         try:
             return self._gate.http_auth(slot.name, slot.config)
         except ServerUnavailable as exc:
             slot.last_error = exc.reason
             raise
 
-    def _need_consent(self, slot: _Slot, required: AuthorizationRequired) -> ServerAuthRequired:
+    def _need_consent(self, slot: Slot, required: AuthorizationRequired) -> ServerAuthRequired:
         refused = self._gate.need_consent(slot.name, required)
         slot.last_error = refused.reason
         return refused
@@ -263,13 +223,13 @@ class McpClientManager:
         await self.stop(server)
         return await self._gate.logout(server)
 
-    def _refuse(self, slot: _Slot, refused: ServerRefused) -> None:
+    def _refuse(self, slot: Slot, refused: ServerRefused) -> None:
         slot.refusal = refused
         slot.last_error = refused.reason
         pin = self._trust.get(slot.name) if self._trust is not None else None
         slot.refused_pin_at = pin.approved_at if pin is not None else None
 
-    def _reapproved(self, slot: _Slot) -> bool:
+    def _reapproved(self, slot: Slot) -> bool:
         """Clear a refusal when the pin was (re-)approved since, e.g. by another process."""
         if self._trust is None:
             return False
@@ -284,7 +244,7 @@ class McpClientManager:
     def _elicit(self, server: str) -> ElicitationFnT | None:
         return None if self.human_input is None else self.human_input.for_server(server)
 
-    async def _open(self, slot: _Slot, http_auth: Any = None) -> Connection:
+    async def _open(self, slot: Slot, http_auth: Any = None) -> Connection:
         conn = Connection(
             slot.name, slot.config, self._clock, http_auth=http_auth, elicit=self._elicit(slot.name)
         )
@@ -310,7 +270,7 @@ class McpClientManager:
         return conn
 
     def _admit(
-        self, slot: _Slot, server_version: str, definitions: Sequence[ToolDefinition]
+        self, slot: Slot, server_version: str, definitions: Sequence[ToolDefinition]
     ) -> None:
         """Admit a freshly started server (raises `ServerRefused`); pin it on first use."""
         others = [
@@ -387,41 +347,10 @@ class McpClientManager:
     def status(self) -> list[ServerStatus]:
         """One status per configured server, in name order."""
         now = self._clock()
-        out = []
-        for slot in self._slots.values():
-            conn = slot.conn
-            running = conn is not None and conn.usable
-            state: Literal["stopped", "running", "backing-off", "refused", "auth_required"]
-            if slot.refusal is not None or (conn is not None and conn.refusal is not None):
-                state = "refused"
-            elif self._gate.waiting(slot.name):
-                state = "auth_required"
-            elif running:
-                state = "running"
-            elif slot.retry_at > now:
-                state = "backing-off"
-            else:
-                state = "stopped"
-            known = slot.known_tools
-            if known is None and self._trust is not None:
-                pin = self._trust.get(slot.name)
-                known = len(pin.definitions) if pin is not None else None
-            out.append(
-                ServerStatus(
-                    name=slot.name,
-                    transport=slot.config.transport,
-                    state=state,
-                    starts=slot.starts,
-                    crashes=slot.crashes,
-                    failures=slot.failures,
-                    retry_in_s=max(slot.retry_at - now, 0.0) if slot.retry_at > now else None,
-                    last_error=self._gate.reason(slot.name) or slot.last_error,
-                    server_version=conn.server_version if conn is not None else "",
-                    tools=known,
-                    login=self.login_state(slot.name),
-                )
-            )
-        return out
+        return [
+            slot_status(slot, now=now, gate=self._gate, trust=self._trust)
+            for slot in self._slots.values()
+        ]
 
     def login_state(self, server: str) -> LoginState | None:
         """The OAuth login of `server` (None when it does not use OAuth)."""
@@ -604,7 +533,7 @@ class McpClientManager:
         return render_call_result(result)
 
     def _step_up(
-        self, slot: _Slot, conn: Connection, tool: str, required: AuthorizationRequired
+        self, slot: Slot, conn: Connection, tool: str, required: AuthorizationRequired
     ) -> ToolResult:
         """A call the server refused for want of consent (more scopes, or a token that can
         no longer be refreshed). The connection ended with it; nothing ran."""
@@ -615,7 +544,7 @@ class McpClientManager:
             data={"mcp_error": {"kind": "auth_required", "scope": required.scope}},
         )
 
-    def _crashed(self, slot: _Slot, conn: Connection, tool: str) -> ToolResult:
+    def _crashed(self, slot: Slot, conn: Connection, tool: str) -> ToolResult:
         if (required := authorization_required(None, conn.http_auth)) is not None:
             return self._step_up(slot, conn, tool, required)
         conn.broken = True

@@ -1,4 +1,5 @@
-"""`SqliteTrustStore`: MCP server pins in heron's state database (table `mcp_server_pins`).
+"""`SqliteTrustStore`: MCP server pins in heron's state database (table `mcp_server_pins`;
+project agent files keep their approvals the same way in `agent_pins`).
 
 Every operation opens its own short-lived connection, so one store object may be shared by the
 CLI, the client manager and threads.
@@ -17,7 +18,7 @@ from heron._support.state import open_db, sqlite_errors
 from heron.mcp.trust.pins import ServerIdentity, ServerPin, ToolDefinition, new_pin
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS mcp_server_pins (
+CREATE TABLE IF NOT EXISTS {table} (
     server TEXT PRIMARY KEY,
     launch TEXT NOT NULL,
     package_version TEXT NOT NULL,
@@ -29,16 +30,23 @@ CREATE TABLE IF NOT EXISTS mcp_server_pins (
 """
 
 
+_TABLES = frozenset({"mcp_server_pins", "agent_pins"})
+"""The tables pins live in: MCP servers', and project agent files' (`heron agents approve`)."""
+
+
 @sqlite_errors
 class SqliteTrustStore:
     """`TrustStore` in `<state_dir>/heron.db`."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, table: str = "mcp_server_pins") -> None:
+        if table not in _TABLES:
+            raise ValueError(f"unknown pin table {table!r}")
         self._state_dir = state_dir
+        self._table = table
 
     def _connect(self) -> sqlite3.Connection:
         conn = open_db(self._state_dir)
-        conn.execute(_SCHEMA)
+        conn.execute(_SCHEMA.format(table=self._table))
         return conn
 
     def get(self, server: str) -> ServerPin | None:
@@ -46,7 +54,7 @@ class SqliteTrustStore:
         try:
             row = conn.execute(
                 "SELECT launch, package_version, server_version, digest, definitions, "
-                "approved_at FROM mcp_server_pins WHERE server = ?",
+                f"approved_at FROM {self._table} WHERE server = ?",
                 (server,),
             ).fetchone()
         finally:
@@ -67,7 +75,7 @@ class SqliteTrustStore:
     def pins(self) -> list[ServerPin]:
         conn = self._connect()
         try:
-            names = [r[0] for r in conn.execute("SELECT server FROM mcp_server_pins")]
+            names = [r[0] for r in conn.execute(f"SELECT server FROM {self._table}")]
         finally:
             conn.close()
         return [p for p in (self.get(n) for n in sorted(names)) if p is not None]
@@ -80,7 +88,7 @@ class SqliteTrustStore:
         try:
             with conn:
                 conn.execute(
-                    "INSERT OR REPLACE INTO mcp_server_pins VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT OR REPLACE INTO {self._table} VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         server,
                         identity.launch,
@@ -99,7 +107,7 @@ class SqliteTrustStore:
         conn = self._connect()
         try:
             with conn:
-                cur = conn.execute("DELETE FROM mcp_server_pins WHERE server = ?", (server,))
+                cur = conn.execute(f"DELETE FROM {self._table} WHERE server = ?", (server,))
         finally:
             conn.close()
         return cur.rowcount > 0
