@@ -37,5 +37,9 @@ unit: $(STAMP) $(SYSTEM_STAMP)
 
 test: lint types unit
 
+# Figures beside their targets, the peers first (docs/performance.md); never part of `make test`.
 bench: $(STAMP) $(SYSTEM_STAMP)
+	uptime
+	$(BIN)/python bench/peers/run.py
 	for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+	uptime

@@ -7,7 +7,13 @@ The clock runs around the four writes only. Real SQLite file in a temporary stat
 WAL, `synchronous=NORMAL` (heron's settings). Disk size is the database after a WAL
 checkpoint, divided by the turns written.
 
-    python bench/session_append.py [--turns 2000]
+Waking a parked session (`SessionWriter.wake`, what `heron serve` does) is timed on a
+session of 10 entries and one of 100,000: it reads the head and the last tool round only, so
+the two should cost the same.
+
+    python bench/session_append.py [--turns 3000]
+
+Targets: append p99 ≤ 1 ms; resume of 3,000 turns ≤ 20 ms; wake at 100,000 entries = at 10.
 """
 
 from __future__ import annotations
@@ -78,12 +84,36 @@ def run(turns: int) -> None:
         f"(message JSON alone: {payload / turns * 1000 / 1e6:.2f} MB)"
     )
     print(f"resume (load + repair check)  {resume_ms:7.1f} ms for {turns} turns")
+    print("targets: append p99 ≤ 1,000 µs; resume of 3,000 turns ≤ 20 ms")
+
+
+def wake_ms(store: SqliteSessionStore, name: str) -> float:
+    samples = []
+    for _ in range(21):
+        started = time.perf_counter()
+        SessionWriter.wake(store, name)
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def wake(entries: tuple[int, ...] = (10, 100_000)) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteSessionStore.open(Path(tmp))
+        for n in entries:
+            messages = [m for i in range(n // 4 + 1) for m in turn_messages(i)][:n]
+            store.append(f"wake-{n}", messages)
+        figures = {n: wake_ms(store, f"wake-{n}") for n in entries}
+        store.close()
+    shown = "   ".join(f"{n:,} entries {ms:6.2f} ms" for n, ms in figures.items())
+    ratio = figures[entries[-1]] / figures[entries[0]]
+    print(f"wake (head + last round)      {shown}   ratio {ratio:.2f} (target ≈ 1)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--turns", type=int, default=3000)
     run(parser.parse_args().turns)
+    wake()
 
 
 if __name__ == "__main__":

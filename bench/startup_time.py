@@ -7,7 +7,7 @@ measured alongside as the floor.
 
     python bench/startup_time.py [--runs 10]
 
-Target: `heron --help` <= 300 ms (reported, not enforced).
+Target: `heron --help` <= 50 ms (reported, not enforced).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def main() -> None:
         report("python -c pass", [timed([sys.executable, "-c", "pass"], env) for _ in range(runs)])
         report("heron --help", [timed([*HERON, "--help"], env) for _ in range(runs)])
         report("heron chat (to first prompt)", [chat_to_prompt(env, root) for _ in range(runs)])
-    print("target: heron --help <= 300 ms")
+    print("target: heron --help <= 50 ms")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System packages the test suite uses as real peers: bubblewrap (namespace sandbox),
-# tesseract (OCR), Chromium (browser tool), and the npm reference MCP servers.
+# tesseract (OCR), Chromium (browser tool), PostgreSQL (the shared store; the tests start their
+# own server from its binaries, `tests/support/postgres.py`), and the npm reference MCP servers.
 # Installs what is missing when run as root (CI and this project's machines are root);
 # otherwise it says what to install and carries on.
 set -euo pipefail
@@ -10,6 +11,8 @@ need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v tesseract >/dev/null 2>&1 || need+=(tesseract-ocr tesseract-ocr-eng)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+# Debian keeps the server binaries (initdb, pg_ctl) outside PATH, one directory per version.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

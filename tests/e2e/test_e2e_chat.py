@@ -484,7 +484,8 @@ def test_a_chat_shows_the_requests_serve_waits_on_and_answers_them(
     term.expect(f"not answered: {first} was already answered by console:")
     term.send("/approvals\r")
     term.expect("no request waits for a person")
-    term.send("\x04")
+    term.expect("you>")
+    term.send("\x04")  # Ctrl-D leaves
     assert term.wait() == 0
 
     listed_json = heron.run("approvals", "list", "--status", "all", "--json")

@@ -1,7 +1,7 @@
 """The package layout keeps its promises: no import cycle among `src/heron` modules (imports
 inside functions count; `if TYPE_CHECKING:` blocks do not, they never run), packages import only
 from their own layer or below (the ownership map in docs/architecture.md), and no module outside
-the store implementations talks to SQLite directly."""
+the store implementations talks to SQLite or PostgreSQL directly."""
 
 from __future__ import annotations
 
@@ -187,7 +187,8 @@ def test_the_ownership_map_in_the_docs_names_every_package() -> None:
     assert missing == []
 
 
-def test_only_store_implementations_import_sqlite3() -> None:
+def _importers(package: str) -> dict[str, list[int]]:
+    """The modules that import `package` (or a module of it), with the lines."""
     importers = defaultdict(list)
     for module, path in modules().items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -197,11 +198,22 @@ def test_only_store_implementations_import_sqlite3() -> None:
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
-            if "sqlite3" in names:
+            if any(n == package or n.startswith(f"{package}.") for n in names):
                 importers[module].append(node.lineno)
+    return importers
+
+
+def test_only_store_implementations_import_sqlite3() -> None:
+    importers = _importers("sqlite3")
     allowed = {
         m
         for m in importers
         if m.rsplit(".", 1)[-1].startswith("sqlite") or m == "heron._support.state"
     }
+    assert sorted(set(importers) - allowed) == []
+
+
+def test_only_postgresql_store_implementations_import_psycopg() -> None:
+    importers = {**_importers("psycopg"), **_importers("psycopg_pool")}
+    allowed = {m for m in importers if m.rsplit(".", 1)[-1].startswith(("postgres", "pg"))}
     assert sorted(set(importers) - allowed) == []

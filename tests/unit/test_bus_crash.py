@@ -22,6 +22,7 @@ from typing import Any
 from heron import Agent, FunctionModel, ModelTurn, tool
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent, EventContent
+from heron.always_on.bus.postgres_store import PostgresBusStore
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.messages import AssistantMessage, Message, UserMessage
 from heron.models.base import ModelRequest
@@ -81,6 +82,11 @@ async def scenario(state_dir: Path, on_trace: Callable[[str], None] | None = Non
     bus = SqliteBusStore.open(state_dir)
     if on_trace is not None:
         bus.sessions.conn.set_trace_callback(on_trace)
+    await run_scenario(bus)
+
+
+async def run_scenario(bus: SqliteBusStore | PostgresBusStore) -> None:
+    """The scenario on `bus` (closed at the end), whichever back end it is."""
     eda: EventDrivenAgent
 
     @tool(name="work")

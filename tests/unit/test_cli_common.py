@@ -1,6 +1,6 @@
 """The command line's shared toolkit (`heron.cli.common`) and the seams of the `heron.cli`
-package: command modules import only `common` and `render`, and the library never imports the
-command line."""
+package: command modules import only `common`, `render` and their own parts (`chat_requests`
+is `chat`'s, `mcp_login` is `mcp`'s), and the library never imports the command line."""
 
 from __future__ import annotations
 
@@ -39,8 +39,9 @@ def _cli_modules(imports: set[str]) -> set[str]:
 )
 def test_a_command_module_imports_only_the_shared_cli_modules(module: str) -> None:
     imported = _cli_modules(_imports(SRC / "cli" / f"{module}.py"))
+    own = {m for m in imported if m.startswith(f"heron.cli.{module}_")}
 
-    assert imported - SHARED - {f"heron.cli.{module}"} == set()
+    assert imported - SHARED - own - {f"heron.cli.{module}"} == set()
 
 
 def test_common_imports_no_other_cli_module() -> None:

@@ -13,6 +13,11 @@ from typing import Any
 __all__ = ["canonical_json"]
 
 
+# One encoder for the process: `json.dumps` with options builds a new one on every call, and
+# this runs several times per tool call. An encoder keeps no state between `encode` calls.
+_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def canonical_json(value: Any) -> str:
     """Serialise `value` as compact JSON with sorted keys and unescaped non-ASCII text."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)

@@ -4,24 +4,23 @@ Every SQLite store implementation (the `sqlite_*` modules next to each store pro
 one database, `<state_dir>/heron.db`. Each creates its own tables (`CREATE TABLE IF NOT
 EXISTS`) on the connection returned by `open_db`, so this module knows nothing about their
 schemas. It also holds what those implementations share: explicit write transactions
-(`transaction`, `write_transaction`) and the translation of `sqlite3` errors into
-`heron.errors.StoreError` (`sqlite_errors`).
+(`transaction`, `write_transaction`), the translation of `sqlite3` errors into
+`heron.errors.StoreError` (`sqlite_errors`), and the schema versions of the database
+(`migrate_sqlite`, `heron._support.migrations`).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import os
 import sqlite3
-from collections.abc import Callable, Collection, Iterator
+import time
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from heron.errors import StoreError
-
-_T = TypeVar("_T", bound=type)
+from heron._support.migrations import SQLITE, Migration
+from heron._support.store_errors import translate_errors
 
 
 def default_state_dir() -> Path:
@@ -113,36 +112,36 @@ def update_row(
         conn.execute(f"UPDATE {table} SET {sets} WHERE id = ?", [*changes.values(), row_id])
 
 
-def sqlite_errors(cls: _T) -> _T:
-    """Class decorator for a SQLite store: its public methods (sync, async and class methods)
-    raise `StoreError` where SQLite raised `sqlite3.Error`, so callers name no back end."""
-    for name, member in list(vars(cls).items()):
-        if name.startswith("_"):
-            continue
-        if isinstance(member, classmethod):
-            setattr(cls, name, classmethod(_translated(member.__func__)))
-        elif inspect.isfunction(member):
-            setattr(cls, name, _translated(member))
-    return cls
+sqlite_errors = translate_errors(sqlite3.Error)
+"""Class decorator for a SQLite store: its public methods (sync, async and class methods)
+raise `StoreError` where SQLite raised `sqlite3.Error`, so callers name no back end."""
 
 
-def _translated(func: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.iscoroutinefunction(func):
+def sqlite_versions(conn: sqlite3.Connection) -> set[int]:
+    """The schema versions recorded in a SQLite database (`heron._support.migrations`)."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if exists is None:
+        return set()
+    return {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
 
-        @functools.wraps(func)
-        async def run_async(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await func(*args, **kwargs)
-            except sqlite3.Error as exc:
-                raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
 
-        return run_async
-
-    @functools.wraps(func)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{func.__qualname__}: {type(exc).__name__}: {exc}") from exc
-
-    return run
+def migrate_sqlite(conn: sqlite3.Connection) -> list[Migration]:
+    """Apply the SQLite migrations `conn`'s database lacks, in one transaction; returns them."""
+    conn.isolation_level = None
+    with transaction(conn):
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+        )
+        applied = sqlite_versions(conn)
+        done = [m for m in SQLITE if m.version not in applied]
+        for migration in done:
+            for statement in filter(str.strip, migration.script.split(";")):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, time.time()),
+            )
+    return done

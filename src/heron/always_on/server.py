@@ -39,7 +39,9 @@ The server is where `heron serve`'s stores are built, all in `<state_dir>/heron.
 bus with its session store, the host index and the mail thread index on the bus's connection,
 the message store (`heron.always_on.messaging`), and one set of triggers' stores for the
 process, which every awake session's `TriggerRuntime` shares (`TriggerStores.shared()`;
-closed once, by `aclose`).
+closed once, by `aclose`). With `store_url` (`heron serve --store`) the bus, its sessions, the
+host and thread indexes and the triggers' stores are on the shared PostgreSQL database instead,
+and every session is held by a fenced lease (docs/deployment.md).
 
 A stop request (an interrupt the router turns into `cancel`) also cancels the running
 background jobs of its session: the engine cancels the tools it detached, jobs belong to the
@@ -64,7 +66,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from heron._support.clock import Clock, RealClock, timestamp
 from heron._support.state import open_db
@@ -87,7 +89,7 @@ from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
 from heron.always_on.hooks import HookedAgent, LifecycleHooks
 from heron.always_on.jobs.manager import JobManager
 from heron.always_on.messaging import MessagingConfig, ServeMessaging
-from heron.always_on.sessions import HostConfig, SessionHost
+from heron.always_on.sessions import HostConfig, HostIndex, SessionHost
 from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.subagents.service import Subagents, SubagentsSetup, open_subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
@@ -122,6 +124,7 @@ from heron.safety.idempotency import IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.sandbox import make_sandbox
 from heron.sandbox.base import Sandbox
+from heron.sessions.lease import LeaseStore
 from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
@@ -129,9 +132,12 @@ from heron.turn.context import TurnState
 from heron.turn.events import BaseEvent, EventSink, ToolResultEvent, discard
 from heron.turn.observer import FanOutObserver
 
+if TYPE_CHECKING:
+    from heron.always_on.bus.postgres_store import PostgresBusStore
+
 Announce = Callable[[dict[str, Any]], None]
 """Receives the server's own lifecycle records (`serve_started`, `session_woken`,
-`session_parked`, `session_failed`, `serve_stopped`)."""
+`session_parked`, `session_failed`, `session_lost`, `serve_stopped`)."""
 
 
 class ServeError(HeronError, RuntimeError):
@@ -186,6 +192,12 @@ class ServeConfig:
     """Failed attempts to consume an event before it is quarantined (a dead letter)."""
     messaging: MessagingConfig = dataclasses.field(default_factory=MessagingConfig)
     """The agent's identity, the people it writes to, the channels and notices."""
+    store_url: str | None = None
+    """A PostgreSQL store shared with other workers (`None`: SQLite in `state_dir`); see
+    docs/deployment.md."""
+    lease_s: float = 15.0
+    """On a shared store: how long a worker's hold on a session lasts unless renewed (a dead
+    worker's sessions are taken over after it)."""
 
     def messaging_config(self) -> MessagingConfig:
         """`messaging` with `notify_webhook` folded into the user's channels."""
@@ -287,7 +299,7 @@ class HeronServer:
         self._session_sink = session_sink
         self.announce = announce or (lambda _record: None)
         self.clock: Clock = clock or RealClock()
-        self.bus: SqliteBusStore | None = None
+        self.bus: SqliteBusStore | PostgresBusStore | None = None
         self.messaging: ServeMessaging | None = None
         self.host: SessionHost | None = None
         self.threads: ThreadIndex | None = None
@@ -375,18 +387,30 @@ class HeronServer:
         self._workspace = workspace = (cfg.workspace or cfg.state_dir / "workspace").resolve()
         workspace.mkdir(parents=True, exist_ok=True)
         self._sandbox = make_sandbox(cfg.sandbox, workspace=workspace)
-        self.bus = bus = SqliteBusStore.open(cfg.state_dir)
-        # The triggers' stores, one set for the process: every session's runtime shares them.
-        self._trigger_stores = open_trigger_stores(cfg.state_dir)
-        if cfg.maildir is not None:
-            self.maildir = Maildir(cfg.maildir)
-            self.threads = SqliteThreadIndex(bus.sessions.conn)
+        index: HostIndex
+        leases: LeaseStore | None = None
+        bus: SqliteBusStore | PostgresBusStore
+        if cfg.store_url is not None:
+            bus, index, leases = self._open_shared(cfg.store_url)
+        else:
+            self.bus = local = SqliteBusStore.open(cfg.state_dir)
+            bus, index = local, SqliteHostIndex(local.sessions.conn)
+            # The triggers' stores, one set for the process: every session's runtime shares them.
+            self._trigger_stores = open_trigger_stores(cfg.state_dir)
+            if cfg.maildir is not None:
+                self.maildir = Maildir(cfg.maildir)
+                self.threads = SqliteThreadIndex(local.sessions.conn)
         self.messaging = ServeMessaging.open(
             cfg.messaging_config(), state_dir=cfg.state_dir, threads=self.threads, clock=self.clock
         )
         if cfg.approvals is not None:
             self._open_requests(cfg.approvals)
         if cfg.subagents is not None:
+            if not isinstance(bus, SqliteBusStore):
+                raise ServeError(
+                    "sub-agents keep their tasks in the worker's SQLite database: a shared store "
+                    "(--store) does not run them yet; serve them from a single SQLite worker"
+                )
             self.subagents = open_subagents(
                 cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True
             )
@@ -407,13 +431,14 @@ class HeronServer:
             ),
             bus=bus,
             sessions=bus.sessions,
-            index=SqliteHostIndex(bus.sessions.conn),
+            index=index,
             build=self._build,
             dormant=self._dormant,
             prepare=self._standing_subscriptions,
             clock=self.clock,
             announce=self.announce,
             awaiting=self._awaiting if self.desk is not None else None,
+            leases=leases,
         )
         try:
             await host.start()  # wakes the default session: one writer per session
@@ -438,6 +463,27 @@ class HeronServer:
                 "tools": default.loop.agent.registry.names(),
             }
         )
+
+    def _open_shared(self, url: str) -> tuple[PostgresBusStore, HostIndex, LeaseStore]:
+        """The stores on the shared PostgreSQL database, with this worker's leases. Requests to
+        a human stay in this worker's state directory (docs/deployment.md)."""
+        from heron._support.postgres import open_pool
+        from heron.always_on.bus.postgres_store import PostgresBusStore
+        from heron.always_on.channels.postgres_mail_inbound import PostgresThreadIndex
+        from heron.always_on.postgres_sessions import PostgresHostIndex
+        from heron.always_on.triggers.postgres_store import open_pg_trigger_stores
+        from heron.sessions.postgres_leases import PostgresLeases
+        from heron.sessions.postgres_store import PostgresSessionStore
+
+        cfg = self.config
+        pool = open_pool(url, max_size=16)
+        if cfg.maildir is not None:
+            self.maildir = Maildir(cfg.maildir)
+            self.threads = PostgresThreadIndex(pool)
+        self.bus = bus = PostgresBusStore(PostgresSessionStore(pool))
+        self._trigger_stores = open_pg_trigger_stores(url, fence=bus.sessions)
+        owner = f"{os.uname().nodename}:{os.getpid()}:{os.urandom(3).hex()}"
+        return bus, PostgresHostIndex(pool), PostgresLeases(pool, owner=owner, ttl_s=cfg.lease_s)
 
     # -- requests to a human -----------------------------------------------------------------
 

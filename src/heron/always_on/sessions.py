@@ -32,6 +32,14 @@ routed to it (`claim`), and remembered in the host index (`HostIndex`, under the
 default session; table `serve_sessions` in SQLite), so that after a restart the host finds its
 pending events, its timers and its jobs again. Events of sessions that no event routed here
 (another server's) are left alone.
+
+**A shared store** (`leases`: several `heron serve` workers on one PostgreSQL database): a
+session is held through its lease (`heron.sessions.lease.LeaseHold`) instead of the file lock,
+every write of it is fenced by the lease's epoch, and the host renews the leases of its awake
+sessions every third of their time. A session whose lease could not be renewed (this worker
+was paused past it and another took over) is dropped at once, without another write. Every
+worker serves every session: the poller takes up any admitted session with pending events
+whose owner's lease expired, and waking it repairs it as a restart does.
 """
 
 from __future__ import annotations
@@ -42,13 +50,14 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from heron._support.clock import Clock, RealClock
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.bus.routing import check_hosted_name
 from heron.always_on.bus.store import BusStore, Unwatch
+from heron.sessions.lease import Fenced, LeaseHold, LeaseStore
 from heron.sessions.lock import SessionInUseError, SessionLock
 from heron.sessions.store import SessionStore
 from heron.sessions.writer import SessionWriter
@@ -139,12 +148,20 @@ class Parked:
     """When its next timer falls due (it is woken then)."""
 
 
+class Hold(Protocol):
+    """What an awake session holds: the file lock, or its lease on a shared store."""
+
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
 class Awake:
     """A session that is awake: its lock, its runtime and the task running its loop."""
 
     __slots__ = ("last_active", "lock", "name", "runtime", "task")
 
-    def __init__(self, name: str, lock: SessionLock, runtime: SessionRuntime, now: float) -> None:
+    def __init__(self, name: str, lock: Hold, runtime: SessionRuntime, now: float) -> None:
         self.name = name
         self.lock = lock
         self.runtime = runtime
@@ -168,12 +185,14 @@ class SessionHost:
         clock: Clock | None = None,
         announce: Announce | None = None,
         awaiting: Callable[[str], Mapping[str, str]] | None = None,
+        leases: LeaseStore | None = None,
     ) -> None:
         """`bus` and `sessions` share one database (see `EventDrivenAgent`). `prepare` runs
         once per process for each session before its first event is judged (the server adds
         its standing subscriptions there). `awaiting(session)`: the placeholders of its calls
         that wait on an open request to a human, which waking leaves waiting instead of
-        closing them as interrupted."""
+        closing them as interrupted. `leases`: the store is shared by several workers (see the
+        module docstring); `sessions` must then be fenced by them."""
         check_hosted_name(config.default)
         self.config = config
         self.bus = bus
@@ -183,6 +202,7 @@ class SessionHost:
         self._dormant = dormant
         self._prepare = prepare
         self._awaiting = awaiting
+        self.leases = leases
         self.clock: Clock = clock or RealClock()
         self._announce = announce or (lambda _record: None)
         self._awake: dict[str, Awake] = {}
@@ -266,7 +286,7 @@ class SessionHost:
             self._parked[name] = Parked(name=name, last_active=now, alarm=alarm)
             if busy or (alarm is not None and alarm <= now):
                 wake.append(name)
-        wake += [n for n in await self.bus.pending_sessions() if n in self._parked]
+        wake += [n for n in await self.bus.pending_sessions() if self._takes(n)]
         self._unwatch = self.bus.watch(self._on_published)
         for name in dict.fromkeys(wake):
             self._schedule_wake(name)
@@ -274,6 +294,8 @@ class SessionHost:
             self._tasks.append(asyncio.ensure_future(self._poll(self.config.poll_interval_s)))
         self._tasks.append(asyncio.ensure_future(self._alarms()))
         self._tasks.append(asyncio.ensure_future(self._reap()))
+        if self.leases is not None:
+            self._tasks.append(asyncio.ensure_future(self._renew(self.leases)))
 
     async def serve(self) -> None:
         """Run every awake session's loop (and those woken later) until `stop()`, then wait
@@ -362,8 +384,18 @@ class SessionHost:
             if name in self._transitions:  # being parked: wake it again afterwards
                 self._again.add(name)
             return
-        if name in self._parked or name in self._transitions:
+        if self._takes(name) or name in self._transitions:
             self._schedule_wake(name)
+
+    def _takes(self, name: str) -> bool:
+        """Whether an event of `name` should wake it here: a parked session of this host, or
+        on a shared store any admitted session (claimed on the way)."""
+        if name in self._parked:
+            return True
+        if self.leases is None or self.known(name) or self.admit(name) is not None:
+            return False
+        self.claim(name)
+        return True
 
     async def _poll(self, interval: float) -> None:
         """Events other processes wrote: one query for every session."""
@@ -374,7 +406,7 @@ class SessionHost:
                     awake = self._awake.get(name)
                     if awake is not None and name not in self._transitions:
                         await awake.runtime.loop.check_pending()
-                    elif name in self._parked:
+                    elif self._takes(name):
                         self._schedule_wake(name)
             except Exception:
                 log.exception("looking for pending events failed; trying again")
@@ -413,6 +445,35 @@ class SessionHost:
                 except Exception:
                     log.exception("session %r could not be checked for parking", name)
 
+    async def _renew(self, leases: LeaseStore) -> None:
+        """Keep the awake sessions' leases; drop a session whose lease was taken over."""
+        every = leases.ttl_s / 3
+        while True:
+            await self.clock.sleep(every)
+            for name, awake in list(self._awake.items()):
+                hold = awake.lock
+                if not isinstance(hold, LeaseHold) or name in self._transitions:
+                    continue
+                try:
+                    kept = await asyncio.to_thread(hold.renew)
+                except Exception:
+                    log.exception("renewing the lease of session %r failed; trying again", name)
+                    continue
+                if not kept:
+                    log.warning("session %r: its lease was taken over; dropping it", name)
+                    self._begin(name, self._lose(name))
+
+    async def _lose(self, name: str) -> bool:
+        """Drop a session another worker took over: stop it now (its writes are refused
+        anyway) and keep it parked, so its next event tries to take it back."""
+        awake = self._awake.pop(name, None)
+        if awake is None:
+            return False
+        await self._release(awake, cancel=True)
+        self._parked[name] = Parked(name=name, last_active=awake.last_active)
+        self._announce({"type": "session_lost", "session": name})
+        return True
+
     # -- transitions ------------------------------------------------------------------------
 
     def _schedule_wake(self, name: str) -> None:
@@ -435,9 +496,14 @@ class SessionHost:
             self._schedule_wake(name)
 
     async def _wake(self, name: str, *, strict: bool = False) -> bool:
-        lock = SessionLock(self.config.state_dir, name)
+        lock: Hold
+        if self.leases is not None:
+            lock = LeaseHold(self.leases, cast(Fenced, self.sessions), name)
+        else:
+            lock = SessionLock(self.config.state_dir, name)
         try:
-            lock.acquire()
+            # A lease is a round trip to the shared store: off the event loop's thread.
+            await asyncio.to_thread(lock.acquire) if self.leases else lock.acquire()
         except SessionInUseError as exc:
             if strict:
                 raise

@@ -34,11 +34,11 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from heron.cli import common
+from heron.cli.chat_terminal import ChatApprover, LineReader, input_bindings, input_history
 from heron.cli.common import EXIT_CANCELLED, EXIT_OK, UsageError
 from heron.collaboration.identity import AgentIdentity
 
@@ -46,8 +46,6 @@ from heron.collaboration.identity import AgentIdentity
 # this module's parser.
 if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.history import FileHistory
-    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
     from heron.agent import Agent
     from heron.always_on.bus.model import BusEvent, EventKind
@@ -56,12 +54,9 @@ if TYPE_CHECKING:
     from heron.messages import Message
     from heron.models.metered import MeteredModel, ModelCall
     from heron.sessions.session import CliSession
-    from heron.turn.approval import ApprovalAnswer, ApprovalRequest
-    from heron.turn.cancel import CancelScope
     from heron.turn.context import TurnState
 
 PROMPT = "you> "
-HISTORY_FILE = "chat_history"
 HELP = """\
   /tools            the tools this agent can call
   /session          the session this chat is stored in
@@ -109,124 +104,6 @@ def _last_prompt(history: list[Message]) -> str | None:
     return None
 
 
-class ChatApprover:
-    """Asks yes / no / always with a prompt of its own while a step runs.
-
-    Ctrl-C at the question answers no and cancels the step (the key reaches prompt_toolkit,
-    not the signal handler, while the question is open).
-    """
-
-    def __init__(
-        self,
-        *,
-        before_prompt: Callable[[], None],
-        after_prompt: Callable[[], None] | None = None,
-    ) -> None:
-        from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import InMemoryHistory
-
-        self._before_prompt = before_prompt
-        self.after_prompt = after_prompt
-        """Called when a question is answered (the chat resumes reading typed lines)."""
-        self._session: PromptSession[str] = PromptSession(history=InMemoryHistory())
-        self._lock = asyncio.Lock()
-        self.cancel: CancelScope | None = None
-        """The running step's scope, set by the chat before each step."""
-
-    async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None:
-        from heron.turn.approval import ApprovalAnswer, parse_terminal_answer
-
-        async with self._lock:
-            self._before_prompt()
-            why = f"  why you are asked: {request.reason}\n" if request.reason else ""
-            sys.stdout.write(f"\n? heron wants to run {request.tool}\n  {request.summary}\n{why}")
-            sys.stdout.flush()
-            try:
-                # The step's own SIGINT handler must survive the question: prompt_toolkit
-                # would remove it on the way out.
-                line = await self._session.prompt_async(
-                    f"  allow {request.tool}? [y]es / [n]o / [a]lways: ", handle_sigint=False
-                )
-            except KeyboardInterrupt:
-                if self.cancel is not None:
-                    self.cancel.cancel("interrupted by the operator (Ctrl-C)")
-                return ApprovalAnswer(
-                    decision="no", decided_by="operator:chat", reason="interrupted (Ctrl-C)"
-                )
-            except EOFError:
-                line = ""
-            finally:
-                if self.after_prompt is not None:
-                    self.after_prompt()
-            return ApprovalAnswer(decision=parse_terminal_answer(line), decided_by="operator:chat")
-
-
-def _input_bindings() -> KeyBindings:
-    from prompt_toolkit.key_binding import KeyBindings
-
-    bindings = KeyBindings()
-
-    @bindings.add("enter")
-    def _enter(event: KeyPressEvent) -> None:
-        buffer = event.current_buffer
-        document = buffer.document
-        if document.is_cursor_at_the_end and document.text.endswith("\\"):
-            buffer.delete_before_cursor(1)
-            buffer.insert_text("\n")
-        else:
-            buffer.validate_and_handle()
-
-    @bindings.add("escape", "enter")
-    def _newline(event: KeyPressEvent) -> None:
-        event.current_buffer.insert_text("\n")
-
-    return bindings
-
-
-def _history(state_dir: Path) -> FileHistory:
-    from prompt_toolkit.history import FileHistory
-
-    path = state_dir / HISTORY_FILE
-    if not path.exists():
-        # What people type may include secrets: owner-only, whatever the umask.
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    return FileHistory(str(path))
-
-
-class LineReader:
-    """Lines typed while a step runs, read on the event loop (no thread).
-
-    Only started once the input prompt has closed, so the terminal is in line mode: the
-    kernel echoes and edits the line, and each read ends at Enter.
-    """
-
-    def __init__(self, on_line: Callable[[str], None]) -> None:
-        self._on_line = on_line
-        self._fd = sys.stdin.fileno()
-        self._buffer = b""
-        self._reading = False
-
-    def start(self) -> None:
-        if not self._reading:
-            asyncio.get_running_loop().add_reader(self._fd, self._read)
-            self._reading = True
-
-    def pause(self) -> None:
-        if self._reading:
-            asyncio.get_running_loop().remove_reader(self._fd)
-            self._reading = False
-
-    def _read(self) -> None:
-        data = os.read(self._fd, 4096)
-        if not data:
-            self.pause()
-            return
-        self._buffer += data
-        while b"\n" in self._buffer:
-            line, _, self._buffer = self._buffer.partition(b"\n")
-            self._on_line(line.decode(errors="replace").strip())
-
-
 class ChatRepl:
     """The read-eval-print loop over one agent and one session."""
 
@@ -259,8 +136,8 @@ class ChatRepl:
         self.provider = meter.inner.name.partition(":")[0]
         self.prompt: PromptSession[str] = PromptSession(
             multiline=True,
-            key_bindings=_input_bindings(),
-            history=_history(state_dir),
+            key_bindings=input_bindings(),
+            history=input_history(state_dir),
             prompt_continuation="...  ",
         )
         self.interrupt_word = interrupt_word

@@ -19,16 +19,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TextIO, TypeVar
 
 from heron.errors import HeronError
 
 if TYPE_CHECKING:
     from heron.agent import Agent
+    from heron.always_on.bus.store import BusStore
     from heron.always_on.subagents.service import Subagents
     from heron.config import HeronConfig
+    from heron.humans.desk import RequestDesk
+    from heron.mcp.auth.desk_consent import DeskConsent
     from heron.models.base import Model
     from heron.sessions.session import CliSession
+    from heron.sessions.store import SessionStore
     from heron.tools.definition import Tool
     from heron.turn.approval import Approver
 
@@ -133,6 +137,54 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup) 
         help="state directory (default: [state] dir, else $HERON_STATE_DIR, else "
         "~/.local/state/heron)",
     )
+
+
+def add_store_flag(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--store`, for every command that reads or writes state."""
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="a shared PostgreSQL store (postgresql://…; default: [store] url, else the "
+        "state directory's SQLite database)",
+    )
+
+
+def store_url(args: argparse.Namespace) -> str | None:
+    """`--store`, else `[store] url` of the configuration; `None`: SQLite in `state_dir`."""
+    import importlib.util
+
+    url = vars(args).get("store") or load_config(args).store.url
+    if url is None:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise UsageError("--store must be a postgresql:// URL")
+    if importlib.util.find_spec("psycopg") is None:
+        raise UsageError("a PostgreSQL store needs its driver: pip install 'heron[postgresql]'")
+    return str(url)
+
+
+def open_session_store(args: argparse.Namespace) -> SessionStore:
+    """The session store `--store` names (or the state directory's); the caller closes it."""
+    url = store_url(args)
+    if url is not None:
+        from heron.sessions.postgres_store import PostgresSessionStore
+
+        return PostgresSessionStore.open(url)
+    from heron.sessions.sqlite_store import SqliteSessionStore
+
+    return SqliteSessionStore.open(state_dir(args))
+
+
+def open_bus(args: argparse.Namespace) -> BusStore:
+    """The event bus `--store` names (or the state directory's); closed with `.sessions`."""
+    url = store_url(args)
+    if url is not None:
+        from heron.always_on.bus.postgres_store import PostgresBusStore
+
+        return PostgresBusStore.open(url)
+    from heron.always_on.bus.sqlite_store import SqliteBusStore
+
+    return SqliteBusStore.open(state_dir(args))
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -462,3 +514,58 @@ def announce_session(session: CliSession, *, always: bool) -> None:
     was stored (the run failed before its first message)."""
     if session.writer.head and (always or sys.stderr.isatty()):
         err(f"session {session.name} — continue it with `heron chat --session {session.name}`")
+
+
+# -- requests to a human and MCP logins ------------------------------------------------
+
+
+def open_desk(
+    config: HeronConfig, stack: AsyncExitStack, announce: TextIO | None = None
+) -> RequestDesk:
+    """The desk over the state directory's request store (closed with `stack`); its console
+    channel is the store itself (`heron approvals`, the web console), `announce` also shows
+    each request."""
+    from heron.humans.console import ConsoleChannel
+    from heron.humans.desk import RequestDesk
+    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.sqlite_store import SqliteRequestStore
+
+    state_dir = config.state.path()
+    store = SqliteRequestStore.open_dir(state_dir)
+    stack.callback(store.close)
+    return RequestDesk(
+        store,
+        signer=DecisionSigner(DecisionKeyStore(state_dir)),
+        config=config.approvals,
+        channels=[ConsoleChannel(announce)],
+    )
+
+
+def serve_consent(config: HeronConfig, stack: AsyncExitStack) -> DeskConsent | None:
+    """The consent channel of `heron serve`: a request on the durable desk, announced on
+    stderr and answered by the callback route or a paste (None without OAuth servers, or
+    with `[approvals] durable = false`: then the server waits for `heron mcp login`)."""
+    from heron.mcp.auth.desk_consent import DeskConsent
+
+    oauth = [n for n, c in config.mcp.enabled_servers().items() if c.auth == "oauth"]
+    if not oauth or not config.approvals.durable:
+        return None
+    return DeskConsent(
+        open_desk(config, stack, sys.stderr),
+        redirect_uri=mcp_redirect_uri(config, None),
+        timeout_s=config.approvals.questions.max_timeout_s,
+    )
+
+
+def mcp_redirect_uri(config: HeronConfig, server: str | None) -> str:
+    """Where the browser is sent: the server's `redirect_uri`, else the gateway's callback
+    at `[gateway] public_url`, else the loopback default."""
+    from heron.mcp.auth.callback import callback_uri
+    from heron.mcp.auth.provider import DEFAULT_REDIRECT_URI
+
+    configured = config.mcp.servers[server].oauth.redirect_uri if server is not None else None
+    if configured is not None:
+        return configured
+    if config.gateway.public_url is not None:
+        return callback_uri(config.gateway.public_url)
+    return DEFAULT_REDIRECT_URI

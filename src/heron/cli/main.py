@@ -1,54 +1,92 @@
 """The `heron` command: builds the parser from the command modules and dispatches.
 
-Each command module adds its parsers and sets their `handler`; heavy modules are imported inside
-the handlers, so `heron --help` stays fast. A usage error exits 2 with one line on stderr; a
+Each command module adds its parsers and sets their `handler`; only the module of the command
+given is imported (`COMMANDS`), and heavy modules are imported inside the handlers, so
+`heron --help` and every command's start stay fast. A usage error exits 2 with one line on stderr; a
 closed stdout (`heron sessions show NAME | head -1`) ends any command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
-from heron.cli import (
-    acp,
-    agents,
-    approvals,
-    audit,
-    chat,
-    demo,
-    doctor,
-    mcp,
-    messages,
-    receipts,
-    run,
-    serve,
-    sessions,
-)
-from heron.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UsageError, err, stdout_is_gone
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run", "run one prompt to a final answer"),
+    "tools": ("run", "list or show the tools an agent gets"),
+    "chat": ("chat", "interactive chat with live tool cards and approvals"),
+    "serve": ("serve", "run the always-on, event-driven agent"),
+    "events": ("serve", "inspect the event bus"),
+    "jobs": ("serve", "inspect background jobs"),
+    "timers": ("serve", "inspect timers"),
+    "sessions": ("sessions", "list, show, resume, fork, export, import sessions"),
+    "mcp": ("mcp", "MCP servers: list, call, approve, scan, …"),
+    "audit": ("audit", "executed tool calls: who, in what context, why, what happened"),
+    "messages": ("messages", "the messages the agent sent: list, show, act"),
+    "receipts": ("receipts", "verify tool receipts"),
+    "approvals": (
+        "approvals",
+        "list and answer requests to a human (approvals, questions) from any terminal",
+    ),
+    "agents": (
+        "agents",
+        "agent definitions and the sub-agents that ran (list, show, tree, cancel, approve)",
+    ),
+    "acp": ("acp", "serve the Agent Client Protocol on stdio, for editors (Zed, …)"),
+    "doctor": ("doctor", "check the installation and configuration"),
+    "db": ("db", "the store's schema versions: migrate, status"),
+    "demo": (
+        "demo",
+        "the demos: quick start, then the event-driven agent (scripted models, real tools)",
+    ),
+}
+"""Each command, the `heron.cli` module that registers it, and its line in `heron --help`.
+`heron --help` is printed from this table alone and `heron COMMAND` imports only its module,
+so neither pays for the others' imports (pydantic, asyncio, the engine); a unit test checks
+the lines against what the modules register."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _register(sub: argparse._SubParsersAction[argparse.ArgumentParser], module: str) -> None:
+    # Imported here, by name: the one place a command's module is loaded.
+    commands = importlib.import_module(f"heron.cli.{module}")
+    if module == "sessions":
+        commands.add_parser(sub, resume=importlib.import_module("heron.cli.chat").cmd_resume)
+    elif hasattr(commands, "add_parsers"):
+        commands.add_parsers(sub)
+    else:
+        commands.add_parser(sub)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (`command`) one with that command's module only."""
     parser = argparse.ArgumentParser(
         prog="heron",
         description="heron: an agent runtime built around tools.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    run.add_parsers(sub)  # run, tools
-    chat.add_parser(sub)
-    serve.add_parsers(sub)  # serve, events, jobs, timers
-    sessions.add_parser(sub, resume=chat.cmd_resume)
-    mcp.add_parser(sub)
-    audit.add_parser(sub)
-    messages.add_parser(sub)
-    receipts.add_parser(sub)
-    approvals.add_parser(sub)
-    acp.add_parser(sub)
-    agents.add_parser(sub)
-    doctor.add_parser(sub)
-    demo.add_parser(sub)
+    modules = (
+        [COMMANDS[command][0]]
+        if command in COMMANDS
+        else list(dict.fromkeys(module for module, _ in COMMANDS.values()))
+    )
+    for module in modules:
+        _register(sub, module)
+    return parser
+
+
+def overview_parser() -> argparse.ArgumentParser:
+    """The parser `heron --help` (and a missing command) print: every command's line, from
+    `COMMANDS`, with no command module imported."""
+    parser = argparse.ArgumentParser(
+        prog="heron",
+        description="heron: an agent runtime built around tools.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (_, line) in COMMANDS.items():
+        sub.add_parser(name, help=line)
     return parser
 
 
@@ -59,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             sys.stdout.flush()  # here, not at exit, so that a closed pipe is handled below
     except BrokenPipeError:
+        from heron.cli.common import EXIT_BROKEN_PIPE, stdout_is_gone
+
         if not stdout_is_gone():
             raise
         # The reader has gone: say nothing more, and keep the interpreter's final flush from
@@ -68,10 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    first = words[0] if words else None
+    if first is None or first in ("-h", "--help"):
+        overview_parser().parse_args(words)  # prints the overview or the usage error, exits
+    from heron.cli.common import EXIT_USAGE, UsageError, err
     from heron.safety.secrets import install_log_masking
 
     install_log_masking()  # no known secret in a log line, whoever logs it
-    args = build_parser().parse_args(argv)
+    args = build_parser(first).parse_args(words)
     try:
         code: int = args.handler(args)
     except UsageError as exc:

@@ -22,9 +22,10 @@ import getpass
 import sys
 import threading
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
+from heron.cli import common
 from heron.cli.common import UsageError, err, out
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from heron.humans.desk import RequestDesk
     from heron.humans.store import HumanRequest
     from heron.mcp.auth import ConsentRequest, LoginState, McpAuth
-    from heron.mcp.auth.desk_consent import DeskConsent
 
 EXIT_OK, EXIT_ATTENTION = 0, 1
 
@@ -58,44 +58,6 @@ def _auth(config: HeronConfig, server: str) -> McpAuth:
         oauth = ", ".join(auth.servers()) or "none"
         raise UsageError(f'no MCP server {server!r} with auth = "oauth" (configured: {oauth})')
     return auth
-
-
-def _open_desk(
-    config: HeronConfig, stack: contextlib.AsyncExitStack, announce: TextIO | None = None
-) -> RequestDesk:
-    """The desk over the state directory's request store (closed with `stack`); its console
-    channel is the store itself (`heron approvals`, the web console), `announce` also shows
-    each request."""
-    from heron.humans.console import ConsoleChannel
-    from heron.humans.desk import RequestDesk
-    from heron.humans.signing import DecisionKeyStore, DecisionSigner
-    from heron.humans.sqlite_store import SqliteRequestStore
-
-    state_dir = config.state.path()
-    store = SqliteRequestStore.open_dir(state_dir)
-    stack.callback(store.close)
-    return RequestDesk(
-        store,
-        signer=DecisionSigner(DecisionKeyStore(state_dir)),
-        config=config.approvals,
-        channels=[ConsoleChannel(announce)],
-    )
-
-
-def serve_consent(config: HeronConfig, stack: contextlib.AsyncExitStack) -> DeskConsent | None:
-    """The consent channel of `heron serve`: a request on the durable desk, announced on
-    stderr and answered by the callback route or a paste (None without OAuth servers, or
-    with `[approvals] durable = false`: then the server waits for `heron mcp login`)."""
-    from heron.mcp.auth.desk_consent import DeskConsent
-
-    oauth = [n for n, c in config.mcp.enabled_servers().items() if c.auth == "oauth"]
-    if not oauth or not config.approvals.durable:
-        return None
-    return DeskConsent(
-        _open_desk(config, stack, sys.stderr),
-        redirect_uri=_redirect_uri(config, None),
-        timeout_s=config.approvals.questions.max_timeout_s,
-    )
 
 
 def _read_line(loop: asyncio.AbstractEventLoop, into: asyncio.Future[str]) -> None:
@@ -129,7 +91,7 @@ async def login(args: argparse.Namespace, config: HeronConfig) -> int:
     auth = _auth(config, args.server)
     name = args.as_name or getpass.getuser()
     async with contextlib.AsyncExitStack() as stack:
-        desk = _open_desk(config, stack)
+        desk = common.open_desk(config, stack)
         if args.paste:
             answered = await _answer_waiting(desk, args.server, name)
             if answered is not None:
@@ -168,20 +130,6 @@ async def _answer_waiting(desk: RequestDesk, server: str, name: str) -> int | No
         return EXIT_ATTENTION
     out(f"answered {found[0].id}; the process that asked completes the login")
     return EXIT_OK
-
-
-def _redirect_uri(config: HeronConfig, server: str | None) -> str:
-    """Where the browser is sent: the server's `redirect_uri`, else the gateway's callback
-    at `[gateway] public_url`, else the loopback default."""
-    from heron.mcp.auth.callback import callback_uri
-    from heron.mcp.auth.provider import DEFAULT_REDIRECT_URI
-
-    configured = config.mcp.servers[server].oauth.redirect_uri if server is not None else None
-    if configured is not None:
-        return configured
-    if config.gateway.public_url is not None:
-        return callback_uri(config.gateway.public_url)
-    return DEFAULT_REDIRECT_URI
 
 
 @contextlib.asynccontextmanager
@@ -226,7 +174,7 @@ async def _login_here(
     from heron.mcp.auth import LoginFailed
     from heron.mcp.auth.desk_consent import DeskConsent
 
-    redirect_uri = _redirect_uri(config, server)
+    redirect_uri = common.mcp_redirect_uri(config, server)
     pasted: list[asyncio.Task[None]] = []
     async with _loopback_callback(desk, redirect_uri) as listening:
         if not listening and not paste and config.gateway.public_url is None:

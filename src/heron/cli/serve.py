@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from heron._support.timefmt import utc_rfc3339
-from heron.cli import common, mcp_login
+from heron.cli import common
 from heron.cli.common import EXIT_OK, UsageError
 from heron.safety.redact import scrub_text, scrub_value
 
 if TYPE_CHECKING:
     from heron.agent import Agent
     from heron.always_on.bus.store import BusStore, DeadLetter, StoredEvent
+    from heron.always_on.triggers.runtime import TriggerStores
     from heron.config.schema import HeronConfig
     from heron.mcp.assembly import McpAssembly
     from heron.tools.definition import Tool
@@ -87,6 +88,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="N",
         help="quarantine an event after N failed attempts to consume it (default 3)",
     )
+    common.add_store_flag(serve)
+    serve.add_argument(
+        "--lease",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="on a shared store: how long this worker's hold on a session lasts unless "
+        "renewed; a dead worker's sessions are taken over after it (default 15)",
+    )
     common.add_agent_flags(serve)
     serve.set_defaults(handler=cmd_serve)
 
@@ -104,6 +114,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     tail.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
     tail.add_argument("--json", action="store_true", help="one JSON object per line")
     common.add_config_flags(tail)
+    common.add_store_flag(tail)
     events.set_defaults(handler=cmd_events)
 
     for name, what, handler in (
@@ -116,6 +127,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         listing.add_argument("--session", default="default")
         listing.add_argument("--json", action="store_true", help="one JSON object per line")
         common.add_config_flags(listing)
+        common.add_store_flag(listing)
         parser.set_defaults(handler=handler)
 
 
@@ -225,6 +237,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sandbox=builtin_cfg.sandbox,
         shutdown_grace_s=args.shutdown_grace,
         max_attempts=args.max_attempts,
+        store_url=common.store_url(args),
+        lease_s=args.lease,
         subscribe=tuple(args.subscribe),
         triggers=TriggerConfig(heartbeat=HeartbeatConfig(every_s=args.heartbeat))
         if args.heartbeat
@@ -247,7 +261,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # every session gets its own view of them.
                 known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
                 # An OAuth login that becomes necessary asks once, on the durable desk.
-                consent = mcp_login.serve_consent(config, stack)
+                consent = common.serve_consent(config, stack)
                 # A server's request for user input becomes a durable question on the
                 # server's desk (opened by `start`, looked up when a server asks).
                 from heron.mcp.client.human_input import HumanInput
@@ -354,9 +368,7 @@ async def _tail_dead(bus: BusStore, args: argparse.Namespace) -> None:
 def cmd_events(args: argparse.Namespace) -> int:
     import asyncio
 
-    from heron.always_on.bus.sqlite_store import SqliteBusStore
-
-    bus = SqliteBusStore.open(common.state_dir(args))
+    bus = common.open_bus(args)
 
     async def tail() -> None:
         if args.dead:
@@ -384,18 +396,16 @@ def cmd_events(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        bus.close()
+        bus.sessions.close()
     return 0
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from heron._support.state import open_db
-    from heron.always_on.jobs.sqlite_store import SqliteJobStore
     from heron.always_on.jobs.tools import job_summary
 
-    conn = open_db(common.state_dir(args))
+    stores = _trigger_stores(args)
     try:
-        jobs = SqliteJobStore(conn).list(args.session, limit=1000)
+        jobs = stores.jobs.list(args.session, limit=1000)
         for job in reversed(jobs):
             if args.json:
                 _emit(scrub_value(job_summary(job)))
@@ -404,18 +414,28 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                 command = scrub_text(job.command)
                 sys.stdout.write(f"{job.id}  {job.state:<14} {code:<8} {command[:70]}\n")
     finally:
-        conn.close()
+        stores.close()
     return 0
 
 
+def _trigger_stores(args: argparse.Namespace) -> TriggerStores:
+    """The jobs' and timers' stores `--store` names (or the state directory's)."""
+    url = common.store_url(args)
+    if url is not None:
+        from heron.always_on.triggers.postgres_store import open_pg_trigger_stores
+
+        return open_pg_trigger_stores(url)
+    from heron.always_on.triggers.sqlite_store import open_trigger_stores
+
+    return open_trigger_stores(common.state_dir(args))
+
+
 def cmd_timers(args: argparse.Namespace) -> int:
-    from heron._support.state import open_db
-    from heron.always_on.triggers.sqlite_store import SqliteTimerStore
     from heron.always_on.triggers.tools import timer_view
 
-    conn = open_db(common.state_dir(args))
+    stores = _trigger_stores(args)
     try:
-        for timer in SqliteTimerStore(conn).timers(args.session, active_only=False):
+        for timer in stores.timers.timers(args.session, active_only=False):
             if args.json:
                 _emit(scrub_value(timer_view(timer)))
             else:
@@ -425,5 +445,5 @@ def cmd_timers(args: argparse.Namespace) -> int:
                     f"{timer.describe()}: {scrub_text(timer.message)[:60]}\n"
                 )
     finally:
-        conn.close()
+        stores.close()
     return 0

@@ -38,11 +38,13 @@ def add_parser(
     listing = action("list", "every stored session, most recent first", _list)
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     common.add_config_flags(listing)
+    common.add_store_flag(listing)
 
     show = action("show", "a session's entries, one line each", _show)
     show.add_argument("name")
     show.add_argument("--json", action="store_true", help="the entries as JSON Lines (= export)")
     common.add_config_flags(show)
+    common.add_store_flag(show)
 
     resumed = ssub.add_parser(
         "resume", help="continue a session in the chat (repairs a turn cut off mid-call)"
@@ -59,22 +61,23 @@ def add_parser(
     fork.add_argument("target")
     fork.add_argument("--at", type=int, metavar="ENTRY", help="copy up to this entry id")
     common.add_config_flags(fork)
+    common.add_store_flag(fork)
 
     export = action("export", "write a session as JSON Lines of entries", _export)
     export.add_argument("name")
     export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     common.add_config_flags(export)
+    common.add_store_flag(export)
 
     imp = action("import", "read a JSON Lines export into a new session", _import)
     imp.add_argument("file", type=Path, help="the export; - reads stdin")
     imp.add_argument("--as", dest="as_name", metavar="NAME", help="session name to create")
     common.add_config_flags(imp)
+    common.add_store_flag(imp)
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from heron.sessions.sqlite_store import SqliteSessionStore
-
-    store = SqliteSessionStore.open(common.state_dir(args))
+    store = common.open_session_store(args)
     try:
         result: int = args.action(args, store)
         return result

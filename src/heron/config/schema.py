@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from heron._support.limits import DEFAULT_LIMITS, MAX_DEPTH_CEILING, InputLimits
 from heron._support.state import default_state_dir
@@ -138,6 +138,19 @@ class StateConfig(_Section):
         return Path(self.dir).expanduser() if self.dir else default_state_dir()
 
 
+class StoreConfig(_Section):
+    url: str | None = None
+    """The shared store several `heron serve` workers use: `postgresql://user@host/db`
+    (docs/deployment.md); unset: the SQLite database in the state directory."""
+
+    @field_validator("url")
+    @classmethod
+    def _postgresql_only(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("`[store] url` must be a postgresql:// URL")
+        return url
+
+
 class GatewayConfig(_Section):
     """`[gateway]`: heron's HTTP front door."""
 
@@ -155,6 +168,8 @@ class HeronConfig(_Section):
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    """`[store]`: a shared PostgreSQL store instead of the state directory's SQLite."""
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)

@@ -27,7 +27,6 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, Final, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from heron.messages import Message, ToolResultMessage, UserMessage
@@ -191,6 +190,8 @@ class ScriptedModel(_TurnModel):
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
+        import yaml  # only a script read from a file needs it: no start-up cost otherwise
+
         path = Path(path)
         try:
             raw = path.read_text(encoding="utf-8")

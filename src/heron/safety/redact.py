@@ -59,9 +59,13 @@ def scrub_value(value: Any) -> Any:
     `"[REDACTED]"`; every other string is passed through `scrub_text`. Lists and tuples keep
     their type; other leaves (numbers, booleans, `None`) are returned as they are.
     """
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         return scrub_text(value)
-    if isinstance(value, Mapping):
+    # Exact types first: an ABC check per leaf costs more than the scrub of a short string.
+    if kind in _SCALARS:
+        return value
+    if kind is dict or isinstance(value, Mapping):
         known = known_secrets()
         return {
             (known.mask(k) if isinstance(k, str) else k): REDACTED
@@ -69,11 +73,16 @@ def scrub_value(value: Any) -> Any:
             else scrub_value(v)
             for k, v in value.items()
         }
+    if isinstance(value, str):
+        return scrub_text(value)
     if isinstance(value, list):
         return [scrub_value(item) for item in value]
     if isinstance(value, tuple):
         return tuple(scrub_value(item) for item in value)
     return value
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 # Controls and invisible formatting characters in a one-line summary could break the approval

@@ -49,6 +49,8 @@ _SECRET_KEY_PARTS = (
     "session_id",
     "sessionid",
 )
+# One scan for every part: the check runs for each argument key on every rendered call.
+_SECRET_KEY_RE = re.compile("|".join(map(re.escape, _SECRET_KEY_PARTS)))
 
 # PEM blocks first: the key=value pass would otherwise mask only the `-----BEGIN` header and
 # leave the key body readable. A block cut off by truncation is masked to the end of the text.
@@ -176,4 +178,4 @@ def is_secret_key(key: str) -> bool:
     cost of a false negative is a leaked credential.
     """
     normalized = key.lower().replace("-", "_")
-    return any(part in normalized for part in _SECRET_KEY_PARTS)
+    return _SECRET_KEY_RE.search(normalized) is not None

@@ -31,6 +31,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
+from heron._support.canonical import canonical_json
 from heron.tools.definition import (
     RUNTIME_ARG_NOTES,
     CallApproval,
@@ -315,6 +316,12 @@ def _build(
     *,
     approval_for: Callable[[Mapping[str, Any]], CallApproval] | None = None,
 ) -> FunctionTool:
+    key = _definition_key(
+        fn, name, description, annotations, owner, examples, runtime_args, placement
+    )
+    defined = _DEFINITIONS.get(key) if key is not None else None
+    if defined is not None:
+        return _from_definition(fn, defined, approval_for)
     problems: list[str] = []
     tool_name = name if name is not None else str(getattr(fn, "__name__", ""))
     if not _NAME.match(tool_name):
@@ -388,15 +395,8 @@ def _build(
             runs_in=runs_in,
             timeout_s=placement.timeout_s,
         )
-        built = FunctionTool(
-            fn=fn,
-            spec=spec,
-            model=model,
-            fields=fields,
-            context_param=context_param,
-            target=target,
-            approval_for=approval_for,
-        )
+        definition = (spec, model, fields, context_param, target)
+        built = _from_definition(fn, definition, approval_for)
     for number, example in enumerate(parsed, start=1):
         leaked = sorted(set(example.arguments) & set(hidden))
         if leaked:
@@ -408,7 +408,82 @@ def _build(
                 problems.append(f"example {number}: " + "; ".join(exc.problems))
     if problems or built is None:
         raise ToolDefinitionError(problems, heading=f"cannot make a tool from {tool_name or fn!r}")
+    if key is not None:
+        if len(_DEFINITIONS) >= _MAX_DEFINITIONS:
+            _DEFINITIONS.clear()
+        _DEFINITIONS[key] = definition
     return built
+
+
+_Definition = tuple[ToolSpec, type[BaseModel], Mapping[str, str], str | None, ProcessTarget | None]
+_DEFINITIONS: dict[tuple[Any, ...], _Definition] = {}
+"""What `_build` worked out, by function definition: a tool defined in a function (one per
+session of `heron serve`, closing over that session) is introspected once, not on every wake."""
+_MAX_DEFINITIONS = 1024
+
+
+def _from_definition(
+    fn: Callable[..., Any],
+    definition: _Definition,
+    approval_for: Callable[[Mapping[str, Any]], CallApproval] | None,
+) -> FunctionTool:
+    spec, model, fields, context_param, target = definition
+    return FunctionTool(
+        fn=fn,
+        spec=spec,
+        model=model,
+        fields=fields,
+        context_param=context_param,
+        target=target,
+        approval_for=approval_for,
+    )
+
+
+def _definition_key(
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    annotations: ToolAnnotations,
+    owner: str,
+    examples: Sequence[Mapping[str, Any] | ToolExample],
+    runtime_args: Sequence[RuntimeArg],
+    placement: _Placement,
+) -> tuple[Any, ...] | None:
+    """Everything `_build` reads from a definition, as a key; None when a part is not
+    hashable (a list default): such a tool is introspected each time."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    try:
+        shown = tuple(
+            (canonical_json(e.arguments), e.description)
+            if isinstance(e, ToolExample)
+            else (canonical_json(e), None)
+            for e in examples
+        )
+    except (TypeError, ValueError):
+        return None
+    kwdefaults = getattr(fn, "__kwdefaults__", None)
+    key = (
+        code,
+        getattr(fn, "__defaults__", None),
+        tuple(sorted(kwdefaults.items())) if kwdefaults else None,
+        tuple(getattr(fn, "__annotations__", {}).items()),
+        getattr(fn, "__doc__", None),
+        getattr(fn, "__name__", None),
+        name,
+        description,
+        annotations,
+        owner,
+        tuple(runtime_args),
+        placement,
+        shown,
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 @dataclass(frozen=True, slots=True)

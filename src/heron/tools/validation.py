@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator, TypeChecker, ValidationError, validators
-from jsonschema.exceptions import best_match
 from pydantic_core import ErrorDetails
 
 from heron._support.limits import (
@@ -24,6 +23,10 @@ from heron._support.limits import (
     is_finite_number,
 )
 from heron.tools.definition import ToolArgumentsError
+
+if TYPE_CHECKING:
+    from jsonschema import TypeChecker, ValidationError
+    from jsonschema.validators import _Validator
 
 __all__ = [
     "SchemaValidator",
@@ -44,16 +47,22 @@ def _is_number(_checker: TypeChecker, value: object) -> bool:
     return is_finite_number(value)
 
 
-# jsonschema's stock checker calls 1.0 an integer; a strict validator must not. JSON Schema
-# numbers are finite: NaN, Infinity and 10^400 are no number of any type.
-_STRICT_TYPES = Draft202012Validator.TYPE_CHECKER.redefine_many(
-    {"integer": _is_integer, "number": _is_number}
-)
-_StrictValidator = validators.create(
-    meta_schema=Draft202012Validator.META_SCHEMA,
-    validators=Draft202012Validator.VALIDATORS,
-    type_checker=_STRICT_TYPES,
-)
+@cache
+def _strict_validator() -> type[_Validator]:
+    # jsonschema (with attrs, referencing, rpds) loads on the first hand-written schema, not with
+    # every `@tool`: most agents never need it, and it costs start-up time and memory.
+    from jsonschema import Draft202012Validator, validators
+
+    # jsonschema's stock checker calls 1.0 an integer; a strict validator must not. JSON Schema
+    # numbers are finite: NaN, Infinity and 10^400 are no number of any type.
+    strict_types = Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_number}
+    )
+    return validators.create(
+        meta_schema=Draft202012Validator.META_SCHEMA,
+        validators=Draft202012Validator.VALIDATORS,
+        type_checker=strict_types,
+    )
 
 
 class SchemaValidator:
@@ -69,9 +78,10 @@ class SchemaValidator:
     __slots__ = ("_tool", "_validator")
 
     def __init__(self, tool: str, schema: Mapping[str, Any]) -> None:
-        _StrictValidator.check_schema(schema)
+        strict = _strict_validator()
+        strict.check_schema(schema)
         self._tool = tool
-        self._validator = _StrictValidator(schema)
+        self._validator = strict(schema)
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Return `dict(arguments)`, or raise `ToolArgumentsError` listing every problem.
@@ -165,6 +175,8 @@ def _schema_error_lines(error: ValidationError) -> list[str]:
             kinds: list[Any] = [e.validator_value for e in type_errors]
             flat = [k for kind in kinds for k in ([kind] if isinstance(kind, str) else kind)]
             return [_expected(path, flat, instance)]
+        from jsonschema.exceptions import best_match
+
         closest = best_match(error.context)
         if closest is not None:
             return _schema_error_lines(closest)

@@ -27,7 +27,7 @@ from heron.tools.definition import CallApproval, Tool, ToolArgumentsError, ToolS
 from heron.tools.registry import normalize_name
 from heron.turn.approval import ApprovalManager, ApprovalRequest, GateResult
 from heron.turn.calls import CallOutcome, ExecutableCall, ParsedCall, emit_synthetic_pair, synthetic
-from heron.turn.cancel import absorb, stop_task, wait_task
+from heron.turn.cancel import absorb, run_task, stop_task
 from heron.turn.context import REENTRANT_TOOLS, ResolvedAgentExecution, TurnState
 from heron.turn.events import (
     ApprovalDecisionEvent,
@@ -500,12 +500,9 @@ async def _decide(
     **kwargs: Any,
 ) -> GateResult | None:
     """The approval decision, or None when the turn was cancelled while waiting for it."""
-    task = asyncio.get_running_loop().create_task(manager.decide(spec, args, **kwargs))
-    try:
-        finished = await wait_task(task, state.cancel)
-    except asyncio.CancelledError:  # not the turn's own task: a tool's nested call
-        task.cancel()
-        raise
+    # A cancellation of another task than the turn's (a tool's nested call) cancels the
+    # decision and propagates.
+    task, finished = await run_task(manager.decide(spec, args, **kwargs), state.cancel)
     if finished == "done":
         return task.result()
     await stop_task(task, state.cancel, grace_s)

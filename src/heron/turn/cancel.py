@@ -7,7 +7,7 @@ are cancelled with their parent. The loop checks `cancelled` at its safe points 
 
 Plain asyncio cancellation of the task running a turn (`task.cancel()`, `asyncio.timeout`,
 `asyncio.wait_for`, a failing `TaskGroup` sibling) takes the same path: where the engine waits
-(`wait_task`, `stop_task`), the `CancelledError` is *absorbed* into the turn's scope
+(`run_task`, `stop_task`), the `CancelledError` is *absorbed* into the turn's scope
 (`absorb`), the turn closes every call as a scope cancellation would, and the loop re-raises the
 `CancelledError` once the history is whole. Only the task that runs the turn's loop absorbs
 (`bind_task`): a tool calling a tool inside a cancelled tool task gets its `CancelledError` as
@@ -17,7 +17,8 @@ usual, so one timed-out tool never cancels the whole turn.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal
+from collections.abc import Coroutine
+from typing import Any, Literal, TypeVar
 
 CancelMode = Literal["cancel", "detach"]
 
@@ -121,45 +122,70 @@ async def stop_task(task: asyncio.Future[Any], scope: CancelScope, grace_s: floa
 
 WaitOutcome = Literal["done", "cancelled", "timeout"]
 
+T = TypeVar("T")
 
-async def wait_task(
-    task: asyncio.Future[Any], scope: CancelScope, limit_s: float | None = None
-) -> WaitOutcome:
-    """Wait until `task` finishes, `scope` is cancelled or `limit_s` seconds pass.
 
-    Leaves `task` running in the last two cases: the caller decides to cancel or detach it.
+async def run_task(
+    coro: Coroutine[Any, Any, T], scope: CancelScope, limit_s: float | None = None
+) -> tuple[asyncio.Task[T], WaitOutcome]:
+    """Start `coro` as a task and wait until it finishes, `scope` is cancelled or `limit_s`
+    seconds pass; returns the task and which of the three happened.
+
+    Leaves the task running in the last two cases: the caller decides to cancel or detach it.
     A cancellation of the waiting task itself is absorbed into `scope` (see `absorb`) and
-    reported as `cancelled` (or `done`, when `task` finished in the same step).
-    Cheaper than `asyncio.wait` on the hot path (one plain future, no task sets).
+    reported as `cancelled` (or `done`, when the task finished in the same step). Cheaper than
+    `asyncio.wait` on the hot path (one plain future, no task sets), and the task wakes the
+    waiter itself as it ends, so the caller resumes one event-loop iteration sooner than
+    through a done callback (this is every model call and every tool call). Should the
+    waiting task be cancelled without absorbing it (not the turn's own task), the started task
+    is cancelled too and the `CancelledError` propagates.
     """
-    if task.done():
-        return "done"
-    if scope.cancelled:
-        return "cancelled"
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[WaitOutcome] = loop.create_future()
+    task = loop.create_task(_signalling(coro, waiter))
+    if scope.cancelled:
+        return task, "cancelled"
+    try:
+        return task, await _race(task, waiter, scope, limit_s)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
 
+
+async def _signalling(coro: Coroutine[Any, Any, T], waiter: asyncio.Future[WaitOutcome]) -> T:
+    try:
+        return await coro
+    finally:
+        if not waiter.done():
+            waiter.set_result("done")
+
+
+async def _race(
+    task: asyncio.Future[Any],
+    waiter: asyncio.Future[WaitOutcome],
+    scope: CancelScope,
+    limit_s: float | None,
+) -> WaitOutcome:
     def settle(outcome: WaitOutcome) -> None:
         if not waiter.done():
             waiter.set_result(outcome)
 
-    def on_task(_: object) -> None:
-        settle("done")
-
     def on_cancel(_: object) -> None:
         settle("cancelled")
 
-    task.add_done_callback(on_task)
     scope_future = scope.future
     scope_future.add_done_callback(on_cancel)
-    timer = loop.call_later(limit_s, settle, "timeout") if limit_s is not None else None
+    timer = (
+        asyncio.get_running_loop().call_later(limit_s, settle, "timeout")
+        if limit_s is not None
+        else None
+    )
     try:
         return await waiter
     except asyncio.CancelledError as exc:
         absorb(scope, exc)
         return "done" if task.done() else "cancelled"
     finally:
-        task.remove_done_callback(on_task)
         scope_future.remove_done_callback(on_cancel)
         if timer is not None:
             timer.cancel()

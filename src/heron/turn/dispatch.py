@@ -50,7 +50,7 @@ from heron.turn.calls import (
     plan_event,
     result_event,
 )
-from heron.turn.cancel import absorb, stop_task, wait_task
+from heron.turn.cancel import absorb, run_task, stop_task
 from heron.turn.context import (
     BackgroundResult,
     Receipt,
@@ -151,29 +151,36 @@ async def execute_one(
         )
         emit_synthetic_pair(state, call.arguments, outcome, max_chars=knobs.max_tool_result_chars)
         return outcome
+    # One scrub serves the card and the observer record.
+    shown = scrub_value(call.arguments)
     state.sink(
         ToolCallEvent(
             turn_id=state.turn_id,
             id=call.call_id,
             name=call.name,
-            arguments=scrub_value(call.arguments),
+            arguments=shown,
             owner=spec.owner,
             injected=call.injected,
             risk=call.risk,
         )
     )
-    started_record = ToolCallStartRecord(
-        tool=call.name,
-        call_id=call.call_id,
-        arguments=canonical_json(scrub_value(call.arguments))[:OBSERVER_MAX_CHARS],
-        turn_id=state.turn_id,
-        owner=spec.owner,
-        channel=state.channel,
-        agent=exec_.agent,
-        parent_agent=exec_.parent_agent,
-        risk=call.risk,
+    # No observer, no records: their JSON rendering is the cost of a call's cards again.
+    started_record = (
+        ToolCallStartRecord(
+            tool=call.name,
+            call_id=call.call_id,
+            arguments=canonical_json(shown)[:OBSERVER_MAX_CHARS],
+            turn_id=state.turn_id,
+            owner=spec.owner,
+            channel=state.channel,
+            agent=exec_.agent,
+            parent_agent=exec_.parent_agent,
+            risk=call.risk,
+        )
+        if type(exec_.observer) is not NullObserver
+        else None
     )
-    if type(exec_.observer) is not NullObserver:
+    if started_record is not None:
         notify(exec_.observer, started_record, observer_failed(state, call.call_id))
 
     loop = asyncio.get_running_loop()
@@ -234,13 +241,11 @@ async def execute_one(
     limit = knobs.tool_timeout_s
     if spec.timeout_s is not None and (limit is None or spec.timeout_s < limit):
         limit = spec.timeout_s
-    task = loop.create_task(call.tool.execute(call.validated, ctx))
     try:
-        finished = await wait_task(task, state.cancel, limit)
+        task, finished = await run_task(call.tool.execute(call.validated, ctx), state.cancel, limit)
     except asyncio.CancelledError:
-        # Not the turn's own task: a tool calling a tool was itself cancelled. Close this
-        # nested call's cards, then let the calling tool see its cancellation.
-        task.cancel()
+        # Not the turn's own task: a tool calling a tool was itself cancelled (`run_task`
+        # cancelled the nested tool). Close its cards, then let the calling tool see it.
         outcome = interrupted(call, "cancelled_while_running")
         outcome.duration_ms = (time.perf_counter() - started) * 1000
         _finish(exec_, state, call, outcome, started_record)
@@ -355,10 +360,10 @@ def _finish(
     state: TurnState,
     call: ExecutableCall,
     outcome: CallOutcome,
-    started_record: ToolCallStartRecord,
+    started_record: ToolCallStartRecord | None,
 ) -> CallOutcome:
     """Observer terminal record, spill of oversize output, terminal event."""
-    if type(exec_.observer) is not NullObserver:
+    if started_record is not None:
         record = ToolCallRecord.ending(
             started_record,
             duration_ms=outcome.duration_ms,

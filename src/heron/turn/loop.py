@@ -42,7 +42,7 @@ from heron.tools.definition import ToolSpec
 from heron.turn.bounds import bound_text
 from heron.turn.call_prep import PreparedBatch, TurnGuards, is_excluded, prepare_calls, start_check
 from heron.turn.calls import CallOutcome, ParsedCall, checked_call, result_event, synthetic
-from heron.turn.cancel import absorb, bind_task, stop_task, take_absorbed, wait_task
+from heron.turn.cancel import absorb, bind_task, run_task, stop_task, take_absorbed
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
 from heron.turn.dispatch import execute_batch, should_run_parallel
 from heron.turn.events import (
@@ -352,12 +352,9 @@ class _Loop:
                 else:
                     response.usage = part
 
-        task = asyncio.get_running_loop().create_task(consume())
-        try:
-            finished = await wait_task(task, state.cancel)
-        except asyncio.CancelledError:  # not the task this turn runs in (a shared scope)
-            task.cancel()
-            raise
+        # A cancellation of another task than this turn's (a shared scope) cancels the stream
+        # and propagates.
+        task, finished = await run_task(consume(), state.cancel)
         if finished != "done":
             await stop_task(task, state.cancel, exec_.knobs.cancel_grace_s)
             # Thinking is discarded; visible text the user already saw is kept, marked.

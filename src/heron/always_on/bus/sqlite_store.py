@@ -25,11 +25,8 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
-
-from pydantic import TypeAdapter
 
 from heron._support.limits import model_json
 from heron._support.state import open_db, sqlite_errors, transaction
@@ -41,10 +38,10 @@ from heron.always_on.bus.store import (
     StoredEvent,
     Unwatch,
 )
+from heron.always_on.bus.stored import decode_stored, event_epoch
 from heron.messages import Message
 from heron.sessions.sqlite_store import SqliteSessionStore
 
-_EVENTS: TypeAdapter[list[BusEvent]] = TypeAdapter(list[BusEvent])
 _ID_CHUNK = 500  # stays far below SQLite's limit on bound parameters per statement
 
 _SCHEMA = """
@@ -122,7 +119,7 @@ class SqliteBusStore:
         stored: list[bool] = []
         with transaction(self._conn) as conn:
             for event in events:
-                ts = _epoch(event.timestamp)
+                ts = event_epoch(event.timestamp)
                 cursor = conn.execute(
                     "INSERT OR IGNORE INTO bus_events (id, session, idem_key, ts, kind, body)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
@@ -155,7 +152,7 @@ class SqliteBusStore:
                 " WHERE p.session = ? ORDER BY p.ts, p.seq LIMIT ?",
                 (session, -1 if limit is None else limit),
             ).fetchall()
-            events, unreadable = _decode(rows)
+            events, unreadable = decode_stored(rows)
             if not unreadable:
                 return [e for e in events if e is not None]
             # Stored by another version, or damaged: no attempt can ever read it.
@@ -337,7 +334,7 @@ class SqliteBusStore:
             [*params, -1 if limit is None else limit],
         ).fetchall()
         rows.reverse()
-        bodies, _ = _decode([(seq, body) for seq, body, _, _ in rows])
+        bodies, _ = decode_stored([(seq, body) for seq, body, _, _ in rows])
         # What cannot be read is left out here; `pending` quarantines it (see `dead_letters`).
         return [
             StoredEvent(seq=seq, event=event, consumed=consumed_at is not None, dead=bool(dead))
@@ -357,35 +354,5 @@ class SqliteBusStore:
         return [i for i in ids if i not in pending]
 
 
-def _decode(rows: Sequence[tuple[int, str]]) -> tuple[list[BusEvent | None], list[tuple[int, str]]]:
-    """The events of `(seq, body)` rows (None where a body cannot be read) and the unreadable
-    rows' seq with the reason. One validation for the whole batch when every body reads."""
-    try:
-        blob = "[" + ",".join(body for _, body in rows) + "]"
-        return list(_EVENTS.validate_json(blob, context=STORED)), []
-    except ValueError:
-        pass
-    events: list[BusEvent | None] = []
-    unreadable: list[tuple[int, str]] = []
-    for seq, body in rows:
-        try:
-            events.append(BusEvent.model_validate_json(body, context=STORED))
-        except ValueError as exc:
-            events.append(None)
-            unreadable.append((seq, " ".join(str(exc).split())[:500]))
-    return events, unreadable
-
-
 def _chunks(ids: list[str]) -> list[list[str]]:
     return [ids[i : i + _ID_CHUNK] for i in range(0, len(ids), _ID_CHUNK)]
-
-
-def _epoch(timestamp: str) -> float:
-    """Sort key of an ISO 8601 timestamp; a naive one is read as UTC, a broken one as now."""
-    try:
-        parsed = datetime.fromisoformat(timestamp)
-    except ValueError:
-        return time.time()
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()

@@ -1,0 +1,236 @@
+"""`PostgresSessionStore`: the `SessionStore` on a shared PostgreSQL database.
+
+Tables `session_entries` (the append-only entries) and `session_heads` (one row per session,
+its head). Every append locks the session's head row (`FOR UPDATE`) inside its transaction, so
+the head check and the write are one step whichever worker writes; the event bus runs the
+same append inside its own transaction (`append_in`), so consumption and history commit
+together.
+
+Fencing: a store told a session's lease (`fence`) checks in every append of that session that
+the lease's epoch is still the stored one, under a share lock of the lease row (a takeover
+waits for the write, or the write sees the takeover), and raises
+`heron.sessions.lease.StaleEpochError` otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+from pydantic import TypeAdapter
+
+from heron._support.limits import model_json
+from heron._support.postgres import Pool, open_pool, pg_errors, run
+from heron.messages import Message
+from heron.sessions.lease import Lease, StaleEpochError
+from heron.sessions.store import (
+    MESSAGE,
+    ConcurrentWriteError,
+    SessionEntry,
+    SessionExistsError,
+    SessionInfo,
+)
+
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+Conn = psycopg.Connection[Any]
+
+
+@pg_errors
+class PostgresSessionStore:
+    """Append-only session histories on a PostgreSQL connection pool."""
+
+    def __init__(self, pool: Pool, *, now: Callable[[], float] = time.time) -> None:
+        self._pool = pool
+        self._now = now
+        self._epochs: dict[str, int] = {}
+
+    @classmethod
+    def open(cls, url: str) -> PostgresSessionStore:
+        """A store on its own pool to `url`; close it with `close()`."""
+        return cls(open_pool(url))
+
+    @property
+    def pool(self) -> Pool:
+        """The pool, for PostgreSQL stores that share this database and its transactions."""
+        return self._pool
+
+    def close(self) -> None:
+        self._pool.close()
+
+    # -- fencing ----------------------------------------------------------------------------
+
+    def fence(self, lease: Lease) -> None:
+        """From now on, write `lease.session` only while `lease.epoch` is its current epoch."""
+        self._epochs[lease.session] = lease.epoch
+
+    def unfence(self, session: str) -> None:
+        """Stop checking the session's epoch (its lease was released)."""
+        self._epochs.pop(session, None)
+
+    def check_fence(self, conn: Conn, session: str) -> None:
+        """Raise `StaleEpochError` when this store holds an epoch for `session` that is no
+        longer current; inside the caller's write transaction."""
+        epoch = self._epochs.get(session)
+        if epoch is None:
+            return
+        row = conn.execute(
+            "SELECT epoch FROM session_leases WHERE session = %s FOR SHARE", (session,)
+        ).fetchone()
+        current = None if row is None else int(row[0])
+        if current != epoch:
+            raise StaleEpochError(session, epoch, current)
+
+    # -- SessionStore -----------------------------------------------------------------------
+
+    def head(self, session: str) -> int:
+        with self._pool.connection() as conn:
+            return _head(conn, session)
+
+    def append(
+        self,
+        session: str,
+        messages: Sequence[Message],
+        *,
+        expected_last_entry: int | None = None,
+    ) -> int:
+        return run(
+            self._pool,
+            lambda conn: self.append_in(
+                conn, session, messages, expected_last_entry=expected_last_entry
+            ),
+        )
+
+    def append_in(
+        self,
+        conn: Conn,
+        session: str,
+        messages: Sequence[Message],
+        *,
+        expected_last_entry: int | None = None,
+        now: float | None = None,
+    ) -> int:
+        """`append` inside a transaction the caller opened on `conn` (of this store's pool)
+        and commits; `now` overrides the entries' timestamp."""
+        self.check_fence(conn, session)
+        conn.execute(
+            "INSERT INTO session_heads (session, head) VALUES (%s, 0) ON CONFLICT DO NOTHING",
+            (session,),
+        )
+        row = conn.execute(
+            "SELECT head FROM session_heads WHERE session = %s FOR UPDATE", (session,)
+        ).fetchone()
+        head = int(row[0]) if row else 0
+        if expected_last_entry is not None and head != expected_last_entry:
+            raise ConcurrentWriteError(session, expected_last_entry, head)
+        if not messages:
+            return head
+        ts = self._now() if now is None else now
+        for message in messages:
+            inserted = conn.execute(
+                "INSERT INTO session_entries (session, parent_id, ts, role, message)"
+                " VALUES (%s, %s, %s, %s, %s) RETURNING entry_id",
+                (session, head or None, ts, message.role, model_json(message)),
+            ).fetchone()
+            assert inserted is not None  # RETURNING of a one-row INSERT
+            head = int(inserted[0])
+        conn.execute("UPDATE session_heads SET head = %s WHERE session = %s", (head, session))
+        return head
+
+    def create(self, session: str, entries: Sequence[tuple[float, Message]]) -> tuple[int, int]:
+        def work(conn: Conn) -> tuple[int, int]:
+            head = self.append_in(conn, session, [], expected_last_entry=None)
+            if head:
+                count = conn.execute(
+                    "SELECT COUNT(*) FROM session_entries WHERE session = %s", (session,)
+                ).fetchone()
+                raise SessionExistsError(session, int(count[0]) if count else 0)
+            first = last = 0
+            for timestamp, message in entries:
+                last = self.append_in(conn, session, [message], now=timestamp)
+                first = first or last
+            return first, last
+
+        return run(self._pool, work)
+
+    def load(self, session: str) -> list[Message]:
+        with self._pool.connection() as conn:
+            return _load(conn, session)
+
+    def load_with_head(self, session: str) -> tuple[list[Message], int]:
+        with self._pool.connection() as conn, _snapshot(conn):
+            return _load(conn, session), _head(conn, session)
+
+    def load_tail(self, session: str) -> tuple[list[Message], int]:
+        with self._pool.connection() as conn, _snapshot(conn):
+            # The last entry that is not a tool result starts the tail (an index scan backwards
+            # that stops there): the cost does not grow with the history.
+            start = conn.execute(
+                "SELECT entry_id FROM session_entries WHERE session = %s AND role <> 'tool'"
+                " ORDER BY entry_id DESC LIMIT 1",
+                (session,),
+            ).fetchone()
+            rows = conn.execute(
+                "SELECT message FROM session_entries WHERE session = %s AND entry_id >= %s"
+                " ORDER BY entry_id",
+                (session, int(start[0]) if start else 0),
+            ).fetchall()
+            head = _head(conn, session)
+        return _MESSAGES.validate_json("[" + ",".join(r[0] for r in rows) + "]"), head
+
+    def entries(self, session: str) -> list[SessionEntry]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT entry_id, parent_id, ts, message FROM session_entries"
+                " WHERE session = %s ORDER BY entry_id",
+                (session,),
+            ).fetchall()
+        return [
+            SessionEntry(
+                entry_id=int(entry_id),
+                session=session,
+                parent_id=None if parent_id is None else int(parent_id),
+                timestamp=float(ts),
+                message=MESSAGE.validate_json(body),
+            )
+            for entry_id, parent_id, ts, body in rows
+        ]
+
+    def list_sessions(self) -> list[SessionInfo]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT session, COUNT(*), MAX(entry_id), MAX(ts) FROM session_entries"
+                " GROUP BY session ORDER BY MAX(entry_id) DESC"
+            ).fetchall()
+        return [
+            SessionInfo(session=s, entries=int(n), last_entry=int(last), updated=float(ts))
+            for s, n, last, ts in rows
+        ]
+
+
+class _snapshot:
+    """A read-only REPEATABLE READ transaction: several reads of one consistent state."""
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def __exit__(self, *exc: object) -> None:
+        self._conn.execute("COMMIT")
+
+
+def _load(conn: Conn, session: str) -> list[Message]:
+    rows = conn.execute(
+        "SELECT message FROM session_entries WHERE session = %s ORDER BY entry_id", (session,)
+    ).fetchall()
+    # One validation call for the whole history is several times faster than one per row.
+    return _MESSAGES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
+
+
+def _head(conn: Conn, session: str) -> int:
+    row = conn.execute("SELECT head FROM session_heads WHERE session = %s", (session,)).fetchone()
+    return int(row[0]) if row else 0
