@@ -246,3 +246,42 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except FileNotFoundError:
         return b""
+
+
+async def test_serve_receives_the_browser_redirect_on_its_own_http_front(heron: Heron) -> None:
+    from heron.humans.sqlite_store import SqliteRequestStore
+    from heron.mcp.auth import token_path
+    from heron.mcp.auth.desk_consent import CONSENT_TOOL
+    from support.waiting import poll_until
+
+    port = _free_port()
+    async with protected_server(scopes=["tickets:read"]) as srv:
+        _config(heron, srv)
+        heron.write(
+            "heron.toml",
+            (heron.root / "heron.toml").read_text()
+            + f'\n[gateway]\npublic_url = "http://127.0.0.1:{port}"\n',
+        )
+        heron.env["HERON_WEBHOOK_SECRET"] = "oauth-callback-secret"
+        heron.write("script.yaml", "turns: []\n")
+        serve = heron.start("serve", "--model", "scripted:script.yaml", "--webhook-port", str(port))
+        await asyncio.to_thread(serve.wait_for_stderr, "needs your consent")
+        store = SqliteRequestStore.open_dir(heron.state_dir)
+        try:
+            [asked] = [r for r in store.list(limit=10) if r.tool == CONSENT_TOOL]
+        finally:
+            store.close()
+        url = next(x.strip() for x in asked.question.splitlines() if "/authorize?" in x)
+        redirect = await _redirect_of(url)
+        assert redirect.startswith(f"http://127.0.0.1:{port}/mcp/oauth/callback?")
+        async with httpx2.AsyncClient(timeout=10) as browser:
+            forged = await browser.get(redirect.replace("state=", "state=x"))
+            landed = await browser.get(redirect)
+        tokens = token_path(heron.state_dir, "tickets")
+        await poll_until(lambda: b"access_token" in _read(tokens), "serve's login to finish")
+        serve.interrupt()
+        stopped = await asyncio.to_thread(serve.finish)
+
+    assert forged.status_code == 400
+    assert landed.status_code == 200, landed.text
+    assert stopped.code == 0, stopped.stderr

@@ -55,6 +55,8 @@ from heron.audit.postgres_store import PostgresApprovalAudit, PostgresExecutionS
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import MessageStore
+from heron.gateway.eventlog import TurnLog
+from heron.gateway.sqlite_store import SqliteTurnLog
 from heron.humans.postgres_store import PostgresRequestStore
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import RequestStore
@@ -97,6 +99,7 @@ class StoreBackend(Protocol):
     def host_index(self) -> HostIndex: ...
     def thread_index(self) -> ThreadIndex: ...
     def subagents(self) -> SubagentStore: ...
+    def turn_log(self) -> TurnLog: ...
     def close(self) -> None:
         """Close every store this back end opened."""
 
@@ -168,6 +171,9 @@ class SqliteBackend:
 
     def subagents(self) -> SqliteSubagentStore:
         return SqliteSubagentStore(self._conn())
+
+    def turn_log(self) -> SqliteTurnLog:
+        return SqliteTurnLog(self._conn())
 
     def close(self) -> None:
         for close in reversed(self._closers):

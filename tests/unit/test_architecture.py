@@ -34,6 +34,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "heron.humans",
     ),
     ("heron.always_on",),
+    # The gateway hosts over the always-on server: its HTTP API, event streams and console.
+    ("heron.gateway",),
     # Configuration: the schema and the builders that turn it into agents, built-in sets and
     # stores; above everything it assembles.
     ("heron.config",),

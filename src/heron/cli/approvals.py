@@ -194,7 +194,7 @@ def _list(desk: RequestDesk, args: argparse.Namespace) -> int:
     )
     found = desk.store.list(statuses=statuses, session=args.session, limit=args.limit)
     if args.json:
-        common.out(json.dumps([_data(r) for r in found], ensure_ascii=False, indent=2))
+        common.out(json.dumps([r.to_data() for r in found], ensure_ascii=False, indent=2))
         return EXIT_OK
     if args.quiet:
         for r in found:
@@ -212,7 +212,7 @@ def _list(desk: RequestDesk, args: argparse.Namespace) -> int:
 def _show(desk: RequestDesk, args: argparse.Namespace) -> int:
     r = desk.get(args.id)
     if args.json:
-        common.out(json.dumps(_data(r, exact=args.exact), ensure_ascii=False, indent=2))
+        common.out(json.dumps(r.to_data(exact=args.exact), ensure_ascii=False, indent=2))
         return EXIT_OK
     shown = r.arguments if args.exact else r.display_arguments
     lines = [
@@ -264,33 +264,6 @@ def _approvers(r: HumanRequest) -> str:
     from heron.humans.approvers import describe
 
     return describe(r.approvers)
-
-
-def _data(r: HumanRequest, *, exact: bool = False) -> dict[str, Any]:
-    return {
-        "id": r.id,
-        "kind": r.kind,
-        "status": r.status,
-        "outcome": r.outcome,
-        "session": r.session,
-        "call_ids": list(r.call_ids),
-        "tool": r.tool,
-        "arguments": dict(r.arguments if exact else r.display_arguments),
-        "question": r.question,
-        "options": list(r.options),
-        "urgency": r.urgency,
-        "risk": r.risk,
-        "approvers": list(r.approvers),
-        "created_at": r.created_at,
-        "deadline": r.deadline,
-        "decision": None if r.decision is None else r.decision.to_data(),
-        "answer": r.answer,
-        "answered_by": r.answered_by,
-        "answered_at": r.answered_at,
-        "reason": r.reason,
-        "signature": r.signature,
-        "deliveries": dict(r.deliveries),
-    }
 
 
 # -- answering ----------------------------------------------------------------------------

@@ -64,6 +64,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         else:
             for ok, what, detail in doctor_checks(config, root, tools):
                 report(ok, what, detail, required=False)
+    if config is not None:
+        safe, detail = config.gateway.exposure()
+        report(safe, "gateway", detail, required=False)
     bwrap = shutil.which("bwrap")
     report(
         bwrap is not None,

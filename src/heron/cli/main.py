@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "acp": ("acp", "serve the Agent Client Protocol on stdio, for editors (Zed, …)"),
     "doctor": ("doctor", "check the installation and configuration"),
+    "gateway": ("gateway", "the HTTP API and web console of heron serve: hash a token"),
     "db": ("db", "the store's schema versions: migrate, status"),
     "demo": (
         "demo",

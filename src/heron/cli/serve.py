@@ -58,6 +58,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--webhook-host", default="127.0.0.1")
     serve.add_argument("--webhook-secret-env", default="HERON_WEBHOOK_SECRET", metavar="VAR")
     serve.add_argument(
+        "--http-port",
+        type=int,
+        metavar="PORT",
+        help="serve the gateway (HTTP API and web console) here; 0 picks a free port "
+        "(default: [gateway] port)",
+    )
+    serve.add_argument("--http-host", metavar="HOST", help="default: [gateway] host (loopback)")
+    serve.add_argument(
         "--contact",
         action="append",
         default=[],
@@ -201,7 +209,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from heron.turn.events import discard
 
     config = _serve_config(common.require_model(common.load_config(args)))
-    known_secrets().add_env([args.webhook_secret_env, args.notify_secret_env or ""])
+    gateway_config = config.gateway
+    known_secrets().add_env(
+        [args.webhook_secret_env, args.notify_secret_env or "", gateway_config.token_env]
+    )
+    http_port = args.http_port if args.http_port is not None else gateway_config.port
     user_tools = common.user_tools(config)
     with common.library_errors():
         model = agent_model(config)
@@ -223,6 +235,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         webhook_port=args.webhook_port,
         webhook_host=args.webhook_host,
         webhook_secret_env=args.webhook_secret_env,
+        http_port=http_port,
+        http_host=args.http_host or gateway_config.host,
+        http_max_body=gateway_config.limits.max_body,
         contacts=frozenset(args.contact),
         maildir=args.maildir,
         smtp_port=args.smtp_port,
@@ -273,6 +288,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 for problem in mcp.problems:
                     common.err(f"mcp: {problem}")
 
+            # The browser's redirect of an OAuth login comes back here (`[gateway] public_url`
+            # names this process), on the same HTTP front, with no token: the login's state
+            # is its proof.
+            callback: list[Any] = []
+            if consent is not None:
+                from heron.mcp.auth.callback import oauth_callback_routes
+
+                callback = oauth_callback_routes(consent.desk)
+            gateway, metrics = _gateway(config, http_port, args.poll_interval)
+            if gateway is not None:
+                stack.callback(gateway.log.close)
+
             def make_agent(tools: list[Tool]) -> Agent:
                 # A daemon has no terminal: the server gives each session the durable
                 # approver (`heron approvals` answers), or with `[approvals] durable = false`
@@ -284,15 +311,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     model=model,
                     builtin=builtin,
                     mcp=_session_mcp(config, mcp) if mcp is not None else None,
+                    metrics=metrics,
                 )
 
             server = HeronServer(
                 serve_config,
                 make_agent,
                 sink=discard,
-                session_sink=session_sink,
+                session_sink=gateway.sinks(session_sink) if gateway else session_sink,
                 announce=_emit,
+                http_routes=[*(gateway.routes() if gateway else ()), *callback],
+                request_channels=[gateway.channel] if gateway else (),
             )
+            if gateway is not None:
+                gateway.server = server
+                server.on_close.append(gateway.end_streams)
             try:
                 with common.library_errors():
                     await server.start()
@@ -303,6 +336,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     return asyncio.run(run())
+
+
+def _gateway(config: HeronConfig, port: int | None, poll_s: float) -> tuple[Any, Any]:
+    """The gateway and the process's one metrics registry, when an HTTP port is set."""
+    if port is None:
+        return None, None
+    from heron.gateway.app import Gateway
+    from heron.telemetry.metrics import MetricsRegistry
+
+    metrics = MetricsRegistry()
+    gateway = Gateway(
+        config.gateway, state_dir=config.state.path(), metrics=metrics, poll_interval_s=poll_s
+    )
+    if not len(gateway.guard.tokens):
+        common.err(
+            f"gateway: no token is configured, so every API request is refused (401); set "
+            f"${config.gateway.token_env} or [[gateway.tokens]]"
+        )
+    return gateway, metrics
 
 
 # -- listings -------------------------------------------------------------------------------

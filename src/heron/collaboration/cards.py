@@ -4,7 +4,11 @@ channel can show.
 A card always has a plain-text rendering (`Card.plain_text`): it is what the console prints,
 the `text/plain` body of a mail, the `text` of a webhook and the `text` of an incoming-webhook
 chat message, so a card is never lost on a channel that shows only text. Channels that can do
-more map the blocks (`im_blocks`: the block shape chat services accept).
+more map the blocks (`im_blocks`: the block shape chat services accept). An `html` block is
+generative UI for the web console only (docs/gateway.md): the console draws it in a sandboxed
+frame with a content-security policy that allows no script and no request, so it can neither
+reach the console, its cookie nor the API, and it never carries controls — the card's buttons
+are drawn by the console itself, outside the frame. Every other channel shows its `fallback`.
 
 Actions are typed: a `button` (an id, a label, a style) comes back as a `card.action` event when
 someone presses it — on a chat service through heron's `/card` webhook with the action's signed
@@ -27,6 +31,7 @@ __all__ = [
     "FieldItem",
     "FieldsBlock",
     "FileBlock",
+    "HtmlBlock",
     "LinkAction",
     "TextBlock",
     "im_blocks",
@@ -70,7 +75,19 @@ class FileBlock(_Part):
     caption: str = Field(default="", max_length=300)
 
 
-Block = Annotated[TextBlock | FieldsBlock | DividerBlock | FileBlock, Field(discriminator="type")]
+class HtmlBlock(_Part):
+    """A fragment of HTML and CSS drawn only by the web console, in a sandboxed frame that runs
+    no script and loads nothing; other channels show `fallback`. Never put buttons in it:
+    the card's `actions` are the only controls, drawn by the console."""
+
+    type: Literal["html"] = "html"
+    html: str = Field(min_length=1, max_length=20_000)
+    fallback: str = Field(min_length=1, max_length=1000, description="what text channels show")
+
+
+Block = Annotated[
+    TextBlock | FieldsBlock | DividerBlock | FileBlock | HtmlBlock, Field(discriminator="type")
+]
 
 
 class ButtonAction(_Part):
@@ -142,6 +159,8 @@ class Card(_Part):
                 lines += ["", *(f"{f.label}: {f.value}" for f in block.fields)]
             elif isinstance(block, DividerBlock):
                 lines += ["", "----"]
+            elif isinstance(block, HtmlBlock):
+                lines += ["", block.fallback]
             else:
                 caption = f" — {block.caption}" if block.caption else ""
                 lines += ["", f"File: {block.path}{caption}"]
@@ -170,6 +189,8 @@ def im_blocks(card: Card, tokens: dict[str, str], *, context: str) -> list[dict[
             blocks.append({"type": "section", "fields": fields[:10]})
         elif isinstance(block, DividerBlock):
             blocks.append({"type": "divider"})
+        elif isinstance(block, HtmlBlock):
+            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": block.fallback}})
         else:
             caption = f" — {block.caption}" if block.caption else ""
             text = f"File: `{block.path}`{caption}"

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from heron.mcp.assembly import McpAssembly
     from heron.mcp.auth.consent import ConsentChannel
     from heron.mcp.client.human_input import HumanInput
+    from heron.telemetry.metrics import MetricsRegistry
 
 OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
 """What `detect_model` picks when `OPENAI_API_KEY` is set."""
@@ -287,12 +288,14 @@ def build_agent(
     model: Model | None = None,
     mcp: McpAssembly | None = None,
     builtin: Builtin | None = None,
+    metrics: MetricsRegistry | None = None,
 ) -> Agent:
     """The configured agent with `tools`. `model` replaces `[agent] model`; `approver` answers
     approval questions (default: none, so calls that need approval are denied by policy);
     `mcp` (from `open_mcp`) adds its tools, catalogue section, activated set,
     never-unreachable resolver and per-turn filter groups; `builtin` (from `open_builtin`)
-    adds heron's tool sets as bundles, with their spill, cache and workspace."""
+    adds heron's tool sets as bundles, with their spill, cache and workspace; `metrics` is
+    the registry to record into (`heron serve` shares one for `/metrics`), else a new one."""
     register_secrets(config)
     state_dir = config.state.path()
     set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
@@ -328,7 +331,7 @@ def build_agent(
                 strict_tool_parsing=a.strict_tool_parsing,
             )
             allowed = mcp.admit(allowed)
-        observer, telemetry = _telemetry(config)
+        observer, telemetry = _telemetry(config, metrics)
         return Agent(
             model=model,
             tools=registry,
@@ -440,14 +443,16 @@ def _budgets(config: HeronConfig, model: str) -> dict[str, Any]:
     return extra
 
 
-def _telemetry(config: HeronConfig) -> tuple[Any, dict[str, Any]]:
+def _telemetry(
+    config: HeronConfig, metrics: MetricsRegistry | None = None
+) -> tuple[Any, dict[str, Any]]:
     """The observer (audit-free: metrics, alerts, OTel) and the agent's telemetry parts."""
     from heron.telemetry.alerts import AlertManager, ConsoleChannel, WebhookChannel
     from heron.telemetry.metrics import MetricsObserver, MetricsRegistry
     from heron.turn.observer import FanOutObserver
 
     t = config.telemetry
-    metrics = MetricsRegistry()
+    metrics = metrics if metrics is not None else MetricsRegistry()
     channels: list[Any] = [ConsoleChannel()] if t.alerts_console else []
     if t.alerts_webhook_url:
         channels.append(

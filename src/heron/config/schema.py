@@ -26,6 +26,7 @@ from heron.collaboration.config import (
 )
 from heron.config.builtin import BuiltinConfig, ShellSection
 from heron.errors import ConfigurationError
+from heron.gateway.config import GatewayConfig
 from heron.humans.config import ApprovalsConfig
 from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
@@ -151,15 +152,6 @@ class StoreConfig(_Section):
         return url
 
 
-class GatewayConfig(_Section):
-    """`[gateway]`: heron's HTTP front door."""
-
-    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
-    """The address people's browsers reach the gateway at (`https://heron.example.com`).
-    OAuth logins to MCP servers redirect to `<public_url>/mcp/oauth/callback`; unset, `heron
-    mcp login` receives the redirect on loopback (or the operator pastes it back)."""
-
-
 class HeronConfig(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
@@ -173,7 +165,6 @@ class HeronConfig(_Section):
     budgets: BudgetsConfig = Field(default_factory=BudgetsConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
-    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
     """`[mcp]`, `[mcp.servers.NAME]`, `[[mcp.tool_filter_groups]]` (see docs/mcp.md)."""
     identity: IdentityConfig = Field(default_factory=IdentityConfig)
@@ -190,6 +181,8 @@ class HeronConfig(_Section):
     """`[agents.NAME]`: agents the sub-agent tools can spawn (docs/subagents.md)."""
     subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
     """`[subagents]`: project agent files, depth and concurrency limits, budget split."""
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    """`[gateway]`: the HTTP API and web console of `heron serve` (docs/gateway.md)."""
 
     def everyone(self) -> dict[str, PersonConfig]:
         """`[people]` and the user (under `[user] name`), for the outbox."""

@@ -141,6 +141,34 @@ class HumanRequest:
     def active(self) -> bool:
         return self.status in ACTIVE_STATUSES
 
+    def to_data(self, *, exact: bool = False) -> dict[str, Any]:
+        """The request as JSON (`heron approvals … --json`, the gateway): the redacted copy
+        of the arguments unless `exact`."""
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "status": self.status,
+            "outcome": self.outcome,
+            "session": self.session,
+            "call_ids": list(self.call_ids),
+            "tool": self.tool,
+            "arguments": dict(self.arguments if exact else self.display_arguments),
+            "question": self.question,
+            "options": list(self.options),
+            "urgency": self.urgency,
+            "risk": self.risk,
+            "approvers": list(self.approvers),
+            "created_at": self.created_at,
+            "deadline": self.deadline,
+            "decision": None if self.decision is None else self.decision.to_data(),
+            "answer": self.answer,
+            "answered_by": self.answered_by,
+            "answered_at": self.answered_at,
+            "reason": self.reason,
+            "signature": self.signature,
+            "deliveries": dict(self.deliveries),
+        }
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Settlement:

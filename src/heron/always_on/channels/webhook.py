@@ -1,4 +1,4 @@
-"""`WebhookServer`: a small asyncio HTTP/1.1 listener that turns signed POSTs into bus events.
+"""`WebhookServer`: the webhook ingress, turning signed POSTs into bus events.
 
 Each `WebhookRoute` binds a path to an adapter (`heron.always_on.channels.adapters`) and a
 secret; the route also answers below its path, where the rest names a session
@@ -17,21 +17,21 @@ is sent only after the publish returned, so a sender that got 202 may forget the
 Anything else going wrong (a bug) is logged and answered 503, so the sender retries; the
 listener goes on.
 
-One request per connection (`Connection: close`): webhook senders do not pipeline, and it keeps
-the parser small. No chunked bodies.
+HTTP is `heron.always_on.http.HttpFront`'s (Starlette on uvicorn): `heron serve` mounts
+`asgi_routes` on its one front beside the gateway, under its one body limit; `start` serves
+them alone (tests, embedding).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from heron._support.clock import Clock, RealClock, timestamp
 from heron.always_on.bus.model import BusEvent
@@ -48,7 +48,9 @@ from heron.always_on.channels.adapters import (
     PayloadError,
     WebhookRequest,
 )
-from heron.errors import HeronError
+
+if TYPE_CHECKING:
+    from heron.always_on.http import HttpFront
 
 log = logging.getLogger("heron.always_on.channels.webhook")
 
@@ -61,7 +63,6 @@ Admit = Callable[[str], "str | None"]
 KeySession = Callable[[str], Awaitable["str | None"]]
 """The session that already holds an idempotency key (`BusStore.key_session`), or `None`."""
 
-MAX_HEADERS = 100
 _PAYLOAD_STATUS = {
     400: HTTPStatus.BAD_REQUEST,
     413: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
@@ -69,6 +70,8 @@ _PAYLOAD_STATUS = {
 }
 """`PayloadError.status` → the answer: malformed, over the size limit, refused JSON."""
 READ_TIMEOUT_S = 10.0
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+"""Every method reaches `handle`, which answers 405 with its JSON body."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,12 +87,6 @@ class WebhookRoute:
 class WebhookResponse:
     status: int
     body: dict[str, Any]
-
-
-class _BadRequest(HeronError):
-    def __init__(self, status: HTTPStatus, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class WebhookServer:
@@ -131,22 +128,11 @@ class WebhookServer:
         self.max_body = max_body
         self.counts: Counter[str] = Counter()
         """Outcomes so far: accepted, duplicate, filtered, ignored, rejected, invalid, failed."""
-        self._server: asyncio.Server | None = None
+        self._front: HttpFront | None = None
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
-
-    async def start(self) -> None:
-        """Bind and start accepting; `port` is the bound port afterwards."""
-        self._server = await asyncio.start_server(self._client, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def aclose(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
 
     async def handle(self, request: WebhookRequest) -> WebhookResponse:
         """Everything after HTTP parsing: route, verify, choose the session, translate, filter,
@@ -233,65 +219,56 @@ class WebhookServer:
         self.counts[outcome] += 1
         return WebhookResponse(status=status.value, body={"status": outcome, **body})
 
-    # -- HTTP -------------------------------------------------------------------------------
+    # -- HTTP ----------------------------------------------------------------------------------
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def asgi_routes(self) -> list[Any]:
+        """The routes of this listener for `heron.always_on.http.HttpFront`: every path, and
+        the same path followed by `/<session>`, for any method (405 is answered here)."""
+        from starlette.routing import Route
+
+        routes: list[Any] = []
+        for path in self.routes:
+            for pattern in (path, path + "/{rest:path}"):
+                routes.append(Route(pattern, self._asgi, methods=_METHODS))
+        return routes
+
+    async def _asgi(self, request: Any) -> Any:
+        from starlette.requests import ClientDisconnect
+
         try:
-            try:
-                request = await asyncio.wait_for(self._read(reader), READ_TIMEOUT_S)
-            except _BadRequest as exc:
-                response = self._answer("invalid", exc.status, error=str(exc))
-            except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-                response = self._answer(
-                    "invalid", HTTPStatus.BAD_REQUEST, error="incomplete request"
-                )
-            else:
-                response = await self.handle(request)  # answers even a bug (503)
-            _write(writer, response)
-            await writer.drain()
-        except ConnectionError:
-            pass  # the sender went away; nothing to answer
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
-
-    async def _read(self, reader: asyncio.StreamReader) -> WebhookRequest:
-        line = (await reader.readuntil(b"\r\n")).decode("latin-1").rstrip("\r\n")
-        parts = line.split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            raise _BadRequest(HTTPStatus.BAD_REQUEST, "malformed request line")
-        method, target, _ = parts
-        headers: dict[str, str] = {}
-        for _ in range(MAX_HEADERS + 1):
-            raw = (await reader.readuntil(b"\r\n")).decode("latin-1").rstrip("\r\n")
-            if not raw:
-                break
-            name, sep, value = raw.partition(":")
-            if not sep:
-                raise _BadRequest(HTTPStatus.BAD_REQUEST, "malformed header line")
-            headers[name.strip().lower()] = value.strip()
+            body = await asyncio.wait_for(request.body(), READ_TIMEOUT_S)
+        except (TimeoutError, ClientDisconnect):
+            response = self._answer("invalid", HTTPStatus.BAD_REQUEST, error="incomplete request")
         else:
-            raise _BadRequest(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "too many headers")
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            raise _BadRequest(HTTPStatus.LENGTH_REQUIRED, "send a Content-Length, not chunks")
-        length = headers.get("content-length", "0" if method != "POST" else "")
-        if not length.isdigit():
-            raise _BadRequest(HTTPStatus.LENGTH_REQUIRED, "Content-Length required")
-        if int(length) > self.max_body:
-            raise _BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "body too large")
-        body = await reader.readexactly(int(length))
-        path = target.split("?", 1)[0]
-        return WebhookRequest(method=method, path=path, headers=headers, body=body)
+            headers = {name.lower(): value for name, value in request.headers.items()}
+            response = await self.handle(
+                WebhookRequest(
+                    method=request.method, path=request.url.path, headers=headers, body=body
+                )
+            )
+        return _response(response)
+
+    async def start(self) -> None:
+        """Listen on `host:port` alone (`heron serve` mounts `asgi_routes` on its one front
+        instead); `port` is the bound port afterwards."""
+        from heron.always_on.http import HttpFront
+
+        self._front = HttpFront(
+            self.asgi_routes(), addresses=[(self.host, self.port)], max_body=self.max_body
+        )
+        await self._front.start()
+        self.port = self._front.addresses[0][1]
+
+    async def aclose(self) -> None:
+        if self._front is not None:
+            await self._front.aclose()
+            self._front = None
 
 
-def _write(writer: asyncio.StreamWriter, response: WebhookResponse) -> None:
-    payload = json.dumps(response.body).encode()
-    reason = HTTPStatus(response.status).phrase
-    head = (
-        f"HTTP/1.1 {response.status} {reason}\r\n"
-        "Content-Type: application/json\r\n"
-        f"Content-Length: {len(payload)}\r\n"
-        "Connection: close\r\n\r\n"
+def _response(response: WebhookResponse) -> Any:
+    """The answer as senders have always seen it: `json.dumps`'s spacing."""
+    from starlette.responses import Response
+
+    return Response(
+        json.dumps(response.body), status_code=response.status, media_type="application/json"
     )
-    writer.write(head.encode("latin-1") + payload)

@@ -1,0 +1,244 @@
+"""`Gateway`: the HTTP API, the event streams and the web console of `heron serve`.
+
+The gateway is a set of Starlette routes mounted on the server's one HTTP front
+(`heron.always_on.http.HttpFront`, beside the webhooks, under the same body limit) plus what
+it adds to the server: a session sink per session that keeps the turn log
+(`heron.gateway.eventlog`) and an approver channel, `gateway`, so that `[approvals.approvers]
+gateway = ["alice"]` lets the principal `alice` answer from the console or the API.
+
+    gateway = Gateway(config, state_dir=state_dir)
+    server = HeronServer(serve_config, make_agent,
+                         session_sink=gateway.sinks(inner), http_routes=gateway.routes(),
+                         request_channels=[gateway.channel])
+    gateway.server = server
+    server.on_close.append(gateway.end_streams)
+
+`routes(extra)` takes more routes to serve on the same app (an OAuth callback): they are
+served as given, without the gateway's authentication.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from heron._support.clock import Clock, RealClock
+from heron.gateway.api import Api, Handler
+from heron.gateway.auth import ApiError, Guard, LoginSessions, RateLimiter, TokenBook
+from heron.gateway.config import GatewayConfig, Role
+from heron.gateway.eventlog import TurnLog, TurnRecorder
+from heron.gateway.sqlite_store import SqliteTurnLog
+from heron.gateway.stream import Hub, session_frames
+from heron.humans.store import HumanRequest
+from heron.turn.events import EventSink
+
+if TYPE_CHECKING:
+    from heron.always_on.server import HeronServer
+    from heron.telemetry.metrics import MetricsRegistry
+
+__all__ = ["Gateway", "GatewayChannel"]
+
+STATIC = Path(__file__).with_name("static")
+_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+CONSOLE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "form-action 'self'"
+)
+
+
+class GatewayChannel:
+    """Approvers `gateway:<principal>`: a request is delivered by being in the store, where the
+    console and `GET /v1/approvals` show it (live, through the session's event stream)."""
+
+    name = "gateway"
+
+    async def deliver(self, request: HumanRequest) -> str:
+        return "ok"
+
+
+class Gateway:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        state_dir: Path,
+        clock: Clock | None = None,
+        environ: Mapping[str, str] = os.environ,
+        metrics: MetricsRegistry | None = None,
+        poll_interval_s: float = 1.0,
+        log: TurnLog | None = None,
+    ) -> None:
+        self.config = config
+        self.clock: Clock = clock or RealClock()
+        self.server: HeronServer | None = None
+        self.metrics = metrics
+        self.poll_interval_s = poll_interval_s
+        limits = config.limits
+        self.guard = Guard(
+            config,
+            TokenBook.from_config(config, environ),
+            LoginSessions(ttl_s=config.session_ttl_s, clock=self.clock),
+            RateLimiter(
+                per_minute=limits.requests_per_minute, burst=limits.burst, clock=self.clock
+            ),
+        )
+        self.hub = Hub()
+        self.log: TurnLog = log or SqliteTurnLog.open(state_dir)
+        self.recorder = TurnRecorder(
+            self.log, clock=self.clock, stored=self.hub.wake, live=self.hub.live
+        )
+        self.channel = GatewayChannel()
+        self.api = Api(self)
+        self.counts: Counter[tuple[str, int]] = Counter()
+        self.frames_sent = 0
+        self._stopping: asyncio.Event | None = None
+        self._watched: Any = None
+
+    # -- what the server is given -------------------------------------------------------------
+
+    def sinks(self, inner: Callable[[str], EventSink] | None = None) -> Callable[[str], EventSink]:
+        """The server's `session_sink`: `inner(session)` (if any), then the turn log."""
+        return lambda session: self.recorder.sink(
+            session, inner(session) if inner is not None else None
+        )
+
+    def routes(self, extra: Sequence[BaseRoute] = ()) -> list[BaseRoute]:
+        """The gateway's routes, then `extra` (served as given)."""
+        routes: list[BaseRoute] = [
+            Route("/", self._console, methods=["GET"]),
+            Mount("/console", app=StaticFiles(directory=STATIC), name="console"),
+            Route("/healthz", self._open(self.api.healthz), methods=["GET"]),
+            Route("/v1/login", self._open(self.api.login), methods=["POST"]),
+            Route("/v1/sessions/{session}/events", self._guarded("viewer", self._events)),
+        ]
+        for method, path, role, handler in self.api.table():
+            routes.append(Route(path, self._guarded(role, handler), methods=[method]))
+        return [*routes, *extra]
+
+    # -- serving ------------------------------------------------------------------------------
+
+    def _open(self, handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                response: Response = await handler(request)
+            except ApiError as exc:
+                response = _refusal(exc)
+            return self._sent(request, response)
+
+        return endpoint
+
+    def _guarded(self, need: Role, handler: Handler) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                who = self.guard.check(request, need)
+                response = await handler(request, who)
+            except ApiError as exc:
+                response = _refusal(exc)
+            return self._sent(request, response)
+
+        return endpoint
+
+    def _sent(self, request: Request, response: Response) -> Response:
+        route = request.scope.get("route")
+        path = getattr(route, "path", "?")
+        self.counts[(path, response.status_code)] += 1
+        for name, value in _HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    async def _console(self, request: Request) -> Response:
+        response = FileResponse(STATIC / "index.html", media_type="text/html")
+        response.headers["Content-Security-Policy"] = CONSOLE_CSP
+        response.headers["X-Frame-Options"] = "DENY"
+        return self._sent(request, response)
+
+    @property
+    def stopping(self) -> asyncio.Event:
+        if self._stopping is None:
+            self._stopping = asyncio.Event()
+        return self._stopping
+
+    async def _events(self, request: Request, who: Any) -> Response:
+        server = self.api.running()
+        session = self.api.session_name(request)
+        if self.hub.clients >= self.config.limits.max_clients:
+            raise ApiError(503, "too many event streams open; retry later")
+        if self._watched is not server.bus:
+            # This process's publishes wake the streams of their session at once.
+            server.bus.watch(lambda event: self.hub.wake(event.session))
+            self._watched = server.bus
+        start = request.headers.get("last-event-id") or request.query_params.get("after")
+        frames = session_frames(
+            session,
+            bus=server.bus,
+            log=self.log,
+            hub=self.hub,
+            start=start,
+            replay_max=self.config.limits.replay_max,
+            poll_interval_s=self.poll_interval_s,
+            stopping=self.stopping,
+        )
+
+        async def body() -> Any:
+            yield ": heron event stream\n\n"
+            async for chunk in frames:
+                self.frames_sent += len(chunk)
+                yield "".join(frame.encode() for frame in chunk)
+
+        return StreamingResponse(
+            body(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    # -- metrics --------------------------------------------------------------------------------
+
+    def render_metrics(self) -> str:
+        """The process's tool and model metrics, and the gateway's own."""
+        out = [self.metrics.render_prometheus().rstrip("\n")] if self.metrics is not None else []
+        out += [
+            "# HELP heron_gateway_requests_total Gateway requests, by route and status.",
+            "# TYPE heron_gateway_requests_total counter",
+            *(
+                f'heron_gateway_requests_total{{route="{path}",status="{status}"}} {n}'
+                for (path, status), n in sorted(self.counts.items())
+            ),
+            "# HELP heron_gateway_stream_clients Event streams open now.",
+            "# TYPE heron_gateway_stream_clients gauge",
+            f"heron_gateway_stream_clients {self.hub.clients}",
+            "# HELP heron_gateway_frames_total Event-stream frames sent.",
+            "# TYPE heron_gateway_frames_total counter",
+            f"heron_gateway_frames_total {self.frames_sent}",
+        ]
+        return "\n".join(out) + "\n"
+
+    def end_streams(self) -> None:
+        """Ends every event stream at once (the server is closing: its HTTP front waits for
+        open responses)."""
+        self.stopping.set()
+        self.hub.wake_all()
+
+    def close(self) -> None:
+        """Ends every stream and closes the turn log."""
+        self.end_streams()
+        self.log.close()
+
+
+def _refusal(exc: ApiError) -> Response:
+    return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)

@@ -1,0 +1,229 @@
+"""The event stream of a session (`GET /v1/sessions/{session}/events`), as Server-Sent Events.
+
+A stream is two durable sequences merged in time order: the session's bus events (the
+`BusStore` sequence) and its turn log (`heron.gateway.eventlog`). Each frame's SSE `id` is
+the cursor after it, `<epoch>.<bus seq>.<turn seq>`, so `Last-Event-ID` names exactly what a
+client has seen of both and a reconnect replays from the store what it missed — nothing twice,
+nothing skipped. Frames:
+
+- `event: bus`, data `{"seq", "event"}` (the `BusEvent`, scrubbed);
+- `event: turn`, data the turn event (a card, a folded `text`, the final answer, …);
+- `event: live`, data a streamed delta or progress line, *without* an id (a replay has the
+  folded text instead);
+- `event: resync`, data `{"reason"}`, with the cursor of now as its id: the client's cursor
+  is from another database (another epoch) or more than `replay_max` events behind, so it
+  should reload what it shows from the API and go on from here.
+
+A stream waits for news on the `Hub` (woken by this process's publishes and turn-log writes)
+and polls every `poll_interval_s` for what other processes wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from heron.always_on.bus.store import BusStore, StoredEvent
+from heron.gateway.eventlog import LoggedEvent, TurnLog
+from heron.safety.redact import scrub_value
+
+__all__ = ["Batch", "Cursor", "Frame", "Hub", "session_frames"]
+
+_BATCHES = 64
+"""Batches kept per session between two wakes (one per distinct cursor of its clients)."""
+_LIVE_QUEUE = 1000
+"""Live frames kept for a slow client; beyond, the oldest are dropped (they are not durable:
+the folded text arrives with the next stored record anyway)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    epoch: str
+    bus: int = 0
+    turn: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.epoch}.{self.bus}.{self.turn}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor | None:
+        epoch, _, rest = text.strip().partition(".")
+        bus, _, turn = rest.partition(".")
+        if not epoch or not bus.isdigit() or not turn.isdigit():
+            return None
+        return cls(epoch, int(bus), int(turn))
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    event: str
+    data: dict[str, Any]
+    id: str | None = None
+    stored_before: int = 0
+    wire: str = ""
+    """For a live frame: the session's last turn-log sequence when it was shown. Its text is
+    folded into the session's next record, so a client past `stored_before` has it already."""
+
+    def encode(self) -> str:
+        """The frame on the wire (computed once for a frame many clients are sent)."""
+        if self.wire:
+            return self.wire
+        lines = [f"event: {self.event}"]
+        if self.id is not None:
+            lines.append(f"id: {self.id}")
+        lines.append("data: " + json.dumps(self.data, ensure_ascii=False, separators=(",", ":")))
+        return "\n".join(lines) + "\n\n"
+
+
+Batch = list[tuple[Frame, Cursor]]
+"""Frames in order, each with the cursor after it."""
+
+
+class Hub:
+    """Wakes the streams of a session and hands them its live frames."""
+
+    def __init__(self) -> None:
+        self._subscribers: dict[str, set[asyncio.Queue[Frame | None]]] = {}
+        self._batches: dict[str, dict[Cursor, Batch]] = {}
+        """Per session: what was read from the stores after a cursor since the last wake, so
+        many clients at the same place read, scrub and encode it once. The stores only grow,
+        so a kept batch stays a true prefix of what follows its cursor; an empty one is used
+        only until the next wake or poll (it would hide what another process writes)."""
+
+    def batch(self, session: str, cursor: Cursor) -> Batch | None:
+        return self._batches.get(session, {}).get(cursor)
+
+    def keep(self, session: str, cursor: Cursor, batch: Batch) -> None:
+        kept = self._batches.setdefault(session, {})
+        if len(kept) >= _BATCHES:
+            kept.clear()
+        kept[cursor] = batch
+
+    def subscribe(self, session: str) -> asyncio.Queue[Frame | None]:
+        queue: asyncio.Queue[Frame | None] = asyncio.Queue(_LIVE_QUEUE)
+        self._subscribers.setdefault(session, set()).add(queue)
+        return queue
+
+    def unsubscribe(self, session: str, queue: asyncio.Queue[Frame | None]) -> None:
+        subscribers = self._subscribers.get(session)
+        if subscribers is not None:
+            subscribers.discard(queue)
+            if not subscribers:
+                del self._subscribers[session]
+
+    @property
+    def clients(self) -> int:
+        return sum(len(s) for s in self._subscribers.values())
+
+    def wake(self, session: str) -> None:
+        """Something durable was written for `session`."""
+        self._batches.pop(session, None)
+        for queue in self._subscribers.get(session, ()):
+            if queue.empty():  # one wake-up is enough; a full queue is awake already
+                queue.put_nowait(None)
+
+    def wake_all(self) -> None:
+        """Every stream looks again (and, when stopping, ends)."""
+        for session in list(self._subscribers):
+            self.wake(session)
+
+    def live(self, session: str, body: dict[str, Any], stored_before: int) -> None:
+        frame = Frame("live", body, stored_before=stored_before)
+        for queue in self._subscribers.get(session, ()):
+            if queue.full():
+                queue.get_nowait()
+            queue.put_nowait(frame)
+
+
+def _when(stored: StoredEvent) -> float:
+    try:
+        return datetime.fromisoformat(stored.event.timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+async def session_frames(
+    session: str,
+    *,
+    bus: BusStore,
+    log: TurnLog,
+    hub: Hub,
+    start: str | None,
+    replay_max: int,
+    poll_interval_s: float,
+    stopping: asyncio.Event,
+) -> AsyncIterator[list[Frame]]:
+    """The frames of `session` from the cursor `start` (`Last-Event-ID`; `None`: from the
+    beginning) until `stopping` is set or the client goes away, in chunks: what is ready at
+    once goes out in one write."""
+    queue = hub.subscribe(session)
+    try:
+        cursor = Cursor.parse(start) if start else Cursor(log.epoch)
+        if cursor is None or cursor.epoch != log.epoch:
+            cursor = await _now(session, bus, log)
+            yield [Frame("resync", {"reason": "the cursor is from another epoch"}, str(cursor))]
+        polled = False
+        while not stopping.is_set():
+            merged = None if polled else hub.batch(session, cursor)
+            polled = False
+            if merged is None:
+                bus_new = await bus.events(session=session, after=cursor.bus, limit=replay_max + 1)
+                turn_new = log.after(session, cursor.turn, limit=replay_max + 1)
+                if len(bus_new) + len(turn_new) > replay_max:
+                    cursor = await _now(session, bus, log)
+                    reason = f"more than {replay_max} events behind"
+                    yield [Frame("resync", {"reason": reason}, str(cursor))]
+                    continue
+                merged = _merged(bus_new, turn_new, cursor)
+                hub.keep(session, cursor, merged)
+            if merged:
+                cursor = merged[-1][1]
+                yield [frame for frame, _ in merged]
+                continue
+            while not stopping.is_set():
+                try:
+                    item = await asyncio.wait_for(queue.get(), poll_interval_s)
+                except TimeoutError:
+                    polled = True  # read the stores: another process may have written
+                    break
+                if item is None:
+                    break
+                if cursor.turn <= item.stored_before:  # else it came folded in a record
+                    yield [item]
+    finally:
+        hub.unsubscribe(session, queue)
+
+
+def _merged(bus_new: list[StoredEvent], turn_new: list[LoggedEvent], cursor: Cursor) -> Batch:
+    """Both sequences merged by time, each kept in its own order (so the cursor only moves
+    forward), each frame with the cursor after it."""
+    out: list[tuple[Frame, Cursor]] = []
+    i = j = 0
+    while i < len(bus_new) or j < len(turn_new):
+        if j == len(turn_new) or (i < len(bus_new) and _when(bus_new[i]) <= turn_new[j].at):
+            stored = bus_new[i]
+            i += 1
+            cursor = Cursor(cursor.epoch, stored.seq, cursor.turn)
+            event = scrub_value(stored.event.model_dump(mode="json"))
+            out.append(
+                (_wired(Frame("bus", {"seq": stored.seq, "event": event}, str(cursor))), cursor)
+            )
+        else:
+            logged = turn_new[j]
+            j += 1
+            cursor = Cursor(cursor.epoch, cursor.bus, logged.seq)
+            out.append((_wired(Frame("turn", logged.body, str(cursor))), cursor))
+    return out
+
+
+def _wired(frame: Frame) -> Frame:
+    return Frame(frame.event, frame.data, frame.id, wire=frame.encode())
+
+
+async def _now(session: str, bus: BusStore, log: TurnLog) -> Cursor:
+    last = await bus.events(session=session, limit=1)
+    return Cursor(log.epoch, last[-1].seq if last else 0, log.last(session))

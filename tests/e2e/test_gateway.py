@@ -1,0 +1,198 @@
+"""The gateway of a real `heron serve --http-port` subprocess, used with real httpx clients.
+
+A webhook starts a run that waits on an approval; its event stream is read live, cut in the
+middle and resumed with `Last-Event-ID`: the two parts together are exactly a fresh replay
+from the store, in order. The approval is refused to a viewer (403), answered over HTTP by an
+operator, and the same approval answered again from the CLI is "already answered" (and over
+HTTP, 409). Tokens: none or unknown → 401, a body over the limit → 413.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from heron.gateway.auth import hash_token
+from support.cli import Heron
+from support.gateway import (
+    ADMIN,
+    BUILD_COMMAND,
+    BUILD_TURNS,
+    OPS,
+    VIEWER,
+    SseFrame,
+    Stream,
+    bearer,
+    durable,
+    is_turn,
+    post_webhook,
+    start,
+)
+from support.waiting import wait_until
+
+
+def pending(http: str) -> list[dict[str, Any]]:
+    response = httpx.get(f"{http}/v1/approvals", headers=bearer(VIEWER), trust_env=False)
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["requests"]
+    return found
+
+
+def test_a_webhook_run_is_watched_cut_and_resumed_and_the_approval_is_answered_once(
+    heron: Heron,
+) -> None:
+    running, webhook, http = start(heron)
+    stream = Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER))
+    post_webhook(webhook, "m1", "please pay ACME 120 for invoice 7")
+
+    # Live until the call waits on its approval, then the connection is dropped.
+    first = stream.read(is_turn("tool_result", id="c_pay"))
+    assert first[-1].data["status"] == "awaiting_approval"
+    [request] = pending(http)
+    assert request["tool"] == "pay" and request["arguments"] == {"to": "ACME", "amount": 120}
+
+    url = f"{http}/v1/approvals/{request['id']}"
+    refused = httpx.post(url, json={"decision": "yes"}, headers=bearer(VIEWER), trust_env=False)
+    assert refused.status_code == 403  # a viewer never approves
+    approved = httpx.post(
+        url,
+        json={"decision": "yes", "reason": "invoice 7 is due"},
+        headers=bearer(OPS),
+        trust_env=False,
+    )
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["answered_by"] == "gateway:ops"
+    twice = httpx.post(url, json={"decision": "no"}, headers=bearer(ADMIN), trust_env=False)
+    assert twice.status_code == 409 and "already answered" in twice.json()["error"]
+    cli = heron.run("approvals", "deny", request["id"], "--as", "alice")
+    assert cli.code == 3 and "already answered by gateway:ops" in cli.stderr
+
+    # Resumed from the last id seen: what happened meanwhile, then live to the end.
+    second = stream.read(is_turn("final", text="Paid ACME 120."), last_event_id=first[-1].id)
+    replay = Stream(stream.url, bearer(ADMIN)).read(is_turn("final", text="Paid ACME 120."))
+    assert durable(first) + durable(second) == durable(replay)
+    ids = [i for i, _, _ in durable(replay)]
+    assert len(ids) == len(set(ids))
+    kinds = [_kind(f) for f in replay if f.id is not None]
+    assert kinds[0] == "bus:webhook.received"
+    for expected in ("turn:tool_call", "turn:tool_result", "turn:final", "bus:tool.result"):
+        assert expected in kinds, kinds
+    running.proc.terminate()
+    assert running.finish().code == 0
+
+
+def _kind(frame: SseFrame) -> str:
+    if frame.event == "bus":
+        return f"bus:{frame.data['event']['kind']}"
+    return f"{frame.event}:{frame.data.get('type')}"
+
+
+def test_tokens_roles_and_limits_are_enforced_and_no_secret_is_answered(heron: Heron) -> None:
+    running, _webhook, http = start(heron)
+    with httpx.Client(base_url=http, trust_env=False) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.get("/v1/sessions").status_code == 401
+        assert client.get("/v1/sessions", headers=bearer("wrong")).status_code == 401
+        listed = client.get("/v1/sessions", headers=bearer(VIEWER))
+        assert listed.status_code == 200
+        assert [s["name"] for s in listed.json()["sessions"]] == ["main"]
+        message = {"text": "hello from the API"}
+        viewer = client.post("/v1/sessions/main/messages", json=message, headers=bearer(VIEWER))
+        assert viewer.status_code == 403
+        sent = client.post("/v1/sessions/main/messages", json=message, headers=bearer(OPS))
+        assert sent.status_code == 202 and len(sent.json()["event"]) == 32
+        big = {"text": "x" * 5000}
+        too_big = client.post("/v1/sessions/main/messages", json=big, headers=bearer(OPS))
+        assert too_big.status_code == 413
+        deep = '{"text": ' + "[" * 100 + "]" * 100 + "}"
+        nested = client.post(
+            "/v1/sessions/main/messages",
+            content=deep,
+            headers={**bearer(OPS), "Content-Type": "application/json"},
+        )
+        assert nested.status_code == 422 and "deep" in nested.json()["error"]
+        metrics = client.get("/metrics", headers=bearer(ADMIN))
+        assert metrics.status_code == 200
+        assert 'heron_gateway_requests_total{route="/v1/sessions",status="401"} 2' in metrics.text
+        whoami = client.get("/v1/whoami", headers=bearer(ADMIN))
+        for response in (listed, sent, metrics, whoami):
+            assert ADMIN not in response.text and OPS not in response.text
+    running.proc.terminate()
+    assert running.finish().code == 0
+
+
+def test_doctor_warns_when_the_gateway_is_bound_beyond_loopback_without_tls(heron: Heron) -> None:
+    assert "[ok  ] gateway: listens on loopback (127.0.0.1)" in heron.run("doctor").stdout
+    heron.write("heron.toml", '[gateway]\nhost = "0.0.0.0"\n')
+    exposed = heron.run("doctor")
+    assert "[warn] gateway: listens on 0.0.0.0 without TLS in front" in exposed.stdout
+    heron.write("heron.toml", '[gateway]\nhost = "0.0.0.0"\npublic_url = "https://heron.example"\n')
+    behind = heron.run("doctor")
+    assert "[ok  ] gateway: listens on 0.0.0.0 behind TLS (https://heron.example)" in behind.stdout
+
+
+def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted(
+    heron: Heron,
+) -> None:
+    running, webhook, http = start(heron, BUILD_TURNS, "--autonomy", "full")
+    stream = Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER))
+    post_webhook(webhook, "b1", "start the build")
+    stream.read(is_turn("final", text="The build runs; I will check it in an hour."))
+    s = f"{http}/v1/sessions/main"
+    with httpx.Client(headers=bearer(VIEWER), trust_env=False) as client:
+        [timer] = client.get(f"{s}/timers").json()["timers"]
+        assert timer["message"] == "check the build" and timer["state"] == "active"
+        assert client.get(f"{s}/timers/{timer['timer_id']}").json() == timer
+        assert client.get(f"{s}/timers/t-nope").status_code == 404
+        [job] = client.get(f"{s}/jobs").json()["jobs"]
+        assert job["state"] == "working" and job["command"] == BUILD_COMMAND
+        url = f"{s}/jobs/{job['job_id']}"
+        wait_until(lambda: client.get(url).json()["output_tail"] == ["build started"])
+        subscriptions = client.get(f"{s}/subscriptions").json()["subscriptions"]
+        assert [sub["source"] for sub in subscriptions] == ["webhook"]
+        assert client.post(f"{url}/interrupt").status_code == 403  # a viewer
+    stopped = httpx.post(f"{url}/interrupt", headers=bearer(OPS), trust_env=False)
+    assert stopped.status_code == 202
+    ended = stream.read(
+        lambda f: f.event == "bus" and f.data["event"]["kind"] == "job.exit",
+        last_event_id=stream.seen[-1].id,
+    )
+    assert ended[-1].data["event"]["context"]["call_id"] == "c_job"
+    done = httpx.get(url, headers=bearer(VIEWER), trust_env=False).json()
+    assert done["state"] == "cancelled" and done["cancel_requested"] is True
+    metrics = httpx.get(f"{http}/metrics", headers=bearer(VIEWER), trust_env=False).text
+    # The tool metrics every session's agent keeps, on the process's one registry.
+    assert 'heron_tool_calls_total{tool="start_job",outcome="success"} 1' in metrics
+    assert 'heron_tool_calls_total{tool="set_timer",outcome="success"} 1' in metrics
+    running.proc.terminate()
+    assert running.finish().code == 0
+
+
+def test_hash_token_prints_the_line_a_token_entry_needs(heron: Heron) -> None:
+    made = heron.run("gateway", "hash-token", "--new")
+    assert made.code == 0, made.stderr
+    token_line, sha_line = made.stdout.splitlines()
+    token = token_line.removeprefix("token = ")
+    assert sha_line == f'sha256 = "{hash_token(token)}"'
+    assert heron.run("gateway", "hash-token").code == 2  # no token on standard input
+
+
+def test_the_gateway_alone_needs_no_webhook_secret_and_serves_no_webhooks(heron: Heron) -> None:
+    heron.env["HERON_GATEWAY_TOKEN"] = ADMIN
+    heron.env.pop("HERON_WEBHOOK_SECRET", None)
+    script = heron.script("s.yaml", [{"text": "Hello."}])
+    running = heron.start("serve", "--model", script, "--http-port", "0")
+    started = running.wait_for_event("serve_started")
+    http = started["http"]
+    assert started["webhook"] is None and http.startswith("http://127.0.0.1:")
+    with httpx.Client(base_url=http, trust_env=False) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        nothing = client.post("/webhook", json={"text": "hi"})
+        assert nothing.status_code == 404
+        assert nothing.json() == {"status": "invalid", "error": "nothing at this path"}
+        page = client.get("/")
+        assert page.status_code == 200 and "heron console" in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+    running.proc.terminate()
+    assert running.finish().code == 0

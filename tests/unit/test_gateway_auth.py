@@ -1,0 +1,165 @@
+"""The gateway's front door over real HTTP (uvicorn on loopback, httpx): tokens, roles, rate
+limits on a fake clock, the console's cookie with CSRF and `Origin`, the one body limit, and
+the turn log's replay rules."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from heron._support.clock import FakeClock
+from heron.always_on.http import HttpFront
+from heron.gateway.app import Gateway
+from heron.gateway.auth import hash_token
+from heron.gateway.config import GatewayConfig
+from heron.gateway.eventlog import TurnRecorder
+from heron.gateway.sqlite_store import SqliteTurnLog
+from heron.turn.events import FinalEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent
+
+ADMIN = "the-admin-token"
+VIEWER = "the-viewer-token"
+
+
+class Front:
+    def __init__(self, gateway: Gateway, front: HttpFront, clock: FakeClock) -> None:
+        self.gateway = gateway
+        self.url = front.url()
+        self.clock = clock
+        self.origin = self.url
+
+
+@pytest.fixture
+async def front(tmp_path: Path) -> AsyncIterator[Front]:
+    clock = FakeClock()
+    config = GatewayConfig.model_validate(
+        {
+            "tokens": [{"principal": "val", "role": "viewer", "sha256": hash_token(VIEWER)}],
+            "limits": {"requests_per_minute": 60, "burst": 3, "max_body": 2048},
+        }
+    )
+    gateway = Gateway(
+        config, state_dir=tmp_path, clock=clock, environ={"HERON_GATEWAY_TOKEN": ADMIN}
+    )
+    http = HttpFront(gateway.routes(), addresses=[("127.0.0.1", 0)], max_body=2048)
+    await http.start()
+    try:
+        yield Front(gateway, http, clock)
+    finally:
+        await http.aclose()
+        gateway.close()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_no_or_an_unknown_token_is_401_and_a_token_is_never_answered(front: Front) -> None:
+    async with httpx.AsyncClient(base_url=front.url, trust_env=False) as client:
+        assert (await client.get("/v1/whoami")).status_code == 401
+        assert (await client.get("/v1/whoami", headers=bearer("nope"))).status_code == 401
+        me = await client.get("/v1/whoami", headers=bearer(ADMIN))
+    assert me.json() == {"principal": "admin", "role": "admin", "via": "token"}
+    assert ADMIN not in me.text
+
+
+async def test_the_rate_limit_is_per_principal_and_refills_with_time(front: Front) -> None:
+    async with httpx.AsyncClient(base_url=front.url, trust_env=False) as client:
+        codes = [
+            (await client.get("/v1/whoami", headers=bearer(VIEWER))).status_code for _ in range(4)
+        ]
+        other = await client.get("/v1/whoami", headers=bearer(ADMIN))
+        limited = await client.get("/v1/whoami", headers=bearer(VIEWER))
+        front.clock.advance(1.0)  # 60 a minute: one more request per second
+        again = await client.get("/v1/whoami", headers=bearer(VIEWER))
+    assert codes == [200, 200, 200, 429]
+    assert other.status_code == 200
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "1"
+    assert again.status_code == 200
+
+
+async def test_a_viewer_may_not_change_anything(front: Front) -> None:
+    async with httpx.AsyncClient(base_url=front.url, trust_env=False) as client:
+        refused = await client.post(
+            "/v1/approvals/apr-1", json={"decision": "yes"}, headers=bearer(VIEWER)
+        )
+    assert refused.status_code == 403 and "viewer" in refused.json()["error"]
+
+
+async def test_the_console_cookie_needs_csrf_and_the_own_origin_for_every_change(
+    front: Front,
+) -> None:
+    async with httpx.AsyncClient(base_url=front.url, trust_env=False) as client:
+        wrong = await client.post("/v1/login", json={"token": "nope"})
+        login = await client.post("/v1/login", json={"token": VIEWER})
+        cookie = login.headers["set-cookie"]
+        csrf = login.json()["csrf"]
+        me = await client.get("/v1/whoami")
+        without_csrf = await client.post("/v1/logout", headers={"Origin": front.origin})
+        without_origin = await client.post("/v1/logout", headers={"X-CSRF-Token": csrf})
+        foreign = await client.post(
+            "/v1/logout", headers={"X-CSRF-Token": csrf, "Origin": "http://evil.example"}
+        )
+        bearer_foreign = await client.post(
+            "/v1/logout", headers={**bearer(ADMIN), "Origin": "http://evil.example"}
+        )
+        done = await client.post(
+            "/v1/logout", headers={"X-CSRF-Token": csrf, "Origin": front.origin}
+        )
+        after = await client.get("/v1/whoami")
+    assert wrong.status_code == 401
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and VIEWER not in login.text
+    assert me.json() == {"principal": "val", "role": "viewer", "via": "cookie", "csrf": csrf}
+    assert [r.status_code for r in (without_csrf, without_origin, foreign, bearer_foreign)] == [
+        403,
+        403,
+        403,
+        403,
+    ]
+    assert done.status_code == 200 and after.status_code == 401
+
+
+async def test_one_body_limit_for_declared_and_streamed_bodies(front: Front) -> None:
+    big = b'{"token": "' + b"x" * 4096 + b'"}'
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for i in range(0, len(big), 512):
+            yield big[i : i + 512]
+
+    async with httpx.AsyncClient(base_url=front.url, trust_env=False) as client:
+        declared = await client.post("/v1/login", content=big)
+        streamed = await client.post("/v1/login", content=chunks())
+        fine = await client.get("/healthz")
+    assert declared.status_code == 413 and streamed.status_code == 413
+    assert fine.status_code == 503  # no server attached: starting
+
+
+def test_the_turn_log_folds_streamed_text_and_keeps_terminal_events(tmp_path: Path) -> None:
+    log = SqliteTurnLog.open(tmp_path)
+    live: list[tuple[str, Any, int]] = []
+    recorder = TurnRecorder(
+        log, clock=FakeClock(), stored=lambda _s: None, live=lambda s, b, n: live.append((s, b, n))
+    )
+    sink = recorder.sink("main")
+    for text in ("Let me ", "look."):
+        sink(TextDeltaEvent(text=text, turn_id="t"))
+    sink(ToolCallEvent(id="c1", name="read", arguments={"path": "a"}, turn_id="t"))
+    sink(ToolResultEvent(id="c1", name="read", success=True, status="ok", output="x", turn_id="t"))
+    for text in ("Done", "."):
+        sink(TextDeltaEvent(text=text, turn_id="t"))
+    sink(FinalEvent(text="Done.", turn_id="t"))
+    stored = [(e.type, e.body.get("text")) for e in log.after("main", 0, limit=100)]
+    assert stored == [
+        ("text", "Let me look."),
+        ("tool_call", None),
+        ("tool_result", None),
+        ("final", "Done."),
+    ]
+    assert [n for _, _, n in live] == [0, 0, 3, 3]  # the last stored sequence when shown
+    again = SqliteTurnLog.open(tmp_path)
+    assert again.epoch == log.epoch and again.last("main") == 4 and again.last("other") == 0
+    again.close()
+    log.close()
