@@ -17,3 +17,11 @@ def heron(tmp_path: Path) -> Iterator[Heron]:
         yield cli
     finally:
         cli.stop_all()
+
+
+@pytest.fixture
+def workspace(heron: Heron) -> Path:
+    """A project folder of the scratch directory (the one an editor has open)."""
+    path = heron.root / "project"
+    path.mkdir()
+    return path

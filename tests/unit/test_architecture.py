@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # Configuration: the schema and the builders that turn it into agents, built-in sets and
     # stores; above everything it assembles.
     ("heron.config",),
-    ("heron.cli", "heron.demo"),
+    ("heron.cli", "heron.demo", "heron.acp"),
 )
 
 

@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agents",
         "agent definitions and the sub-agents that ran (list, show, tree, cancel, approve)",
     ),
+    "acp": ("acp", "serve the Agent Client Protocol on stdio, for editors (Zed, …)"),
     "doctor": ("doctor", "check the installation and configuration"),
     "gateway": ("gateway", "the HTTP API and web console of heron serve: hash a token"),
     "db": ("db", "the store's schema versions: migrate, status"),

@@ -1,10 +1,11 @@
 """Who may answer a request to a human: approver identities, one per channel.
 
 An identity is `channel:name` — `console:alice` (an operator answering with `heron approvals
-… --as alice`), `mail:ops@example.com`, `gateway:<token principal>`, `webhook:<sender id>`.
-`console:*` is the local operator: whoever can run `heron approvals` on the state directory
-(the state directory's file permissions are the boundary). With nothing configured, that is
-the one approver.
+… --as alice`), `mail:ops@example.com`, `gateway:<token principal>`, `webhook:<sender id>`,
+`acp:alice` (the user of an editor that drives `heron acp --as alice`). `console:*` is the
+local operator: whoever can run `heron approvals` on the state directory (the state
+directory's file permissions are the boundary). With nothing configured, that is the one
+approver.
 
 A request stores the identities that were configured and reachable when it was opened, and
 an answer is checked against that list, so a terminal without the project's `heron.toml`

@@ -5,6 +5,7 @@ long "always" rules last and what a question's timeout does.
 [approvals.approvers]          # channel → identities; nothing configured: the local operator
 console = ["alice", "bob"]     # names for `heron approvals … --as NAME`; "*" = anyone local
 mail = ["ops@example.com"]
+acp = ["alice"]                # the editor's user in `heron acp --as alice` (docs/acp.md)
 
 [approvals]
 rule_ttl_s = 86400             # an "always" lasts a day unless the approver says otherwise
@@ -38,8 +39,8 @@ __all__ = [
     "clamp_seconds",
 ]
 
-ApproverChannel = Literal["console", "mail", "gateway", "webhook"]
-APPROVER_CHANNELS: tuple[ApproverChannel, ...] = ("console", "mail", "gateway", "webhook")
+ApproverChannel = Literal["console", "mail", "gateway", "webhook", "acp"]
+APPROVER_CHANNELS: tuple[ApproverChannel, ...] = ("console", "mail", "gateway", "webhook", "acp")
 
 
 class _Section(BaseModel):

@@ -163,10 +163,13 @@ class RequestDesk:
         risk: str | None = None,
         reason: str | None = None,
         gates_call: bool = False,
+        waited: bool = False,
     ) -> HumanRequest:
         """Open (or reuse) an approval for one call and deliver it. The result may already be
         ended (`no_answer: no approver reachable`). `gates_call`: the engine's gate asks, and a
-        yes runs the call (`heron.humans.outcomes`)."""
+        yes runs the call (`heron.humans.outcomes`). `waited`: the turn that asks waits for
+        the answer and consumes it (the editor's approver), so no watcher reports its ending
+        (it is stored as reported)."""
         summary = summarize_args(arguments)
         text = question or f"May heron run {tool}({summary})?"
         if reason:
@@ -186,6 +189,7 @@ class RequestDesk:
             deadline_s=self.approval_timeout_s,
             on_timeout="no_answer",
             gates_call=gates_call,
+            reported=waited,
         )
 
     async def open_question(

@@ -18,13 +18,31 @@ satisfy the gate for a tool.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from heron._support.vocabulary import Urgency
 from heron.humans.approvers import describe
 from heron.humans.desk import RequestDesk
 from heron.humans.outcomes import awaiting_text
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest, Deferred, DeferredCall
 
-__all__ = ["DurableApprover"]
+__all__ = ["DurableApprover", "rule_approval"]
+
+
+def rule_approval(
+    desk: RequestDesk, session: str, request: ApprovalRequest, arguments: Mapping[str, Any]
+) -> ApprovalAnswer | None:
+    """A yes by the live "always" rule that covers this call (`rule:<id>`), if one does; never
+    for a high-risk call."""
+    rule = desk.covering_rule(
+        session=session, tool=request.tool, arguments=arguments, high_risk=request.risk == "high"
+    )
+    if rule is None:
+        return None
+    return ApprovalAnswer(
+        decision="yes", decided_by=f"rule:{rule.id}", reason=f"'always' by {rule.created_by}"
+    )
 
 
 class DurableApprover:
@@ -49,18 +67,9 @@ class DurableApprover:
     ) -> Deferred | ApprovalAnswer | None:
         arguments = dict(call.arguments)
         arguments.pop("approved", None)  # the runtime's marker is not the model's argument
-        rule = self.desk.covering_rule(
-            session=self.session,
-            tool=call.spec.name,
-            arguments=arguments,
-            high_risk=request.risk == "high",
-        )
-        if rule is not None:
-            return ApprovalAnswer(
-                decision="yes",
-                decided_by=f"rule:{rule.id}",
-                reason=f"'always' by {rule.created_by}",
-            )
+        by_rule = rule_approval(self.desk, self.session, request, arguments)
+        if by_rule is not None:
+            return by_rule
         opened = await self.desk.open_approval(
             session=self.session,
             call_id=request.call_id,

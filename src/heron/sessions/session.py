@@ -23,13 +23,14 @@ import getpass
 import re
 import secrets
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from heron._support.limits import clean_text
 from heron.agent import Agent
 from heron.audit.executions import ExecutionAuditTrail
 from heron.audit.sqlite_store import SqliteExecutionStore
-from heron.messages import Message, ToolResultMessage, UserMessage
+from heron.messages import MediaPart, Message, ToolResultMessage, UserMessage
 from heron.safety.secrets import known_secrets
 from heron.sessions.lock import SessionLock
 from heron.sessions.sqlite_store import SqliteSessionStore
@@ -156,23 +157,34 @@ class CliSession:
         sink: EventSink,
         cancel: CancelScope,
         channel: str,
+        on_stored: Callable[[tuple[Message, ...]], None] | None = None,
+        media: Sequence[MediaPart] = (),
     ) -> TurnOutcome:
-        """Store `prompt`, then run one turn of `agent` on the session's history.
+        """Store `prompt` (with the images and PDFs of `media`), then run one turn of `agent`
+        on the session's history.
 
-        `agent` must be `attach`ed. Raises `ConcurrentWriteError` if another writer appended
-        to the session meanwhile; what was stored before stays stored.
+        `agent` must be `attach`ed. `on_stored` sees each batch of the turn's messages once it
+        is stored. Raises `ConcurrentWriteError` if another writer appended to the session
+        meanwhile; what was stored before stays stored.
         """
         # A pasted provider key stays out of the store; then a command line's undecodable
         # bytes get the text replacement (masking first, as everywhere data enters).
         prompt = clean_text(known_secrets().mask(prompt))
-        self.writer.add(UserMessage(content=prompt))
+        self.writer.add(UserMessage(content=prompt, media=tuple(media)))
+        on_append = self.on_append
+        if on_stored is not None:
+
+            def on_append(messages: tuple[Message, ...]) -> None:
+                self.on_append(messages)
+                on_stored(messages)
+
         state = agent.turn_state(
             history=self.writer.history,
             prompt=prompt,
             sink=self.sink(sink),
             cancel=cancel,
             channel=channel,
-            on_append=self.on_append,
+            on_append=on_append,
             known_call_ids=self.writer.call_ids,
         )
         outcome = await agent.run_turn(state)

@@ -66,6 +66,9 @@ class ApprovalRequest:
     """Why a human is asked when policy alone would not have asked (a check escalated)."""
     risk: str | None = None
     """The call's risk tier, for a tool that judges each call (`CallApproval`)."""
+    arguments: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """The validated call's arguments, raw, for a front end that stores the request (an
+    "always" rule matches on them); show `summary`, never these."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -437,6 +440,7 @@ class ApprovalManager:
             channel=channel,
             reason=reason,
             risk=call.risk if call is not None else None,
+            arguments=dict(arguments),
         )
         on_request(request)
         defer = getattr(self.approver, "defer", None)
