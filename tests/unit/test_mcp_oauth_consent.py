@@ -238,7 +238,7 @@ async def test_heron_serve_asks_on_the_desk_and_sends_the_browser_to_the_gateway
 ) -> None:
     from contextlib import AsyncExitStack
 
-    from heron.cli.mcp_login import serve_consent
+    from heron.cli.common import serve_consent
     from heron.config import HeronConfig
 
     fields: dict[str, Any] = {

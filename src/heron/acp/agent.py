@@ -74,7 +74,7 @@ from heron.sessions.session import CliSession, new_session_name
 from heron.tools.definition import ToolSpec
 from heron.turn.approval import Approver
 from heron.turn.cancel import CancelScope
-from heron.turn.loop import TurnOutcome
+from heron.turn.outcome import TurnOutcome
 
 __all__ = ["AgentOpener", "HeronAcpAgent", "serve_stdio"]
 
