@@ -94,9 +94,10 @@ def show(name: str, seconds: list[float]) -> None:
     )
 
 
-async def round_trips(state_dir: Path, rounds: int, interval: float, cli: int) -> None:
-    serving = desk_on(state_dir)  # the process that asked (serve)
-    operator = desk_on(state_dir)  # another terminal: its own connection
+def watch(
+    serving: RequestDesk, state_dir: Path, interval: float
+) -> tuple[asyncio.Queue[RequestEnding], asyncio.Future[None]]:
+    """The serving process's watcher: it runs each approved `pay` and queues its ending."""
     done: asyncio.Queue[RequestEnding] = asyncio.Queue()
 
     async def publish(ending: RequestEnding) -> None:
@@ -112,6 +113,13 @@ async def round_trips(state_dir: Path, rounds: int, interval: float, cli: int) -
     watcher = asyncio.ensure_future(
         reporter.watch(expire=serving.expire, clock=RealClock(), interval_s=interval)
     )
+    return done, watcher
+
+
+async def round_trips(state_dir: Path, rounds: int, interval: float, cli: int) -> None:
+    serving = desk_on(state_dir)  # the process that asked (serve)
+    operator = desk_on(state_dir)  # another terminal: its own connection
+    done, watcher = watch(serving, state_dir, interval)
     opened: list[float] = []
     answered: list[float] = []
     pickup: list[float] = []
@@ -206,21 +214,7 @@ async def webhook_round_trips(state_dir: Path, rounds: int, interval: float) -> 
         channels=[channel],
         approval_timeout_s=3600.0,
     )
-    done: asyncio.Queue[RequestEnding] = asyncio.Queue()
-
-    async def publish(ending: RequestEnding) -> None:
-        await done.put(ending)
-
-    agent = SessionAgent(Agent(model=ScriptedModel([]), tools=[pay]))
-    reporter = EndingReporter(
-        serving.store,
-        sessions=lambda r: agent,
-        idempotency=IdempotencyStore(SqliteIdempotencyLedger(state_dir)),
-        publish=publish,
-    )
-    watcher = asyncio.ensure_future(
-        reporter.watch(expire=serving.expire, clock=RealClock(), interval_s=interval)
-    )
+    done, watcher = watch(serving, state_dir, interval)
     delivered: list[float] = []
     total: list[float] = []
     try:
