@@ -53,6 +53,7 @@ from heron.humans.desk import RequestDesk
 from heron.humans.outcomes import EndingReporter, RequestEnding, SessionAgent
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
+from heron.humans.store import HumanRequest
 from heron.safety.idempotency import IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 from heron.tools.function_tool import tool
@@ -94,6 +95,17 @@ def show(name: str, seconds: list[float]) -> None:
     )
 
 
+async def gated_pay(desk: RequestDesk, ref: str, n: int) -> HumanRequest:
+    """The engine's gate asking about `pay(ref, n)`: a durable request, delivered."""
+    return await desk.open_approval(
+        session="bench",
+        call_id=f"call-{ref}",
+        tool="pay",
+        arguments={"ref": ref, "amount": n},
+        gates_call=True,
+    )
+
+
 def watch(
     serving: RequestDesk, state_dir: Path, interval: float
 ) -> tuple[asyncio.Queue[RequestEnding], asyncio.Future[None]]:
@@ -128,13 +140,7 @@ async def round_trips(state_dir: Path, rounds: int, interval: float, cli: int) -
         for n in range(rounds):
             ref = f"inv-{n}"
             t0 = time.perf_counter()
-            request = await serving.open_approval(
-                session="bench",
-                call_id=f"call-{n}",
-                tool="pay",
-                arguments={"ref": ref, "amount": n},
-                gates_call=True,
-            )
+            request = await gated_pay(serving, ref, n)
             t1 = time.perf_counter()
             operator.decide(request.id, HumanDecision.yes(), channel="console", name="bench")
             t2 = time.perf_counter()
@@ -153,13 +159,7 @@ async def round_trips(state_dir: Path, rounds: int, interval: float, cli: int) -
             spans: list[float] = []
             for n in range(cli):
                 ref = f"cli-{n}"
-                request = await serving.open_approval(
-                    session="bench",
-                    call_id=f"cli-call-{n}",
-                    tool="pay",
-                    arguments={"ref": ref, "amount": n},
-                    gates_call=True,
-                )
+                request = await gated_pay(serving, ref, n)
                 t0 = time.perf_counter()
                 await asyncio.to_thread(
                     subprocess.run,
@@ -221,13 +221,7 @@ async def webhook_round_trips(state_dir: Path, rounds: int, interval: float) -> 
         for n in range(rounds):
             ref = f"hook-{n}"
             t0 = time.perf_counter()
-            request = await serving.open_approval(
-                session="bench",
-                call_id=f"hook-call-{n}",
-                tool="pay",
-                arguments={"ref": ref, "amount": n},
-                gates_call=True,
-            )
+            request = await gated_pay(serving, ref, n)
             serving.decide(request.id, HumanDecision.yes(), channel="webhook", name="ops")
             await done.get()
             delivered.append(receiver.arrived[request.id] - t0)

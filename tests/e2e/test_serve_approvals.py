@@ -82,6 +82,20 @@ def post_im(url: str, message_id: str, text: str) -> None:
     assert response.status_code == 202, response.text
 
 
+def pay_then(heron: Heron, amount: int, answer: str, after: str) -> str:
+    """A script: pay ACME `amount` (it waits for approval), then `answer` once the outcome —
+    a message containing `after` — arrives."""
+    call = {"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": amount}}
+    return heron.script(
+        "script.yaml",
+        [
+            {"tool_calls": [call], "expect": {"last_message_contains": "pay ACME"}},
+            {"text": "Waiting for approval."},
+            {"text": answer, "expect": {"last_message_contains": after}},
+        ],
+    )
+
+
 def requests(heron: Heron) -> list[dict[str, Any]]:
     listed = heron.run("approvals", "list", "--status", "all", "--json")
     assert listed.code == 0, listed.stderr
@@ -213,22 +227,7 @@ def test_a_request_nobody_answers_ends_as_no_answer_and_the_model_is_told_so(
     heron.env["HERON_WEBHOOK_SECRET"] = SECRET
     heron.write("pay.py", PAY_TOOL)
     heron.write("heron.toml", "[approval]\ntimeout_s = 1.0\n")
-    script = heron.script(
-        "script.yaml",
-        [
-            {
-                "tool_calls": [
-                    {"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": 5}}
-                ],
-                "expect": {"last_message_contains": "pay ACME"},
-            },
-            {"text": "Waiting for approval."},
-            {
-                "text": "Nobody answered; I did not pay.",
-                "expect": {"last_message_contains": "there was no answer in 1 s"},
-            },
-        ],
-    )
+    script = pay_then(heron, 5, "Nobody answered; I did not pay.", "there was no answer in 1 s")
     server = serve(heron, script)
     url = server.wait_for_event("serve_started")["webhook"]
     post_im(url, "m1", "please pay ACME 5")
@@ -282,22 +281,7 @@ webhook = "{ops_hook.url}"
 secret_env = "HERON_NOTIFY_SECRET"
 """,
         )
-        script = heron.script(
-            "script.yaml",
-            [
-                {
-                    "tool_calls": [
-                        {"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": 9}}
-                    ],
-                    "expect": {"last_message_contains": "pay ACME"},
-                },
-                {"text": "Waiting for approval."},
-                {
-                    "text": "Paid ACME 9.",
-                    "expect": {"last_message_contains": "approved by webhook:ops"},
-                },
-            ],
-        )
+        script = pay_then(heron, 9, "Paid ACME 9.", "approved by webhook:ops")
         server = serve(heron, script)
         url = server.wait_for_event("serve_started")["webhook"]
         post_im(url, "m1", "please pay ACME 9")

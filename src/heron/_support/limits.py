@@ -20,8 +20,9 @@ redaction, canonical JSON, event serialisation): it is at most `max_depth` level
 Text that heron shows and stores but does not parse (tool output, file names, process output,
 model text) is never refused: `clean_text` gives it the documented replacement for what is not
 Unicode — an undecodable byte kept by Python's `surrogateescape` (U+DC80–U+DCFF) becomes
-`\\xNN`, any other lone surrogate `\\uXXXX` — exactly what `bytes.decode("utf-8",
-"backslashreplace")` shows for the same bytes (docs/security.md, "Bad input").
+`\\x` and its two hex digits (`\\xff`), any other lone surrogate its `\\u` escape
+(`\\ud800`) — exactly what `bytes.decode("utf-8", "backslashreplace")` shows for the same
+bytes (docs/security.md, "Bad input").
 
 The limits are process-wide, like the interpreter's recursion limit they protect; the defaults
 below hold unless `[limits]` in heron.toml (or `set_input_limits`) changes them.

@@ -183,7 +183,7 @@ class EditorApprover:
             urgency="high" if request.risk == "high" else "normal",
             risk=request.risk,
             reason=request.reason,
-            waited=True,
+            report=False,
         )
         if opened.gates_call:
             # An identical call already waits on a request of `heron serve`, which runs it

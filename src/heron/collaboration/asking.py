@@ -135,7 +135,8 @@ class DeskRequests:
     answer arrives as an event for the call (`heron.humans.outcomes.EndingReporter`). With
     `wait_s` (an MCP client, which has no event to receive): the call waits for the answer, up
     to the request's deadline and at most `wait_s`, polling the store (answers come from other
-    processes), and returns it."""
+    processes), and returns it; such a request is opened with `report=False`, so no watcher
+    on the same state directory also hands its ending to a session."""
 
     def __init__(self, desk: RequestDesk, *, wait_s: float | None = None) -> None:
         self.desk = desk
@@ -158,6 +159,7 @@ class DeskRequests:
             question=question,
             options=options,
             urgency=urgency,
+            report=self.wait_s is None,
         )
         return await self._outcome(request)
 
@@ -180,6 +182,7 @@ class DeskRequests:
             urgency=urgency,
             timeout_s=timeout_s,
             default=default,
+            report=self.wait_s is None,
         )
         return await self._outcome(request)
 
@@ -200,8 +203,6 @@ class DeskRequests:
                 "event for this call; go on with what does not depend on it.]",
                 data=data,
             )
-        if self.wait_s is not None:
-            self.desk.store.mark_reported(request.id)  # answered here, not as an event
         return _ended(request)
 
 

@@ -163,13 +163,13 @@ class RequestDesk:
         risk: str | None = None,
         reason: str | None = None,
         gates_call: bool = False,
-        waited: bool = False,
+        report: bool = True,
     ) -> HumanRequest:
         """Open (or reuse) an approval for one call and deliver it. The result may already be
         ended (`no_answer: no approver reachable`). `gates_call`: the engine's gate asks, and a
-        yes runs the call (`heron.humans.outcomes`). `waited`: the turn that asks waits for
-        the answer and consumes it (the editor's approver), so no watcher reports its ending
-        (it is stored as reported)."""
+        yes runs the call (`heron.humans.outcomes`). `report=False`: the asker waits for the
+        answer and reads it itself (the editor's approver, an MCP client's wait), so no
+        watcher reports its ending to a session (it is stored as reported)."""
         summary = summarize_args(arguments)
         text = question or f"May heron run {tool}({summary})?"
         if reason:
@@ -189,7 +189,7 @@ class RequestDesk:
             deadline_s=self.approval_timeout_s,
             on_timeout="no_answer",
             gates_call=gates_call,
-            reported=waited,
+            reported=not report,
         )
 
     async def open_question(

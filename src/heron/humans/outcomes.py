@@ -28,7 +28,7 @@ from heron._support.clock import Clock
 from heron._support.timefmt import utc_rfc3339
 from heron._support.vocabulary import Status
 from heron.agent import Agent
-from heron.humans.store import MCP_SESSION_PREFIX, HumanRequest, RequestStore
+from heron.humans.store import HumanRequest, RequestStore
 from heron.safety.idempotency import IdempotencyStore
 from heron.safety.redact import summarize_args
 from heron.tools.definition import ToolResult
@@ -131,8 +131,6 @@ class EndingReporter:
         """Hand every ended, unreported request (of `session`) to `publish`, oldest first."""
         done: list[RequestEnding] = []
         for request in self.store.unreported(session=session):
-            if request.session.startswith(MCP_SESSION_PREFIX):
-                continue  # an MCP server asked: its answer went back to the server
             ending = await self.ending(request)
             await self.publish(ending)
             if self.store.mark_reported(request.id):

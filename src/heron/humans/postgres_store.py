@@ -23,8 +23,8 @@ from heron._support.vocabulary import ACTIVE_STATUSES, Status
 from heron.humans.sqlite_store import (
     _COLUMNS,
     _RULE_COLUMNS,
+    _apply_deadline,
     _dump,
-    _load_optional,
     _request,
     _row,
     _rule,
@@ -146,28 +146,16 @@ class PostgresRequestStore:
                 (_ACTIVE, now),
             ).fetchall()
             for request_id, kind, on_timeout, default, remind_every_s, deadline in due:
-                if kind == "question" and on_timeout == "wait" and remind_every_s:
-                    # Keep waiting: move the deadline past `now` by whole reminder intervals.
-                    steps = int((now - deadline) // remind_every_s) + 1
-                    conn.execute(
-                        "UPDATE human_requests SET deadline = %s, reminders = reminders + 1"
-                        " WHERE id = %s",
-                        (deadline + steps * remind_every_s, request_id),
-                    )
-                    continue
-                defaulted = kind == "question" and on_timeout == "default"
-                has_default = defaulted and _load_optional(default) is not None
-                # Silence never approves: an approval's timeout is `no_answer`, always.
-                conn.execute(
-                    "UPDATE human_requests SET status = 'timed_out', outcome = %s, answer = %s,"
-                    " answered_by = 'policy', answered_at = %s, reason = %s WHERE id = %s",
-                    (
-                        "defaulted" if has_default else "no_answer",
-                        default if has_default else _dump(None),
-                        deadline,
-                        "no answer before the deadline",
-                        request_id,
-                    ),
+                _apply_deadline(
+                    conn,
+                    request_id,
+                    kind,
+                    on_timeout,
+                    default,
+                    remind_every_s,
+                    deadline,
+                    now,
+                    marker="%s",
                 )
             return [r[0] for r in due]
 

@@ -17,7 +17,13 @@ from typing import Any
 
 from heron._support.state import open_db, sqlite_errors, transaction
 from heron._support.vocabulary import ACTIVE_STATUSES, HumanDecision, Status
-from heron.humans.store import AlwaysRule, HumanRequest, Settlement, SettleResult
+from heron.humans.store import (
+    AlwaysRule,
+    HumanRequest,
+    Settlement,
+    SettleResult,
+    deadline_passed,
+)
 from heron.turn.approval_audit import check_limit
 
 _SCHEMA = """
@@ -93,6 +99,49 @@ def _dump(value: Any) -> str:
 
 def _load_optional(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def _apply_deadline(
+    conn: Any,
+    request_id: str,
+    kind: Any,
+    on_timeout: Any,
+    default: str | None,
+    remind_every_s: float | None,
+    deadline: float,
+    now: float,
+    *,
+    marker: str = "?",
+) -> None:
+    """Write what `deadline_passed` says for one due request (`marker`: the driver's
+    parameter marker, `?` or `%s`)."""
+    passed = deadline_passed(
+        kind=kind,
+        on_timeout=on_timeout,
+        default=_load_optional(default),
+        remind_every_s=remind_every_s,
+        deadline=deadline,
+        now=now,
+    )
+    if passed.remind_until is not None:
+        conn.execute(
+            f"UPDATE human_requests SET deadline = {marker}, reminders = reminders + 1"
+            f" WHERE id = {marker}",
+            (passed.remind_until, request_id),
+        )
+        return
+    m = marker
+    conn.execute(
+        f"UPDATE human_requests SET status = 'timed_out', outcome = {m}, answer = {m},"
+        f" answered_by = 'policy', answered_at = {m}, reason = {m} WHERE id = {m}",
+        (
+            passed.outcome,
+            _dump(passed.answer),
+            deadline,
+            "no answer before the deadline",
+            request_id,
+        ),
+    )
 
 
 def _row(request: HumanRequest) -> tuple[Any, ...]:
@@ -335,28 +384,8 @@ class SqliteRequestStore:
             ).fetchall()
             for request_id, kind, on_timeout, default, remind_every_s, deadline in due:
                 changed.append(request_id)
-                if kind == "question" and on_timeout == "wait" and remind_every_s:
-                    # Keep waiting: move the deadline past `now` by whole reminder intervals.
-                    steps = int((now - deadline) // remind_every_s) + 1
-                    conn.execute(
-                        "UPDATE human_requests SET deadline = ?, reminders = reminders + 1"
-                        " WHERE id = ?",
-                        (deadline + steps * remind_every_s, request_id),
-                    )
-                    continue
-                defaulted = kind == "question" and on_timeout == "default"
-                has_default = defaulted and _load_optional(default) is not None
-                # Silence never approves: an approval's timeout is `no_answer`, always.
-                conn.execute(
-                    "UPDATE human_requests SET status = 'timed_out', outcome = ?, answer = ?,"
-                    " answered_by = 'policy', answered_at = ?, reason = ? WHERE id = ?",
-                    (
-                        "defaulted" if has_default else "no_answer",
-                        default if has_default else _dump(None),
-                        deadline,
-                        "no answer before the deadline",
-                        request_id,
-                    ),
+                _apply_deadline(
+                    conn, request_id, kind, on_timeout, default, remind_every_s, deadline, now
                 )
         return [r for r in map(self.get, changed) if r is not None]
 

@@ -40,8 +40,8 @@ from heron._support.vocabulary import (
 )
 
 __all__ = [
-    "MCP_SESSION_PREFIX",
     "AlwaysRule",
+    "DeadlinePassed",
     "HumanRequest",
     "OnTimeout",
     "RequestKind",
@@ -50,6 +50,7 @@ __all__ = [
     "SettleResult",
     "Settlement",
     "argument_digest",
+    "deadline_passed",
     "escalation_step",
 ]
 
@@ -300,11 +301,37 @@ class RequestStore(Protocol):
         ...
 
 
-MCP_SESSION_PREFIX = "#mcp/"
-"""The session of a request an MCP server's input request opened (`#mcp/<server>`): no
-conversation has such a name, and its answer goes back to the server, not to a session."""
-
-
 def escalation_step(request: HumanRequest) -> int:
     """How many escalation steps a request has taken (0: none)."""
     return sum(1 for key in request.deliveries if key.startswith("escalation:"))
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlinePassed:
+    """What a passed deadline does to one request (`deadline_passed`): either a new deadline
+    (`remind_until`: a question that keeps waiting) or its ending as `outcome` with `answer`
+    (the question's default, else none)."""
+
+    remind_until: float | None = None
+    outcome: Outcome = "no_answer"
+    answer: Any = None
+
+
+def deadline_passed(
+    *,
+    kind: RequestKind,
+    on_timeout: OnTimeout,
+    default: Any,
+    remind_every_s: float | None,
+    deadline: float,
+    now: float,
+) -> DeadlinePassed:
+    """The one rule every store applies at a deadline. Silence never approves: an approval's
+    timeout is `no_answer`, always; a question answers with its default (`on_timeout =
+    "default"`) or keeps waiting by whole reminder intervals past `now` (`"wait"`)."""
+    if kind == "question" and on_timeout == "wait" and remind_every_s:
+        steps = int((now - deadline) // remind_every_s) + 1
+        return DeadlinePassed(remind_until=deadline + steps * remind_every_s)
+    if kind == "question" and on_timeout == "default" and default is not None:
+        return DeadlinePassed(outcome="defaulted", answer=default)
+    return DeadlinePassed()

@@ -12,9 +12,9 @@ accepts. A URL request (`mode = "url"`, e.g. a login page) asks the person to op
 and say `done` or `decline`; heron never opens it itself.
 
 The request's session is `#mcp/<server>`, which no conversation can be named: the answer goes
-back to the server, not into any session's history (the ending reporter leaves such requests
-to their asker). Without a desk (`heron run`, no operator to ask) heron declares no elicitation
-capability and the server gets the protocol's error, as before.
+back to the server, not into any session's history (it is opened with `report=False`: the
+ending reporter never hands it to a session). Without a desk (`heron run`, no operator to
+ask) heron declares no elicitation capability and the server gets the protocol's error.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ import mcp_types
 from mcp.client.session import ClientRequestContext, ElicitationFnT
 
 from heron.humans.desk import RequestDesk
-from heron.humans.store import MCP_SESSION_PREFIX, HumanRequest
+from heron.humans.store import HumanRequest
 
 __all__ = ["HumanInput"]
 
 _URL_OPTIONS = ("done", "decline")
+SESSION_PREFIX = "#mcp/"
+"""The session of a server's question (`#mcp/<server>`): no conversation can be named so."""
 _ids = itertools.count(1)
 
 
@@ -63,7 +65,7 @@ class HumanInput:
         call_id = f"mcp-input-{next(_ids)}"
         if isinstance(params, mcp_types.ElicitRequestURLParams):
             request = await desk.open_question(
-                session=f"{MCP_SESSION_PREFIX}{server}",
+                session=f"{SESSION_PREFIX}{server}",
                 call_id=call_id,
                 tool=f"{server} (MCP)",
                 question=(
@@ -72,18 +74,19 @@ class HumanInput:
                 ),
                 arguments={"url": params.url, "message": params.message},
                 options=_URL_OPTIONS,
+                report=False,
             )
         else:
             request = await desk.open_question(
-                session=f"{MCP_SESSION_PREFIX}{server}",
+                session=f"{SESSION_PREFIX}{server}",
                 call_id=call_id,
                 tool=f"{server} (MCP)",
                 question=f"The MCP server {server!r} asks: {params.message}",
                 arguments={"message": params.message},
                 schema=dict(params.requested_schema),
+                report=False,
             )
         ended = await self._ended(desk, request)
-        desk.store.mark_reported(ended.id)  # its answer went back to the server
         if ended.outcome != "answered":
             return mcp_types.ElicitResult(action="decline")
         if isinstance(params, mcp_types.ElicitRequestURLParams):
