@@ -261,3 +261,122 @@ async def test_sync_child_asks_and_the_answer_returns_its_result(tmp_path: Path,
     assert "question: which colour?" in results[0]
     assert "the colour is blue" in results[1]
     assert subs.store.get(ids[0]).status == "completed"  # type: ignore[union-attr]
+
+
+def _middle_and_grand(
+    tmp_path: Path, grand_turns: list[dict[str, Any]], mode: str = "async", **config: Any
+) -> Any:
+    """A parent spawns `middle` (async); `middle` spawns `grand` (`mode`) and waits for it."""
+    grand = _script(tmp_path / "g.json", grand_turns)
+    middle = _script(
+        tmp_path / "m.json",
+        [
+            _call("spawn_subagent", "s2", task="dig", agent="grand", mode=mode),
+            {"text": "waiting for my helper"},
+            {"text": "my helper is done"},
+        ],
+    )
+    subs = _open(
+        tmp_path, {"middle": AgentEntry(model=middle), "grand": AgentEntry(model=grand)}, **config
+    )
+    parent = ScriptedModel(
+        [
+            _call("spawn_subagent", "s1", task="delegate", agent="middle", mode="async"),
+            {"text": "ok"},
+        ]
+    )
+    return subs, _agent(parent, subs)
+
+
+async def _closed_tree(subs: Subagents) -> None:
+    """Nothing runs, nothing is pending on any child's session, every result is handed over
+    exactly once: the grandchild's into the middle child's history."""
+    middle, grand = subs.store.list()
+    assert (
+        not subs.runtime.live and subs.runtime._slots._value == subs.runtime.config.max_concurrent
+    )
+    for record in (middle, grand):
+        assert await subs.bus.pending(record.session) == []
+    assert grand.delivered
+    texts = [
+        m.content for m in subs.bus.sessions.load(middle.session) if isinstance(m, UserMessage)
+    ]
+    assert sum(f"[SUBAGENT_REPORT {grand.id}" in t for t in texts) == 1
+
+
+async def test_a_parent_cancelled_before_its_grandchild_answers_ends_the_whole_tree(
+    tmp_path: Path,
+) -> None:
+    subs, agent = _middle_and_grand(
+        tmp_path, [_call("ask_parent", "q1", question="which?")], "multi-turn", max_concurrent=2
+    )
+    try:
+        await agent.run("go")
+        await until(
+            lambda: [r.status for r in subs.store.list()] == ["working", "input_required"],
+            "the grandchild waiting for an answer",
+        )
+        middle_id = subs.store.list()[0].id
+        subs.runtime.cancel_tree(middle_id, "stop")
+        await subs.runtime.wait_ended([middle_id])
+        await _closed_tree(subs)
+    finally:
+        await subs.runtime.aclose()
+    middle, grand = subs.store.list()
+    assert (middle.status, grand.status) == ("cancelled", "cancelled")
+    # The grandchild was cancelled mid-call: the engine closed its call with a placeholder.
+    (placeholder,) = [
+        m for m in subs.bus.sessions.load(grand.session) if isinstance(m, ToolResultMessage)
+    ]
+    assert placeholder.call_id == "q1" and placeholder.content.startswith("[interrupted")
+
+
+async def test_a_grandchild_that_finishes_while_its_parent_is_cancelled_is_delivered_once(
+    tmp_path: Path,
+) -> None:
+    subs, agent = _middle_and_grand(tmp_path, [{"text": "found it"}], max_concurrent=2)
+    deliver = subs.runtime._deliver
+
+    async def deliver_then_cancel(record: Any) -> None:
+        # The grandchild's result is on the middle child's session, not yet consumed: cancel
+        # the middle child now, before its loop reads it.
+        await deliver(record)
+        if record.parent is not None:
+            subs.runtime.cancel_tree(record.parent, "stop")
+
+    subs.runtime._deliver = deliver_then_cancel
+    try:
+        await agent.run("go")
+        await until(lambda: len(subs.store.list()) == 2, "the grandchild spawned")
+        middle_id = subs.store.list()[0].id
+        await until(lambda: middle_id not in subs.runtime.live, "the middle child ended")
+        await _closed_tree(subs)
+    finally:
+        await subs.runtime.aclose()
+    middle, grand = subs.store.list()
+    # A finished state is never downgraded: the grandchild completed before the cancel.
+    assert (middle.status, grand.status, grand.result) == ("cancelled", "completed", "found it")
+
+
+@pytest.mark.parametrize("waiting", [False, True], ids=["before-its-first-step", "for-a-slot"])
+async def test_a_spawn_still_in_flight_ends_with_its_cancelled_parent(
+    tmp_path: Path, waiting: bool
+) -> None:
+    # One slot: the middle child holds it, so the grandchild it spawns stays queued.
+    subs, agent = _middle_and_grand(tmp_path, [{"text": "never runs"}], max_concurrent=1)
+    try:
+        await agent.run("go")
+        await until(
+            lambda: [r.status for r in subs.store.list()] == ["working", "queued"],
+            "the grandchild queued",
+        )
+        if waiting:
+            await until(lambda: bool(subs.runtime._slots._waiters), "the grandchild in the queue")
+        middle_id = subs.store.list()[0].id
+        subs.runtime.cancel_tree(middle_id, "stop")
+        await subs.runtime.wait_ended([middle_id])
+        await _closed_tree(subs)
+    finally:
+        await subs.runtime.aclose()
+    middle, grand = subs.store.list()
+    assert (middle.status, grand.status, grand.usage.model_calls) == ("cancelled", "cancelled", 0)

@@ -6,7 +6,9 @@ approval manager whose requests name the child's session) and runs it as an
 `EventDrivenAgent` on `<root>/agent/<id>`: the task is the first `agent.input` event, and the
 run goes on while the child has its own children working (their results are events on its
 session). With an `output_schema` the last answer is validated; a failure gets one corrective
-message, then the spawn fails with the error.
+message, then the spawn fails with the error. When the child has ended, however it ended, and
+its own children with it, `close_session` consumes what is still pending on its session into
+its history, never leaving it for a loop that will not run again.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import jsonschema
 
 from heron.agent import Agent
+from heron.always_on.bus.framing import frame_batch
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.always_on.bus.store import BusStore
@@ -177,6 +180,15 @@ class ChildRunner:
         finally:
             await loop.aclose()
 
+    async def close_session(self, record: SubagentRecord) -> None:
+        """Consume what is still pending on an ended child's session (the results of its
+        children that ended after its last turn, a message that came too late) into its
+        history: nothing is left pending where no loop will ever read it (the runtime's
+        `close`, called once the child's own children have ended)."""
+        events = await self.bus.pending(record.session)
+        if events:
+            await self.bus.consume(record.session, [e.id for e in events], [frame_batch(events)])
+
     async def _until_done(self, loop: EventDrivenAgent, live: Live) -> TurnOutcome:
         """Run until the child is idle and none of its own children is still working."""
         assert self.runtime is not None
@@ -184,6 +196,9 @@ class ChildRunner:
             live.wakeup.clear()
             await loop.run_until_idle()
             mine = [c for c in self.runtime.live.values() if c.record.parent == live.record.id]
+            if not mine:
+                # A child that has just ended may still be publishing its result here.
+                await self.runtime.flush()
             if not mine and not await self.bus.pending(live.record.session, limit=1):
                 break
             if mine:

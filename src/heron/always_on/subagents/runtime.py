@@ -21,7 +21,10 @@ everything it spends is spent by its parent, and the tree's usage is reported up
 limits — explicit per spawn, the definition's, or `budget_share` of what the parent has left.
 Wall time is enforced by the runtime (`asyncio.timeout`), not only checked before model calls.
 Cancel is a tree: cancelling a child (or the parent's turn, by a stop) cancels every
-descendant, queued ones whose spawn is still in flight included.
+descendant, queued ones whose spawn is still in flight included. A child never outlives its
+parent (`end_descendants`): however a child ends, what still runs below it is cancelled and
+awaited first, and the results that reach its session after its last turn are consumed into
+its history when it closes (`ChildRunner`), so no result is left pending on a closed session.
 """
 
 from __future__ import annotations
@@ -126,12 +129,16 @@ class Live:
     progress: Callable[[str], None] = field(default=lambda _line: None)
     """A sync parent's progress line for its spawn call (the child's reports)."""
     cancel_status: Literal["cancelled", "timed_out"] = "cancelled"
+    ended: bool = False
+    """Its run is over (the status is decided); it is closing its subtree and session."""
 
 
 Runner = Callable[[Live], Any]
 """Runs one child to its end and returns the engine's last `TurnOutcome` (`child.run_child`)."""
 Deliver = Callable[[SubagentRecord], Awaitable[None]]
 """Hands a finished child's result to its parent's session (`child.publish_result`)."""
+Close = Callable[[SubagentRecord], Awaitable[None]]
+"""Closes an ended child's own session (`child.close_session`)."""
 
 
 def _limits(budget: Mapping[str, float]) -> BudgetLimits:
@@ -164,7 +171,8 @@ def share_of(parent: RunBudget | None, share: float) -> dict[str, float]:
 class SubagentRuntime:
     """Spawns, runs, messages, cancels and lists the children of one process (see the module
     docstring). `run_child` runs a child (`heron.always_on.subagents.child`); `deliver`
-    publishes an async child's result to its parent's session. A child's own children always
+    publishes an async child's result to its parent's session; `close` closes an ended
+    child's session (`ChildRunner.close_session`). A child's own children always
     deliver so (the child's loop consumes its session); the top level's only with
     `events_at_top` — without (`heron run`, `heron chat`, MCP: no loop consumes the hosted
     session's events) a result is handed over by `get_subagent_status` and the end of the
@@ -179,6 +187,7 @@ class SubagentRuntime:
         run_child: Runner,
         deliver: Deliver,
         events_at_top: bool,
+        close: Close | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -186,6 +195,7 @@ class SubagentRuntime:
         self.config = config
         self._run_child = run_child
         self._deliver = deliver
+        self._close: Close = close or _nothing_to_close
         self._events_at_top = events_at_top
         self._clock = clock
         self._slots = asyncio.Semaphore(config.max_concurrent)
@@ -272,6 +282,7 @@ class SubagentRuntime:
         )
         self.live[subagent_id] = live
         live.task = asyncio.ensure_future(self._run(live))
+        live.task.add_done_callback(lambda _: self._never_ran(live))
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.ensure_future(self._watch_cancels())
         scope = handle.state.cancel
@@ -339,7 +350,20 @@ class SubagentRuntime:
             error = str(exc)
         except Exception as exc:  # the child's failure is its own outcome, never the parent's
             error = f"{type(exc).__name__}: {exc}"
+        live.ended = True  # its status is decided: a cancel from here on has nothing to stop
+        try:
+            await self.end_descendants(live)
+            await self._close(record)
+        except Exception:  # a store hiccup must not leave the record unfinished
+            log.exception("closing sub-agent %s failed", record.id)
         self._finish(live, status=status, outcome=outcome, result=result, error=error)
+
+    def _never_ran(self, live: Live) -> None:
+        """A child cancelled before its task took its first step never entered `_run`: it
+        ends here, so no record stays `queued` and no slot is counted for it."""
+        if self.live.get(live.record.id) is live:
+            reason = live.scope.reason or "cancelled"
+            self._finish(live, status=live.cancel_status, outcome=None, result="", error=reason)
 
     def _finish(
         self, live: Live, *, status: Any, outcome: Any, result: str, error: str
@@ -368,6 +392,12 @@ class SubagentRuntime:
         waits for its children: the result is on its session by then."""
         parent = self.live.get(record.parent) if record.parent is not None else None
         if not self.delivers_events(record):
+            return
+        above = self.store.get(record.parent) if record.parent is not None else None
+        if above is not None and above.finished:
+            # Its parent's session is closed for good (another process ran it, or a restart
+            # found it): nothing would read the result there; the record is the report.
+            self.store.claim_delivery(record.id)
             return
         task = asyncio.ensure_future(self._deliver(record))
         self._deliveries.add(task)
@@ -429,6 +459,8 @@ class SubagentRuntime:
                 continue
             ids.append(record.id)
             live = self.live.get(record.id)
+            if live is not None and (live.ended or live.scope.cancelled):
+                continue  # its run is over or already being cancelled: nothing left to stop
             if live is None:  # recorded by another process, or its run already ended
                 done = self.store.finish(
                     record.id,
@@ -449,6 +481,16 @@ class SubagentRuntime:
             if live.task is not None:
                 live.task.cancel()
         return ids
+
+    async def end_descendants(self, live: Live) -> None:
+        """A child never outlives its parent: when `live` ends, however it ends, whatever of its
+        subtree still runs is cancelled and awaited, and their results are published (to its
+        session, which `close` then closes)."""
+        below = [r.id for r in descendants(self.store, live.record.id) if r.id in self.live]
+        for subagent_id in below:
+            self.cancel_tree(subagent_id, f"its parent {live.record.id} ended")
+        await self.wait_ended(below)
+        await self.flush()
 
     async def wait_ended(self, ids: list[str]) -> None:
         tasks = [live.task for i in ids if (live := self.live.get(i)) and live.task is not None]
@@ -538,6 +580,10 @@ class SubagentRuntime:
         """Wait for the results being delivered."""
         while self._deliveries:
             await asyncio.gather(*list(self._deliveries), return_exceptions=True)
+
+
+async def _nothing_to_close(_record: SubagentRecord) -> None:
+    """A runner whose children keep no session of their own."""
 
 
 def _usage(budget: RunBudget) -> Usage:
