@@ -185,3 +185,109 @@ async def test_the_parents_tool_search_is_not_passed_on(subs: Subagents) -> None
     )
     await parent.run("go")
     assert family.offered and "tool_search" not in family.offered
+
+
+# -- discovery inside the grant ---------------------------------------------------------------
+
+
+class Discoverer:
+    """Parent and child on one model: the parent spawns with `spawn`, the child runs `steps`
+    (tool name, arguments) and records each result it reads."""
+
+    def __init__(self, spawn: dict[str, Any], steps: list[tuple[str, dict[str, Any]]]) -> None:
+        self.spawn, self.steps = spawn, list(steps)
+        self.read: list[str] = []
+        self.system = ""
+        self.spawned = False
+
+    def __call__(self, request: ModelRequest) -> ModelTurn | str:
+        if "You are the sub-agent" in request.system:
+            self.system = request.system
+            last = request.messages[-1]
+            if isinstance(last, ToolResultMessage):
+                self.read.append(last.content)
+            if self.steps:
+                name, arguments = self.steps.pop(0)
+                return ModelTurn(
+                    tool_calls=[
+                        ScriptedCall(id=f"k{len(self.read)}", name=name, arguments=arguments)
+                    ]
+                )
+            return "status: done\nresult: ok\nopen: nothing"
+        if self.spawned:
+            return "done"
+        self.spawned = True
+        arguments = {"task": "find out", "agent": "helper", **self.spawn}
+        return ModelTurn(
+            tool_calls=[ScriptedCall(id="s1", name="spawn_subagent", arguments=arguments)]
+        )
+
+
+def _deferred_parent(model: Discoverer, subs: Subagents) -> tuple[Agent, list[Any]]:
+    from test_discovery_tool import catalogue_tools
+
+    from heron.mcp.assembly import DiscoveryOptions, assemble_tools
+    from heron.mcp.config import McpConfig
+    from heron.tools.registry import ToolRegistry
+
+    listed = catalogue_tools()
+    mcp = assemble_tools(
+        McpConfig(exposure="deferred"),
+        listed,
+        autonomy="full",
+        allowed_tools=None,
+        excluded_tools=(),
+        activated=ActivatedToolSet(),
+        discovery=DiscoveryOptions(tool="discover_tools", embeddings=False),
+    )
+    registry = ToolRegistry(subs.tools("default"))
+    mcp.register(registry)
+    agent = Agent(
+        model=FunctionModel(model),
+        tools=registry,
+        activated=mcp.activated,
+        catalogue=mcp.catalogue,
+        approval=ApprovalManager(policy=ApprovalPolicy(autonomy="full")),
+    )
+    return agent, listed
+
+
+async def test_a_child_discovers_and_activates_only_inside_its_grant(subs: Subagents) -> None:
+    quote = {"symbol": "ACME"}
+    steps = [
+        ("discover_tools", {"need": "select:markets__stock_quote"}),
+        ("markets__stock_quote", quote),  # its exact name, never loaded
+        ("discover_tools", {"need": "latest stock price for a ticker symbol"}),
+        ("discover_tools", {"need": "will it rain in Oslo, the forecast"}),
+        ("weather__get_forecast", {"city": "Oslo"}),
+    ]
+    model = Discoverer({"tools": ["weather__get_forecast", "files__read_file"]}, steps)
+    parent, listed = _deferred_parent(model, subs)
+    assert (await parent.run("go")).ok
+    by_name = {t.spec.name: t for t in listed}
+    selected, called, searched, found, forecast = model.read
+    assert "Not found: markets__stock_quote" in selected
+    assert called.startswith("Unknown tool: 'markets__stock_quote'")
+    assert "markets__" not in searched.split("tools so far")[0]
+    assert '"name": "weather__get_forecast"' in found
+    assert forecast == "weather__get_forecast: ok"
+    assert by_name["markets__stock_quote"].calls == []  # type: ignore[attr-defined]
+    assert by_name["weather__get_forecast"].calls == [{"city": "Oslo"}]  # type: ignore[attr-defined]
+    # The child's catalogue section lists its grant only.
+    assert "weather" in model.system and "markets" not in model.system
+
+
+async def test_a_child_whose_grant_holds_the_tool_can_find_and_call_it(subs: Subagents) -> None:
+    steps = [
+        ("discover_tools", {"need": "latest stock price for a ticker symbol"}),
+        ("markets__stock_quote", {"symbol": "ACME"}),
+    ]
+    model = Discoverer({"tools": ["markets__stock_quote"]}, steps)
+    parent, listed = _deferred_parent(model, subs)
+    assert (await parent.run("go")).ok
+    found, quoted = model.read
+    assert '"name": "markets__stock_quote"' in found
+    assert quoted == "markets__stock_quote: ok"
+    (quote,) = [t for t in listed if t.spec.name == "markets__stock_quote"]
+    assert quote.calls == [{"symbol": "ACME"}]  # type: ignore[attr-defined]
+    assert parent.activated is not None and "markets__stock_quote" not in parent.activated

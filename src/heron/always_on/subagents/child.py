@@ -1,7 +1,8 @@
 """One child's run on the bus: its agent, its session, its inputs and its result event.
 
 `ChildRunner.run` builds the child's `Agent` (the definition's model or the parent's, the
-granted tools plus the sub-agent tools bound to the child, the child's system prompt, an
+granted tools — its own activated set, catalogue and search tool within the grant — plus the
+sub-agent tools bound to the child, the child's system prompt, an
 approval manager whose requests name the child's session) and runs it as an
 `EventDrivenAgent` on `<root>/agent/<id>`: the task is the first `agent.input` event, and the
 run goes on while the child has its own children working (their results are events on its
@@ -92,7 +93,7 @@ class ChildRunner:
         model = resolve_model(definition.model) if definition.model else exec_.model
         me = Parent(session=record.root_session, child=record.id, depth=record.depth)
         bound = self.runtime.tool_factory(me, record.mode)
-        tools = live.granted
+        grant = live.grant
         approver = exec_.approval.approver
         if isinstance(approver, DurableApprover):
             # A person asked about a child's call sees which child asks, and the answer comes
@@ -108,18 +109,23 @@ class ChildRunner:
         if definition.max_iterations is not None:
             knobs = dataclasses.replace(knobs, max_iterations=definition.max_iterations)
         names = {t.spec.name for t in bound}
+        system_prompt = prompts.child_system_prompt(
+            agent=definition.name,
+            role=definition.prompt,
+            depth=record.depth,
+            can_spawn="spawn_subagent" in names,
+            can_ask="ask_parent" in names,
+            write=live.spawn.write,
+            output_schema=live.spawn.output_schema,
+        )
+        if grant.prompt_section:
+            system_prompt = f"{system_prompt}\n\n{grant.prompt_section}"
         return Agent(
             model=model,
-            tools=[*tools, *bound],
-            system_prompt=prompts.child_system_prompt(
-                agent=definition.name,
-                role=definition.prompt,
-                depth=record.depth,
-                can_spawn="spawn_subagent" in names,
-                can_ask="ask_parent" in names,
-                write=live.spawn.write,
-                output_schema=live.spawn.output_schema,
-            ),
+            tools=[*grant.tools, *bound],
+            system_prompt=system_prompt,
+            activated=grant.activated,
+            catalogue=grant.catalogue,
             autonomy=exec_.registry.autonomy,
             approval=approval,
             knobs=knobs,

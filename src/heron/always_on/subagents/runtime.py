@@ -41,7 +41,7 @@ from typing import Any, Literal
 from heron.always_on.bus.routing import AGENT_SEGMENT
 from heron.always_on.subagents.config import SubagentsConfig
 from heron.always_on.subagents.definitions import AgentDefinition
-from heron.always_on.subagents.grant import grant_tools
+from heron.always_on.subagents.grant import Grant, grant_tools
 from heron.always_on.subagents.store import (
     Mode,
     SubagentError,
@@ -109,8 +109,8 @@ class Live:
     spawn: Spawn
     handle: TurnHandle
     budget: RunBudget
-    granted: list[Tool]
-    """The parent's tools it may use (`grant.grant_tools`), decided at the spawn."""
+    grant: Grant
+    """What of the parent's it may use (`grant.grant_tools`), decided at the spawn."""
     scope: CancelScope = field(default_factory=CancelScope)
     task: asyncio.Task[None] | None = None
     stops: asyncio.Queue[Stop] = field(default_factory=asyncio.Queue)
@@ -235,7 +235,7 @@ class SubagentRuntime:
                 f"{parent.depth} cannot start another; do the work yourself"
             )
         definition = self.definition(spawn.agent)
-        granted = grant_tools(
+        grant = grant_tools(
             handle, definition_tools=definition.tools, requested=spawn.tools, write=spawn.write
         )
         if parent.child is not None:
@@ -278,7 +278,7 @@ class SubagentRuntime:
             spawn=spawn,
             handle=handle,
             budget=budget,
-            granted=granted,
+            grant=grant,
         )
         self.live[subagent_id] = live
         live.task = asyncio.ensure_future(self._run(live))
