@@ -131,6 +131,9 @@ class ChildRunner:
             knobs=knobs,
             observer=exec_.observer,
             workspace=exec_.workspace,
+            # Without write access the workspace is read-only at the tools' own boundary (file
+            # tools refuse, bwrap mounts it read-only), not only by leaving write tools out.
+            workspace_read_only=exec_.workspace_read_only or not live.spawn.write,
             name=f"{definition.name}#{record.id}",
         )
 

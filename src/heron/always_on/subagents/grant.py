@@ -5,8 +5,10 @@ for that run, minus the turn's own exclusions (filter groups), the deferred tool
 already activated and the deferred catalogue it could still load — every one of them passed
 through the same narrowing, which is the step a child would otherwise skip for activated
 tools. The agent definition's `tools` and the spawn's `tools` can only narrow it further;
-naming a tool outside the grant is an error, never a widening. Without `write`, only tools
-that change nothing outside a read-only workspace remain (see `keeps_read_only`).
+naming a tool outside the grant is an error, never a widening. Without `write`, the child's
+workspace is read-only (`Agent(workspace_read_only=True)`): only the tools that read, and
+those that change nothing outside the workspace and refuse to change it in such a run, remain
+(`keeps_read_only`).
 
 Activated tools go to a set of the child's own (`Grant.activated`), so what the child loads
 never lands in the parent's set. When the parent has a search tool (`tool_search` or
@@ -113,8 +115,11 @@ def _labelled(tool: Tool) -> LabelledTool:
 
 
 def keeps_read_only(spec: ToolSpec) -> bool:
-    """Whether a child without write access keeps the tool: it only reads."""
-    return spec.annotations.read_only
+    """Whether a child without write access keeps the tool: it only reads, or it changes
+    nothing outside the workspace and refuses to change that in a read-only run
+    (`workspace_only`: heron's file tools, its shell and interpreter without the host's
+    network, whose commands see the workspace mounted read-only)."""
+    return spec.annotations.read_only or spec.annotations.workspace_only
 
 
 def _allowed(handle: TurnHandle) -> Callable[[str], bool]:
