@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from heron._support.clock import timestamp
 from heron._support.vocabulary import ACTIVE_STATUSES
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
+from heron.always_on.bus.routing import AGENT_SEGMENT
 from heron.audit.sqlite_store import SqliteApprovalAudit
 from heron.collaboration.mail_requests import MailRequestAnswers, MailRequestChannel
 from heron.collaboration.webhook_requests import WebhookRequestChannel
@@ -163,8 +164,12 @@ async def tend_requests(server: HeronServer) -> None:
 
 async def session_agent(server: HeronServer, request: HumanRequest) -> SessionAgent | None:
     """The agent of the session an approved call waits in (woken if parked), and the
-    session's event sink: the call runs and is seen like one of its turns."""
+    session's event sink: the call runs and is seen like one of its turns. A sub-agent's call
+    runs through the running child's own agent (`None` once it has ended)."""
     assert server.host is not None
+    if AGENT_SEGMENT in request.session:
+        child = server.subagents.runtime.agent_of(request.session) if server.subagents else None
+        return None if child is None else SessionAgent(child)
     if request.session not in server.host.awake:
         await server.host.wake(request.session)
     runtime = server.session(request.session)

@@ -14,6 +14,8 @@ its history, never leaving it for a loop that will not run again.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import json
 import uuid
@@ -21,6 +23,7 @@ from typing import Any
 
 import jsonschema
 
+from heron._support.vocabulary import ACTIVE_STATUSES
 from heron.agent import Agent
 from heron.always_on.bus.framing import frame_batch
 from heron.always_on.bus.loop import EventDrivenAgent
@@ -98,7 +101,12 @@ class ChildRunner:
         if isinstance(approver, DurableApprover):
             # A person asked about a child's call sees which child asks, and the answer comes
             # back to the child's own session.
-            approver = DurableApprover(approver.desk, session=record.session)
+            approver = DurableApprover(
+                approver.desk,
+                session=record.session,
+                urgency=approver.urgency,
+                asker=f"sub-agent {record.agent} {record.id} (spawned by {record.parent_session})",
+            )
         approval = ApprovalManager(
             policy=exec_.approval.policy,
             approver=approver,
@@ -149,13 +157,16 @@ class ChildRunner:
             # The child's identity on every approval it needs (the request's channel).
             state.channel = f"subagent {record.agent} {record.id}"
 
+        live.agent = self._agent(live)
         loop = EventDrivenAgent(
-            self._agent(live),
-            self.bus,
-            self.bus.sessions,
-            session=record.session,
-            prepare=prepare,
+            live.agent, self.bus, self.bus.sessions, session=record.session, prepare=prepare
         )
+
+        def arrived(event: BusEvent) -> None:
+            if event.session == record.session:
+                live.wakeup.set()  # e.g. the ending of a request it waits on
+
+        unwatch = self.bus.watch(arrived)
         try:
             await loop.publish(
                 BusEvent(
@@ -187,6 +198,7 @@ class ChildRunner:
                     raise SubagentError(f"the answer does not match the output schema: {problem}")
             return outcome
         finally:
+            unwatch()
             await loop.aclose()
 
     async def close_session(self, record: SubagentRecord) -> None:
@@ -199,7 +211,8 @@ class ChildRunner:
             await self.bus.consume(record.session, [e.id for e in events], [frame_batch(events)])
 
     async def _until_done(self, loop: EventDrivenAgent, live: Live) -> TurnOutcome:
-        """Run until the child is idle and none of its own children is still working."""
+        """Run until the child is idle, none of its own children is still working and no
+        request to a person it made is unanswered (its ending arrives as an event)."""
         assert self.runtime is not None
         while True:
             live.wakeup.clear()
@@ -208,9 +221,15 @@ class ChildRunner:
             if not mine:
                 # A child that has just ended may still be publishing its result here.
                 await self.runtime.flush()
-            if not mine and not await self.bus.pending(live.record.session, limit=1):
+            asking = _waits_on_people(live)
+            if not mine and not asking and not await self.bus.pending(live.record.session, limit=1):
                 break
-            if mine:
+            if asking:
+                # Another process may publish the ending: look again now and then.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.runtime.config.cancel_poll_s):
+                        await live.wakeup.wait()
+            elif mine:
                 await live.wakeup.wait()
         if not loop.outcomes:
             return TurnOutcome(
@@ -284,6 +303,18 @@ class ChildRunner:
             )
         )
         self.runtime.store.claim_delivery(record.id)
+
+
+def _waits_on_people(live: Live) -> bool:
+    """Whether a request the child opened (an approval of one of its calls) has not ended, or
+    ended but its ending has not reached the child's session yet."""
+    approver = live.agent.approval.approver if live.agent is not None else None
+    if not isinstance(approver, DurableApprover):
+        return False  # the approval is answered in line, during the call
+    store, session = approver.desk.store, live.record.session
+    return bool(store.list(statuses=ACTIVE_STATUSES, session=session, limit=1)) or bool(
+        store.unreported(session=session)
+    )
 
 
 def _schema_problem(text: str, schema: Any) -> str | None:

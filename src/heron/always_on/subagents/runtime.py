@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from heron.agent import Agent
 from heron.always_on.bus.routing import AGENT_SEGMENT
 from heron.always_on.subagents.config import SubagentsConfig
 from heron.always_on.subagents.definitions import AgentDefinition
@@ -131,6 +132,8 @@ class Live:
     cancel_status: Literal["cancelled", "timed_out"] = "cancelled"
     ended: bool = False
     """Its run is over (the status is decided); it is closing its subtree and session."""
+    agent: Agent | None = None
+    """Its agent, while it runs (an approved call of its runs through it)."""
 
 
 Runner = Callable[[Live], Any]
@@ -295,6 +298,13 @@ class SubagentRuntime:
 
         scope.future.add_done_callback(on_parent_cancel)
         return live
+
+    def agent_of(self, session: str) -> Agent | None:
+        """The agent of the running child whose own session is `session`, if any (the
+        approved calls of a child run through its agent, like those of a hosted session)."""
+        _, _, subagent_id = session.rpartition(AGENT_SEGMENT)
+        live = self.live.get(subagent_id)
+        return live.agent if live is not None and live.record.session == session else None
 
     def follow_turn(self, session: str, state: TurnState) -> None:
         """A stop of any turn of hosted session `session` (`mode = "cancel"`: the user's
