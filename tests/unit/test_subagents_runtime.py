@@ -264,15 +264,24 @@ async def test_sync_child_asks_and_the_answer_returns_its_result(tmp_path: Path,
 
 
 def _middle_and_grand(
-    tmp_path: Path, grand_turns: list[dict[str, Any]], mode: str = "async", **config: Any
+    tmp_path: Path,
+    grand_turns: list[dict[str, Any]],
+    mode: str = "async",
+    *,
+    middle_thinks: bool = False,
+    **config: Any,
 ) -> Any:
-    """A parent spawns `middle` (async); `middle` spawns `grand` (`mode`) and waits for it."""
+    """A parent spawns `middle` (async); `middle` spawns `grand` (`mode`) and waits for it
+    (`middle_thinks`: its model call after the spawn takes until it is cancelled)."""
     grand = _script(tmp_path / "g.json", grand_turns)
+    waiting: dict[str, Any] = {"text": "waiting for my helper"}
+    if middle_thinks:
+        waiting["delay_ms"] = 600_000
     middle = _script(
         tmp_path / "m.json",
         [
             _call("spawn_subagent", "s2", task="dig", agent="grand", mode=mode),
-            {"text": "waiting for my helper"},
+            waiting,
             {"text": "my helper is done"},
         ],
     )
@@ -362,8 +371,11 @@ async def test_a_grandchild_that_finishes_while_its_parent_is_cancelled_is_deliv
 async def test_a_spawn_still_in_flight_ends_with_its_cancelled_parent(
     tmp_path: Path, waiting: bool
 ) -> None:
-    # One slot: the middle child holds it, so the grandchild it spawns stays queued.
-    subs, agent = _middle_and_grand(tmp_path, [{"text": "never runs"}], max_concurrent=1)
+    # One slot: the middle child holds it while its model thinks, so the grandchild it
+    # spawned stays queued.
+    subs, agent = _middle_and_grand(
+        tmp_path, [{"text": "never runs"}], middle_thinks=True, max_concurrent=1
+    )
     try:
         await agent.run("go")
         await until(
@@ -380,3 +392,20 @@ async def test_a_spawn_still_in_flight_ends_with_its_cancelled_parent(
         await subs.runtime.aclose()
     middle, grand = subs.store.list()
     assert (middle.status, grand.status, grand.usage.model_calls) == ("cancelled", "cancelled", 0)
+
+
+async def test_a_parent_waiting_for_its_child_gives_its_slot_to_it(tmp_path: Path) -> None:
+    # One slot for the whole tree: the middle child waits idle for its grandchild, so the
+    # grandchild gets the slot and both finish (holding it would queue the grandchild forever).
+    subs, agent = _middle_and_grand(tmp_path, [{"text": "found it"}], max_concurrent=1)
+    try:
+        await agent.run("go")
+        await until(
+            lambda: [r.status for r in subs.store.list()] == ["completed", "completed"],
+            "both children done",
+        )
+        await _closed_tree(subs)
+    finally:
+        await subs.runtime.aclose()
+    middle, grand = subs.store.list()
+    assert (middle.result, grand.result) == ("my helper is done", "found it")

@@ -220,17 +220,23 @@ class ChildRunner:
             mine = [c for c in self.runtime.live.values() if c.record.parent == live.record.id]
             if not mine:
                 # A child that has just ended may still be publishing its result here.
-                await self.runtime.flush()
+                await self.runtime.flush(live.record.session)
             asking = _waits_on_people(live)
             if not mine and not asking and not await self.bus.pending(live.record.session, limit=1):
                 break
+            if not mine and not asking:
+                continue  # something arrived meanwhile: take it in
+            # Idle until a child ends or an answer arrives: the slot is for those who work
+            # (a cancel while it waits ends it without taking one again).
+            self.runtime.give_slot(live)
             if asking:
                 # Another process may publish the ending: look again now and then.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.runtime.config.cancel_poll_s):
                         await live.wakeup.wait()
-            elif mine:
+            else:
                 await live.wakeup.wait()
+            await self.runtime.take_slot(live)
         if not loop.outcomes:
             return TurnOutcome(
                 status="error",

@@ -1,7 +1,9 @@
 """`SubagentRuntime`: every child is a session on the bus, and the runtime is its account.
 
 A spawn stores a record (`queued`), waits for one of `max_concurrent` slots (a FIFO queue; the
-slot is freed whenever the child ends, however it ends), and runs the child as an
+slot is freed whenever the child ends, however it ends, and while it waits idle for its own
+children or a person, so nested children never wait for a slot their waiting ancestors hold),
+and runs the child as an
 `EventDrivenAgent` on its own session (`<root session>/agent/<id>`): its task is the first
 `agent.input` event there, a parent's later messages are `agent.input` (or, marked urgent,
 `agent.interrupt`) events, so the child's own strategies (queue, cancel) apply.
@@ -134,6 +136,8 @@ class Live:
     """Its run is over (the status is decided); it is closing its subtree and session."""
     agent: Agent | None = None
     """Its agent, while it runs (an approved call of its runs through it)."""
+    slot: bool = False
+    """It holds one of the runtime's slots (it is taking turns, not waiting idle)."""
 
 
 Runner = Callable[[Live], Any]
@@ -203,7 +207,8 @@ class SubagentRuntime:
         self._clock = clock
         self._slots = asyncio.Semaphore(config.max_concurrent)
         self.live: dict[str, Live] = {}
-        self._deliveries: set[asyncio.Task[None]] = set()
+        self._deliveries: dict[asyncio.Task[None], str] = {}
+        """Results being published, each with the session it goes to."""
         self._watcher: asyncio.Task[None] | None = None
         self.tool_factory: Callable[[Parent, Mode | None], list[Tool]] | None = None
         """Builds the sub-agent tools bound to a parent (set by `subagent_tools`)."""
@@ -327,7 +332,8 @@ class SubagentRuntime:
         outcome: Any = None
         result = error = ""
         try:
-            async with self._slots:
+            await self.take_slot(live)
+            try:
                 if live.scope.cancelled:
                     raise asyncio.CancelledError
                 self.store.advance(record.id, "working")
@@ -336,6 +342,8 @@ class SubagentRuntime:
                     None if wall is None else wall + self.config.wall_grace_s
                 ):
                     turn = await self._run_child(live)
+            finally:
+                self.give_slot(live)
             result = turn.text
             if turn.status == "final":
                 status = "completed"
@@ -367,6 +375,19 @@ class SubagentRuntime:
         except Exception:  # a store hiccup must not leave the record unfinished
             log.exception("closing sub-agent %s failed", record.id)
         self._finish(live, status=status, outcome=outcome, result=result, error=error)
+
+    async def take_slot(self, live: Live) -> None:
+        """Wait for one of the `max_concurrent` slots (FIFO) for `live`'s next turns."""
+        if not live.slot:
+            await self._slots.acquire()
+            live.slot = True
+
+    def give_slot(self, live: Live) -> None:
+        """Free `live`'s slot: it ended, or it waits idle (for its own children, for a person)
+        — a parent never keeps the children it waits for queued behind itself."""
+        if live.slot:
+            live.slot = False
+            self._slots.release()
 
     def _never_ran(self, live: Live) -> None:
         """A child cancelled before its task took its first step never entered `_run`: it
@@ -410,10 +431,10 @@ class SubagentRuntime:
             self.store.claim_delivery(record.id)
             return
         task = asyncio.ensure_future(self._deliver(record))
-        self._deliveries.add(task)
+        self._deliveries[task] = record.parent_session
 
         def done(finished: asyncio.Task[None]) -> None:
-            self._deliveries.discard(finished)
+            self._deliveries.pop(finished, None)
             if parent is not None:
                 parent.wakeup.set()
 
@@ -496,11 +517,22 @@ class SubagentRuntime:
         """A child never outlives its parent: when `live` ends, however it ends, whatever of its
         subtree still runs is cancelled and awaited, and their results are published (to its
         session, which `close` then closes)."""
-        below = [r.id for r in descendants(self.store, live.record.id) if r.id in self.live]
+        below = [i for i, other in self.live.items() if self._is_below(other, live.record.id)]
         for subagent_id in below:
             self.cancel_tree(subagent_id, f"its parent {live.record.id} ended")
         await self.wait_ended(below)
-        await self.flush()
+        await self.flush(live.record.session)
+
+    def _is_below(self, live: Live, ancestor: str) -> bool:
+        """Whether running `live` descends from `ancestor` (in memory: the ancestors of a
+        running child are running too, a child never outliving its parent)."""
+        parent = live.record.parent
+        while parent is not None:
+            if parent == ancestor:
+                return True
+            above = self.live.get(parent)
+            parent = above.record.parent if above is not None else None
+        return False
 
     async def wait_ended(self, ids: list[str]) -> None:
         tasks = [live.task for i in ids if (live := self.live.get(i)) and live.task is not None]
@@ -586,10 +618,10 @@ class SubagentRuntime:
         await self.wait_ended(list(self.live))
         await self.flush()
 
-    async def flush(self) -> None:
-        """Wait for the results being delivered."""
-        while self._deliveries:
-            await asyncio.gather(*list(self._deliveries), return_exceptions=True)
+    async def flush(self, session: str | None = None) -> None:
+        """Wait for the results being delivered (to `session`, or anywhere)."""
+        while tasks := [t for t, to in self._deliveries.items() if session in (None, to)]:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _nothing_to_close(_record: SubagentRecord) -> None:
