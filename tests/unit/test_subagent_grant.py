@@ -291,3 +291,15 @@ async def test_a_child_whose_grant_holds_the_tool_can_find_and_call_it(subs: Sub
     (quote,) = [t for t in listed if t.spec.name == "markets__stock_quote"]
     assert quote.calls == [{"symbol": "ACME"}]  # type: ignore[attr-defined]
     assert parent.activated is not None and "markets__stock_quote" not in parent.activated
+
+
+async def test_a_tool_the_turns_filter_groups_hide_is_not_granted(subs: Subagents) -> None:
+    # Filter groups hide `peek` for this message: the parent cannot call it, nor can a child.
+    family = Family({"tools": ["peek"]})
+    result = await _parent(family, subs, turn_exclusions=lambda _message: ["peek"]).run("go")
+    (refused,) = [m for m in result.history if isinstance(m, ToolResultMessage)]
+    assert refused.is_error and "cannot be given to a child: peek" in refused.content
+
+    everything = Family({})
+    await _parent(everything, subs, turn_exclusions=lambda _message: ["peek"]).run("go")
+    assert everything.offered and "peek" not in everything.offered
