@@ -13,7 +13,7 @@ from heron.agent import Agent
 from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
 from heron.always_on.subagents.grant import SUBAGENT_TOOLS
 from heron.always_on.subagents.service import Subagents, SubagentsSetup, open_subagents
-from heron.messages import ToolResultMessage
+from heron.messages import AssistantMessage, ToolResultMessage
 from heron.models.base import ModelRequest
 from heron.models.scripted import FunctionModel, ModelTurn, ScriptedCall
 from heron.tools.function_tool import tool
@@ -303,3 +303,61 @@ async def test_a_tool_the_turns_filter_groups_hide_is_not_granted(subs: Subagent
     everything = Family({})
     await _parent(everything, subs, turn_exclusions=lambda _message: ["peek"]).run("go")
     assert everything.offered and "peek" not in everything.offered
+
+
+async def test_a_child_waits_for_its_durable_approval_and_a_cancel_withdraws_it(
+    subs: Subagents, tmp_path: Path
+) -> None:
+    from heron.humans.console import ConsoleChannel
+    from heron.humans.desk import RequestDesk
+    from heron.humans.gate import DurableApprover
+    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.sqlite_store import SqliteRequestStore
+    from support.waiting import until
+
+    store = SqliteRequestStore.open_dir(tmp_path / "requests")
+    desk = RequestDesk(
+        store,
+        signer=DecisionSigner(DecisionKeyStore(tmp_path / "requests")),
+        channels=[ConsoleChannel()],
+        approval_timeout_s=600.0,
+    )
+    family = Family({"write": True, "mode": "async"}, child_calls=["poke"])
+    parent = Agent(
+        model=FunctionModel(family),
+        tools=[poke, *subs.tools("default")],
+        approval=ApprovalManager(
+            policy=ApprovalPolicy(auto_approve=sorted(SUBAGENT_TOOLS)),
+            approver=DurableApprover(desk, session="default"),
+        ),
+    )
+    try:
+        await parent.run("go")
+        await until(lambda: bool(store.list(session=None)), "the child's request opened")
+        (record,) = subs.store.list()
+        (request,) = store.list()
+        assert request.session == record.session and request.status == "input_required"
+        assert request.question.startswith(
+            f"sub-agent helper {record.id} (spawned by default) asks: May heron run poke"
+        )
+
+        # It answered "done" with its call still waiting: it does not end on a placeholder.
+        def answered() -> bool:
+            last = subs.bus.sessions.load(record.session)[-1]
+            return isinstance(last, AssistantMessage) and last.text.startswith("status: done")
+
+        await until(answered, "the child's answer after the placeholder")
+        (placeholder,) = [
+            m for m in subs.bus.sessions.load(record.session) if isinstance(m, ToolResultMessage)
+        ]
+        assert placeholder.content.startswith(f"[awaiting approval {request.id}")
+        assert record.id in subs.runtime.live
+        assert subs.store.get(record.id).status == "working"  # type: ignore[union-attr]
+        subs.runtime.cancel_tree(record.id, "stop")
+        await subs.runtime.wait_ended([record.id])
+        (withdrawn,) = store.list()
+        assert (withdrawn.status, withdrawn.answered_by) == ("cancelled", "policy")
+        assert subs.store.get(record.id).status == "cancelled"  # type: ignore[union-attr]
+        assert await subs.bus.pending(record.session) == []
+    finally:
+        store.close()

@@ -119,6 +119,10 @@ async def publish_ending(server: HeronServer, ending: RequestEnding) -> None:
     call (stored once per request: the idempotency key)."""
     assert server.bus is not None
     request = ending.request
+    if AGENT_SEGMENT in request.session and (
+        server.subagents is None or server.subagents.runtime.agent_of(request.session) is None
+    ):
+        return  # the sub-agent that asked has ended: its session is closed, nobody reads it
     by_person = request.answered_by not in (None, "policy")
     source: Literal["tool", "user", "system"] = "user" if by_person else "system"
     channel: Literal["async_tool", "cli", "system"] = "cli" if by_person else "system"

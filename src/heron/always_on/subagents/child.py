@@ -205,7 +205,17 @@ class ChildRunner:
         """Consume what is still pending on an ended child's session (the results of its
         children that ended after its last turn, a message that came too late) into its
         history: nothing is left pending where no loop will ever read it (the runtime's
-        `close`, called once the child's own children have ended)."""
+        `close`, called once the child's own children have ended). A request to a person it
+        left open (it was cancelled while waiting) is withdrawn: nobody is asked about a call
+        that can no longer run."""
+        assert self.runtime is not None
+        live = self.runtime.live.get(record.id)
+        approver = live.agent.approval.approver if live and live.agent else None
+        if isinstance(approver, DurableApprover):
+            for request in approver.desk.store.list(
+                statuses=ACTIVE_STATUSES, session=record.session
+            ):
+                approver.desk.cancel(request.id, f"sub-agent {record.id} ended")
         events = await self.bus.pending(record.session)
         if events:
             await self.bus.consume(record.session, [e.id for e in events], [frame_batch(events)])

@@ -309,7 +309,9 @@ class SubagentRuntime:
         approved calls of a child run through its agent, like those of a hosted session)."""
         _, _, subagent_id = session.rpartition(AGENT_SEGMENT)
         live = self.live.get(subagent_id)
-        return live.agent if live is not None and live.record.session == session else None
+        if live is None or live.ended or live.record.session != session:
+            return None  # ended (or closing): nothing of its runs any more
+        return live.agent
 
     def follow_turn(self, session: str, state: TurnState) -> None:
         """A stop of any turn of hosted session `session` (`mode = "cancel"`: the user's
