@@ -196,3 +196,21 @@ async def test_every_file_tool_that_writes_refuses_in_a_read_only_run(
     assert not result.success and result.data["error"] == "read_only_workspace"
     assert os.listdir(workspace) == ["notes.txt"]
     assert (workspace / "notes.txt").read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("read_only", [True, False], ids=["read-only", "writable"])
+async def test_run_python_sees_the_workspace_as_the_run_may_use_it(
+    workspace: Path, read_only: bool
+) -> None:
+    from heron.toolsets.python_exec import run_python_tool
+
+    tool = run_python_tool(sandbox=bwrap(workspace), workspace=workspace)
+    code = "from pathlib import Path\nPath('notes.txt').write_text('changed')\nprint('wrote')"
+    ctx = ToolContext(call_id="c1", turn_id="t1", workspace_read_only=read_only)
+    result = await tool.execute(tool.validate({"code": code}), ctx)
+    if read_only:
+        assert not result.success and "Read-only file system" in result.output
+        assert (workspace / "notes.txt").read_text() == "keep me\n"
+    else:
+        assert result.success, result.output
+        assert (workspace / "notes.txt").read_text() == "changed"
