@@ -55,22 +55,35 @@ def subs(tmp_path: Path) -> Iterator[Subagents]:
     opened.store.close()
 
 
-class Family:
-    """One model for parent and child (the child has no model of its own): the parent spawns,
-    the child records what it is offered and optionally calls a tool."""
+Step = str | tuple[str, dict[str, Any]]
 
-    def __init__(self, spawn: dict[str, Any], child_calls: list[str] = ()) -> None:  # type: ignore[assignment]
+
+class Family:
+    """One model for parent and child (the child has no model of its own): the parent spawns
+    with `spawn`; the child calls the tools of `child_calls` (a name, or a name and its
+    arguments) one per turn, then answers, recording what it is offered, its system prompt and
+    every tool result it reads."""
+
+    def __init__(self, spawn: dict[str, Any], child_calls: list[Step] | None = None) -> None:
         self.spawn = spawn
-        self.child_calls = list(child_calls)
+        self.child_calls = list(child_calls or [])
         self.offered: list[str] = []
+        self.system = ""
+        self.read: list[ToolResultMessage] = []
         self.spawned = False
 
     def __call__(self, request: ModelRequest) -> ModelTurn | str:
         if "You are the sub-agent" in request.system:
             self.offered = sorted(spec.name for spec in request.tools)
+            self.system = request.system
+            last = request.messages[-1]
+            if isinstance(last, ToolResultMessage):
+                self.read.append(last)
             if self.child_calls:
-                name = self.child_calls.pop(0)
-                return ModelTurn(tool_calls=[ScriptedCall(id=f"k_{name}", name=name)])
+                step = self.child_calls.pop(0)
+                name, arguments = (step, {}) if isinstance(step, str) else step
+                call = ScriptedCall(id=f"k{len(self.read)}_{name}", name=name, arguments=arguments)
+                return ModelTurn(tool_calls=[call])
             return "status: done\nresult: ok\nopen: nothing"
         if self.spawned:
             return "done"
@@ -190,40 +203,7 @@ async def test_the_parents_tool_search_is_not_passed_on(subs: Subagents) -> None
 # -- discovery inside the grant ---------------------------------------------------------------
 
 
-class Discoverer:
-    """Parent and child on one model: the parent spawns with `spawn`, the child runs `steps`
-    (tool name, arguments) and records each result it reads."""
-
-    def __init__(self, spawn: dict[str, Any], steps: list[tuple[str, dict[str, Any]]]) -> None:
-        self.spawn, self.steps = spawn, list(steps)
-        self.read: list[str] = []
-        self.system = ""
-        self.spawned = False
-
-    def __call__(self, request: ModelRequest) -> ModelTurn | str:
-        if "You are the sub-agent" in request.system:
-            self.system = request.system
-            last = request.messages[-1]
-            if isinstance(last, ToolResultMessage):
-                self.read.append(last.content)
-            if self.steps:
-                name, arguments = self.steps.pop(0)
-                return ModelTurn(
-                    tool_calls=[
-                        ScriptedCall(id=f"k{len(self.read)}", name=name, arguments=arguments)
-                    ]
-                )
-            return "status: done\nresult: ok\nopen: nothing"
-        if self.spawned:
-            return "done"
-        self.spawned = True
-        arguments = {"task": "find out", "agent": "helper", **self.spawn}
-        return ModelTurn(
-            tool_calls=[ScriptedCall(id="s1", name="spawn_subagent", arguments=arguments)]
-        )
-
-
-def _deferred_parent(model: Discoverer, subs: Subagents) -> tuple[Agent, list[Any]]:
+def _deferred_parent(model: Family, subs: Subagents) -> tuple[Agent, list[Any]]:
     from test_discovery_tool import catalogue_tools
 
     from heron.mcp.assembly import DiscoveryOptions, assemble_tools
@@ -261,11 +241,11 @@ async def test_a_child_discovers_and_activates_only_inside_its_grant(subs: Subag
         ("discover_tools", {"need": "will it rain in Oslo, the forecast"}),
         ("weather__get_forecast", {"city": "Oslo"}),
     ]
-    model = Discoverer({"tools": ["weather__get_forecast", "files__read_file"]}, steps)
+    model = Family({"tools": ["weather__get_forecast", "files__read_file"]}, steps)
     parent, listed = _deferred_parent(model, subs)
     assert (await parent.run("go")).ok
     by_name = {t.spec.name: t for t in listed}
-    selected, called, searched, found, forecast = model.read
+    selected, called, searched, found, forecast = (m.content for m in model.read)
     assert "Not found: markets__stock_quote" in selected
     assert called.startswith("Unknown tool: 'markets__stock_quote'")
     assert "markets__" not in searched.split("tools so far")[0]
@@ -282,10 +262,10 @@ async def test_a_child_whose_grant_holds_the_tool_can_find_and_call_it(subs: Sub
         ("discover_tools", {"need": "latest stock price for a ticker symbol"}),
         ("markets__stock_quote", {"symbol": "ACME"}),
     ]
-    model = Discoverer({"tools": ["markets__stock_quote"]}, steps)
+    model = Family({"tools": ["markets__stock_quote"]}, steps)
     parent, listed = _deferred_parent(model, subs)
     assert (await parent.run("go")).ok
-    found, quoted = model.read
+    found, quoted = (m.content for m in model.read)
     assert '"name": "markets__stock_quote"' in found
     assert quoted == "markets__stock_quote: ok"
     (quote,) = [t for t in listed if t.spec.name == "markets__stock_quote"]

@@ -7,53 +7,26 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_shell_tool import history, workspace
+from test_subagent_grant import Family, subs
 
 from heron.agent import Agent
-from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
-from heron.always_on.subagents.service import Subagents, SubagentsSetup, open_subagents
-from heron.messages import ToolResultMessage
-from heron.models.base import ModelRequest
-from heron.models.scripted import FunctionModel, ModelTurn, ScriptedCall
+from heron.always_on.subagents.service import Subagents
+from heron.models.scripted import FunctionModel
 from heron.safety.command_policy import CommandPolicy
 from heron.safety.workspace import Workspace
 from heron.sandbox import BwrapSandbox, ProcessSandbox, ResourceLimits, Sandbox
 from heron.tools.definition import ToolContext
 from heron.toolsets.files import file_tools
 from heron.toolsets.shell import ShellHistory, shell_tool
-from heron.toolsets.sqlite_shell_history import SqliteShellHistory
 from heron.turn.approval import ApprovalAnswer, ApprovalManager, ApprovalPolicy, ApprovalRequest
 
 FAST = ResourceLimits(kill_grace_s=0.3, max_processes=None)
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "notes.txt").write_text("keep me\n")
-    return ws
-
-
-@pytest.fixture
-def history(tmp_path: Path) -> Iterator[ShellHistory]:
-    store = SqliteShellHistory.open(tmp_path / "state")
-    yield store
-    store.close()
-
-
-@pytest.fixture
-async def subs(tmp_path: Path) -> Any:
-    setup = SubagentsSetup(
-        config=SubagentsConfig(), entries={"helper": AgentEntry()}, agents_dir=None
-    )
-    opened = open_subagents(setup, state_dir=tmp_path / "state", deliver=False)
-    yield opened
-    await opened.aclose()
+__all__ = ["history", "subs", "workspace"]  # the fixtures shared with the shell and grant tests
 
 
 def bwrap(workspace: Path) -> BwrapSandbox:
@@ -67,36 +40,6 @@ class Yes:
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None:
         return ApprovalAnswer(decision="yes", decided_by="operator:test")
-
-
-class Family:
-    """Parent and child on one model: the parent spawns with `spawn`; the child runs `steps`
-    and records every tool result it reads."""
-
-    def __init__(self, spawn: dict[str, Any], steps: list[tuple[str, dict[str, Any]]]) -> None:
-        self.spawn, self.steps = spawn, list(steps)
-        self.read: list[ToolResultMessage] = []
-        self.offered: list[str] = []
-        self.spawned = False
-
-    def __call__(self, request: ModelRequest) -> ModelTurn | str:
-        if "You are the sub-agent" in request.system:
-            self.offered = sorted(spec.name for spec in request.tools)
-            last = request.messages[-1]
-            if isinstance(last, ToolResultMessage):
-                self.read.append(last)
-            if self.steps:
-                name, arguments = self.steps.pop(0)
-                call = ScriptedCall(id=f"k{len(self.read)}", name=name, arguments=arguments)
-                return ModelTurn(tool_calls=[call])
-            return "status: done\nresult: ok\nopen: nothing"
-        if self.spawned:
-            return "done"
-        self.spawned = True
-        arguments = {"task": "tidy up", "agent": "helper", **self.spawn}
-        return ModelTurn(
-            tool_calls=[ScriptedCall(id="s1", name="spawn_subagent", arguments=arguments)]
-        )
 
 
 def parent(

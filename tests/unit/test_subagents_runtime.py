@@ -158,44 +158,6 @@ async def test_invalid_output_gets_one_correction_then_passes_or_fails(tmp_path:
     assert second.status == "failed" and "n: 'three' is not of type 'integer'" in second.error
 
 
-async def test_cancel_reaches_the_grandchild_and_frees_the_slots(tmp_path: Path) -> None:
-    grand = _script(tmp_path / "g.json", [_call("ask_parent", "q1", question="which?")])
-    middle = _script(
-        tmp_path / "m.json",
-        [
-            _call("spawn_subagent", "s2", task="ask", agent="grand", mode="multi-turn"),
-            {"text": "waiting for my helper"},
-            {"text": "still waiting"},
-        ],
-    )
-    subs = _open(
-        tmp_path,
-        {"middle": AgentEntry(model=middle), "grand": AgentEntry(model=grand)},
-        max_concurrent=2,
-    )
-    parent = ScriptedModel(
-        [
-            _call("spawn_subagent", "s1", task="delegate", agent="middle", mode="async"),
-            {"text": "ok"},
-        ]
-    )
-    agent = _agent(parent, subs)
-    try:
-        await agent.run("go")
-        await until(
-            lambda: [r.status for r in subs.store.list()] == ["working", "input_required"],
-            "the grandchild waiting for an answer",
-        )
-        middle_id = subs.store.list()[0].id
-        subs.runtime.cancel_tree(middle_id, "stop")
-        await subs.runtime.wait_ended([middle_id])
-        await until(lambda: not subs.runtime.live, "every child ended")
-    finally:
-        await subs.runtime.aclose()
-    assert [r.status for r in subs.store.list()] == ["cancelled", "cancelled"]
-    assert subs.runtime._slots._value == 2  # both slots free again
-
-
 async def test_at_the_depth_limit_a_child_has_no_spawning_tool(tmp_path: Path) -> None:
     mid = _script(
         tmp_path / "m.json",
@@ -313,6 +275,14 @@ async def _closed_tree(subs: Subagents) -> None:
     assert sum(f"[SUBAGENT_REPORT {grand.id}" in t for t in texts) == 1
 
 
+async def _cancel_middle(subs: Subagents) -> None:
+    """Cancel the middle child, wait for it to end, and check the tree is closed."""
+    middle_id = subs.store.list()[0].id
+    subs.runtime.cancel_tree(middle_id, "stop")
+    await subs.runtime.wait_ended([middle_id])
+    await _closed_tree(subs)
+
+
 async def test_a_parent_cancelled_before_its_grandchild_answers_ends_the_whole_tree(
     tmp_path: Path,
 ) -> None:
@@ -325,10 +295,7 @@ async def test_a_parent_cancelled_before_its_grandchild_answers_ends_the_whole_t
             lambda: [r.status for r in subs.store.list()] == ["working", "input_required"],
             "the grandchild waiting for an answer",
         )
-        middle_id = subs.store.list()[0].id
-        subs.runtime.cancel_tree(middle_id, "stop")
-        await subs.runtime.wait_ended([middle_id])
-        await _closed_tree(subs)
+        await _cancel_middle(subs)
     finally:
         await subs.runtime.aclose()
     middle, grand = subs.store.list()
@@ -384,10 +351,7 @@ async def test_a_spawn_still_in_flight_ends_with_its_cancelled_parent(
         )
         if waiting:
             await until(lambda: bool(subs.runtime._slots._waiters), "the grandchild in the queue")
-        middle_id = subs.store.list()[0].id
-        subs.runtime.cancel_tree(middle_id, "stop")
-        await subs.runtime.wait_ended([middle_id])
-        await _closed_tree(subs)
+        await _cancel_middle(subs)
     finally:
         await subs.runtime.aclose()
     middle, grand = subs.store.list()
