@@ -300,9 +300,9 @@ def test_a_killed_server_reports_its_running_children_lost_and_delivers_nothing_
     _once_each(history, nodes, ["overrun", "manager", "formatter"])
 
 
-def test_a_childs_approval_waits_in_the_store_labelled_and_its_result_reaches_the_parent_once(
-    heron: Heron,
-) -> None:
+def _clerk(heron: Heron) -> tuple[Running, dict[str, Any], dict[str, Any]]:
+    """A parent spawns `clerk`, whose payment needs approval; the server runs until the
+    clerk's request is in the store. Returns the server, the clerk's node and its request."""
     heron.write("pay.py", PAY_TOOL)
     heron.write(
         "heron.toml",
@@ -330,10 +330,21 @@ def test_a_childs_approval_waits_in_the_store_labelled_and_its_result_reaches_th
         ],
     )
     _publish_request(heron, "pay the invoice of ACME")
-    server = heron.start(
+    server = _serve_with_pay(heron, parent)
+    server.wait_for_event("serve_started")
+    clerk = _wait(heron, lambda n: "clerk" in n, "the clerk spawned")["clerk"]
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (pending := [r for r in requests(heron) if r["status"] == "input_required"]):
+        assert time.monotonic() < deadline, "the clerk's approval never reached the store"
+    (request,) = pending
+    return server, clerk, request
+
+
+def _serve_with_pay(heron: Heron, model: str) -> Running:
+    return heron.start(
         "serve",
         "--model",
-        parent,
+        model,
         "--session",
         SESSION,
         "--poll-interval",
@@ -341,13 +352,12 @@ def test_a_childs_approval_waits_in_the_store_labelled_and_its_result_reaches_th
         "--tools",
         "pay.py",
     )
-    server.wait_for_event("serve_started")
-    nodes = _wait(heron, lambda n: "clerk" in n, "the clerk spawned")
-    clerk = nodes["clerk"]
-    deadline = time.monotonic() + TIMEOUT_S
-    while not (pending := [r for r in requests(heron) if r["status"] == "input_required"]):
-        assert time.monotonic() < deadline, "the clerk's approval never reached the store"
-    (request,) = pending
+
+
+def test_a_childs_approval_waits_in_the_store_labelled_and_its_result_reaches_the_parent_once(
+    heron: Heron,
+) -> None:
+    server, clerk, request = _clerk(heron)
     # On the parent's human channels, labelled with the child and its parent.
     assert (request["tool"], request["session"]) == ("pay", f"{SESSION}/agent/{clerk['id']}")
     assert request["approvers"] == ["console:alice"]
@@ -374,4 +384,36 @@ def test_a_childs_approval_waits_in_the_store_labelled_and_its_result_reaches_th
         "approved",
         "console:alice",
     )
+    _once_each(_history(heron.state_dir), nodes, ["clerk"])
+
+
+def test_a_child_killed_while_its_approval_waits_is_lost_and_its_request_withdrawn(
+    heron: Heron,
+) -> None:
+    one, clerk, request = _clerk(heron)
+    one.proc.kill()  # SIGKILL while the clerk waits for its approval
+    one.proc.wait(timeout=TIMEOUT_S)
+    heron.script("after.yaml", [{"text": "noted"} for _ in range(4)])
+    two = _serve_with_pay(heron, "scripted:after.yaml")
+    two.wait_for_event("serve_started")
+    nodes = _wait(
+        heron,
+        lambda n: n["clerk"]["status"] == "lost" and n["clerk"]["delivered"],
+        "the clerk reported lost",
+    )
+    while _pending(heron.state_dir):
+        two.wait_for_event("final")
+    (withdrawn,) = requests(heron)
+    assert (withdrawn["id"], withdrawn["status"], withdrawn["answered_by"]) == (
+        request["id"],
+        "cancelled",
+        "policy",
+    )
+    late = heron.run("approvals", "approve", request["id"], "--as", "alice")
+    assert late.code != 0  # nobody can approve a call that can no longer run
+    two.proc.terminate()
+    finished = two.finish()
+    assert finished.code == 0, finished.stderr
+    assert not (heron.root / "payments.log").exists()
+    assert nodes["clerk"]["id"] == clerk["id"]
     _once_each(_history(heron.state_dir), nodes, ["clerk"])

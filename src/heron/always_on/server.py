@@ -293,8 +293,12 @@ class HeronServer:
             self.subagents = open_subagents(
                 cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True
             )
-            # Children of a process that died (kill -9) end `lost`, each reported to its parent.
-            self.subagents.runtime.recover()
+            # Children of a process that died (kill -9) end `lost`, each reported to its parent;
+            # what they asked people is withdrawn (their calls can no longer run).
+            lost = self.subagents.runtime.recover()
+            for record in lost:
+                if self.desk is not None:
+                    self.desk.withdraw(record.session, f"sub-agent {record.id} was lost")
         if cfg.calendars:
             from heron.connectors.calendar import CalendarConfig, calendar_tools
 

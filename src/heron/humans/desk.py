@@ -376,6 +376,12 @@ class RequestDesk:
             ),
         ).request
 
+    def withdraw(self, session: str, reason: str) -> list[HumanRequest]:
+        """Cancel every active request of `session`, whose asker is gone for good (a
+        sub-agent that ended or was lost): nobody is asked about a call that cannot run."""
+        active = self.store.list(statuses=ACTIVE_STATUSES, session=session)
+        return [self.cancel(request.id, reason) for request in active]
+
     async def escalate(self) -> list[HumanRequest]:
         """Take every escalation step that has fallen due; returns the requests it widened."""
         steps = self.config.escalation

@@ -212,10 +212,7 @@ class ChildRunner:
         live = self.runtime.live.get(record.id)
         approver = live.agent.approval.approver if live and live.agent else None
         if isinstance(approver, DurableApprover):
-            for request in approver.desk.store.list(
-                statuses=ACTIVE_STATUSES, session=record.session
-            ):
-                approver.desk.cancel(request.id, f"sub-agent {record.id} ended")
+            approver.desk.withdraw(record.session, f"sub-agent {record.id} ended")
         events = await self.bus.pending(record.session)
         if events:
             await self.bus.consume(record.session, [e.id for e in events], [frame_batch(events)])
