@@ -198,6 +198,11 @@ def test_audit_reads_both_trails_of_the_shared_store(
     assert (decision["request_id"], decision["decided_by"]) == ("apr-1", "console:alice")
     (execution,) = heron_json(capsys, "audit", *terminal)
     assert (execution["tool"], execution["session"]) == ("pay", "main")
+    config = tmp_path / "heron.toml"
+    config.write_text(f'[store]\nurl = "{postgres_url}"\n', encoding="utf-8")
+    elsewhere = ("--config", str(config), "--state-dir", str(tmp_path / "other"), "--json")
+    (again,) = heron_json(capsys, "audit", *elsewhere)  # `[store] url` instead of --store
+    assert again == execution
 
 
 def test_agents_tree_and_cancel_reach_the_children_of_the_shared_store(

@@ -52,9 +52,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     approvals = sub.add_parser(
         "approvals",
         help="list and answer requests to a human (approvals, questions) from any terminal",
-        description="Requests to a human wait in the state directory; answer them from any "
-        "terminal. Exit status: 0 done, 1 unknown request or invalid signature, 2 usage or an "
-        "answer that does not fit, 3 already answered, 4 not an approver.",
+        description="Requests to a human wait in the state directory (or the shared store "
+        "--store names); answer them from any terminal. Exit status: 0 done, 1 unknown "
+        "request or invalid signature, 2 usage or an answer that does not fit, 3 already "
+        "answered, 4 not an approver.",
     )
     asub = approvals.add_subparsers(dest="approvals_command", required=True, metavar="ACTION")
 
