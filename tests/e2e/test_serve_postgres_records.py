@@ -15,6 +15,8 @@ import asyncio
 import json
 from typing import Any
 
+from test_serve_approvals import PAY_TOOL
+
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.postgres_store import PostgresBusStore
 from heron.messages import ToolResultMessage, UserMessage
@@ -26,24 +28,6 @@ from support.waiting import poll_until
 __all__ = ["postgres_server", "postgres_url"]  # fixtures, found by pytest here
 
 SESSION = "main"
-PAY_TOOL = '''
-from pathlib import Path
-
-import heron
-
-
-@heron.tool(requires_approval=True)
-def pay(to: str, amount: int) -> str:
-    """Pay an invoice; every payment is one line in payments.log.
-
-    Args:
-        to: The payee.
-        amount: How much, in whole euros.
-    """
-    with (Path.cwd() / "payments.log").open("a", encoding="utf-8") as log:
-        log.write(f"{to} {amount}\\n")
-    return f"paid {amount} to {to}"
-'''
 
 
 def worker(heron: Heron, name: str, url: str, script: str, *extra: str) -> Running:

@@ -262,10 +262,19 @@ def test_three_workers_consume_every_event_once_through_kill_pause_and_restart(
         records = timers_of(postgres_url, "worker-0")
         missed = records["cron-fire_once"].missed
         assert missed >= 3 and all(r.missed == missed for r in records.values())
-        assert [d.get("missed") for d in fired["cron-fire_once"]] == [missed]
-        assert "cron-skip" not in fired and records["cron-skip"].fires == 0
-        assert len(fired["cron-catch_up"]) == records["cron-catch_up"].fires == missed
-        assert all((r.next_fire or 0) > killed_at and r.state == "active" for r in records.values())
+        late: dict[str, list[object]] = {}
+        for cron in crons:
+            fires = fired.get(cron.id, [])
+            slots = [d["scheduled_for"] for d in fires]
+            assert len(slots) == len(set(slots)) == records[cron.id].fires  # each slot once
+            # The misfired slots by the policy; later slots (the next minute) fire on time.
+            late[cron.id] = [d["missed"] for d in fires if "missed" in d]
+            assert (records[cron.id].next_fire or 0) > killed_at, cron.id
+        assert late == {
+            "cron-fire_once": [missed],
+            "cron-skip": [],
+            "cron-catch_up": [missed] * missed,
+        }
         for session in SESSIONS:
             history = bus.sessions.load(session)
             check_history(history)  # valid for a real provider
