@@ -6,7 +6,8 @@ terminal with a state directory of its own; A is killed -9 before the answer, so
 the session over and runs the approved call exactly once; the decision and the executions are
 in the shared audit trails (`heron audit --store`). A parent on a PostgreSQL-backed worker
 spawns an async sub-agent and takes its result into its history exactly once, as
-`heron agents tree --store` shows.
+`heron agents tree --store` shows; when the worker running a child is killed -9, another
+worker ends the child `lost` and its parent, taken over there, is told once.
 """
 
 from __future__ import annotations
@@ -209,5 +210,52 @@ def test_a_parent_on_a_shared_store_spawns_a_sub_agent_and_gets_its_result_once(
     log = history(postgres_url)
     HistoryChecker().check(log)
     marker = f"[SUBAGENT_REPORT {node['id']} agent=helper status=completed"
+    texts = [m.content for m in log if isinstance(m, UserMessage | ToolResultMessage)]
+    assert sum(t.count(marker) for t in texts) == 1
+
+
+def test_a_child_of_a_killed_worker_ends_lost_and_its_parent_is_told_once_elsewhere(
+    heron: Heron, postgres_url: str
+) -> None:
+    heron.write(
+        "heron.toml",
+        '[agents.helper]\ndescription = "Takes its time."\nmodel = "scripted:helper.yaml"\n',
+    )
+    heron.script("helper.yaml", [{"text": "too late", "delay_ms": 600_000}])
+    spawn = {
+        "id": "c_spawn",
+        "name": "spawn_subagent",
+        "arguments": {"task": "take your time", "agent": "helper", "mode": "async"},
+    }
+    first = heron.script(
+        "a.yaml",
+        [
+            {"tool_calls": [spawn], "expect": {"last_message_contains": "ask the helper"}},
+            {"text": "The helper is on it."},
+        ],
+    )
+    second = heron.script(
+        "b.yaml",
+        [{"text": "The helper was lost.", "expect": {"last_message_contains": "status=lost"}}],
+    )
+    a = worker(heron, "worker-a", postgres_url, first, "--autonomy", "full")
+    a.wait_for_event("serve_started")
+    ask(postgres_url, "ask the helper")
+    a.wait_for_event("final", text="The helper is on it.")
+    b = worker(heron, "worker-b", postgres_url, second, "--autonomy", "full")
+    b.wait_for_event("serve_started")
+    store = ("--store", postgres_url)
+    [running] = heron_json(heron, "agents", "tree", "--json", *store)
+    assert running["status"] == "working"
+    a.proc.kill()  # the child dies with the worker that ran it
+    a.proc.wait()
+    b.wait_for_event("final", text="The helper was lost.")
+    b.proc.terminate()
+    assert b.finish().code == 0
+    [node] = heron_json(heron, "agents", "tree", "--json", *store)
+    assert (node["status"], node["delivered"]) == ("lost", True)
+    log = history(postgres_url)
+    HistoryChecker().check(log)
+    marker = f"[SUBAGENT_REPORT {node['id']} agent=helper status=lost"
     texts = [m.content for m in log if isinstance(m, UserMessage | ToolResultMessage)]
     assert sum(t.count(marker) for t in texts) == 1

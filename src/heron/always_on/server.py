@@ -91,7 +91,12 @@ from heron.always_on.serve_config import Announce, ServeConfig, ServeError
 from heron.always_on.serve_requests import awaiting, open_requests, tend_requests
 from heron.always_on.served import ServedSession
 from heron.always_on.sessions import HostConfig, HostIndex, SessionHost
-from heron.always_on.shared_store import SharedRecords, open_shared, unowned_due
+from heron.always_on.shared_store import (
+    SharedRecords,
+    open_shared,
+    reap_children,
+    unowned_due,
+)
 from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.subagents.ownership import LeaseOwnership
 from heron.always_on.subagents.service import Subagents, open_subagents
@@ -335,6 +340,9 @@ class HeronServer:
                 expire=lambda: tend_requests(self), clock=self.clock, interval_s=cfg.poll_interval_s
             )
             self._tasks.append(asyncio.ensure_future(watch))
+        if self.subagents is not None and self.shared is not None:
+            sweep = reap_children(self.subagents.runtime, every_s=cfg.lease_s, clock=self.clock)
+            self._tasks.append(asyncio.ensure_future(sweep))
         self._started = True
         default = self._default()
         assert default is not None  # woken by `host.start`

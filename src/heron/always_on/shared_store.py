@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,16 +14,20 @@ from heron.connectors.mail.maildir import Maildir
 from heron.sessions.lease import LeaseStore
 
 if TYPE_CHECKING:
+    from heron._support.clock import Clock
     from heron._support.postgres import Pool
     from heron.always_on.bus.postgres_store import PostgresBusStore
     from heron.always_on.server import HeronServer
     from heron.always_on.subagents.postgres_store import PostgresSubagentStore
+    from heron.always_on.subagents.runtime import SubagentRuntime
     from heron.audit.executions import ExecutionStore
     from heron.humans.postgres_store import PostgresRequestStore
     from heron.safety.idempotency import IdempotencyLedger
     from heron.turn.approval_audit import AuditLog
 
-__all__ = ["SharedRecords", "open_shared", "unowned_due"]
+log = logging.getLogger("heron.always_on.shared_store")
+
+__all__ = ["SharedRecords", "open_shared", "reap_children", "unowned_due"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +97,15 @@ def unowned_due(server: HeronServer) -> Callable[[float], list[str]]:
     timers = server.trigger_stores.timers
     assert isinstance(timers, PostgresTimerStore)  # `open_shared` opened them
     return timers.unowned_due
+
+
+async def reap_children(runtime: SubagentRuntime, *, every_s: float, clock: Clock) -> None:
+    """Until cancelled, every `every_s` (a lease): end the sub-agents of workers that died as
+    `lost`, each reported to its parent once (`SubagentRuntime.reap`; every worker sweeps,
+    the store's compare-and-set lets one of them end each)."""
+    while True:
+        await clock.sleep(every_s)
+        try:
+            runtime.reap()
+        except Exception:  # a store hiccup: the next sweep tries again
+            log.exception("sweeping the sub-agents of dead workers failed")

@@ -490,10 +490,29 @@ class SubagentRuntime:
         runner that is gone ends `lost`, and every finished result not known to be delivered
         is delivered (again: the bus keeps one copy) — a sync child's too when the call that
         waited for it died with its process."""
+        ended = self._end_orphans(root_session)
+        for record in self.store.list(root_session=root_session):
+            if not record.finished or record.delivered:
+                continue
+            # A sync child is its waiting call's result, unless the process of that call is
+            # gone (the call was closed by session repair): then the event tells the parent.
+            if record.mode != "sync" or not self.ownership.alive(record):
+                self._deliver_later(record)
+        return ended
+
+    def reap(self) -> list[SubagentRecord]:
+        """Every unfinished child of a runner that is gone ends `lost`, and is delivered —
+        the periodic sweep of a shared store, where another worker may die at any time and
+        no restart here would notice (the delivery wakes the parent's session wherever)."""
+        ended = self._end_orphans(None)
+        for record in ended:
+            self._deliver_later(record)
+        return ended
+
+    def _end_orphans(self, root_session: str | None) -> list[SubagentRecord]:
         ended: list[SubagentRecord] = []
-        alive = self.ownership.alive
         for record in self.store.list(root_session=root_session, active_only=True):
-            if record.id in self.live or alive(record):
+            if record.id in self.live or self.ownership.alive(record):
                 continue
             done = self.store.finish(
                 record.id,
@@ -504,15 +523,8 @@ class SubagentRuntime:
                 usage=record.usage,
                 ended_at=self._clock(),
             )
-            if done is not None and done[1]:
+            if done is not None and done[1]:  # another worker may have ended it first
                 ended.append(done[0])
-        for record in self.store.list(root_session=root_session):
-            if not record.finished or record.delivered:
-                continue
-            # A sync child is its waiting call's result, unless the process of that call is
-            # gone (the call was closed by session repair): then the event tells the parent.
-            if record.mode != "sync" or not alive(record):
-                self._deliver_later(record)
         return ended
 
     async def _watch_cancels(self) -> None:
