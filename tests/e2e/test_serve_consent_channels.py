@@ -1,4 +1,5 @@
-"""An MCP OAuth consent that travels by mail, on a real `heron serve`.
+"""An MCP OAuth consent that travels by mail, or is pasted in the web console, on a real
+`heron serve`.
 
 A real authorization server with an SDK-built protected MCP server on loopback
 (`support.oauth_servers`). heron was logged in once; serve starts connected, then the
@@ -9,7 +10,8 @@ own SMTP listener. The gateway's public address does not answer, so the browser 
 to heron: the operator replies with the address it landed on. Replies from another address,
 with another login's state, without the trusted server's verdict, or replayed are refused, each
 sender told why, and none of them spends the request; the agent's next call goes through. A `no`
-refuses the login, and the agent's next call says so.
+refuses the login, and the agent's next call says so. In the web console (the gateway's API),
+an operator pastes the address instead; another login's address is refused the same way.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ auth = "oauth"
 
 
 async def _logged_in_then_revoked(
-    heron: Heron, srv: Protected, model: str
+    heron: Heron, srv: Protected, model: str, *flags: str
 ) -> tuple[Running, dict[str, Any]]:
     """Log in once (the authorization server consents at once), start serve connected, then
     revoke every token: serve's next call needs a new consent."""
@@ -78,14 +80,17 @@ async def _logged_in_then_revoked(
     servers = {"tickets": McpServerConfig(url=srv.url, auth="oauth")}
     auth = McpAuth(servers, state_dir=heron.state_dir, token_key="")
     await auth.login("tickets", channel=FollowRedirectConsent(redirect_uri=CALLBACK))
-    serve = _start(heron, model)
+    serve = _start(heron, model, *flags)
     started = await asyncio.to_thread(serve.wait_for_event, "serve_started")
     srv.auth.access.clear()
     srv.auth.refresh.clear()
     return serve, started
 
 
-def _start(heron: Heron, model: str) -> Running:
+MAIL_FLAGS = ("--maildir", "Maildir", "--smtp-port", "0", "--mail-domain", "example.com")
+
+
+def _start(heron: Heron, model: str, *flags: str) -> Running:
     return heron.start(
         "serve",
         "--model",
@@ -94,14 +99,9 @@ def _start(heron: Heron, model: str) -> Running:
         "0",
         "--subscribe",
         "webhook",
-        "--maildir",
-        "Maildir",
-        "--smtp-port",
-        "0",
-        "--mail-domain",
-        "example.com",
         "--poll-interval",
         "0.1",
+        *flags,
     )
 
 
@@ -193,7 +193,7 @@ async def test_the_operator_consents_by_mail_reply_and_refused_replies_lose_noth
     )
     async with smtp_sink() as smtp, protected_server(scopes=["tickets:read"]) as srv:
         _configure(heron, srv, smtp)
-        serve, started = await _logged_in_then_revoked(heron, srv, model)
+        serve, started = await _logged_in_then_revoked(heron, srv, model, *MAIL_FLAGS)
         await _post(started["webhook"], {"id": "m1", "text": "who am I at tickets?"})
         waiting = await asyncio.to_thread(serve.wait_for_event, "tool_result", id="w1")
         await asyncio.to_thread(serve.wait_for_event, "final", text="Waiting for the login.")
@@ -212,12 +212,12 @@ async def test_the_operator_consents_by_mail_reply_and_refused_replies_lose_noth
             count = len(told) + (2 if who == "ops@example.com" else 1)
             told.append((await _mail_to(smtp, who, count)).get_content())
         tokens = token_path(heron.state_dir, "tickets")
-        issued_before = len(srv.auth.issued)
+        issued_before, revoked = len(srv.auth.issued), _read(tokens)
 
         accepted = _reply(asked, "Ops <ops@example.com>", location, headers=VERIFIED)
         await _deliver(started["smtp"], accepted)
         recorded = (await _mail_to(smtp, "ops@example.com", 4)).get_content()
-        await poll_until(lambda: len(srv.auth.issued) > issued_before, "serve's new tokens")
+        await poll_until(lambda: _read(tokens) not in (b"", revoked), "serve's new tokens")
         await _deliver(started["smtp"], accepted)  # the same reply again
         replay = (await _mail_to(smtp, "ops@example.com", 5)).get_content()
 
@@ -266,7 +266,7 @@ async def test_a_no_by_mail_refuses_the_login_and_the_agent_is_told(heron: Heron
     )
     async with smtp_sink() as smtp, protected_server(scopes=["tickets:read"]) as srv:
         _configure(heron, srv, smtp)
-        serve, started = await _logged_in_then_revoked(heron, srv, model)
+        serve, started = await _logged_in_then_revoked(heron, srv, model, *MAIL_FLAGS)
         await _post(started["webhook"], {"id": "m1", "text": "who am I at tickets?"})
         await asyncio.to_thread(serve.wait_for_event, "final", text="Waiting for the login.")
         asked = await _mail_to(smtp, "ops@example.com", 1)
@@ -283,4 +283,79 @@ async def test_a_no_by_mail_refuses_the_login_and_the_agent_is_told(heron: Heron
     assert "Recorded:" in recorded
     assert refused["status"] != "ok" and "refused by mail:ops@example.com" in refused["output"]
     assert issued == 1  # only the first login's tokens
+    assert stopped.code == 0, stopped.stderr
+
+
+async def test_an_operator_pastes_the_address_in_the_web_console_and_a_wrong_one_is_refused(
+    heron: Heron,
+) -> None:
+    from heron._support.vocabulary import ACTIVE_STATUSES
+    from heron.gateway.auth import hash_token
+    from heron.mcp.auth import token_path
+    from heron.mcp.auth.desk_consent import CONSENT_TOOL
+
+    token = "operator-token-for-the-consent-test"
+    model = heron.script(
+        "serve.yaml",
+        [
+            *_whoami("w1", "who am I", {"text": "Waiting for the login."}),
+            *_whoami("w2", "and now", {"text": "You are in."}),
+        ],
+    )
+    async with protected_server(scopes=["tickets:read"]) as srv:
+        heron.env["HERON_WEBHOOK_SECRET"] = SECRET
+        heron.write(
+            "heron.toml",
+            f"""
+[agent]
+autonomy = "full"
+
+[approvals.approvers]
+gateway = ["ops"]
+console = ["alice"]  # serve's stderr line says when it has asked
+
+[[gateway.tokens]]
+principal = "ops"
+role = "operator"
+sha256 = "{hash_token(token)}"
+
+[gateway]
+public_url = "https://heron.invalid"
+
+[mcp.servers.tickets]
+url = "{srv.url}"
+auth = "oauth"
+""",
+        )
+        serve, started = await _logged_in_then_revoked(heron, srv, model, "--http-port", "0")
+        await _post(started["webhook"], {"id": "m1", "text": "who am I at tickets?"})
+        await asyncio.to_thread(serve.wait_for_event, "final", text="Waiting for the login.")
+        await asyncio.to_thread(serve.wait_for_stderr, "needs your consent")
+        tokens = token_path(heron.state_dir, "tickets")
+        revoked = _read(tokens)
+        auth = {"Authorization": f"Bearer {token}"}
+        async with httpx2.AsyncClient(base_url=started["http"], headers=auth, timeout=10) as api:
+            pending = (await api.get("/v1/requests")).json()["requests"]
+            [asked] = [r for r in pending if r["tool"] == CONSENT_TOOL]
+            url = next(x.strip() for x in asked["question"].splitlines() if "/authorize?" in x)
+            location = await _redirect_of(url)
+            other = location.replace("state=", "state=other")
+            refused = await api.post(f"/v1/requests/{asked['id']}/answer", json={"value": other})
+            still = (await api.get(f"/v1/requests/{asked['id']}")).json()
+            answered = await api.post(
+                f"/v1/requests/{asked['id']}/answer", json={"value": location}
+            )
+        # The new tokens are in the token file: the next connection uses them.
+        await poll_until(lambda: _read(tokens) not in (b"", revoked), "serve's new tokens")
+        await _post(started["webhook"], {"id": "m2", "text": "and now, who am I?"})
+        connected = await asyncio.to_thread(serve.wait_for_event, "tool_result", id="w2")
+        serve.interrupt()
+        stopped = await asyncio.to_thread(serve.finish)
+
+    assert refused.status_code == 422, refused.text
+    assert "its `state` is not this request's" in refused.json()["error"]
+    assert still["status"] in ACTIVE_STATUSES, still
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["answered_by"] == "gateway:ops"
+    assert connected["status"] == "ok", connected
     assert stopped.code == 0, stopped.stderr
