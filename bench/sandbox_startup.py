@@ -22,7 +22,10 @@ median, p90 and minimum wall time per call:
   grace period, longer under load).
 
 The level rows are then measured again with 300 MiB resident in this process, as a long-running
-`heron serve` has. bwrap is skipped with a note when it is not installed.
+`heron serve` has. Last, the floor a warm sandbox (namespaces built once per workspace, each
+command forked inside them) could reach: one bubblewrap whose shell runs `/bin/true` N times,
+per command — no per-call cgroup, limits or message to a launcher counted. bwrap is skipped
+with a note when it is not installed.
 
     python bench/sandbox_startup.py [N]
 """
@@ -141,6 +144,11 @@ async def main(runs: int) -> None:
         if bwrap is None:
             print("bwrap                                        not installed; install bubblewrap")
             return
+        loop = f"i=0; while [ $i -lt {runs} ]; do /bin/true; i=$((i+1)); done"
+        started = time.perf_counter()
+        await command(*bwrap.bwrap_args(workspace), "--", "/bin/sh", "-c", loop)
+        floor = (time.perf_counter() - started) * 1000 / runs
+        print(f"{'warm floor: true forked in built namespaces':<44} mean   {floor:7.2f} ms")
         bare = medians["bare subprocess (baseline)"]
         raw = medians["  profile: bwrap's command line, bare"]
         spawn = medians["  profile: + heron's spawn, no pids cgroup"]
