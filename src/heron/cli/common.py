@@ -554,17 +554,19 @@ def open_desk(
     )
 
 
-def serve_consent(config: HeronConfig, stack: AsyncExitStack) -> DeskConsent | None:
-    """The consent channel of `heron serve`: a request on the durable desk, announced on
-    stderr and answered by the callback route or a paste (None without OAuth servers, or
-    with `[approvals] durable = false`: then the server waits for `heron mcp login`)."""
+def serve_consent(config: HeronConfig) -> DeskConsent | None:
+    """The consent channel of `heron serve`: a request on the server's own desk (with every
+    channel it delivers on: the console's stderr line, mail, the gateway), given to it with
+    `open_on` once the server is started, answered by the callback route, a paste or a mail
+    reply (None without OAuth servers, or with `[approvals] durable = false`: then the server
+    waits for `heron mcp login`)."""
     from heron.mcp.auth.desk_consent import DeskConsent
 
     oauth = [n for n, c in config.mcp.enabled_servers().items() if c.auth == "oauth"]
     if not oauth or not config.approvals.durable:
         return None
     return DeskConsent(
-        open_desk(config, stack, sys.stderr),
+        None,
         redirect_uri=mcp_redirect_uri(config, None),
         timeout_s=config.approvals.questions.max_timeout_s,
     )
