@@ -332,7 +332,11 @@ async def test_a_child_waits_for_its_durable_approval_and_a_cancel_withdraws_it(
         ]
         assert placeholder.content.startswith(f"[awaiting approval {request.id}")
         assert record.id in subs.runtime.live
-        assert subs.store.get(record.id).status == "working"  # type: ignore[union-attr]
+        # Waiting on a person: its status says so (`heron agents tree`, list_agents).
+        await until(
+            lambda: subs.store.get(record.id).status == "input_required",  # type: ignore[union-attr]
+            "the child marked waiting",
+        )
         subs.runtime.cancel_tree(record.id, "stop")
         await subs.runtime.wait_ended([record.id])
         (withdrawn,) = store.list()

@@ -221,6 +221,7 @@ class ChildRunner:
         """Run until the child is idle, none of its own children is still working and no
         request to a person it made is unanswered (its ending arrives as an event)."""
         assert self.runtime is not None
+        flagged = False  # its record says `input_required` while a person's answer is awaited
         while True:
             live.wakeup.clear()
             await loop.run_until_idle()
@@ -229,6 +230,11 @@ class ChildRunner:
                 # A child that has just ended may still be publishing its result here.
                 await self.runtime.flush(live.record.session)
             asking = _waits_on_people(live)
+            if asking != flagged:
+                self.runtime.store.advance(
+                    live.record.id, "input_required" if asking else "working"
+                )
+                flagged = asking
             if not mine and not asking and not await self.bus.pending(live.record.session, limit=1):
                 break
             if not mine and not asking:
