@@ -235,6 +235,7 @@ def tool(
     irreversible: bool = False,
     open_world: bool = False,
     requires_approval: bool = False,
+    workspace_only: bool = False,
     owner: str = "user",
     examples: Sequence[Mapping[str, Any] | ToolExample] = (),
     runtime_args: Sequence[RuntimeArg] = (),
@@ -257,6 +258,7 @@ def tool(
     irreversible: bool = False,
     open_world: bool = False,
     requires_approval: bool = False,
+    workspace_only: bool = False,
     owner: str = "user",
     examples: Sequence[Mapping[str, Any] | ToolExample] = (),
     runtime_args: Sequence[RuntimeArg] = (),
@@ -286,6 +288,7 @@ def tool(
         irreversible=irreversible,
         open_world=open_world,
         requires_approval=requires_approval,
+        workspace_only=workspace_only,
     )
 
     def build(function: Callable[..., Any]) -> FunctionTool:

@@ -220,6 +220,7 @@ async def execute_one(
         progress=progress,
         call_tool=call_tool,
         workspace=exec_.workspace,
+        workspace_read_only=exec_.workspace_read_only,
         turn=TurnHandle(execution=exec_, state=state),
     )
     started = time.perf_counter()
