@@ -101,9 +101,7 @@ async def serve(state_dir: Path) -> tuple[Any, Any]:
     config = GatewayConfig.model_validate(
         {"limits": {"requests_per_minute": 1e9, "burst": 1_000_000, "max_clients": 10_000}}
     )
-    gateway = Gateway(
-        config, state_dir=state_dir, environ={"HERON_GATEWAY_TOKEN": TOKEN}, poll_interval_s=1.0
-    )
+    gateway = Gateway(config, environ={"HERON_GATEWAY_TOKEN": TOKEN}, poll_interval_s=1.0)
     server = HeronServer(
         ServeConfig(state_dir=state_dir, http_port=0, approvals=None, poll_interval_s=1.0),
         lambda tools: Agent(model=FunctionModel(lambda _r: "ok"), tools=tools, autonomy="full"),
@@ -140,6 +138,8 @@ async def deliver(
     ready = await child.stdout.readline()
     assert ready == b"ready\n", ready
     per_client_kib = (rss_kib() - before) / clients
+    commits = Commits()
+    server.bus.sessions.conn.set_trace_callback(commits)
     sent: dict[str, float] = {}
     for i in range(events):
         marker = f"c{clients}-e{i}"
@@ -155,6 +155,7 @@ async def deliver(
         await asyncio.sleep(interval)  # pacing
     result = json.loads(await child.stdout.read())  # the one line, to the end
     await child.wait()
+    server.bus.sessions.conn.set_trace_callback(None)
     latencies = sorted((times[m] - sent[m]) * 1000 for times in result for m in times if m in sent)
     return {
         "clients": clients,
@@ -162,7 +163,19 @@ async def deliver(
         "p50_ms": statistics.median(latencies),
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
         "rss_per_client_kib": per_client_kib,
+        "commits_per_event": commits.count / events,
     }
+
+
+class Commits:
+    """SQLite trace hook: counts the commits of the server's one connection (each a durable
+    write: the bus, the histories and the turn log share it)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, sql: str) -> None:
+        self.count += sql.lstrip()[:6].upper() == "COMMIT"
 
 
 async def message_rate(url: str, seconds: float, concurrency: int = 16) -> float:
@@ -197,13 +210,14 @@ async def main(args: argparse.Namespace) -> None:
                 print(
                     f"{r['clients']:>4} client(s): {r['frames']} frames, delivery p50 "
                     f"{r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms; "
-                    f"server RSS per connected client {r['rss_per_client_kib']:.0f} KiB"
+                    f"server RSS per connected client {r['rss_per_client_kib']:.0f} KiB; "
+                    f"{r['commits_per_event']:.1f} commits per event (publish and its turn)"
                 )
             rate = await message_rate(url, args.rps_seconds)
             print(f"POST /v1/sessions/{{s}}/messages: {rate:.0f} requests/s (16 concurrent)")
         finally:
             await server.aclose()
-            gateway.log.close()
+            gateway.close()
 
 
 if __name__ == "__main__":

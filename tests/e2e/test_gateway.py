@@ -69,14 +69,14 @@ def test_a_webhook_run_is_watched_cut_and_resumed_and_the_approval_is_answered_o
     assert cli.code == 3 and "already answered by gateway:ops" in cli.stderr
 
     # Resumed from the last id seen: what happened meanwhile, then live to the end.
-    second = stream.read(is_turn("final", text="Paid ACME 120."), last_event_id=first[-1].id)
-    replay = Stream(stream.url, bearer(ADMIN)).read(is_turn("final", text="Paid ACME 120."))
+    second = stream.read(is_turn("text", text="Paid ACME 120."), last_event_id=first[-1].id)
+    replay = Stream(stream.url, bearer(ADMIN)).read(is_turn("text", text="Paid ACME 120."))
     assert durable(first) + durable(second) == durable(replay)
     ids = [i for i, _, _ in durable(replay)]
     assert len(ids) == len(set(ids))
     kinds = [_kind(f) for f in replay if f.id is not None]
     assert kinds[0] == "bus:webhook.received"
-    for expected in ("turn:tool_call", "turn:tool_result", "turn:final", "bus:tool.result"):
+    for expected in ("turn:tool_call", "turn:tool_result", "turn:text", "bus:tool.result"):
         assert expected in kinds, kinds
     running.proc.terminate()
     assert running.finish().code == 0
@@ -138,7 +138,7 @@ def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted
     running, webhook, http = start(heron, BUILD_TURNS, "--autonomy", "full")
     stream = Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER))
     post_webhook(webhook, "b1", "start the build")
-    stream.read(is_turn("final", text="The build runs; I will check it in an hour."))
+    stream.read(is_turn("text", text="The build runs; I will check it in an hour."))
     s = f"{http}/v1/sessions/main"
     with httpx.Client(headers=bearer(VIEWER), trust_env=False) as client:
         [timer] = client.get(f"{s}/timers").json()["timers"]

@@ -3,10 +3,12 @@
 The gateway is a set of Starlette routes mounted on the server's one HTTP front
 (`heron.always_on.http.HttpFront`, beside the webhooks, under the same body limit) plus what
 it adds to the server: a session sink per session that keeps the turn log
-(`heron.gateway.eventlog`) and an approver channel, `gateway`, so that `[approvals.approvers]
+(`heron.gateway.eventlog`; opened on the server's session store the first time it is needed,
+and made one of that store's companions, so its rows commit with the history) and an
+approver channel, `gateway`, so that `[approvals.approvers]
 gateway = ["alice"]` lets the principal `alice` answer from the console or the API.
 
-    gateway = Gateway(config, state_dir=state_dir)
+    gateway = Gateway(config)
     server = HeronServer(serve_config, make_agent,
                          session_sink=gateway.sinks(inner), http_routes=gateway.routes(),
                          request_channels=[gateway.channel])
@@ -77,12 +79,10 @@ class Gateway:
         self,
         config: GatewayConfig,
         *,
-        state_dir: Path,
         clock: Clock | None = None,
         environ: Mapping[str, str] = os.environ,
         metrics: MetricsRegistry | None = None,
         poll_interval_s: float = 1.0,
-        log: TurnLog | None = None,
     ) -> None:
         self.config = config
         self.clock: Clock = clock or RealClock()
@@ -99,10 +99,7 @@ class Gateway:
             ),
         )
         self.hub = Hub()
-        self.log: TurnLog = log or SqliteTurnLog.open(state_dir)
-        self.recorder = TurnRecorder(
-            self.log, clock=self.clock, stored=self.hub.wake, live=self.hub.live
-        )
+        self._recorder: TurnRecorder | None = None
         self.channel = GatewayChannel()
         self.api = Api(self)
         self.counts: Counter[tuple[str, int]] = Counter()
@@ -117,6 +114,30 @@ class Gateway:
         return lambda session: self.recorder.sink(
             session, inner(session) if inner is not None else None
         )
+
+    @property
+    def recorder(self) -> TurnRecorder:
+        """The turn log's recorder, over the running server's session store (opened and made
+        a companion of the store on first use: the stores open when the server starts)."""
+        if self._recorder is None:
+            server = self.server
+            if server is None or server.bus is None:
+                raise ApiError(503, "heron serve is not running")
+            loop = asyncio.get_running_loop()
+
+            def stored(session: str) -> None:
+                # From the appending thread, inside its transaction: wake after it.
+                loop.call_soon_threadsafe(self.hub.wake, session)
+
+            sessions = server.bus.sessions
+            log = open_turn_log(sessions, news=stored)
+            self._recorder = TurnRecorder(log, clock=self.clock, stored=stored, live=self.hub.live)
+            sessions.companions.append(self._recorder.written)
+        return self._recorder
+
+    @property
+    def log(self) -> TurnLog:
+        return self.recorder.log
 
     def routes(self, extra: Sequence[BaseRoute] = ()) -> list[BaseRoute]:
         """The gateway's routes, then `extra` (served as given)."""
@@ -235,9 +256,22 @@ class Gateway:
         self.hub.wake_all()
 
     def close(self) -> None:
-        """Ends every stream and closes the turn log."""
+        """Ends every stream and closes the turn log (the connection it shares stays open: its
+        session store closes it)."""
         self.end_streams()
-        self.log.close()
+        if self._recorder is not None:
+            self._recorder.log.close()
+
+
+def open_turn_log(sessions: Any, *, news: Callable[[str], None] | None = None) -> TurnLog:
+    """The turn log on the database of `sessions` (SQLite: its connection; PostgreSQL: its
+    pool). PostgreSQL: `news(session)` is called, from a thread, whenever a worker (this one
+    too) committed records of `session`."""
+    if hasattr(sessions, "conn"):
+        return SqliteTurnLog(sessions.conn)
+    from heron.gateway.postgres_store import PostgresTurnLog
+
+    return PostgresTurnLog(sessions.pool, news=news)
 
 
 def _refusal(exc: ApiError) -> Response:
