@@ -196,3 +196,33 @@ def test_the_gateway_alone_needs_no_webhook_secret_and_serves_no_webhooks(heron:
         assert "script-src 'self'" in page.headers["content-security-policy"]
     running.proc.terminate()
     assert running.finish().code == 0
+
+
+def test_a_session_name_with_a_slash_is_addressed_encoded_or_as_it_is(heron: Heron) -> None:
+    running, _webhook, http = start(heron, [{"text": "Hello, team."}, {"text": "Stopped."}])
+    name, encoded = "team/alpha:eu@1", "team%2Falpha:eu@1"
+    with httpx.Client(base_url=http, headers=bearer(OPS), trust_env=False) as client:
+        sent = client.post(f"/v1/sessions/{encoded}/messages", json={"text": "hi team"})
+        assert sent.status_code == 202 and sent.json()["session"] == name
+        until = is_turn("text", text="Hello, team.")
+        got = Stream(f"{http}/v1/sessions/{encoded}/events", bearer(VIEWER)).read(until)
+        [message] = [f.data["event"] for f in got if f.event == "bus"]
+        assert message["id"] == sent.json()["event"] and message["session"] == name
+        # As it is, where the rest of the path tells the route: the same stream.
+        same = Stream(f"{http}/v1/sessions/{name}/events", bearer(VIEWER)).read(until)
+        assert durable(same) == durable(got)
+        shown = client.get(f"/v1/sessions/{encoded}").json()
+        assert shown["name"] == name and shown["head"] > 0
+        assert [e["event"]["id"] for e in shown["recent_events"]] == [message["id"]]
+        listed = client.get("/v1/sessions").json()["sessions"]
+        assert {"name": name, "entries": 2} in [
+            {"name": s["name"], "entries": s["entries"]} for s in listed
+        ]
+        stopped = client.post(f"/v1/sessions/{encoded}/interrupt", json={"reason": "stop"})
+        assert stopped.status_code == 202 and stopped.json()["session"] == name
+        # A name that ends like a route is the session itself only when encoded.
+        assert client.get("/v1/sessions/x%2Fjobs").json()["name"] == "x/jobs"
+        assert client.get("/v1/sessions/x/jobs").json() == {"jobs": []}
+        assert client.get("/v1/sessions/a%2Fquiet").status_code == 404  # reserved: not hosted
+    running.proc.terminate()
+    assert running.finish().code == 0

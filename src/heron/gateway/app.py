@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from heron._support.clock import Clock, RealClock
 from heron.gateway.api import Api, Handler
@@ -146,10 +149,12 @@ class Gateway:
             Mount("/console", app=StaticFiles(directory=STATIC), name="console"),
             Route("/healthz", self._open(self.api.healthz), methods=["GET"]),
             Route("/v1/login", self._open(self.api.login), methods=["POST"]),
-            Route("/v1/sessions/{session}/events", self._guarded("viewer", self._events)),
+            SessionRoute(
+                "/v1/sessions/{session:path}/events", self._guarded("viewer", self._events)
+            ),
         ]
         for method, path, role, handler in self.api.table():
-            routes.append(Route(path, self._guarded(role, handler), methods=[method]))
+            routes.append(SessionRoute(path, self._guarded(role, handler), methods=[method]))
         return [*routes, *extra]
 
     # -- serving ------------------------------------------------------------------------------
@@ -272,6 +277,28 @@ def open_turn_log(sessions: Any, *, news: Callable[[str], None] | None = None) -
     from heron.gateway.postgres_store import PostgresTurnLog
 
     return PostgresTurnLog(sessions.pool, news=news)
+
+
+class SessionRoute(Route):
+    """A route whose `{session:path}` may hold a `/`: written as is where the rest of the path
+    still tells the route (`/v1/sessions/team/a/messages`), or percent-encoded as `%2F`, which
+    always works (`/v1/sessions/team%2Fa`: the session `team/a` itself, not the route `…/a`).
+    Routes are matched against the path with `%2F` still encoded; `Api.session_name` decodes
+    it."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        return super().matches(encoded_slashes(scope))
+
+
+def encoded_slashes(scope: Scope) -> Scope:
+    """`scope` with its path decoded except for `%2F` (ASGI servers decode it to `/`, which
+    would make a name's slash a separator)."""
+    raw: bytes | None = scope.get("raw_path")
+    if not raw or b"%2f" not in raw.lower():
+        return scope
+    text = raw.decode("latin-1").partition("?")[0]
+    path = "%2F".join(unquote(part) for part in re.split("%2[fF]", text))
+    return {**scope, "path": path}
 
 
 def _refusal(exc: ApiError) -> Response:
