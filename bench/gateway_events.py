@@ -91,12 +91,30 @@ async def client_main(url: str, clients: int, events: int, prefix: str) -> None:
 # -- the server ---------------------------------------------------------------------------
 
 
-async def serve(state_dir: Path) -> tuple[Any, Any]:
+async def serve(state_dir: Path) -> tuple[Any, Any, asyncio.Future[None]]:
     from heron import Agent
     from heron.always_on.server import HeronServer, ServeConfig
     from heron.gateway.app import Gateway
     from heron.gateway.config import GatewayConfig
-    from heron.models.scripted import FunctionModel
+    from heron.messages import UserMessage
+    from heron.models.scripted import FunctionModel, ModelTurn
+    from heron.tools.function_tool import tool
+
+    @tool(read_only=True)
+    def note(text: str) -> str:
+        """Note a message.
+
+        Args:
+            text: What to note.
+        """
+        return f"noted {text}"
+
+    def answer(request: Any) -> ModelTurn | str:
+        # One tool round per event (its cards on the stream), then the answer.
+        if isinstance(request.messages[-1], UserMessage):
+            call = {"name": "note", "arguments": {"text": request.messages[-1].content[:20]}}
+            return ModelTurn.model_validate({"text": "Noting.", "tool_calls": [call]})
+        return "ok"
 
     config = GatewayConfig.model_validate(
         {"limits": {"requests_per_minute": 1e9, "burst": 1_000_000, "max_clients": 10_000}}
@@ -104,14 +122,15 @@ async def serve(state_dir: Path) -> tuple[Any, Any]:
     gateway = Gateway(config, environ={"HERON_GATEWAY_TOKEN": TOKEN}, poll_interval_s=1.0)
     server = HeronServer(
         ServeConfig(state_dir=state_dir, http_port=0, approvals=None, poll_interval_s=1.0),
-        lambda tools: Agent(model=FunctionModel(lambda _r: "ok"), tools=tools, autonomy="full"),
+        lambda tools: Agent(model=FunctionModel(answer), tools=[*tools, note], autonomy="full"),
         session_sink=gateway.sinks(),
         http_routes=gateway.routes(),
     )
     gateway.server = server
     server.on_close.append(gateway.end_streams)
     await server.start()
-    return server, gateway
+    serving = asyncio.ensure_future(server.serve())  # the session answers its events
+    return server, gateway, serving
 
 
 async def deliver(
@@ -200,7 +219,7 @@ async def message_rate(url: str, seconds: float, concurrency: int = 16) -> float
 
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        server, gateway = await serve(Path(tmp))
+        server, gateway, serving = await serve(Path(tmp))
         url = server.http_url
         stream = f"{url}/v1/sessions/{SESSION}/events"
         try:
@@ -216,7 +235,8 @@ async def main(args: argparse.Namespace) -> None:
             rate = await message_rate(url, args.rps_seconds)
             print(f"POST /v1/sessions/{{s}}/messages: {rate:.0f} requests/s (16 concurrent)")
         finally:
-            await server.aclose()
+            server.stop()
+            await serving  # closes the server
             gateway.close()
 
 

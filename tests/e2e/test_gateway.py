@@ -220,6 +220,9 @@ def test_a_session_name_with_a_slash_is_addressed_encoded_or_as_it_is(heron: Her
         ]
         stopped = client.post(f"/v1/sessions/{encoded}/interrupt", json={"reason": "stop"})
         assert stopped.status_code == 202 and stopped.json()["session"] == name
+        # The deepest route wins: the job `j1` of `name`, not the interrupt of `name/jobs/j1`.
+        job = client.post(f"/v1/sessions/{name}/jobs/j1/interrupt")
+        assert job.status_code == 404 and job.json() == {"error": "no such job in this session"}
         # A name that ends like a route is the session itself only when encoded.
         assert client.get("/v1/sessions/x%2Fjobs").json()["name"] == "x/jobs"
         assert client.get("/v1/sessions/x/jobs").json() == {"jobs": []}

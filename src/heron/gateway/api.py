@@ -430,7 +430,6 @@ class Api:
     def table(self) -> list[tuple[str, str, Role, Handler]]:
         """`(method, path, least role, handler)` of every authenticated route."""
         s = "/v1/sessions/{session:path}"
-        # A session's own routes before its page (`GET s`), which would match them all.
         return [
             ("POST", "/v1/logout", "viewer", self.logout),
             ("GET", "/v1/whoami", "viewer", self.whoami),

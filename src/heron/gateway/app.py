@@ -22,19 +22,21 @@ served as given, without the gateway's authentication.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
-from starlette.routing import BaseRoute, Match, Mount, Route
+from starlette.routing import BaseRoute, Match, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
+from starlette.websockets import WebSocket
 
 from heron._support.clock import Clock, RealClock
 from heron.gateway.api import Api, Handler
@@ -42,7 +44,7 @@ from heron.gateway.auth import ApiError, Guard, LoginSessions, RateLimiter, Toke
 from heron.gateway.config import GatewayConfig, Role
 from heron.gateway.eventlog import TurnLog, TurnRecorder
 from heron.gateway.sqlite_store import SqliteTurnLog
-from heron.gateway.stream import Hub, session_frames
+from heron.gateway.stream import Frame, Hub, session_frames
 from heron.humans.store import HumanRequest
 from heron.turn.events import EventSink
 
@@ -152,9 +154,13 @@ class Gateway:
             SessionRoute(
                 "/v1/sessions/{session:path}/events", self._guarded("viewer", self._events)
             ),
+            SessionSocketRoute("/v1/sessions/{session:path}/ws", self._socket),
         ]
         for method, path, role, handler in self.api.table():
             routes.append(SessionRoute(path, self._guarded(role, handler), methods=[method]))
+        # A session name may hold `/`, so the deepest routes are tried first: `a/jobs/j/
+        # interrupt` is job `j`'s, not the interrupt of a session `a/jobs/j` (encode that one).
+        routes.sort(key=lambda r: -str(getattr(r, "path", "")).count("/"))
         return [*routes, *extra]
 
     # -- serving ------------------------------------------------------------------------------
@@ -181,9 +187,7 @@ class Gateway:
         return endpoint
 
     def _sent(self, request: Request, response: Response) -> Response:
-        route = request.scope.get("route")
-        path = getattr(route, "path", "?")
-        self.counts[(path, response.status_code)] += 1
+        self.counts[(self._route_path(request), response.status_code)] += 1
         for name, value in _HEADERS.items():
             response.headers.setdefault(name, value)
         return response
@@ -200,26 +204,30 @@ class Gateway:
             self._stopping = asyncio.Event()
         return self._stopping
 
-    async def _events(self, request: Request, who: Any) -> Response:
+    def _frames(self, conn: HTTPConnection) -> AsyncGenerator[list[Frame]]:
+        """The frames of the connection's session, from its `Last-Event-ID` (or `?after=`:
+        a browser's `EventSource` and `WebSocket` cannot set headers)."""
         server = self.api.running()
-        session = self.api.session_name(request)
+        session = self.api.session_name(conn)
         if self.hub.clients >= self.config.limits.max_clients:
             raise ApiError(503, "too many event streams open; retry later")
         if self._watched is not server.bus:
             # This process's publishes wake the streams of their session at once.
             server.bus.watch(lambda event: self.hub.wake(event.session))
             self._watched = server.bus
-        start = request.headers.get("last-event-id") or request.query_params.get("after")
-        frames = session_frames(
+        return session_frames(
             session,
             bus=server.bus,
             log=self.log,
             hub=self.hub,
-            start=start,
+            start=conn.headers.get("last-event-id") or conn.query_params.get("after"),
             replay_max=self.config.limits.replay_max,
             poll_interval_s=self.poll_interval_s,
             stopping=self.stopping,
         )
+
+    async def _events(self, request: Request, who: Any) -> Response:
+        frames = self._frames(request)
 
         async def body() -> Any:
             yield ": heron event stream\n\n"
@@ -232,6 +240,47 @@ class Gateway:
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+    async def _socket(self, websocket: WebSocket) -> None:
+        """`GET /v1/sessions/{session}/ws`: the frames of the event stream, one JSON text
+        message each (`{"event", "id", "data"}`, `id` null for a live frame), with the same
+        cursor, replay and resync rules. A refusal is the HTTP answer to the handshake."""
+        try:
+            self.guard.check(websocket, "viewer", socket=True)
+            frames = self._frames(websocket)
+        except ApiError as exc:
+            refusal = _refusal(exc)
+            self.counts[(self._route_path(websocket), refusal.status_code)] += 1
+            await websocket.send_denial_response(refusal)
+            return
+        self.counts[(self._route_path(websocket), 101)] += 1
+        await websocket.accept()
+
+        async def send() -> None:
+            async for chunk in frames:
+                self.frames_sent += len(chunk)
+                for frame in chunk:
+                    await websocket.send_text(frame.message())
+
+        async def gone() -> None:
+            while (await websocket.receive())["type"] != "websocket.disconnect":
+                pass  # the client has nothing to say; only its going away matters
+
+        sending, watching = asyncio.ensure_future(send()), asyncio.ensure_future(gone())
+        try:
+            await asyncio.wait([sending, watching], return_when=asyncio.FIRST_COMPLETED)
+            left = watching.done()
+        finally:
+            for task in (sending, watching):
+                task.cancel()
+            await asyncio.gather(sending, watching, return_exceptions=True)
+            await frames.aclose()
+        if not left:  # the stream ended: the server is stopping
+            with contextlib.suppress(RuntimeError, OSError):
+                await websocket.close(1001, "the server is stopping")
+
+    def _route_path(self, conn: HTTPConnection) -> str:
+        return str(getattr(conn.scope.get("route"), "path", "?"))
 
     # -- metrics --------------------------------------------------------------------------------
 
@@ -285,6 +334,13 @@ class SessionRoute(Route):
     always works (`/v1/sessions/team%2Fa`: the session `team/a` itself, not the route `…/a`).
     Routes are matched against the path with `%2F` still encoded; `Api.session_name` decodes
     it."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        return super().matches(encoded_slashes(scope))
+
+
+class SessionSocketRoute(WebSocketRoute):
+    """`SessionRoute` for a WebSocket."""
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         return super().matches(encoded_slashes(scope))
