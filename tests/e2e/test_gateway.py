@@ -151,6 +151,9 @@ def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted
         wait_until(lambda: client.get(url).json()["output_tail"] == ["build started"])
         subscriptions = client.get(f"{s}/subscriptions").json()["subscriptions"]
         assert [sub["source"] for sub in subscriptions] == ["webhook"]
+        [sub] = subscriptions
+        assert client.get(f"{s}/subscriptions/{sub['id']}").json() == sub
+        assert client.get(f"{s}/subscriptions/sub-nope").status_code == 404
         assert client.post(f"{url}/interrupt").status_code == 403  # a viewer
     stopped = httpx.post(f"{url}/interrupt", headers=bearer(OPS), trust_env=False)
     assert stopped.status_code == 202

@@ -323,6 +323,14 @@ class Api:
         found = self._stores().subscriptions.list(session)
         return answer({"subscriptions": [s.model_dump(mode="json") for s in found]})
 
+    async def subscription(self, request: Request, who: Principal) -> Response:
+        session = self.session_name(request)
+        wanted = str(request.path_params["subscription"])
+        for found in self._stores().subscriptions.list(session):
+            if found.id == wanted:
+                return answer(found.model_dump(mode="json"))
+        raise ApiError(404, "no such subscription in this session")
+
     # -- requests to a human ----------------------------------------------------------------
 
     def _desk(self) -> Any:
@@ -445,6 +453,7 @@ class Api:
             ("GET", s + "/timers", "viewer", self.timers),
             ("GET", s + "/timers/{timer}", "viewer", self.timer),
             ("GET", s + "/subscriptions", "viewer", self.subscriptions),
+            ("GET", s + "/subscriptions/{subscription}", "viewer", self.subscription),
             ("GET", s, "viewer", self.session),
             ("GET", "/v1/approvals", "viewer", self.requests),
             ("GET", "/v1/approvals/{id}", "viewer", self.show_request),

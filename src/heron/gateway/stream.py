@@ -154,7 +154,10 @@ class Hub:
             self.wake(session)
 
     def live(self, session: str, body: dict[str, Any], stored_before: int) -> None:
+        if session not in self._subscribers:
+            return
         frame = Frame("live", body, stored_before=stored_before)
+        frame = Frame("live", body, stored_before=stored_before, wire=frame.encode())  # once
         for subscriber in self._subscribers.get(session, ()):
             subscriber.live.append(frame)  # a full mailbox drops its oldest
             subscriber.news.set()
