@@ -7,19 +7,17 @@ test came by `LISTEN`/`NOTIFY` (the bus's and the turn log's)."""
 
 from __future__ import annotations
 
-import httpx
-
 from heron.sessions.postgres_store import PostgresSessionStore
 from support.cli import Heron, Running
 from support.gateway import (
     ADMIN,
     CONFIG,
-    OPS,
     PAY_TOOL,
     PAY_TURNS,
     SECRET,
     VIEWER,
     Stream,
+    approve_the_pending_payment,
     bearer,
     durable,
     is_turn,
@@ -77,17 +75,7 @@ def test_a_client_of_one_worker_watches_a_run_another_worker_executes(
     first = on_b.read(is_turn("tool_result", id="c_pay"))
     assert first[-1].data["status"] == "awaiting_approval"
     # The approval waits in worker A's state directory: answered through A.
-    approvals = httpx.get(
-        f"{a_started['http']}/v1/approvals", headers=bearer(VIEWER), trust_env=False
-    )
-    [request] = approvals.json()["requests"]
-    approved = httpx.post(
-        f"{a_started['http']}/v1/approvals/{request['id']}",
-        json={"decision": "yes"},
-        headers=bearer(OPS),
-        trust_env=False,
-    )
-    assert approved.status_code == 200, approved.text
+    approve_the_pending_payment(a_started["http"])
     second = on_b.read(PAID, last_event_id=first[-1].id)
 
     on_a = Stream(f"{a_started['http']}/v1/sessions/worker-a/events", bearer(ADMIN)).read(PAID)

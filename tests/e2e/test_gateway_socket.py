@@ -22,6 +22,7 @@ from support.gateway import (
     VIEWER,
     SseFrame,
     Stream,
+    approve_the_pending_payment,
     bearer,
     durable,
     is_turn,
@@ -58,15 +59,7 @@ def test_a_run_is_watched_over_a_websocket_cut_and_resumed_with_the_streams_ids(
         post_webhook(webhook, "m1", "please pay ACME 120 for invoice 7")
         first = read(socket, is_turn("tool_result", id="c_pay"))
     assert first[-1].data["status"] == "awaiting_approval"
-    pending = httpx.get(f"{http}/v1/approvals", headers=bearer(VIEWER), trust_env=False)
-    [request] = pending.json()["requests"]
-    approved = httpx.post(
-        f"{http}/v1/approvals/{request['id']}",
-        json={"decision": "yes"},
-        headers=bearer(OPS),
-        trust_env=False,
-    )
-    assert approved.status_code == 200, approved.text
+    approve_the_pending_payment(http)
 
     with opened(socket_url(http, after=first[-1].id), bearer(VIEWER)) as socket:
         second = read(socket, PAID)
