@@ -23,6 +23,7 @@ from support.gateway import (
     VIEWER,
     SseFrame,
     Stream,
+    approve_the_pending_payment,
     bearer,
     durable,
     is_turn,
@@ -80,6 +81,27 @@ def test_a_webhook_run_is_watched_cut_and_resumed_and_the_approval_is_answered_o
         assert expected in kinds, kinds
     running.proc.terminate()
     assert running.finish().code == 0
+
+
+def test_after_a_kill_and_a_restart_the_stream_replays_the_run_as_it_ended(heron: Heron) -> None:
+    running, webhook, http = start(heron)
+    stream = Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER))
+    post_webhook(webhook, "m1", "please pay ACME 120 for invoice 7")
+    stream.read(is_turn("tool_result", id="c_pay"))
+    approve_the_pending_payment(http)
+    paid = is_turn("text", text="Paid ACME 120.")
+    before = durable(Stream(stream.url, bearer(VIEWER)).read(paid))
+    running.proc.kill()  # SIGKILL: nothing is flushed or closed
+    running.finish()
+    again, _webhook, http = start(heron)
+    after = durable(Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER)).read(paid))
+    assert after == before  # the same frames under the same ids
+    types = [data.get("type") for _, event, data in after if event == "turn"]
+    asked = ["approval_request", "approval_decision", "tool_call", "tool_result"]
+    # Asked and left waiting, said so; approved, it runs and the answer follows.
+    assert types == [*asked, "text", "final", *asked, "text"], types
+    again.proc.terminate()
+    assert again.finish().code == 0
 
 
 def _kind(frame: SseFrame) -> str:
