@@ -1,4 +1,5 @@
-"""The event stream of a session (`GET /v1/sessions/{session}/events`), as Server-Sent Events.
+"""The event stream of a session (`GET /v1/sessions/{session}/events` as Server-Sent Events;
+`…/ws` sends the same frames over a WebSocket, `Frame.message`).
 
 A stream is two durable sequences merged in time order: the session's bus events (the
 `BusStore` sequence) and its turn log (`heron.gateway.eventlog`). Each frame's SSE `id` is
@@ -8,14 +9,15 @@ nothing skipped. Frames:
 
 - `event: bus`, data `{"seq", "event"}` (the `BusEvent`, scrubbed);
 - `event: turn`, data the turn event (a card, a folded `text`, the final answer, …);
-- `event: live`, data a streamed delta or progress line, *without* an id (a replay has the
-  folded text instead);
+- `event: live`, data a streamed delta, a progress line or a card not stored yet, *without*
+  an id (a replay has the folded text, and the card once its history entry is written);
 - `event: resync`, data `{"reason"}`, with the cursor of now as its id: the client's cursor
   is from another database (another epoch) or more than `replay_max` events behind, so it
   should reload what it shows from the API and go on from here.
 
-A stream waits for news on the `Hub` (woken by this process's publishes and turn-log writes)
-and polls every `poll_interval_s` for what other processes wrote.
+A stream waits for news on the `Hub` (woken by this process's publishes and turn-log writes,
+and on PostgreSQL by every worker's commits, announced by `NOTIFY`) and polls every
+`poll_interval_s` for what other processes wrote.
 """
 
 from __future__ import annotations
