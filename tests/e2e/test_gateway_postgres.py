@@ -1,9 +1,9 @@
 """Any worker serves any session's event stream: two `heron serve --store <PostgreSQL>` workers
 with their gateways on one database. Worker A runs a webhook's turn in its session; a client
 connected to worker B watches it live, is cut while the call waits on its approval, and
-resumes with `Last-Event-ID`: the union is exactly the run's events, with the ids A's own
-stream gives. Worker B polls the stores only once a minute here, so what reaches it within the
-test came by `LISTEN`/`NOTIFY` (the bus's and the turn log's)."""
+resumes with `Last-Event-ID` after answering it through B: the union is exactly the run's
+events, with the ids A's own stream gives. Worker B polls the stores only once a minute here,
+so what reaches it within the test came by `LISTEN`/`NOTIFY` (the bus's and the turn log's)."""
 
 from __future__ import annotations
 
@@ -74,8 +74,8 @@ def test_a_client_of_one_worker_watches_a_run_another_worker_executes(
     post_webhook(a_started["webhook"], "m1", "please pay ACME 120 for invoice 7")
     first = on_b.read(is_turn("tool_result", id="c_pay"))
     assert first[-1].data["status"] == "awaiting_approval"
-    # The approval waits in worker A's state directory: answered through A.
-    approve_the_pending_payment(a_started["http"])
+    # The request to a human is in the shared store too: answered through B.
+    approve_the_pending_payment(b_started["http"])
     second = on_b.read(PAID, last_event_id=first[-1].id)
 
     on_a = Stream(f"{a_started['http']}/v1/sessions/worker-a/events", bearer(ADMIN)).read(PAID)
