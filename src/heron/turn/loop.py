@@ -234,12 +234,14 @@ class _Loop:
                 if slot.executed:
                     state.run_budget.record_tool_call()
         collected = collect_results(exec_, state, calls, slots, self.detector)
-        cancelled = self._cancelled() if batch.abort is None else None
-        with ending(cancelled):  # a cancelled round's end commits with its results
+        aborted = f"loop aborted: {batch.abort}" if batch.abort is not None else None
+        failed = self._error(aborted) if aborted is not None else None
+        cancelled = self._cancelled() if failed is None else None
+        with ending(failed or cancelled):  # an aborted or cancelled round ends with its results
             self._append(*collected.messages)
         self._open = self._open_batch = None
-        if batch.abort is not None:
-            raise _LoopStopped(self._fail(f"loop aborted: {batch.abort}", reason="aborted"))
+        if aborted is not None:
+            raise _LoopStopped(self._fail(aborted, reason="aborted", event=failed))
         self._check_cancel(cancelled)
         await self._safe_point("after_tools")
         if collected.stop is not None:
