@@ -28,11 +28,13 @@ from heron._support.clock import FakeClock, RealClock
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
-from heron.gateway.eventlog import TurnRecorder
+from heron.gateway.eventlog import TurnLog, TurnRecorder
+from heron.gateway.postgres_store import PostgresTurnLog
 from heron.gateway.sqlite_store import SqliteTurnLog
 from heron.gateway.stream import Frame, Hub, session_frames
-from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
+from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage, UserMessage
 from heron.models.base import ModelError, ModelPart, ModelRequest, StreamInterrupted, TextDelta
+from heron.sessions.postgres_store import PostgresSessionStore
 from heron.sessions.repair import INTERRUPTED_RESULT
 from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.writer import SessionWriter
@@ -42,6 +44,9 @@ from heron.turn.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from support.postgres import postgres_server, postgres_url
+
+__all__ = ["postgres_server", "postgres_url"]  # fixtures, found by pytest here
 
 SESSION = "main"
 ANSWER = "It is in the drawer."
@@ -250,24 +255,25 @@ def test_a_failure_inside_the_append_writes_neither_the_entry_nor_its_rows(
     store.close()
 
 
-class _Counted(SqliteTurnLog):
-    """The log, counting the records it writes in transactions of their own."""
+async def _turn(
+    store: SqliteSessionStore | PostgresSessionStore,
+    log: TurnLog,
+    agent: Agent,
+    cancel: CancelScope | None = None,
+) -> list[str]:
+    """Run one turn on a stored session with the recorder as the store's companion; the types
+    of the records written alone (not with a history entry)."""
+    alone: list[str] = []
+    append = log.append
 
-    alone: list[str]
+    def counted(session: str, records: Any, at: float) -> int:
+        alone.extend(kind for kind, _ in records)
+        return append(session, records, at)
 
-    def append(self, session: str, records: Any, at: float) -> int:
-        self.alone += [kind for kind, _ in records]
-        return super().append(session, records, at)
-
-
-async def _turn(store: SqliteSessionStore, agent: Agent, cancel: CancelScope) -> list[str]:
-    """Run one turn on a stored session with the recorder; the types of the records written
-    alone (not with a history entry)."""
-    log = _Counted(store.conn)
-    log.alone = []
+    log.append = counted  # type: ignore[method-assign]
     recorder = TurnRecorder(log, clock=FakeClock(), stored=lambda _s: None, live=lambda *_a: None)
     store.companions.append(recorder.written)
-    writer = SessionWriter.open(store, SESSION)
+    writer = SessionWriter.open(store, SESSION)  # repairs what a crash left open
     writer.add(UserMessage(content="go"))
     state = agent.turn_state(
         history=writer.history,
@@ -277,11 +283,10 @@ async def _turn(store: SqliteSessionStore, agent: Agent, cancel: CancelScope) ->
         known_call_ids=writer.call_ids,
     )
     await agent.run_turn(state)
-    return log.alone
+    return alone
 
 
-def _rows(store: SqliteSessionStore) -> list[tuple[str, str | None]]:
-    log = SqliteTurnLog(store.conn)
+def _rows(log: TurnLog) -> list[tuple[str, str | None]]:
     return [(e.type, e.body.get("status")) for e in log.after(SESSION, 0, limit=100)]
 
 
@@ -296,9 +301,10 @@ async def test_a_cancelled_round_commits_its_end_with_its_results(tmp_path: Path
 
     model = FunctionModel(lambda _r: ModelTurn.model_validate({"tool_calls": [{"name": "stop"}]}))
     store = SqliteSessionStore.open(tmp_path)
-    alone = await _turn(store, Agent(model=model, tools=[stop]), cancel)
+    log = SqliteTurnLog(store.conn)
+    alone = await _turn(store, log, Agent(model=model, tools=[stop]), cancel)
     assert alone == []  # every record went with a history entry
-    assert _rows(store) == [
+    assert _rows(log) == [
         ("tool_call", None),
         ("tool_result", "interrupted"),  # cancelled while it ran
         ("cancelled", None),
@@ -318,9 +324,9 @@ async def test_an_answer_cut_off_by_a_failed_stream_commits_the_error_with_it(
             raise StreamInterrupted("connection reset", partial_text="The answer is")
 
     store = SqliteSessionStore.open(tmp_path)
-    alone = await _turn(store, Agent(model=Dying()), CancelScope())
-    assert alone == []
-    assert [kind for kind, _ in _rows(store)] == ["text", "error"]
+    log = SqliteTurnLog(store.conn)
+    assert await _turn(store, log, Agent(model=Dying())) == []
+    assert [kind for kind, _ in _rows(log)] == ["text", "error"]
     store.close()
 
 
@@ -329,6 +335,26 @@ async def test_an_end_without_a_history_entry_is_written_alone(tmp_path: Path) -
         raise ModelError("no route to the model")
 
     store = SqliteSessionStore.open(tmp_path)
-    assert await _turn(store, Agent(model=FunctionModel(failing)), CancelScope()) == ["error"]
-    assert [kind for kind, _ in _rows(store)] == ["error"]
+    log = SqliteTurnLog(store.conn)
+    assert await _turn(store, log, Agent(model=FunctionModel(failing))) == ["error"]
+    assert [kind for kind, _ in _rows(log)] == ["error"]
+    store.close()
+
+
+async def test_on_postgresql_a_repaired_call_and_the_answer_bring_their_rows(
+    postgres_url: str,
+) -> None:
+    store = PostgresSessionStore.open(postgres_url)
+    # A process died while `look` ran: the call is stored, its result never was.
+    cut = AssistantMessage(tool_calls=(ToolCallPart(id="c1", name="look", arguments={}),))
+    store.append(SESSION, [UserMessage(content="where?"), cut])
+    log = PostgresTurnLog(store.pool)
+    assert await _turn(store, log, Agent(model=FunctionModel(lambda _r: ANSWER))) == []
+    assert [(kind, status) for kind, status in _rows(log)] == [
+        ("tool_call", None),
+        ("tool_result", "interrupted"),
+        ("text", None),
+        ("final", None),
+    ]
+    log.close()
     store.close()
