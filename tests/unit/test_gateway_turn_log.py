@@ -358,3 +358,24 @@ async def test_on_postgresql_a_repaired_call_and_the_answer_bring_their_rows(
     ]
     log.close()
     store.close()
+
+
+def test_calls_a_process_closes_before_it_exits_keep_their_own_cards(tmp_path: Path) -> None:
+    store = SqliteSessionStore.open(tmp_path)
+    log = SqliteTurnLog(store.conn)
+    recorder = TurnRecorder(log, clock=FakeClock(), stored=lambda _s: None, live=lambda *_a: None)
+    store.companions.append(recorder.written)
+    calls = AssistantMessage(tool_calls=(ToolCallPart(id="c1", name="look", arguments={}),))
+    writer = SessionWriter.open(store, SESSION)
+    writer.add(UserMessage(content="where?"), calls)
+    sink = recorder.sink(SESSION)
+    sink(ToolCallEvent(id="c1", name="look", arguments={"where": "drawer"}, turn_id="t"))
+    assert [r.content for r in writer.close_open_calls()] == [INTERRUPTED_RESULT]
+    assert [
+        (e.type, e.body.get("arguments"), e.body.get("status"))
+        for e in log.after(SESSION, 0, limit=9)
+    ] == [
+        ("tool_call", {"where": "drawer"}, None),  # the card it showed, once
+        ("tool_result", None, "interrupted"),
+    ]
+    store.close()

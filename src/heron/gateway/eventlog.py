@@ -25,7 +25,8 @@ neither. Which records go with which write:
 - the results crash repair appends (`heron.sessions.repair.INTERRUPTED_RESULT`, for calls a
   dead process left open) bring their own records, the call's card and its `interrupted`
   result: the events of that call died with the process. The card's arguments are unknown
-  here (the history has them), so it shows none.
+  here (the history has them), so it shows none; a card still waiting (a process closing its
+  own calls before it exits) is stored instead.
 
 Every body is scrubbed (`heron.safety.redact`) before it is stored or shown: a known secret
 never reaches the log or a client.
@@ -175,17 +176,13 @@ class TurnRecorder:
         if end is not None:
             self._turn[session] = end.turn_id
         turn = self._turn.get(session, "")
-        results = {b["id"] for kind, b in records if kind == "tool_result"}
+        shown = {(kind, b.get("id")) for kind, b in records}
         for message in messages:
             if isinstance(message, AssistantMessage) and message.text:
                 text = scrub_text(message.text)
                 records.append(("text", {"type": "text", "text": text, "turn_id": turn}))
-            elif (
-                isinstance(message, ToolResultMessage)
-                and message.content == INTERRUPTED_RESULT
-                and message.call_id not in results
-            ):
-                records += _interrupted(message, turn)
+            elif isinstance(message, ToolResultMessage) and message.content == INTERRUPTED_RESULT:
+                records += _interrupted(message, turn, shown)
         if end is not None and str(getattr(end, "type", "")) in _TURN_ENDS:
             last = records[-1] if records else None
             records.append(
@@ -216,8 +213,12 @@ def _body(event: BaseEvent) -> dict[str, Any]:
     return body
 
 
-def _interrupted(message: ToolResultMessage, turn: str) -> list[Record]:
-    """The card and result of a call crash repair closed (see the module docstring)."""
+def _interrupted(
+    message: ToolResultMessage, turn: str, shown: set[tuple[str, Any]]
+) -> list[Record]:
+    """The card and result of a call crash repair closed (see the module docstring), but not
+    those among the records stored with it (`shown`: `(type, id)`): a process that closes its
+    own open calls before it exits (`SessionWriter.close_open_calls`) still has their cards."""
     call = ToolCallEvent(id=message.call_id, name=message.name, arguments={}, turn_id=turn)
     result = ToolResultEvent(
         id=message.call_id,
@@ -227,4 +228,4 @@ def _interrupted(message: ToolResultMessage, turn: str) -> list[Record]:
         output=message.content,
         turn_id=turn,
     )
-    return [("tool_call", _body(call)), ("tool_result", _body(result))]
+    return [(e.type, _body(e)) for e in (call, result) if (e.type, e.id) not in shown]
