@@ -191,8 +191,9 @@ def eager_task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) ->
 
 
 _EAGER_START = sys.version_info >= (3, 12)
-_enter_task = asyncio.tasks._enter_task
-_leave_task = asyncio.tasks._leave_task
+if not _EAGER_START:  # the 3.11 swap; later versions need neither
+    _enter_task = asyncio.tasks._enter_task
+    _leave_task = asyncio.tasks._leave_task
 
 
 async def _signalling(coro: Coroutine[Any, Any, T], waiter: asyncio.Future[WaitOutcome]) -> T:
