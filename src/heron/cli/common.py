@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TextIO, TypeVar
 from heron.errors import HeronError
 
 if TYPE_CHECKING:
+    from heron._support.postgres import Pool
     from heron.agent import Agent
     from heron.always_on.bus.store import BusStore
     from heron.always_on.subagents.service import Subagents
@@ -161,6 +162,17 @@ def store_url(args: argparse.Namespace) -> str | None:
     if importlib.util.find_spec("psycopg") is None:
         raise UsageError("a PostgreSQL store needs its driver: pip install 'heron[postgresql]'")
     return str(url)
+
+
+def shared_pool(args: argparse.Namespace) -> Pool | None:
+    """A connection pool to the shared store `--store` names (the caller closes it); `None`:
+    the state directory's SQLite database."""
+    url = store_url(args)
+    if url is None:
+        return None
+    from heron._support.postgres import open_pool
+
+    return open_pool(url, max_size=2)
 
 
 def open_session_store(args: argparse.Namespace) -> SessionStore:
