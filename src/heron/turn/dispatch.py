@@ -51,7 +51,7 @@ from heron.turn.calls import (
     plan_event,
     result_event,
 )
-from heron.turn.cancel import WaitOutcome, absorb, eager_task, run_task, stop_task
+from heron.turn.cancel import WaitOutcome, absorb, run_task, stop_task
 from heron.turn.context import (
     BackgroundResult,
     Receipt,
@@ -117,8 +117,7 @@ async def _run_parallel(
     """Run `calls` concurrently. A cancellation of the waiting task becomes a scope cancel, so
     every call still ends with its own outcome (finished ones keep their real result)."""
     loop = asyncio.get_running_loop()
-    # Each call starts at once (its card, then its tool up to its first wait), in call order.
-    tasks = [eager_task(loop, execute_one(exec_, state, c)) for c in calls]
+    tasks = [loop.create_task(execute_one(exec_, state, c)) for c in calls]
     while True:
         try:
             await asyncio.wait(tasks)
