@@ -546,11 +546,11 @@ def serve_consent(config: HeronConfig, stack: AsyncExitStack) -> DeskConsent | N
     """The consent channel of `heron serve`: a request on the durable desk, announced on
     stderr and answered by the callback route or a paste (None without OAuth servers, or
     with `[approvals] durable = false`: then the server waits for `heron mcp login`)."""
-    from heron.mcp.auth.desk_consent import DeskConsent
-
     oauth = [n for n, c in config.mcp.enabled_servers().items() if c.auth == "oauth"]
     if not oauth or not config.approvals.durable:
         return None
+    from heron.mcp.auth.desk_consent import DeskConsent  # the MCP SDK: only with OAuth servers
+
     return DeskConsent(
         open_desk(config, stack, sys.stderr),
         redirect_uri=mcp_redirect_uri(config, None),

@@ -278,10 +278,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # An OAuth login that becomes necessary asks once, on the durable desk.
                 consent = common.serve_consent(config, stack)
                 # A server's request for user input becomes a durable question on the
-                # server's desk (opened by `start`, looked up when a server asks).
-                from heron.mcp.client.human_input import HumanInput
+                # server's desk (opened by `start`, looked up when a server asks). The
+                # MCP SDK is imported only when there are servers: it is most of a start.
+                human_input = None
+                if config.mcp.enabled_servers():
+                    from heron.mcp.client.human_input import HumanInput
 
-                human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
+                    human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
                 mcp = await open_mcp(config, known, consent=consent, human_input=human_input)
             if mcp is not None:
                 stack.push_async_callback(mcp.aclose)

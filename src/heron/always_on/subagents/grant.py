@@ -19,7 +19,6 @@ from typing import Any
 
 from heron.always_on.subagents.prompts import escape_labels
 from heron.always_on.subagents.store import SubagentError
-from heron.mcp.tool_search import SEARCH_TOOL_NAMES
 from heron.tools.definition import Tool, ToolContext, ToolResult, ToolSpec
 from heron.tools.registry import normalize_name
 from heron.turn.context import TurnHandle
@@ -101,6 +100,8 @@ def grant_tools(
     each child gets bound to itself instead of inheriting the parent's."""
     # The parent's `tool_search` would activate into the parent's own set: a child gets the
     # tools the parent already activated, and no discovery of its own.
+    from heron.mcp.tool_search import SEARCH_TOOL_NAMES  # tool search loads numpy: at spawn
+
     own = SUBAGENT_TOOLS | set(SEARCH_TOOL_NAMES)  # `tool_search` or `discover_tools`
     tools = _parent_tools(handle, own)
     for label, names in (("the agent definition", definition_tools), ("the spawn", requested)):

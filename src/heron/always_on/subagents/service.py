@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from heron.always_on.bus.sqlite_store import SqliteBusStore
-from heron.always_on.subagents.child import ChildRunner
 from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
-from heron.always_on.subagents.definitions import load_definitions
-from heron.always_on.subagents.runtime import SubagentRuntime
-from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
-from heron.always_on.subagents.tools import subagent_tools
-from heron.mcp.trust.sqlite_store import SqliteTrustStore
-from heron.tools.definition import Tool
+
+if TYPE_CHECKING:  # the runtime (and tool search, numpy) load only where sub-agents run
+    from heron.always_on.bus.sqlite_store import SqliteBusStore
+    from heron.always_on.subagents.child import ChildRunner
+    from heron.always_on.subagents.runtime import SubagentRuntime
+    from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
+    from heron.tools.definition import Tool
 
 __all__ = ["Subagents", "SubagentsSetup", "open_subagents"]
 
@@ -48,6 +48,8 @@ class Subagents:
 
     def tools(self, session: str) -> list[Tool]:
         """The sub-agent tools of hosted session `session`."""
+        from heron.always_on.subagents.tools import subagent_tools
+
         return subagent_tools(self.runtime, self.runner, session=session)
 
     async def aclose(self) -> None:
@@ -69,6 +71,14 @@ def open_subagents(
     one is opened for the children's sessions. `deliver`: publish the top level's async
     results to the hosted session (only where a loop consumes its events; children's
     children always are)."""
+    from heron.always_on.bus.sqlite_store import SqliteBusStore
+    from heron.always_on.subagents.child import ChildRunner
+    from heron.always_on.subagents.definitions import load_definitions
+    from heron.always_on.subagents.runtime import SubagentRuntime
+    from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
+    from heron.always_on.subagents.tools import subagent_tools
+    from heron.mcp.trust.sqlite_store import SqliteTrustStore
+
     definitions = load_definitions(
         setup.entries, setup.agents_dir, SqliteTrustStore(state_dir, table="agent_pins")
     )
