@@ -193,15 +193,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     from contextlib import AsyncExitStack
 
+    from heron._support.state import open_db
     from heron.always_on.server import HeronServer, ServeConfig, ServeError
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
+    from heron.audit.sqlite_store import SqliteApprovalAudit
     from heron.config.build import (
         agent_model,
         build_agent,
         messaging_config,
         open_builtin,
         open_mcp,
+        register_secrets,
         subagents_setup,
     )
     from heron.safety.secrets import known_secrets
@@ -303,6 +306,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if gateway is not None:
                 stack.callback(gateway.log.close)
 
+            # Every session's agent records its approvals on one connection, and the secrets
+            # are registered once: an agent is built at each wake of a session.
+            register_secrets(config)
+            audit_db = open_db(config.state.path())
+            stack.callback(audit_db.close)
+            audit = SqliteApprovalAudit(audit_db)
+
             def make_agent(tools: list[Tool]) -> Agent:
                 # A daemon has no terminal: the server gives each session the durable
                 # approver (`heron approvals` answers), or with `[approvals] durable = false`
@@ -315,6 +325,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     builtin=builtin,
                     mcp=_session_mcp(config, mcp) if mcp is not None else None,
                     metrics=metrics,
+                    audit=audit,
                 )
 
             server = HeronServer(
