@@ -185,6 +185,7 @@ class HeronServer:
         self._reporter: EndingReporter | None = None
         self._mail_requests: Callable[[RequestDesk], MailRequestAnswers] | None = None
         self._audit_db: Any = None
+        self._executions: SqliteExecutionStore | None = None
         self._serving: asyncio.Task[None] | None = None
         self.subagents: Subagents | None = None
         self._grace: asyncio.TimerHandle | None = None
@@ -394,8 +395,10 @@ class HeronServer:
         sink = self._session_sink(name) if self._session_sink is not None else self.sink
         # Every executed call of the session in the execution audit (`heron audit`), as in
         # `heron run` and `heron chat`; calls the last process left running are lost.
+        if self._executions is None:  # one for the process: its schema check is not per wake
+            self._executions = SqliteExecutionStore(self._executions_db())
         trail = ExecutionAuditTrail(
-            SqliteExecutionStore(self._executions_db()),
+            self._executions,
             session=name,
             operator=f"serve:{cfg.session}",
             default_agent=agent.name or "default",
@@ -550,7 +553,7 @@ class HeronServer:
         if self._audit_db is not None:
             self._audit_db.close()
         self.bus = self._trigger_stores = self.requests = None
-        self.desk = self._reporter = self._audit_db = None
+        self.desk = self._reporter = self._audit_db = self._executions = None
         if self._started:
             self._started = False
             self.announce({"type": "serve_stopped", "pid": os.getpid()})
