@@ -307,6 +307,7 @@ class HeronServer:
                 default=cfg.session,
                 allowed=cfg.sessions,
                 idle_timeout_s=cfg.idle_timeout_s,
+                max_awake=cfg.max_awake,
                 poll_interval_s=cfg.poll_interval_s,
             ),
             bus=bus,

@@ -134,6 +134,11 @@ class HostConfig:
     """The sessions that may be addressed besides the default (`None`: any valid name)."""
     idle_timeout_s: float = 300.0
     """How long a session stays awake with nothing in flight before it is parked."""
+    max_awake: int | None = None
+    """Past this many awake sessions (the default one counts), a wake parks the least recently
+    active ones with nothing in flight at once, before their idle timeout: a burst of wakes
+    then leaves the memory of `max_awake` sessions, not of every session it woke (the
+    allocator keeps its peak). `None`: no bound."""
     poll_interval_s: float | None = 1.0
     """How often to look for events other processes wrote (`None`: never)."""
 
@@ -532,7 +537,28 @@ class SessionHost:
             awake.task = asyncio.ensure_future(self._run(awake))
         if name != self.config.default:  # the default one is announced by the server
             self._announce({"type": "session_woken", "session": name})
+        self._shed(keep=name)
         return True
+
+    def _shed(self, *, keep: str) -> None:
+        """Past `max_awake`, park the least recently active sessions now (the default, `keep`
+        and sessions with something in flight stay: `_parkable` decides)."""
+        cap = self.config.max_awake
+        excess = len(self._awake) - cap if cap is not None else 0
+        if excess <= 0:
+            return
+        oldest = sorted(
+            (awake.last_active, name)
+            for name, awake in self._awake.items()
+            if name not in (keep, self.config.default)
+            and name not in self._transitions
+            and awake.runtime.loop.idle
+        )
+        for _, name in oldest[:excess]:
+            self._begin(name, self._park_now(name))
+
+    async def _park_now(self, name: str) -> bool:
+        return await self._parkable(name, force=True) and await self._park(name)
 
     async def _run(self, awake: Awake) -> None:
         """The session's loop; a non-default session that fails is logged and parked."""

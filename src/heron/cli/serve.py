@@ -52,6 +52,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="SECONDS",
         help="park a session (other than the default) idle this long",
     )
+    serve.add_argument(
+        "--max-awake",
+        type=int,
+        default=100,
+        metavar="N",
+        help="past N awake sessions, park the least recently active idle ones at once "
+        "(0: no bound; default 100)",
+    )
     serve.add_argument("--events", choices=["jsonl", "none"], default="jsonl")
     serve.add_argument("--poll-interval", type=float, default=1.0, metavar="SECONDS")
     serve.add_argument("--webhook-port", type=int, metavar="PORT", help="0 picks a free port")
@@ -227,6 +235,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--workspace {builtin_cfg.workspace} is not a directory")
     if args.idle_timeout <= 0:
         raise UsageError("--idle-timeout must be more than 0 seconds")
+    if args.max_awake < 0:
+        raise UsageError("--max-awake must be 0 (no bound) or more")
     sessions = None if "any" in args.sessions else frozenset(args.sessions)
     subagents = subagents_setup(config)
     serve_config = ServeConfig(
@@ -234,6 +244,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         session=args.session,
         sessions=sessions,
         idle_timeout_s=args.idle_timeout,
+        max_awake=args.max_awake or None,
         poll_interval_s=args.poll_interval,
         webhook_port=args.webhook_port,
         webhook_host=args.webhook_host,
