@@ -57,8 +57,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=int,
         default=100,
         metavar="N",
-        help="past N awake sessions, park the least recently active idle ones at once "
-        "(0: no bound; default 100)",
+        help="at most N sessions awake: a wake past it parks the least recently active idle "
+        "ones first, or waits (0: no bound; default 100)",
     )
     serve.add_argument("--events", choices=["jsonl", "none"], default="jsonl")
     serve.add_argument("--poll-interval", type=float, default=1.0, metavar="SECONDS")
