@@ -157,6 +157,9 @@ def uncopied_frames(path: Path) -> int:
     return max(0, frames - copied)
 
 
+_CHECKPOINT_WAIT_S = 0.05
+
+
 def checkpoint(path: Path) -> None:
     """Copy `path`'s WAL into the database so that the next commit starts the WAL over.
 
@@ -164,8 +167,11 @@ def checkpoint(path: Path) -> None:
     frames behind, and the WAL would never start over: those few are then copied holding the
     writers off (`RESTART`). Busy or gone: the next pass tries again."""
     try:
-        # `mode=rw`: never create a database that was removed meanwhile.
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True)
+        # `mode=rw`: never create a database that was removed meanwhile. A short busy timeout:
+        # `RESTART` holds writers off while it waits for a reader, so it must give up soon.
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=rw", uri=True, timeout=_CHECKPOINT_WAIT_S
+        )
         try:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             conn.execute("PRAGMA wal_checkpoint(RESTART)")
