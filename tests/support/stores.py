@@ -32,6 +32,7 @@ from heron.always_on.jobs.store import JobStore
 from heron.always_on.postgres_sessions import PostgresHostIndex
 from heron.always_on.sessions import HostIndex
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.subagents.postgres_store import PostgresSubagentStore
 from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
 from heron.always_on.subagents.store import SubagentStore
 from heron.always_on.triggers.monitor import MonitorStore
@@ -202,6 +203,7 @@ class PostgresBackend:
             "human_requests",
             "shell_history",
             "trust",
+            "subagents",
         }
     )
 
@@ -262,6 +264,9 @@ class PostgresBackend:
 
     def trust(self) -> PostgresTrustStore:
         return PostgresTrustStore(self._pool())
+
+    def subagents(self) -> PostgresSubagentStore:
+        return PostgresSubagentStore(self._pool())
 
     def close(self) -> None:
         for close in reversed(self._closers):

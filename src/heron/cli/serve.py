@@ -290,7 +290,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # every session gets its own view of them.
                 known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
                 # An OAuth login that becomes necessary asks once, on the durable desk.
-                consent = common.serve_consent(config, stack)
+                consent = common.serve_consent(config)
                 # A server's request for user input becomes a durable question on the
                 # server's desk (opened by `start`, looked up when a server asks). The
                 # MCP SDK is imported only when there are servers: it is most of a start.
@@ -312,7 +312,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if consent is not None:
                 from heron.mcp.auth.callback import oauth_callback_routes
 
-                callback = oauth_callback_routes(consent.desk)
+                callback = oauth_callback_routes(lambda: consent.desk)
             gateway, metrics = _gateway(config, http_port, args.poll_interval)
             if gateway is not None:
                 stack.callback(gateway.log.close)
@@ -356,6 +356,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     await server.start()
             except ServeError as exc:
                 raise UsageError(str(exc)) from exc
+            if consent is not None:
+                assert server.desk is not None  # durable approvals: the server opened its desk
+                consent.open_on(server.desk)
             server.install_signal_handlers()
             await server.serve()
         return EXIT_OK

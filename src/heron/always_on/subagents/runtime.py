@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,6 +38,7 @@ from heron.always_on.bus.routing import AGENT_SEGMENT
 from heron.always_on.subagents.config import SubagentsConfig
 from heron.always_on.subagents.definitions import AgentDefinition
 from heron.always_on.subagents.grant import grant_tools
+from heron.always_on.subagents.ownership import Ownership, ProcessOwnership
 from heron.always_on.subagents.store import (
     Mode,
     SubagentError,
@@ -47,7 +47,6 @@ from heron.always_on.subagents.store import (
     Usage,
     descendants,
 )
-from heron.sandbox.process import pid_alive
 from heron.tools.definition import Tool
 from heron.turn.budgets import BudgetLimits, RunBudget
 from heron.turn.cancel import CancelScope
@@ -56,7 +55,7 @@ from heron.turn.outcome import EMPTY_RESPONSE
 
 log = logging.getLogger("heron.subagents")
 
-__all__ = ["GENERAL", "Parent", "Spawn", "SubagentError", "SubagentRuntime", "owner_alive"]
+__all__ = ["GENERAL", "Parent", "Spawn", "SubagentError", "SubagentRuntime"]
 
 GENERAL = AgentDefinition(
     name="general",
@@ -180,8 +179,11 @@ class SubagentRuntime:
         deliver: Deliver,
         events_at_top: bool,
         clock: Callable[[], float] = time.time,
+        ownership: Ownership | None = None,
     ) -> None:
         self.store = store
+        self.ownership: Ownership = ownership or ProcessOwnership()
+        """Who runs a child and whether it still lives (`heron.always_on.subagents.ownership`)."""
         self.definitions = dict(definitions)
         self.config = config
         self._run_child = run_child
@@ -259,7 +261,7 @@ class SubagentRuntime:
             depth=parent.depth + 1,
             budget=budget_data,
             created_at=self._clock(),
-            owner=os.getpid(),
+            owner=self.ownership.owner(parent.session),
         )
         self.store.add(record)
         live = Live(
@@ -483,32 +485,46 @@ class SubagentRuntime:
         await self.wait_ended(list(self.live))
         return [r for r in (self.store.get(i) for i in ids) if r is not None]
 
-    def recover(self) -> list[SubagentRecord]:
-        """After a restart: every unfinished child of a process that is gone ends `lost`, and
-        every finished result not known to be delivered is delivered (again: the bus keeps one
-        copy) — a sync child's too when the call that waited for it died with its process."""
+    def recover(self, *, root_session: str | None = None) -> list[SubagentRecord]:
+        """After a restart (or a takeover of `root_session`): every unfinished child of a
+        runner that is gone ends `lost`, and every finished result not known to be delivered
+        is delivered (again: the bus keeps one copy) — a sync child's too when the call that
+        waited for it died with its process."""
+        ended = self._end_orphans(root_session)
+        for record in self.store.list(root_session=root_session):
+            if not record.finished or record.delivered:
+                continue
+            # A sync child is its waiting call's result, unless the process of that call is
+            # gone (the call was closed by session repair): then the event tells the parent.
+            if record.mode != "sync" or not self.ownership.alive(record):
+                self._deliver_later(record)
+        return ended
+
+    def reap(self) -> list[SubagentRecord]:
+        """Every unfinished child of a runner that is gone ends `lost`, and is delivered —
+        the periodic sweep of a shared store, where another worker may die at any time and
+        no restart here would notice (the delivery wakes the parent's session wherever)."""
+        ended = self._end_orphans(None)
+        for record in ended:
+            self._deliver_later(record)
+        return ended
+
+    def _end_orphans(self, root_session: str | None) -> list[SubagentRecord]:
         ended: list[SubagentRecord] = []
-        for record in self.store.list(active_only=True):
-            if record.id in self.live or owner_alive(record.owner):
+        for record in self.store.list(root_session=root_session, active_only=True):
+            if record.id in self.live or self.ownership.alive(record):
                 continue
             done = self.store.finish(
                 record.id,
                 status="lost",
                 outcome=None,
                 result="",
-                error=f"the process that ran it (pid {record.owner}) ended before it finished",
+                error=f"the process that ran it (owner {record.owner}) ended before it finished",
                 usage=record.usage,
                 ended_at=self._clock(),
             )
-            if done is not None and done[1]:
+            if done is not None and done[1]:  # another worker may have ended it first
                 ended.append(done[0])
-        for record in self.store.list():
-            if not record.finished or record.delivered:
-                continue
-            # A sync child is its waiting call's result, unless the process of that call is
-            # gone (the call was closed by session repair): then the event tells the parent.
-            if record.mode != "sync" or not owner_alive(record.owner):
-                self._deliver_later(record)
         return ended
 
     async def _watch_cancels(self) -> None:
@@ -550,8 +566,3 @@ def _usage(budget: RunBudget) -> Usage:
         output_tokens=spent.output_tokens,
         cost_usd=spent.cost_usd,
     )
-
-
-def owner_alive(pid: int) -> bool:
-    """Whether process `pid` (a record's owner) still runs."""
-    return pid == os.getpid() or pid_alive(pid)
