@@ -350,6 +350,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
             if gateway is not None:
                 gateway.server = server
+                server.on_open.append(gateway.attach)
                 server.on_close.append(gateway.end_streams)
             try:
                 with common.library_errors():
