@@ -57,6 +57,7 @@ from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import MessageStore
 from heron.gateway.eventlog import TurnLog
+from heron.gateway.postgres_store import PostgresTurnLog
 from heron.gateway.sqlite_store import SqliteTurnLog
 from heron.humans.postgres_store import PostgresRequestStore
 from heron.humans.sqlite_store import SqliteRequestStore
@@ -203,6 +204,7 @@ class PostgresBackend:
             "human_requests",
             "shell_history",
             "trust",
+            "turn_log",
             "subagents",
         }
     )
@@ -264,6 +266,9 @@ class PostgresBackend:
 
     def trust(self) -> PostgresTrustStore:
         return PostgresTrustStore(self._pool())
+
+    def turn_log(self) -> PostgresTurnLog:
+        return PostgresTurnLog(self._pool())
 
     def subagents(self) -> PostgresSubagentStore:
         return PostgresSubagentStore(self._pool())

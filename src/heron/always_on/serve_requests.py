@@ -144,6 +144,10 @@ async def publish_ending(server: HeronServer, ending: RequestEnding) -> None:
     call (stored once per request: the idempotency key)."""
     assert server.bus is not None
     request = ending.request
+    if AGENT_SEGMENT in request.session and (
+        server.subagents is None or server.subagents.runtime.agent_of(request.session) is None
+    ):
+        return  # the sub-agent that asked has ended: its session is closed, nobody reads it
     by_person = request.answered_by not in (None, "policy")
     source: Literal["tool", "user", "system"] = "user" if by_person else "system"
     channel: Literal["async_tool", "cli", "system"] = "cli" if by_person else "system"
@@ -189,8 +193,12 @@ async def tend_requests(server: HeronServer) -> None:
 
 async def session_agent(server: HeronServer, request: HumanRequest) -> SessionAgent | None:
     """The agent of the session an approved call waits in (woken if parked), and the
-    session's event sink: the call runs and is seen like one of its turns."""
+    session's event sink: the call runs and is seen like one of its turns. A sub-agent's call
+    runs through the running child's own agent (`None` once it has ended)."""
     assert server.host is not None
+    if AGENT_SEGMENT in request.session:
+        child = server.subagents.runtime.agent_of(request.session) if server.subagents else None
+        return None if child is None else SessionAgent(child)
     if request.session not in server.host.awake:
         await server.host.wake(request.session)
     runtime = server.session(request.session)

@@ -303,6 +303,11 @@ class HeronServer:
             self.subagents = open_subagents(
                 cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True, shared=shared
             )
+            desk = self.desk
+            if desk is not None:  # what a lost child asked people can no longer run
+                self.subagents.runtime.on_lost = lambda record: desk.withdraw(
+                    record.session, f"sub-agent {record.id} was lost"
+                )
             # Children of a process that died (kill -9) end `lost`, each reported to its parent.
             self.subagents.runtime.recover()
         if cfg.calendars:

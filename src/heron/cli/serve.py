@@ -298,7 +298,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 callback = oauth_callback_routes(lambda: consent.desk)
             gateway, metrics = _gateway(config, http_port, args.poll_interval)
             if gateway is not None:
-                stack.callback(gateway.log.close)
+                stack.callback(gateway.close)
 
             def make_agent(tools: list[Tool]) -> Agent:
                 # A daemon has no terminal: the server gives each session the durable
@@ -349,9 +349,7 @@ def _gateway(config: HeronConfig, port: int | None, poll_s: float) -> tuple[Any,
     from heron.telemetry.metrics import MetricsRegistry
 
     metrics = MetricsRegistry()
-    gateway = Gateway(
-        config.gateway, state_dir=config.state.path(), metrics=metrics, poll_interval_s=poll_s
-    )
+    gateway = Gateway(config.gateway, metrics=metrics, poll_interval_s=poll_s)
     if not len(gateway.guard.tokens):
         common.err(
             f"gateway: no token is configured, so every API request is refused (401); set "

@@ -165,14 +165,18 @@ class RequestDesk:
         reason: str | None = None,
         gates_call: bool = False,
         report: bool = True,
+        asker: str | None = None,
     ) -> HumanRequest:
         """Open (or reuse) an approval for one call and deliver it. The result may already be
         ended (`no_answer: no approver reachable`). `gates_call`: the engine's gate asks, and a
         yes runs the call (`heron.humans.outcomes`). `report=False`: the asker waits for the
         answer and reads it itself (the editor's approver, an MCP client's wait), so no
-        watcher reports its ending to a session (it is stored as reported)."""
+        watcher reports its ending to a session (it is stored as reported). `asker`: who asks
+        when it is not the session's own agent (a sub-agent); the question starts with it."""
         summary = summarize_args(arguments)
         text = question or f"May heron run {tool}({summary})?"
+        if asker:
+            text = f"{asker} asks: {text}"
         if reason:
             text += f" Why you are asked: {reason}"
         return await self._open(
@@ -386,6 +390,12 @@ class RequestDesk:
                 is_answer=False,
             ),
         ).request
+
+    def withdraw(self, session: str, reason: str) -> list[HumanRequest]:
+        """Cancel every active request of `session`, whose asker is gone for good (a
+        sub-agent that ended or was lost): nobody is asked about a call that cannot run."""
+        active = self.store.list(statuses=ACTIVE_STATUSES, session=session)
+        return [self.cancel(request.id, reason) for request in active]
 
     async def escalate(self) -> list[HumanRequest]:
         """Take every escalation step that has fallen due; returns the requests it widened."""

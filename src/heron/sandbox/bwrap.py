@@ -6,6 +6,8 @@ Inside the sandbox a command sees:
   (accounts, name service, TLS roots, time zone, dynamic linker, Debian alternatives); the
   rest of the root is read-only and empty;
 - the agent workspace, writable, at the same path as on the host (so paths in output match);
+  read-only instead (`--ro-bind`) in the twin `with_read_only_workspace()` gives, for an
+  agent that may only read it (a sub-agent spawned without write access);
 - a private, empty `/tmp`, its own `/proc` and a minimal `/dev`;
 - its own PID namespace (it cannot see or signal heron or other commands; when the command
   exits every process it started dies with the namespace), its own IPC and UTS namespaces;
@@ -91,6 +93,7 @@ class BwrapSandbox:
         expose_python: bool = True,
         cgroup_root: Path = Path("/sys/fs/cgroup"),
         user: str | int = "nobody",
+        read_only_workspace: bool = False,
     ) -> None:
         found = bwrap or shutil.which("bwrap")
         if found is None or not Path(found).is_file():
@@ -111,6 +114,7 @@ class BwrapSandbox:
         self._ro_binds = _dedupe(binds)
         self._tmp_size = _supports_tmpfs_size(found)
         self._held = _supports_held_start(found)
+        self._read_only_workspace = read_only_workspace
 
     @property
     def level(self) -> Literal["bwrap"]:
@@ -128,6 +132,18 @@ class BwrapSandbox:
         """The same sandbox (limits, binds, cgroups) with another default network."""
         twin = copy.copy(self)
         twin._network = check_network_mode(mode)
+        return twin
+
+    @property
+    def read_only_workspace(self) -> bool:
+        """Whether commands see the workspace read-only (`--ro-bind`)."""
+        return self._read_only_workspace
+
+    def with_read_only_workspace(self) -> BwrapSandbox:
+        """The same sandbox with the workspace mounted read-only: every write under it fails
+        in the kernel (`EROFS`), whatever the command does; `/tmp` stays writable."""
+        twin = copy.copy(self)
+        twin._read_only_workspace = True
         return twin
 
     @property
@@ -186,9 +202,10 @@ class BwrapSandbox:
         # Parents are mounted before children, so a read-only path inside the workspace stays
         # read-only and the workspace inside a read-only path stays writable.
         mounts = [(p, False) for p in self._ro_binds if p != self.workspace]
-        mounts.append((self.workspace, True))
+        mounts.append((self.workspace, not self._read_only_workspace))
         for path, writable in sorted(mounts, key=lambda m: len(m[0].parts)):
-            args += ["--bind" if writable else "--ro-bind-try", str(path), str(path)]
+            read_only = "--ro-bind" if path == self.workspace else "--ro-bind-try"
+            args += ["--bind" if writable else read_only, str(path), str(path)]
         # The root itself is a tmpfs bubblewrap builds; make it read-only once it is populated.
         args += ["--remount-ro", "/", "--chdir", str(cwd)]
         return args

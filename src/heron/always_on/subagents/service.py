@@ -106,6 +106,7 @@ def open_subagents(
         config=setup.config,
         run_child=runner.run,
         deliver=runner.publish_result,
+        close=runner.close_session,
         events_at_top=deliver,
         ownership=ownership,
     )
