@@ -175,6 +175,7 @@ class McpClientManager:
             if problems:
                 slot.last_error = "; ".join(problems)
                 raise ServerUnavailable(server, slot.last_error)
+            tokens_at = self._gate.tokens_at(server, slot.config)
             http_auth = self._http_auth(slot)
             try:
                 conn = await self._open(slot, http_auth)
@@ -188,7 +189,7 @@ class McpClientManager:
                 reason = describe_start_failure(exc)
                 self._note_failure(slot, reason)
                 raise ServerUnavailable(server, reason) from exc
-            slot.conn = conn
+            slot.conn, slot.tokens_at = conn, tokens_at
             slot.starts += 1
             return conn
 
@@ -211,7 +212,15 @@ class McpClientManager:
         slot.last_error = None
         slot.failures = 0
         slot.retry_at = 0.0
-        await self.stop(server)  # the next call connects with the new tokens
+        # Drop a connection that used the old tokens (the next call connects with the new
+        # ones); one a call opened after they were stored is kept, and so is that call.
+        async with slot.lock:
+            current = self._gate.tokens_at(server, slot.config)
+            conn = slot.conn if slot.tokens_at != current else None
+            if conn is not None:
+                slot.conn = None
+        if conn is not None:
+            await conn.close()
         for listener in self._tools_changed:
             await listener(server)
 
