@@ -12,6 +12,7 @@ it opens (`tests/contracts/conftest.py`), so a store added to a back end is test
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, cast
@@ -47,12 +48,14 @@ from heron.always_on.triggers.sqlite_store import (
 )
 from heron.always_on.triggers.subscriptions import SubscriptionStore
 from heron.always_on.triggers.timers import TimerStore
+from heron.artifacts.postgres_contents import PostgresArtifactContents
 from heron.artifacts.postgres_store import PostgresArtifactCatalog
 from heron.artifacts.sqlite_store import SqliteArtifactCatalog
-from heron.artifacts.store import ArtifactCatalog
+from heron.artifacts.store import ArtifactCatalog, ArtifactStore
 from heron.audit.executions import ExecutionStore
 from heron.audit.postgres_store import PostgresApprovalAudit, PostgresExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
+from heron.collaboration.postgres_store import PostgresMessageStore
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import MessageStore
 from heron.gateway.eventlog import TurnLog
@@ -73,6 +76,8 @@ from heron.toolsets.postgres_shell_history import PostgresShellHistory
 from heron.toolsets.shell import ShellHistory
 from heron.toolsets.sqlite_shell_history import SqliteShellHistory
 from heron.turn.approval_audit import AuditLog
+from heron.turn.postgres_keys import PostgresKeyStore
+from heron.turn.receipts import KeyKind, KeyStore, ReceiptKeyStore
 
 
 class StoreBackend(Protocol):
@@ -96,6 +101,11 @@ class StoreBackend(Protocol):
     def idempotency(self) -> IdempotencyLedger: ...
     def shell_history(self) -> ShellHistory: ...
     def artifact_catalog(self) -> ArtifactCatalog: ...
+    def artifacts(self, *, clock: Callable[[], float] = time.time) -> ArtifactStore:
+        """A whole artifact store: catalog and contents, on `clock`."""
+        ...
+
+    def keys(self, kind: KeyKind) -> KeyStore: ...
     def host_index(self) -> HostIndex: ...
     def thread_index(self) -> ThreadIndex: ...
     def subagents(self) -> SubagentStore: ...
@@ -163,6 +173,12 @@ class SqliteBackend:
     def artifact_catalog(self) -> SqliteArtifactCatalog:
         return SqliteArtifactCatalog(self.root)
 
+    def artifacts(self, *, clock: Callable[[], float] = time.time) -> ArtifactStore:
+        return ArtifactStore(self.artifact_catalog(), self.root / "artifacts", clock=clock)
+
+    def keys(self, kind: KeyKind) -> ReceiptKeyStore:
+        return ReceiptKeyStore(self.root, kind=kind)
+
     def host_index(self) -> SqliteHostIndex:
         return SqliteHostIndex(self._conn())
 
@@ -202,6 +218,9 @@ class PostgresBackend:
             "human_requests",
             "shell_history",
             "trust",
+            "messages",
+            "artifacts",
+            "keys",
         }
     )
 
@@ -262,6 +281,17 @@ class PostgresBackend:
 
     def trust(self) -> PostgresTrustStore:
         return PostgresTrustStore(self._pool())
+
+    def messages(self) -> PostgresMessageStore:
+        return PostgresMessageStore(self._pool())
+
+    def artifacts(self, *, clock: Callable[[], float] = time.time) -> ArtifactStore:
+        pool = self._pool()
+        contents = PostgresArtifactContents(pool)
+        return ArtifactStore(PostgresArtifactCatalog(pool), contents, clock=clock)
+
+    def keys(self, kind: KeyKind) -> PostgresKeyStore:
+        return PostgresKeyStore(self._pool(), kind)
 
     def close(self) -> None:
         for close in reversed(self._closers):

@@ -280,7 +280,11 @@ class HeronServer:
                 self.maildir = Maildir(cfg.maildir)
                 self.threads = SqliteThreadIndex(local.sessions.conn)
         self.messaging = ServeMessaging.open(
-            cfg.messaging_config(), state_dir=cfg.state_dir, threads=self.threads, clock=self.clock
+            cfg.messaging_config(),
+            state_dir=cfg.state_dir,
+            threads=self.threads,
+            clock=self.clock,
+            store_url=cfg.store_url,
         )
         if cfg.approvals is not None:
             open_requests(self, cfg.approvals)

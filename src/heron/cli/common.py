@@ -211,6 +211,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {"agent": agent} if agent else {}
     if flag("state_dir"):
         overrides["state"] = {"dir": str(args.state_dir)}
+    if flag("store"):
+        overrides["store"] = {"url": args.store}
     builtin: dict[str, Any] = {}
     if flag("builtin"):
         builtin["sets"] = list(dict.fromkeys(args.builtin))

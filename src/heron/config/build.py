@@ -47,7 +47,8 @@ from heron.tools.definition import Tool, ToolDefinitionError
 from heron.tools.loader import load_tools
 from heron.tools.registry import ActivatedToolSet, ToolRegistry
 from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApprover
-from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
+from heron.turn.receipts import ReceiptScope
+from heron.turn.signing_keys import key_store
 
 if TYPE_CHECKING:
     from heron.always_on.subagents.service import SubagentsSetup
@@ -221,6 +222,7 @@ async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin
         return await build_builtin(
             config.tools.builtin,
             state_dir=config.state.path(),
+            store_url=config.store.url,
             shell=config.tools.shell,
             messaging=messaging_config(config),
             aliases=aliases,
@@ -343,7 +345,10 @@ def build_agent(
         approver=approver or NoApprover(),
         audit=SqliteApprovalAudit(open_db(state_dir)),
     )
-    receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
+    receipts = None
+    if a.receipts:  # workers of a shared store share the keys: any of them verifies
+        keys = key_store("receipt", state_dir=state_dir, store_url=config.store.url)
+        receipts = ReceiptScope("run", store=keys)
     model = model or agent_model(config)
     try:
         # Tools the assembly deferred are in its catalogue, not in the prompt.
