@@ -281,6 +281,7 @@ async def open_mcp(
         discovery=options,
         consent=consent,
         human_input=human_input,
+        store_url=config.store.url,
     )
 
 

@@ -431,6 +431,7 @@ async def assemble_mcp(
     prompt_tools: Collection[str] = (),
     discovery: DiscoveryOptions | None = None,
     human_input: HumanInput | None = None,
+    store_url: str | None = None,
 ) -> McpAssembly:
     """Connect the configured servers and assemble their tools for one agent.
 
@@ -440,7 +441,8 @@ async def assemble_mcp(
     and named in `problems`; the others still work. `consent` is how a login that becomes
     necessary asks an operator (once, in the background); without it the server stays
     `auth_required` until `heron mcp login`. `human_input` answers the servers' requests for
-    user input (`heron.mcp.client.human_input`). Call `aclose()` at the end of the session.
+    user input (`heron.mcp.client.human_input`). With `store_url` the OAuth tokens are in that
+    shared store. Call `aclose()` at the end of the session.
     """
     from heron.mcp.auth import McpAuth
     from heron.mcp.client import McpClientManager, resource_tools
@@ -449,7 +451,7 @@ async def assemble_mcp(
     manager = McpClientManager(
         cfg,
         trust=SqliteTrustStore(state_dir),
-        auth=McpAuth(cfg, state_dir=state_dir, consent=consent),
+        auth=McpAuth(cfg, state_dir=state_dir, consent=consent, store_url=store_url),
         builtin_names=tuple(builtin_names),
         human_input=human_input,
     )
