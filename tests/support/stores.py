@@ -31,8 +31,10 @@ from heron.always_on.jobs.postgres_store import PostgresJobStore
 from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.jobs.store import JobStore
 from heron.always_on.postgres_sessions import PostgresHostIndex
+from heron.always_on.postgres_workspaces import PostgresWorkspaceBindings
 from heron.always_on.sessions import HostIndex
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.sqlite_workspaces import SqliteWorkspaceBindings
 from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
 from heron.always_on.subagents.store import SubagentStore
 from heron.always_on.triggers.monitor import MonitorStore
@@ -48,6 +50,7 @@ from heron.always_on.triggers.sqlite_store import (
 )
 from heron.always_on.triggers.subscriptions import SubscriptionStore
 from heron.always_on.triggers.timers import TimerStore
+from heron.always_on.workspaces import WorkspaceBindings
 from heron.artifacts.postgres_contents import PostgresArtifactContents
 from heron.artifacts.postgres_store import PostgresArtifactCatalog
 from heron.artifacts.sqlite_store import SqliteArtifactCatalog
@@ -106,6 +109,7 @@ class StoreBackend(Protocol):
         ...
 
     def keys(self, kind: KeyKind) -> KeyStore: ...
+    def workspace_bindings(self) -> WorkspaceBindings: ...
     def host_index(self) -> HostIndex: ...
     def thread_index(self) -> ThreadIndex: ...
     def subagents(self) -> SubagentStore: ...
@@ -179,6 +183,9 @@ class SqliteBackend:
     def keys(self, kind: KeyKind) -> ReceiptKeyStore:
         return ReceiptKeyStore(self.root, kind=kind)
 
+    def workspace_bindings(self) -> SqliteWorkspaceBindings:
+        return SqliteWorkspaceBindings(self._conn())
+
     def host_index(self) -> SqliteHostIndex:
         return SqliteHostIndex(self._conn())
 
@@ -221,6 +228,7 @@ class PostgresBackend:
             "messages",
             "artifacts",
             "keys",
+            "workspace_bindings",
         }
     )
 
@@ -292,6 +300,9 @@ class PostgresBackend:
 
     def keys(self, kind: KeyKind) -> PostgresKeyStore:
         return PostgresKeyStore(self._pool(), kind)
+
+    def workspace_bindings(self) -> PostgresWorkspaceBindings:
+        return PostgresWorkspaceBindings(self._pool())
 
     def close(self) -> None:
         for close in reversed(self._closers):

@@ -357,6 +357,14 @@ CREATE TABLE signing_keys (
     created_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (kind, key_id)
 );
+-- The workspace each session last ran in (a move to another one is told to the model).
+CREATE TABLE session_workspaces (
+    session   TEXT PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    host      TEXT NOT NULL,
+    path      TEXT NOT NULL,
+    bound_at  DOUBLE PRECISION NOT NULL
+);
 -- One MCP server's OAuth record (encrypted envelope); `version` grows with every write and a
 -- refresh is claimed (`refresh_owner` until `refresh_until`) so one worker rotates at a time.
 CREATE TABLE mcp_oauth_records (
@@ -382,7 +390,7 @@ POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=6, name="shell history, MCP server pins", script=_PG_6),
     Migration(
         version=7,
-        name="messages, artifact contents, signing keys, MCP OAuth records",
+        name="messages, artifact contents, signing keys, MCP OAuth records, workspaces",
         script=_PG_7,
     ),
 )

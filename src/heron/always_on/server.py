@@ -91,6 +91,7 @@ from heron.always_on.served import ServedSession
 from heron.always_on.sessions import HostConfig, HostIndex, SessionHost
 from heron.always_on.shared_store import open_shared
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.sqlite_workspaces import SqliteWorkspaceBindings
 from heron.always_on.subagents.service import Subagents, open_subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
 from heron.always_on.triggers.sqlite_store import open_trigger_stores
@@ -98,6 +99,7 @@ from heron.always_on.triggers.subscriptions import (
     SubscriptionFilter,
     Subscriptions,
 )
+from heron.always_on.workspaces import WorkspaceBindings, bind_session
 from heron.audit.executions import ExecutionAuditTrail
 from heron.audit.sqlite_store import SqliteExecutionStore
 from heron.collaboration.asking import DeskRequests, asking_tools
@@ -177,6 +179,8 @@ class HeronServer:
         self.requests: SqliteRequestStore | None = None
         self.desk: RequestDesk | None = None
         self._trigger_stores: TriggerStores | None = None
+        self.workspaces: WorkspaceBindings | None = None
+        """Which workspace each session last ran in (`heron.always_on.workspaces`)."""
         self._workspace = Path()
         self._sandbox: Sandbox | None = None
         self._calendar_tools: list[Tool] = []
@@ -276,6 +280,7 @@ class HeronServer:
             bus, index = local, SqliteHostIndex(local.sessions.conn)
             # The triggers' stores, one set for the process: every session's runtime shares them.
             self._trigger_stores = open_trigger_stores(cfg.state_dir)
+            self.workspaces = SqliteWorkspaceBindings(local.sessions.conn)
             if cfg.maildir is not None:
                 self.maildir = Maildir(cfg.maildir)
                 self.threads = SqliteThreadIndex(local.sessions.conn)
@@ -373,6 +378,13 @@ class HeronServer:
         cfg = self.config
         stores = self._trigger_stores
         assert self.bus is not None and stores is not None and self._sandbox is not None
+        assert self.workspaces is not None
+        host = os.uname().nodename
+        lost = bind_session(
+            self.workspaces, name, root=self._workspace, host=host, clock=self.clock
+        )
+        if lost is not None:  # its files are in a workspace this worker cannot reach
+            await self.bus.publish(lost)
         default = name == cfg.session
         triggers_config = cfg.triggers or TriggerConfig()
         if not default:
