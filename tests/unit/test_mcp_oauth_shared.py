@@ -1,7 +1,8 @@
-"""MCP OAuth tokens in a shared PostgreSQL store: every worker uses one encrypted record, and
-two workers refreshing at once rotate the refresh token once — against a real authorization
-server on loopback (`support.oauth_servers`, built from the SDK's parts), which counts the
-refresh requests it receives."""
+"""MCP OAuth tokens in a shared PostgreSQL store: every worker uses one encrypted record, two
+workers refreshing at once rotate the refresh token once, and a login's sealed consent asked on
+one worker is answered through another's callback route — against a real authorization server
+on loopback (`support.oauth_servers`, built from the SDK's parts), which counts the refresh
+requests it receives."""
 
 from __future__ import annotations
 
@@ -11,16 +12,26 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import psycopg
 import pytest
 
 from heron._support.postgres import close_shared_pools, open_pool
+from heron.humans.console import ConsoleChannel
+from heron.humans.desk import RequestDesk
+from heron.humans.postgres_store import PostgresRequestStore
+from heron.humans.signing import DecisionSigner
+from heron.humans.store import HumanRequest
 from heron.mcp.auth import FollowRedirectConsent, McpAuth
+from heron.mcp.auth.callback import CALLBACK_PATH, REDIRECT_BY, oauth_callback_routes
+from heron.mcp.auth.desk_consent import DeskConsent, pending_consent
 from heron.mcp.auth.postgres_storage import PostgresTokenRecords
 from heron.mcp.client import McpClientManager
 from heron.mcp.config import McpServerConfig
+from heron.turn.postgres_keys import PostgresKeyStore
 from support.oauth_servers import protected_server
 from support.postgres import postgres_server, postgres_url
+from support.waiting import until
 
 __all__ = ["postgres_server", "postgres_url"]  # fixtures, found by pytest here
 
@@ -114,3 +125,50 @@ def test_a_claimed_refresh_holds_off_others_and_a_stale_write_is_refused(
         assert a.claim_refresh("a", now=40.0, until=70.0) == 2  # b's claim lapsed
     finally:
         pool.close()
+
+
+async def test_a_sealed_consent_asked_on_one_worker_is_answered_through_another(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The login waits on worker A (the sealing key is in its memory only); the browser's
+    redirect lands on worker B's callback route, which seals the address into the shared
+    request store; A opens it, logs in, and B uses the tokens."""
+    pools = [open_pool(postgres_url, max_size=2) for _ in range(2)]
+    desk_a, desk_b = (
+        RequestDesk(
+            PostgresRequestStore(pool),
+            signer=DecisionSigner(PostgresKeyStore(pool, "decision")),
+            channels=[ConsoleChannel()],
+        )
+        for pool in pools
+    )
+    now = [time.time()]
+    try:
+        async with protected_server(
+            scopes=["tickets:read"], extra_routes=oauth_callback_routes(desk_b)
+        ) as srv:
+            first = worker("w1", tmp_path, srv.url, postgres_url, now)
+            consent = DeskConsent(desk_a, redirect_uri=srv.issuer + CALLBACK_PATH, poll_s=0.01)
+            login = asyncio.create_task(first.login("tickets", channel=consent))
+            found: list[HumanRequest] = []
+
+            def asked() -> bool:
+                found[:] = pending_consent(desk_b, server="tickets")  # B sees A's question
+                return bool(found)
+
+            await until(asked, "the consent request in the shared store")
+            url = next(x.strip() for x in found[0].question.splitlines() if "http" in x)
+            async with httpx2.AsyncClient(follow_redirects=True, timeout=10) as browser:
+                landed = await browser.get(url)  # consent, then the redirect to B's route
+            state = await asyncio.wait_for(login, 30)
+            second = worker("w2", tmp_path, srv.url, postgres_url, now)
+            async with McpClientManager(servers(srv.url), auth=second) as manager:
+                call = await manager.call("tickets", "whoami", {})
+        ended = desk_a.store.get(found[0].id)
+    finally:
+        for pool in pools:
+            pool.close()
+
+    assert landed.status_code == 200 and state.status == "logged_in" and call.success
+    assert ended is not None and ended.answered_by == REDIRECT_BY
+    assert str(ended.answer).startswith("heron-sealed-v1.")  # only A's key opens it
