@@ -47,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
         common.add_config_flags(p)
+        common.add_store_flag(p)  # where the OAuth tokens are (a shared store's, encrypted)
         return p
 
     action("list", "configured servers, their pins and credentials (starts nothing)")
@@ -148,7 +149,7 @@ def _manager(
     return McpClientManager(
         cfg,
         trust=SqliteTrustStore(state_dir),
-        auth=McpAuth(cfg, state_dir=state_dir),
+        auth=McpAuth(cfg, state_dir=state_dir, store_url=config.store.url),
         builtin_names=tuple(builtin_names),
     )
 
