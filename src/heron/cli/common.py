@@ -530,15 +530,18 @@ def open_desk(
     each request."""
     from heron.humans.console import ConsoleChannel
     from heron.humans.desk import RequestDesk
-    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.signing import DecisionSigner
     from heron.humans.sqlite_store import SqliteRequestStore
+    from heron.turn.signing_keys import key_store
 
     state_dir = config.state.path()
     store = SqliteRequestStore.open_dir(state_dir)
     stack.callback(store.close)
     return RequestDesk(
         store,
-        signer=DecisionSigner(DecisionKeyStore(state_dir)),
+        signer=DecisionSigner(
+            key_store("decision", state_dir=state_dir, store_url=config.store.url)
+        ),
         config=config.approvals,
         channels=[ConsoleChannel(announce)],
     )
