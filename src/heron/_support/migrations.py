@@ -309,7 +309,7 @@ CREATE TABLE mcp_server_pins (
 );
 """
 
-_PG_7 = """
+_PG_8 = """
 CREATE TABLE messages (
     seq          BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
     id           TEXT PRIMARY KEY,
@@ -389,9 +389,9 @@ POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=5, name="requests to a human and always rules", script=_PG_5),
     Migration(version=6, name="shell history, MCP server pins", script=_PG_6),
     Migration(
-        version=7,
+        version=8,
         name="messages, artifact contents, signing keys, MCP OAuth records, workspaces",
-        script=_PG_7,
+        script=_PG_8,
     ),
 )
 """The PostgreSQL schema versions (see the module docstring)."""
