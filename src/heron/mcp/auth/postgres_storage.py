@@ -29,8 +29,6 @@ Conn = psycopg.Connection[Any]
 class PostgresTokenRecords:
     """`heron.mcp.auth.storage.TokenRecords` of `server` on a PostgreSQL pool."""
 
-    where = "the shared store"
-
     def __init__(self, pool: Pool, server: str, *, clock: Callable[[], float] = time.time) -> None:
         self._pool = pool
         self.server = server

@@ -135,9 +135,6 @@ class StoredRecord:
 class TokenRecords(Protocol):
     """Where one server's envelope (the JSON around the possibly sealed record) lives."""
 
-    where: str
-    """For messages: the file, or the shared store."""
-
     def load(self) -> tuple[dict[str, Any], int] | None:
         """The envelope and its version, or `None` when nothing is stored. Raises
         `TokenStoreLocked` when it cannot be read."""
@@ -171,7 +168,6 @@ class FileTokenRecords:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.where = str(path)
 
     def load(self) -> tuple[dict[str, Any], int] | None:
         try:
