@@ -1,7 +1,7 @@
 """The commands that read what workers of a shared store share: `heron receipts verify
 --store` checks a receipt a tool got on one worker from any machine that reaches the store,
 with no state directory of the signer; `heron messages --store` lists and opens the messages
-every worker sent."""
+every worker sent; an MCP server approved once in the shared store is approved for all."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ from heron._support.postgres import close_shared_pools
 from heron.cli.main import main
 from heron.collaboration.postgres_store import PostgresMessageStore
 from heron.collaboration.store import StoredMessage
+from heron.mcp.config import McpServerConfig
+from heron.mcp.trust import ToolDefinition, launch_identity
+from heron.mcp.trust.pin_store import pin_store
 from heron.turn.receipts import ReceiptScope
 from heron.turn.signing_keys import key_store
 from support.postgres import postgres_server, postgres_url
@@ -74,3 +77,18 @@ def test_messages_lists_and_opens_what_any_worker_sent(
         assert opened is not None and opened.read_via == "console"  # read, in the shared store
     finally:
         store.close()
+
+
+def test_an_mcp_server_approved_through_the_shared_store_is_approved_for_every_worker(
+    tmp_path: Path, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "heron.toml"
+    config.write_text('[mcp.servers.clock]\ncommand = "clock-server"\n', encoding="utf-8")
+    server = McpServerConfig(command="clock-server")
+    worker_a = pin_store(tmp_path / "worker-a", store_url=postgres_url)
+    worker_a.approve("clock", launch_identity(server), [ToolDefinition(server="clock", name="now")])
+    listing = ["mcp", "list", "--config", str(config), "--state-dir", str(tmp_path / "worker-b")]
+    assert main([*listing, "--store", postgres_url]) == 0
+    assert "[approved " in capsys.readouterr().out
+    assert main(listing) == 0  # worker b's own database: nothing approved there
+    assert "[not approved yet]" in capsys.readouterr().out

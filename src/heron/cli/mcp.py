@@ -132,7 +132,7 @@ def _manager(
     """A manager over the enabled servers (or only `servers`, which must be configured)."""
     from heron.mcp.auth import McpAuth
     from heron.mcp.client import McpClientManager
-    from heron.mcp.trust import SqliteTrustStore
+    from heron.mcp.trust.pin_store import pin_store
 
     cfg = config.mcp
     enabled = cfg.enabled_servers()
@@ -148,7 +148,7 @@ def _manager(
     state_dir = config.state.path()
     return McpClientManager(
         cfg,
-        trust=SqliteTrustStore(state_dir),
+        trust=pin_store(state_dir, store_url=config.store.url),
         auth=McpAuth(cfg, state_dir=state_dir, store_url=config.store.url),
         builtin_names=tuple(builtin_names),
     )
@@ -171,7 +171,8 @@ def _finding_line(f: Finding) -> str:
 def _list(args: argparse.Namespace, config: HeronConfig) -> int:
     from datetime import UTC, datetime
 
-    from heron.mcp.trust import SqliteTrustStore, launch_identity
+    from heron.mcp.trust import launch_identity
+    from heron.mcp.trust.pin_store import pin_store
 
     servers = config.mcp.servers
     if not servers:
@@ -179,7 +180,7 @@ def _list(args: argparse.Namespace, config: HeronConfig) -> int:
         return EXIT_OK
     if not config.mcp.enabled:
         out("MCP is disabled ([mcp] enabled = false); servers as configured:")
-    trust = SqliteTrustStore(config.state.path())
+    trust = pin_store(config.state.path(), store_url=config.store.url)
     now = datetime.now(UTC)
     for name, server in sorted(servers.items()):
         pin = trust.get(name)
@@ -437,7 +438,7 @@ async def _inspected(
     """What `server` says now and how it compares to its pin, shown; None (reported) when it
     cannot be reached."""
     from heron.mcp.client import ServerUnavailable
-    from heron.mcp.trust import SqliteTrustStore
+    from heron.mcp.trust.pin_store import pin_store
 
     async with _manager(config, [server]) as manager:
         try:
@@ -445,7 +446,7 @@ async def _inspected(
         except ServerUnavailable as exc:
             err(str(exc))
             return None
-    pin = SqliteTrustStore(config.state.path()).get(server)
+    pin = pin_store(config.state.path(), store_url=config.store.url).get(server)
     _show_inspection(server, identity, definitions, findings, check, pin)
     return identity, definitions, findings, check
 
@@ -455,7 +456,7 @@ async def _inspect(args: argparse.Namespace, config: HeronConfig) -> int:
 
 
 async def _approve(args: argparse.Namespace, config: HeronConfig) -> int:
-    from heron.mcp.trust import SqliteTrustStore
+    from heron.mcp.trust.pin_store import pin_store
 
     inspected = await _inspected(config, args.server)
     if inspected is None:
@@ -465,15 +466,17 @@ async def _approve(args: argparse.Namespace, config: HeronConfig) -> int:
         out(f"{args.server} is already approved as it is; nothing changed")
         return EXIT_OK
     # Pin exactly what was shown above, not a second listing that could differ.
-    pin = SqliteTrustStore(config.state.path()).approve(args.server, identity, definitions)
+    pin = pin_store(config.state.path(), store_url=config.store.url).approve(
+        args.server, identity, definitions
+    )
     out(f"approved {args.server}: {len(pin.definitions)} tools pinned (sha256 {pin.digest[:16]})")
     return EXIT_OK
 
 
 def _revoke(args: argparse.Namespace, config: HeronConfig) -> int:
-    from heron.mcp.trust import SqliteTrustStore
+    from heron.mcp.trust.pin_store import pin_store
 
-    if SqliteTrustStore(config.state.path()).revoke(args.server):
+    if pin_store(config.state.path(), store_url=config.store.url).revoke(args.server):
         out(f"revoked the pin of {args.server}; it needs approval again")
         return EXIT_OK
     err(f"{args.server!r} has no pin")
