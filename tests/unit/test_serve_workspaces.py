@@ -16,6 +16,7 @@ import pytest
 
 from heron._support.postgres import open_pool
 from heron.agent import Agent
+from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.postgres_workspaces import PostgresWorkspaceBindings
 from heron.always_on.server import HeronServer, ServeConfig
 from heron.always_on.sqlite_workspaces import SqliteWorkspaceBindings
@@ -36,10 +37,22 @@ from support.waiting import until
 __all__ = ["postgres_server", "postgres_url"]  # fixtures, found by pytest here
 
 
-class Worker:
-    """One `heron serve` worker serving session `ops` by default; records what the model saw."""
+def event(session: str, text: str) -> BusEvent:
+    return BusEvent(
+        kind="webhook.received",
+        source="system",
+        channel="webhook",
+        session=session,
+        content=EventContent(text=text),
+    )
 
-    def __init__(self, state_dir: Path, workspace: Path, **config: Any) -> None:
+
+class Worker:
+    """One `heron serve` worker, its default session `session`; records what the model saw."""
+
+    def __init__(
+        self, state_dir: Path, workspace: Path, *, session: str = "ops", **config: Any
+    ) -> None:
         self.seen: list[str] = []
         workspace.mkdir(parents=True, exist_ok=True)
 
@@ -53,7 +66,7 @@ class Worker:
         self.server = HeronServer(
             ServeConfig(
                 state_dir=state_dir,
-                session="ops",
+                session=session,
                 workspace=workspace,
                 poll_interval_s=0.05,
                 **config,
@@ -106,6 +119,29 @@ async def test_a_failover_to_another_workspace_is_told_and_a_shared_one_is_not(
     async with Worker(tmp_path / "w3", tmp_path / "local", **store) as local:
         await until(local.told_lost, "the model to hear of the lost workspace")
     assert (tmp_path / "shared" / MARKER).read_text() != (tmp_path / "local" / MARKER).read_text()
+
+
+async def test_a_parked_session_stays_with_the_live_worker_of_its_workspace(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    store = {"store_url": postgres_url, "lease_s": 2.0, "idle_timeout_s": 0.1}
+    first = Worker(tmp_path / "w1", tmp_path / "disk-1", session="w1", **store)
+    second = Worker(tmp_path / "w2", tmp_path / "disk-2", session="w2", **store)
+    async with first, second:
+        for n in (1, 2):
+            assert first.server.host is not None and first.server.bus is not None
+            first.server.host.claim("jobs")
+            await first.server.bus.publish(event("jobs", f"build {n} done"))
+            await until(lambda n=n: f"build {n} done" in str(first.seen), f"build {n} on w1")
+            await until(lambda: "jobs" in first.server.host.parked, "jobs parked on w1")
+        seen_by_second = list(second.seen)
+    # Both workers were alive: the session stayed where its files are, and nobody lost them.
+    assert not any("build" in t for t in seen_by_second)
+    assert not first.told_lost() and not second.told_lost()
+    async with Worker(tmp_path / "w3", tmp_path / "disk-3", session="w3", **store) as third:
+        assert third.server.host is not None and third.server.bus is not None
+        await third.server.bus.publish(event("jobs", "build 3 done"))
+        await until(third.told_lost, "the model on w3 to hear of the lost workspace")
 
 
 def test_a_workspace_keeps_one_id_and_doctor_says_whether_other_hosts_share_it(

@@ -43,6 +43,18 @@ class PostgresWorkspaceBindings:
 
         return run(self._pool, work)
 
+    def held_elsewhere(self, session: str, workspace: str, *, now: float) -> bool:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM session_workspaces mine JOIN session_workspaces held"
+                " ON held.workspace = mine.workspace JOIN session_leases lease"
+                " ON lease.session = held.session"
+                " WHERE mine.session = %s AND mine.workspace <> %s AND lease.expires_at > %s"
+                " LIMIT 1",
+                (session, workspace, now),
+            ).fetchone()
+        return row is not None
+
     def list(self) -> builtins.list[WorkspaceBinding]:
         with self._pool.connection() as conn:
             rows = conn.execute(

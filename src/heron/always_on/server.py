@@ -99,7 +99,7 @@ from heron.always_on.triggers.subscriptions import (
     SubscriptionFilter,
     Subscriptions,
 )
-from heron.always_on.workspaces import WorkspaceBindings, bind_session
+from heron.always_on.workspaces import WorkspaceBindings, bind_session, workspace_id
 from heron.audit.executions import ExecutionAuditTrail
 from heron.audit.sqlite_store import SqliteExecutionStore
 from heron.collaboration.asking import DeskRequests, asking_tools
@@ -327,6 +327,7 @@ class HeronServer:
             announce=self.announce,
             awaiting=(lambda name: awaiting(self, name)) if self.desk is not None else None,
             leases=leases,
+            defer=self._pinned_elsewhere if leases is not None else None,
         )
         try:
             await host.start()  # wakes the default session: one writer per session
@@ -435,6 +436,12 @@ class HeronServer:
             prepare=self._follow(name),
         )
         return ServedSession(loop, triggers)
+
+    def _pinned_elsewhere(self, name: str) -> bool:
+        """A session whose workspace a live worker holds is that worker's to wake."""
+        assert self.workspaces is not None
+        here = workspace_id(self._workspace)
+        return self.workspaces.held_elsewhere(name, here, now=self.clock.time())
 
     def _follow(self, name: str) -> Callable[[TurnState], None] | None:
         """A stop of a session's turn reaches the session's sub-agents too."""

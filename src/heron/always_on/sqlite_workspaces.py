@@ -50,6 +50,9 @@ class SqliteWorkspaceBindings:
             )
         return previous
 
+    def held_elsewhere(self, session: str, workspace: str, *, now: float) -> bool:
+        return False  # one worker per state directory: no other to leave a session to
+
     def list(self) -> builtins.list[WorkspaceBinding]:
         rows = self._conn.execute(
             f"SELECT {_COLUMNS} FROM session_workspaces ORDER BY session"

@@ -5,9 +5,11 @@ shared store the session may move to another worker (its worker died, or was pau
 lease); its files move with it only when the workspaces are one shared mount. So every
 workspace root carries an id (`MARKER`, a file written once: the same id seen from two hosts
 is one mount), and the store remembers, per session, the workspace it last ran in
-(`WorkspaceBindings`). When a session wakes in another workspace — another host's local
-disk, or a restart with another `--workspace` — the model is told, as a `system.workspace_lost`
-event whose data says `workspace_lost`, instead of finding its files silently gone. `heron
+(`WorkspaceBindings`). A parked session is pinned to its workspace: while a worker of that
+workspace lives, the others leave its events to it (`held_elsewhere`). When a session does
+wake in another workspace — its worker died, or a restart with another `--workspace` — the
+model is told, as a `system.workspace_lost` event whose data says `workspace_lost`, instead of
+finding its files silently gone. `heron
 doctor` reads the same bindings to say whether this workspace is shared or pinned to its host
 (`describe_workspace`).
 """
@@ -84,6 +86,12 @@ class WorkspaceBindings(Protocol):
 
     def list(self) -> builtins.list[WorkspaceBinding]:
         """Every session's binding, by session name."""
+        ...
+
+    def held_elsewhere(self, session: str, workspace: str, *, now: float) -> bool:
+        """Whether `session` last ran in a workspace other than `workspace` that a live worker
+        still holds (a session of it has an unexpired lease at `now`): that worker should wake
+        it, where its files are."""
         ...
 
 
