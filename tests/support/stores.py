@@ -35,6 +35,7 @@ from heron.always_on.postgres_workspaces import PostgresWorkspaceBindings
 from heron.always_on.sessions import HostIndex
 from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.sqlite_workspaces import SqliteWorkspaceBindings
+from heron.always_on.subagents.postgres_store import PostgresSubagentStore
 from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
 from heron.always_on.subagents.store import SubagentStore
 from heron.always_on.triggers.monitor import MonitorStore
@@ -62,6 +63,7 @@ from heron.collaboration.postgres_store import PostgresMessageStore
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import MessageStore
 from heron.gateway.eventlog import TurnLog
+from heron.gateway.postgres_store import PostgresTurnLog
 from heron.gateway.sqlite_store import SqliteTurnLog
 from heron.humans.postgres_store import PostgresRequestStore
 from heron.humans.sqlite_store import SqliteRequestStore
@@ -225,6 +227,8 @@ class PostgresBackend:
             "human_requests",
             "shell_history",
             "trust",
+            "turn_log",
+            "subagents",
             "messages",
             "artifacts",
             "keys",
@@ -289,6 +293,12 @@ class PostgresBackend:
 
     def trust(self) -> PostgresTrustStore:
         return PostgresTrustStore(self._pool())
+
+    def turn_log(self) -> PostgresTurnLog:
+        return PostgresTurnLog(self._pool())
+
+    def subagents(self) -> PostgresSubagentStore:
+        return PostgresSubagentStore(self._pool())
 
     def messages(self) -> PostgresMessageStore:
         return PostgresMessageStore(self._pool())

@@ -16,7 +16,7 @@ import httpx2
 import psycopg
 import pytest
 
-from heron._support.postgres import close_shared_pools, open_pool
+from heron._support.postgres import close_process_pools, open_pool
 from heron.humans.console import ConsoleChannel
 from heron.humans.desk import RequestDesk
 from heron.humans.postgres_store import PostgresRequestStore
@@ -41,7 +41,7 @@ KEY = secrets.token_urlsafe(32)
 @pytest.fixture(autouse=True)
 def _pools() -> Iterator[None]:
     yield
-    close_shared_pools()  # each test has its own database
+    close_process_pools()  # each test has its own database
 
 
 def token_files(root: Path) -> list[Path]:

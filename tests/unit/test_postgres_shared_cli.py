@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from heron._support.postgres import close_shared_pools
+from heron._support.postgres import close_process_pools
 from heron.cli.main import main
 from heron.collaboration.postgres_store import PostgresMessageStore
 from heron.collaboration.store import StoredMessage
@@ -28,7 +28,7 @@ __all__ = ["postgres_server", "postgres_url"]  # fixtures, found by pytest here
 @pytest.fixture(autouse=True)
 def _pools() -> Iterator[None]:
     yield
-    close_shared_pools()  # each test has its own database
+    close_process_pools()  # each test has its own database
 
 
 def test_a_receipt_signed_on_one_worker_verifies_through_the_shared_store(
@@ -40,7 +40,7 @@ def test_a_receipt_signed_on_one_worker_verifies_through_the_shared_store(
         .signer()
         .sign(tool="shell", arguments={"command": "uptime"}, output="up 3 days\n")
     )
-    close_shared_pools()
+    close_process_pools()
     verify = ["receipts", "verify", receipt, "--tool", "shell"]
     verify += ["--args", json.dumps({"command": "uptime"}), "--output", "up 3 days\n"]
     elsewhere = ["--state-dir", str(tmp_path / "worker-b")]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import heron
-from heron._support.postgres import close_shared_pools
+from heron._support.postgres import close_process_pools
 from heron.artifacts.postgres_contents import PostgresArtifactContents
 from heron.config import HeronConfig
 from heron.config.build import build_agent, open_builtin
@@ -64,7 +64,7 @@ async def builtin_of(cfg: HeronConfig) -> AsyncIterator[Builtin]:
 @pytest.fixture(autouse=True)
 def _pools() -> Iterator[None]:
     yield
-    close_shared_pools()  # each test has its own database
+    close_process_pools()  # each test has its own database
 
 
 async def test_a_spilled_output_and_its_receipt_are_read_and_verified_on_another_worker(

@@ -94,21 +94,21 @@ _shared: dict[str, Pool] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_pool(url: str) -> Pool:
+def process_pool(url: str) -> Pool:
     """The process's one pool of `url` for the stores that are opened where nothing could
     close them (each session's agent, the built-in tool sets): opened on first use, closed at
-    exit (or by `close_shared_pools`)."""
+    exit (or by `close_process_pools`)."""
     with _shared_lock:
         pool = _shared.get(url)
         if pool is None or pool.closed:
             if not _shared:
-                atexit.register(close_shared_pools)
+                atexit.register(close_process_pools)
             pool = _shared[url] = open_pool(url, max_size=8)
         return pool
 
 
-def close_shared_pools() -> None:
-    """Close every pool `shared_pool` opened."""
+def close_process_pools() -> None:
+    """Close every pool `process_pool` opened."""
     with _shared_lock:
         pools = list(_shared.values())
         _shared.clear()

@@ -52,6 +52,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="SECONDS",
         help="park a session (other than the default) idle this long",
     )
+    serve.add_argument(
+        "--max-awake",
+        type=int,
+        default=100,
+        metavar="N",
+        help="at most N sessions awake: a wake past it parks the least recently active idle "
+        "ones first, or waits (0: no bound; default 100)",
+    )
     serve.add_argument("--events", choices=["jsonl", "none"], default="jsonl")
     serve.add_argument("--poll-interval", type=float, default=1.0, metavar="SECONDS")
     serve.add_argument("--webhook-port", type=int, metavar="PORT", help="0 picks a free port")
@@ -193,15 +201,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     from contextlib import AsyncExitStack
 
+    from heron._support.state import open_db
     from heron.always_on.server import HeronServer, ServeConfig, ServeError
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
+    from heron.audit.sqlite_store import SqliteApprovalAudit
     from heron.config.build import (
         agent_model,
         build_agent,
         messaging_config,
         open_builtin,
         open_mcp,
+        register_secrets,
         subagents_setup,
     )
     from heron.safety.secrets import known_secrets
@@ -224,6 +235,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--workspace {builtin_cfg.workspace} is not a directory")
     if args.idle_timeout <= 0:
         raise UsageError("--idle-timeout must be more than 0 seconds")
+    if args.max_awake < 0:
+        raise UsageError("--max-awake must be 0 (no bound) or more")
     sessions = None if "any" in args.sessions else frozenset(args.sessions)
     subagents = subagents_setup(config)
     serve_config = ServeConfig(
@@ -231,6 +244,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         session=args.session,
         sessions=sessions,
         idle_timeout_s=args.idle_timeout,
+        max_awake=args.max_awake or None,
         poll_interval_s=args.poll_interval,
         webhook_port=args.webhook_port,
         webhook_host=args.webhook_host,
@@ -276,12 +290,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # every session gets its own view of them.
                 known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
                 # An OAuth login that becomes necessary asks once, on the durable desk.
-                consent = common.serve_consent(config, stack)
+                consent = common.serve_consent(config)
                 # A server's request for user input becomes a durable question on the
-                # server's desk (opened by `start`, looked up when a server asks).
-                from heron.mcp.client.human_input import HumanInput
+                # server's desk (opened by `start`, looked up when a server asks). The
+                # MCP SDK is imported only when there are servers: it is most of a start.
+                human_input = None
+                if config.mcp.enabled_servers():
+                    from heron.mcp.client.human_input import HumanInput
 
-                human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
+                    human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
                 mcp = await open_mcp(config, known, consent=consent, human_input=human_input)
             if mcp is not None:
                 stack.push_async_callback(mcp.aclose)
@@ -295,10 +312,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if consent is not None:
                 from heron.mcp.auth.callback import oauth_callback_routes
 
-                callback = oauth_callback_routes(consent.desk)
+                callback = oauth_callback_routes(lambda: consent.desk)
             gateway, metrics = _gateway(config, http_port, args.poll_interval)
             if gateway is not None:
-                stack.callback(gateway.log.close)
+                stack.callback(gateway.close)
+
+            # Every session's agent records its approvals on one connection, and the secrets
+            # are registered once: an agent is built at each wake of a session.
+            register_secrets(config)
+            audit_db = open_db(config.state.path())
+            stack.callback(audit_db.close)
+            audit = SqliteApprovalAudit(audit_db)
 
             def make_agent(tools: list[Tool]) -> Agent:
                 # A daemon has no terminal: the server gives each session the durable
@@ -312,6 +336,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     builtin=builtin,
                     mcp=_session_mcp(config, mcp) if mcp is not None else None,
                     metrics=metrics,
+                    audit=audit,
                 )
 
             server = HeronServer(
@@ -331,6 +356,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     await server.start()
             except ServeError as exc:
                 raise UsageError(str(exc)) from exc
+            if consent is not None:
+                assert server.desk is not None  # durable approvals: the server opened its desk
+                consent.open_on(server.desk)
             server.install_signal_handlers()
             await server.serve()
         return EXIT_OK
@@ -346,9 +374,7 @@ def _gateway(config: HeronConfig, port: int | None, poll_s: float) -> tuple[Any,
     from heron.telemetry.metrics import MetricsRegistry
 
     metrics = MetricsRegistry()
-    gateway = Gateway(
-        config.gateway, state_dir=config.state.path(), metrics=metrics, poll_interval_s=poll_s
-    )
+    gateway = Gateway(config.gateway, metrics=metrics, poll_interval_s=poll_s)
     if not len(gateway.guard.tokens):
         common.err(
             f"gateway: no token is configured, so every API request is refused (401); set "

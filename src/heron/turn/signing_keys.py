@@ -16,7 +16,7 @@ def key_store(kind: KeyKind, *, state_dir: Path, store_url: str | None = None) -
     else `state_dir`'s files."""
     if store_url is None:
         return ReceiptKeyStore(state_dir, kind=kind)
-    from heron._support.postgres import shared_pool
+    from heron._support.postgres import process_pool
     from heron.turn.postgres_keys import PostgresKeyStore
 
-    return PostgresKeyStore(shared_pool(store_url), kind)
+    return PostgresKeyStore(process_pool(store_url), kind)

@@ -196,10 +196,10 @@ class McpAuth:
                     f"a shared store keeps OAuth tokens only encrypted: set {self._key_env} "
                     f"(at least {MIN_KEY_CHARS} characters, the same on every worker)"
                 )
-            from heron._support.postgres import shared_pool
+            from heron._support.postgres import process_pool
             from heron.mcp.auth.postgres_storage import PostgresTokenRecords
 
-            records = PostgresTokenRecords(shared_pool(self.store_url), server, clock=self._clock)
+            records = PostgresTokenRecords(process_pool(self.store_url), server, clock=self._clock)
         return TokenStorage(
             records,
             server=server,

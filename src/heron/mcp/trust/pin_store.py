@@ -17,7 +17,7 @@ def pin_store(state_dir: Path, *, store_url: str | None = None) -> TrustStore:
     `state_dir`'s."""
     if store_url is None:
         return SqliteTrustStore(state_dir)
-    from heron._support.postgres import shared_pool
+    from heron._support.postgres import process_pool
     from heron.mcp.trust.postgres_store import PostgresTrustStore
 
-    return PostgresTrustStore(shared_pool(store_url))
+    return PostgresTrustStore(process_pool(store_url))
