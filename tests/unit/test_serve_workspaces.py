@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -126,20 +127,30 @@ async def test_a_parked_session_stays_with_the_live_worker_of_its_workspace(
 ) -> None:
     store = {"store_url": postgres_url, "lease_s": 2.0, "idle_timeout_s": 0.1}
     first = Worker(tmp_path / "w1", tmp_path / "disk-1", session="w1", **store)
-    second = Worker(tmp_path / "w2", tmp_path / "disk-2", session="w2", **store)
-    async with first, second:
-        for n in (1, 2):
-            assert first.server.host is not None and first.server.bus is not None
-            first.server.host.claim("jobs")
-            await first.server.bus.publish(event("jobs", f"build {n} done"))
-            await until(lambda n=n: f"build {n} done" in str(first.seen), f"build {n} on w1")
-            await until(lambda: "jobs" in first.server.host.parked, "jobs parked on w1")
+    disk_2 = tmp_path / "disk-2"
+    second = Worker(tmp_path / "w2", disk_2, session="w2", **store)
+    async with first:
+        host, bus = first.server.host, first.server.bus
+        assert host is not None and bus is not None
+        host.claim("jobs")  # the session starts on w1, in w1's workspace
+        await bus.publish(event("jobs", "build 1 done"))
+        await until(lambda: "build 1 done" in str(first.seen), "build 1 on w1")
+        await until(lambda: "jobs" in host.parked, "jobs parked on w1")
+        async with second:  # a second worker, with a disk of its own, joins
+            bindings = second.server.workspaces
+            assert bindings is not None  # w1 lives: the session is its to wake
+            assert bindings.held_elsewhere("jobs", workspace_id(disk_2), now=time.time())
+            await bus.publish(event("jobs", "build 2 done"))
+            await until(lambda: "build 2 done" in str(first.seen), "build 2 on w1")
+            await until(lambda: "jobs" in host.parked, "jobs parked on w1 again")
         seen_by_second = list(second.seen)
     # Both workers were alive: the session stayed where its files are, and nobody lost them.
     assert not any("build" in t for t in seen_by_second)
     assert not first.told_lost() and not second.told_lost()
     async with Worker(tmp_path / "w3", tmp_path / "disk-3", session="w3", **store) as third:
-        assert third.server.host is not None and third.server.bus is not None
+        assert third.server.bus is not None and third.server.workspaces is not None
+        here = workspace_id(tmp_path / "disk-3")  # w1 is gone: nobody holds its workspace
+        assert not third.server.workspaces.held_elsewhere("jobs", here, now=time.time())
         await third.server.bus.publish(event("jobs", "build 3 done"))
         await until(third.told_lost, "the model on w3 to hear of the lost workspace")
 
