@@ -658,9 +658,9 @@ def test_the_tail_of_a_history_is_its_last_round_however_long(tmp_path: Path) ->
 
 
 def test_each_session_gets_its_own_view_of_the_processs_mcp_servers() -> None:
-    from heron.cli.serve import _session_mcp
     from heron.config.schema import HeronConfig
     from heron.mcp.assembly import assemble_tools
+    from heron.mcp.shared import SharedMcp
     from heron.tools.definition import ToolContext, ToolResult, ToolSpec
     from heron.tools.registry import ActivatedToolSet
     from heron.tools.validation import SchemaValidator
@@ -693,7 +693,8 @@ def test_each_session_gets_its_own_view_of_the_processs_mcp_servers() -> None:
         excluded_tools=(),
         activated=ActivatedToolSet(),
     )
-    one, two = _session_mcp(config, shared), _session_mcp(config, shared)
+    views = SharedMcp(shared, config.mcp, autonomy="full", allowed_tools=None, excluded_tools=())
+    one, two = views.session(), views.session()
     assert one.activated is not two.activated is not shared.activated
     assert one.catalogue is not None and one.catalogue.resolve("srv__tool1") is not None
     assert one.activated.names() == ["srv__tool1"] and two.activated.names() == []

@@ -184,6 +184,9 @@ class HeronServer:
         self.http: HttpFront | None = None
         self.http_routes: list[BaseRoute] = list(http_routes)
         self.request_channels: list[Channel] = list(request_channels)
+        self.on_open: list[Callable[[], None]] = []
+        """Called once the stores are open, before any session wakes (the gateway joins the
+        session store's appends, so the repairs a woken session needs are in its turn log)."""
         self.on_close: list[Callable[[], None]] = []
         """Called first when the server closes (the gateway ends its event streams, so the
         HTTP front is not held open by them)."""
@@ -325,6 +328,8 @@ class HeronServer:
 
             calendars = CalendarConfig.from_files(cfg.calendars)
             self._calendar_tools = calendar_tools(calendars, offer="availability")
+        for opened in self.on_open:
+            opened()
         self.host = host = SessionHost(
             HostConfig(
                 state_dir=cfg.state_dir,

@@ -538,12 +538,10 @@ async def _trifecta(args: argparse.Namespace, config: HeronConfig) -> int:
 
 async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
     from heron._support.state import open_db
-    from heron.audit.sqlite_store import SqliteApprovalAudit
-    from heron.config.build import open_builtin, preapproved_tools
+    from heron.audit.executions import ExecutionAuditTrail
+    from heron.audit.sqlite_store import SqliteExecutionStore
+    from heron.config.build import lifecycle_parts, open_builtin
     from heron.mcp.server import ToolServer
-    from heron.turn.approval import ApprovalManager, ApprovalPolicy
-    from heron.turn.observer import LoggingObserver
-    from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
     # `--workspace`, `--sandbox` and `--autonomy` are in `config` already (`load_config`).
     sets = list(dict.fromkeys(args.sets))
@@ -561,28 +559,26 @@ async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
     served = builtin.all_tools()
     if children is not None:
         served = [*served, *children.tools("mcp/collaboration")]
+    name = "heron-" + "-".join(builtin_cfg.sets)
     db = open_db(state_dir)
     try:
-        approval = ApprovalManager(
-            policy=ApprovalPolicy(
-                autonomy=config.agent.autonomy,
-                auto_approve=[*config.approval.auto_approve, *preapproved_tools(served, None)],
-                always_ask=config.approval.always_ask,
-            ),
-            audit=SqliteApprovalAudit(db),
+        # The agent's own assembly: approval and its audit, telemetry, receipts, the knobs.
+        with common.library_errors():
+            parts = lifecycle_parts(config, tools=served, receipts="runtime")
+        # Every executed call in the execution audit (`heron audit --session mcp:NAME`).
+        audit = ExecutionAuditTrail(
+            SqliteExecutionStore(db), session=f"mcp:{name}", operator=f"mcp:{args.transport}"
         )
-        receipts = None
-        if config.agent.receipts:
-            receipts = ReceiptScope("runtime", store=ReceiptKeyStore(state_dir)).signer()
         server = ToolServer(
             served,
-            name="heron-" + "-".join(builtin_cfg.sets),
-            approval=approval,
-            observer=LoggingObserver(),
-            receipts=receipts,
+            name=name,
+            approval=parts.approval,
+            observer=parts.observer,
+            receipts=parts.receipts.signer() if parts.receipts is not None else None,
             spill=builtin.spill,
             workspace=builtin.workspace,
-            timeout_s=config.agent.tool_timeout_s,
+            knobs=parts.knobs,
+            audit=audit,
         )
         await server.serve(args.transport, host=args.host, port=args.port)
     finally:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from heron.always_on.triggers.runtime import TriggerStores
     from heron.config.schema import HeronConfig
     from heron.mcp.assembly import McpAssembly
+    from heron.mcp.shared import SharedMcp
     from heron.tools.definition import Tool
     from heron.turn.events import BaseEvent, EventSink
 
@@ -178,22 +179,19 @@ def _serve_config(config: HeronConfig) -> HeronConfig:
     return config.model_copy(update={"tools": tools})
 
 
-def _session_mcp(config: HeronConfig, shared: McpAssembly) -> McpAssembly:
-    """One session's MCP tools over the process's servers: the same clients and pins, an
-    activated set of its own (see `heron.mcp.assembly`)."""
-    from heron.mcp.assembly import assemble_tools
-    from heron.mcp.client import resource_tools
-    from heron.tools.registry import ActivatedToolSet
+def _shared_mcp(config: HeronConfig, shared: McpAssembly) -> SharedMcp:
+    """The process's servers for every session (`heron.mcp.shared`): a server whose login
+    completes while serve runs joins the sessions, with a line on stderr."""
+    from heron.mcp.shared import SharedMcp
 
     a = config.agent
-    return assemble_tools(
+    return SharedMcp(
+        shared,
         config.mcp,
-        shared.tool_catalogue.tools(),
         autonomy=a.autonomy,
         allowed_tools=a.allowed_tools,
         excluded_tools=a.excluded_tools,
-        activated=ActivatedToolSet(),
-        capability_tools=resource_tools(shared.manager) if shared.manager is not None else (),
+        announce=lambda line: common.err(f"mcp: {line}"),
     )
 
 
@@ -300,10 +298,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
                     human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
                 mcp = await open_mcp(config, known, consent=consent, human_input=human_input)
+            shared_mcp = None
             if mcp is not None:
                 stack.push_async_callback(mcp.aclose)
                 for problem in mcp.problems:
                     common.err(f"mcp: {problem}")
+                shared_mcp = _shared_mcp(config, mcp)
 
             # The browser's redirect of an OAuth login comes back here (`[gateway] public_url`
             # names this process), on the same HTTP front, with no token: the login's state
@@ -334,7 +334,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     tools=[*user_tools, *tools],
                     model=model,
                     builtin=builtin,
-                    mcp=_session_mcp(config, mcp) if mcp is not None else None,
+                    mcp=shared_mcp.session() if shared_mcp is not None else None,
                     metrics=metrics,
                     audit=audit,
                 )
@@ -350,6 +350,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
             if gateway is not None:
                 gateway.server = server
+                server.on_open.append(gateway.attach)
                 server.on_close.append(gateway.end_streams)
             try:
                 with common.library_errors():

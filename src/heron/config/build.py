@@ -11,8 +11,10 @@ The pieces, in the order `open_agent` uses them:
 - the MCP servers and the deferred catalogue: `open_mcp` connects `[mcp.servers]` and, with
   `[discovery] prompt_tools`, puts every other tool behind the search tool too (the caller
   `aclose()`s it);
-- `build_agent` puts them together with approval (its audit: the SQLite approval trail in the
-  state directory), receipts, budgets and telemetry;
+- `lifecycle_parts` is what every call of the configuration runs through: approval (its audit:
+  the SQLite approval trail in the state directory), receipts, telemetry and the knobs
+  (`heron mcp serve` uses it as is);
+- `build_agent` puts them together with budgets and the prompt;
 - `register_secrets` tells the known-secrets registry (`heron.safety.secrets`) which
   environment variables the configuration names as secrets (`open_agent` and `build_agent`
   call it), so their values become placeholders wherever they would enter the data path.
@@ -47,6 +49,8 @@ from heron.tools.definition import Tool, ToolDefinitionError
 from heron.tools.loader import load_tools
 from heron.tools.registry import ActivatedToolSet, ToolRegistry
 from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApprover
+from heron.turn.context import RuntimeKnobs
+from heron.turn.observer import Observer
 from heron.turn.receipts import ReceiptScope
 from heron.turn.signing_keys import key_store
 
@@ -336,26 +340,10 @@ def build_agent(
     into, else one on a new connection to the state database: `heron serve`, which builds an
     agent for each session it wakes, shares one, and registers the secrets (`register_secrets`)
     once, so with `audit` they are not registered again."""
-    if audit is None:
-        register_secrets(config)
-    state_dir = config.state.path()
-    set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
-    a = config.agent
-    approval = ApprovalManager(
-        policy=ApprovalPolicy(
-            autonomy=a.autonomy,
-            auto_approve=[*config.approval.auto_approve, *preapproved_tools(tools, builtin)],
-            always_ask=config.approval.always_ask,
-            timeout_s=config.approval.timeout_s,
-            record_auto_approvals=config.approval.record_auto_approvals,
-        ),
-        approver=approver or NoApprover(),
-        audit=audit if audit is not None else SqliteApprovalAudit(open_db(state_dir)),
+    parts = lifecycle_parts(
+        config, tools=tools, builtin=builtin, approver=approver, metrics=metrics, audit=audit
     )
-    receipts = None
-    if a.receipts:  # workers of a shared store share the keys: any of them verifies
-        keys = key_store("receipt", state_dir=state_dir, store_url=config.store.url)
-        receipts = ReceiptScope("run", store=keys)
+    a = config.agent
     model = model or agent_model(config)
     try:
         # Tools the assembly deferred are in its catalogue, not in the prompt.
@@ -384,18 +372,17 @@ def build_agent(
             )
             if allowed is not None:
                 allowed = [*allowed, *skill_names]
-        observer, telemetry = _telemetry(config, metrics)
         return Agent(
             model=model,
             tools=registry,
-            observer=observer,
-            **telemetry,
+            observer=parts.observer,
+            **parts.telemetry,
             **_budgets(config, model.name),
             system_prompt=system_prompt,
             autonomy=a.autonomy,
-            approval=approval,
-            knobs=config.knobs(),
-            receipts=receipts,
+            approval=parts.approval,
+            knobs=parts.knobs,
+            receipts=parts.receipts,
             allowed_tools=allowed,
             excluded_tools=a.excluded_tools,
             activated=mcp.activated if mcp is not None else None,
@@ -409,6 +396,68 @@ def build_agent(
     except ToolDefinitionError as exc:
         # E.g. one tools file listed in heron.toml and again with --tools.
         raise BuildError(f"cannot build the tool set: {exc}") from exc
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LifecycleParts:
+    """What every tool call of a configuration runs through, whoever makes it (an agent's
+    model, or a client of `heron mcp serve`): one configuration, one behaviour."""
+
+    approval: ApprovalManager
+    """`[approval]` with the SQLite approval audit of the state directory."""
+    observer: Observer
+    """Metrics, alerts and OpenTelemetry of `[telemetry]` (the execution audit is the front
+    end's: it knows the session)."""
+    telemetry: dict[str, Any]
+    """The agent's telemetry parts: `metrics`, `alerts`, `tracer`."""
+    receipts: ReceiptScope | None
+    """`[agent] receipts`, keys saved in the state directory (or the shared store's)."""
+    knobs: RuntimeKnobs
+    """`[agent]` and `[loop_detection]`: bounds, timeouts, loop detection."""
+
+
+def lifecycle_parts(
+    config: HeronConfig,
+    *,
+    tools: Sequence[Tool] = (),
+    builtin: Builtin | None = None,
+    approver: Approver | None = None,
+    metrics: MetricsRegistry | None = None,
+    receipts: Literal["run", "runtime"] = "run",
+    audit: AuditLog | None = None,
+) -> LifecycleParts:
+    """The lifecycle parts `config` gives calls of `tools` and `builtin` (see
+    `LifecycleParts`); applies `[limits]`. `receipts`: a key per run (`heron run`) or one for
+    the process (a server). `audit`: the approval audit to share (see `build_agent`), else
+    one on a new connection, and the configured secrets are registered."""
+    if audit is None:
+        register_secrets(config)
+    state_dir = config.state.path()
+    set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
+    a = config.agent
+    approval = ApprovalManager(
+        policy=ApprovalPolicy(
+            autonomy=a.autonomy,
+            auto_approve=[*config.approval.auto_approve, *preapproved_tools(tools, builtin)],
+            always_ask=config.approval.always_ask,
+            timeout_s=config.approval.timeout_s,
+            record_auto_approvals=config.approval.record_auto_approvals,
+        ),
+        approver=approver or NoApprover(),
+        audit=audit if audit is not None else SqliteApprovalAudit(open_db(state_dir)),
+    )
+    scope = None
+    if a.receipts:  # workers of a shared store share the keys: any of them verifies
+        keys = key_store("receipt", state_dir=state_dir, store_url=config.store.url)
+        scope = ReceiptScope(receipts, store=keys)
+    observer, telemetry = _telemetry(config, metrics)
+    return LifecycleParts(
+        approval=approval,
+        observer=observer,
+        telemetry=telemetry,
+        receipts=scope,
+        knobs=config.knobs(),
+    )
 
 
 @asynccontextmanager

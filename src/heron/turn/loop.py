@@ -54,6 +54,7 @@ from heron.turn.events import (
     HistoryTrimmedEvent,
     ReasoningDeltaEvent,
     TextDeltaEvent,
+    ending,
 )
 from heron.turn.faults import guard_sink
 from heron.turn.loop_detector import LoopDetector
@@ -233,12 +234,15 @@ class _Loop:
                 if slot.executed:
                     state.run_budget.record_tool_call()
         collected = collect_results(exec_, state, calls, slots, self.detector)
-        self._append(*collected.messages)
+        aborted = f"loop aborted: {batch.abort}" if batch.abort is not None else None
+        failed = self._error(aborted) if aborted is not None else None
+        cancelled = self._cancelled() if failed is None else None
+        with ending(failed or cancelled):  # an aborted or cancelled round ends with its results
+            self._append(*collected.messages)
         self._open = self._open_batch = None
-        if batch.abort is not None:
-            raise _LoopStopped(self._fail(f"loop aborted: {batch.abort}", reason="aborted"))
-        if state.cancel.cancelled:
-            self._check_cancel()
+        if aborted is not None:
+            raise _LoopStopped(self._fail(aborted, reason="aborted", event=failed))
+        self._check_cancel(cancelled)
         await self._safe_point("after_tools")
         if collected.stop is not None:
             self._check_cancel()
@@ -348,17 +352,22 @@ class _Loop:
         if finished != "done":
             await stop_task(task, state.cancel, exec_.knobs.cancel_grace_s)
             # Thinking is discarded; visible text the user already saw is kept, marked.
+            cancelled = self._cancelled()
             if response.text and live_text:
-                self._append_assistant(response.text + INTERRUPTED_SUFFIX, (), None)
-            self._check_cancel()
+                with ending(cancelled):
+                    self._append_assistant(response.text + INTERRUPTED_SUFFIX, (), None)
+            self._check_cancel(cancelled)
         try:
             task.result()
         except StreamInterrupted as exc:
             # Text the user already saw is kept, marked, so the history matches the screen. Tool
             # calls received before the break are dropped: they could never get results.
+            message = f"model {exec_.model.name} failed: {exc}"
+            failed = self._error(message)
             if response.text and live_text:
-                self._append_assistant(response.text + STREAM_INTERRUPTED_SUFFIX, (), None)
-            raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
+                with ending(failed):
+                    self._append_assistant(response.text + STREAM_INTERRUPTED_SUFFIX, (), None)
+            raise _LoopStopped(self._fail(message, event=failed)) from exc
         except Exception as exc:
             raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
 
@@ -532,18 +541,25 @@ class _Loop:
         while steering:
             self._append(UserMessage(content=known_secrets().mask(steering.popleft())))
 
-    def _check_cancel(self) -> None:
+    def _cancelled(self) -> CancelledEvent | None:
+        """The `cancelled` event that ends the turn, when it is cancelled."""
         cancel = self.state.cancel
-        if cancel.cancelled:
-            reason = cancel.reason or "cancelled"
-            self.state.sink(CancelledEvent(turn_id=self.state.turn_id, reason=reason))
+        if not cancel.cancelled:
+            return None
+        return CancelledEvent(turn_id=self.state.turn_id, reason=cancel.reason or "cancelled")
+
+    def _check_cancel(self, event: CancelledEvent | None = None) -> None:
+        """End the turn if it is cancelled, with `event` when its entry was just appended."""
+        event = event or self._cancelled()
+        if event is not None:
+            self.state.sink(event)
             raise _LoopStopped(
                 TurnOutcome(
                     status="cancelled",
                     text="",
                     reason="cancelled",
                     iterations=self.iterations,
-                    error=reason,
+                    error=event.reason,
                 )
             )
 
@@ -583,14 +599,20 @@ class _Loop:
     def _final(
         self, text: str, reason: FinalReason, *, reasoning: str | None = None
     ) -> TurnOutcome:
-        self._append_assistant(text, (), reasoning)
-        self.state.sink(
-            FinalEvent(turn_id=self.state.turn_id, text=scrub_text(text), reason=reason)
-        )
+        final = FinalEvent(turn_id=self.state.turn_id, text=scrub_text(text), reason=reason)
+        with ending(final):  # the turn's end commits with the answer
+            self._append_assistant(text, (), reasoning)
+        self.state.sink(final)
         return TurnOutcome(status="final", text=text, reason=reason, iterations=self.iterations)
 
-    def _fail(self, message: str, *, reason: TurnReason = "error") -> TurnOutcome:
-        self.state.sink(ErrorEvent(turn_id=self.state.turn_id, message=scrub_text(message)))
+    def _error(self, message: str) -> ErrorEvent:
+        return ErrorEvent(turn_id=self.state.turn_id, message=scrub_text(message))
+
+    def _fail(
+        self, message: str, *, reason: TurnReason = "error", event: ErrorEvent | None = None
+    ) -> TurnOutcome:
+        """End the turn with an error (`event`: its `error` event, already made)."""
+        self.state.sink(event or self._error(message))
         return TurnOutcome(
             status="error", text="", reason=reason, iterations=self.iterations, error=message
         )
