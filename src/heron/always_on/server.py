@@ -98,6 +98,7 @@ from heron.always_on.shared_store import (
     unowned_due,
 )
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.sqlite_workspaces import SqliteWorkspaceBindings
 from heron.always_on.subagents.ownership import LeaseOwnership
 from heron.always_on.subagents.service import Subagents, open_subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
@@ -106,6 +107,7 @@ from heron.always_on.triggers.subscriptions import (
     SubscriptionFilter,
     Subscriptions,
 )
+from heron.always_on.workspaces import WorkspaceBindings, bind_session, workspace_id
 from heron.audit.executions import ExecutionAuditTrail, ExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.asking import DeskRequests, asking_tools
@@ -192,6 +194,8 @@ class HeronServer:
         self.requests: SqliteRequestStore | PostgresRequestStore | None = None
         self.desk: RequestDesk | None = None
         self._trigger_stores: TriggerStores | None = None
+        self.workspaces: WorkspaceBindings | None = None
+        """Which workspace each session last ran in (`heron.always_on.workspaces`)."""
         self._workspace = Path()
         self._sandbox: Sandbox | None = None
         self._calendar_tools: list[Tool] = []
@@ -292,11 +296,16 @@ class HeronServer:
             bus, index = local, SqliteHostIndex(local.sessions.conn)
             # The triggers' stores, one set for the process: every session's runtime shares them.
             self._trigger_stores = open_trigger_stores(cfg.state_dir)
+            self.workspaces = SqliteWorkspaceBindings(local.sessions.conn)
             if cfg.maildir is not None:
                 self.maildir = Maildir(cfg.maildir)
                 self.threads = SqliteThreadIndex(local.sessions.conn)
         self.messaging = ServeMessaging.open(
-            cfg.messaging_config(), state_dir=cfg.state_dir, threads=self.threads, clock=self.clock
+            cfg.messaging_config(),
+            state_dir=cfg.state_dir,
+            threads=self.threads,
+            clock=self.clock,
+            store_url=cfg.store_url,
         )
         if cfg.approvals is not None:
             open_requests(self, cfg.approvals)
@@ -341,6 +350,7 @@ class HeronServer:
             awaiting=(lambda name: awaiting(self, name)) if self.desk is not None else None,
             leases=leases,
             unowned_due=unowned_due(self) if leases is not None else None,
+            defer=self._pinned_elsewhere if leases is not None else None,
         )
         try:
             await host.start()  # wakes the default session: one writer per session
@@ -412,6 +422,13 @@ class HeronServer:
         cfg = self.config
         stores = self._trigger_stores
         assert self.bus is not None and stores is not None and self._sandbox is not None
+        assert self.workspaces is not None
+        host = os.uname().nodename
+        lost = bind_session(
+            self.workspaces, name, root=self._workspace, host=host, clock=self.clock
+        )
+        if lost is not None:  # its files are in a workspace this worker cannot reach
+            await self.bus.publish(lost)
         default = name == cfg.session
         triggers_config = cfg.triggers or TriggerConfig()
         if not default:
@@ -469,6 +486,12 @@ class HeronServer:
             # lease): the children it ran there are gone, and end `lost`.
             subagents.runtime.recover(root_session=name)
         return ServedSession(loop, triggers, children=lambda: subagents.running(name))
+
+    def _pinned_elsewhere(self, name: str) -> bool:
+        """A session whose workspace a live worker holds is that worker's to wake."""
+        assert self.workspaces is not None
+        here = workspace_id(self._workspace)
+        return self.workspaces.held_elsewhere(name, here, now=self.clock.time())
 
     def _follow(self, name: str) -> Callable[[TurnState], None] | None:
         """A stop of a session's turn reaches the session's sub-agents too."""

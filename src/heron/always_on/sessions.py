@@ -195,14 +195,17 @@ class SessionHost:
         awaiting: Callable[[str], Mapping[str, str]] | None = None,
         leases: LeaseStore | None = None,
         unowned_due: Callable[[float], list[str]] | None = None,
+        defer: Callable[[str], bool] | None = None,
     ) -> None:
         """`bus` and `sessions` share one database (see `EventDrivenAgent`). `prepare` runs
         once per process for each session before its first event is judged (the server adds
         its standing subscriptions there). `awaiting(session)`: the placeholders of its calls
         that wait on an open request to a human, which waking leaves waiting instead of
         closing them as interrupted. `leases`: the store is shared by several workers (see the
-        module docstring); `sessions` must then be fenced by them, and `unowned_due(now)`
-        names the sessions whose timers fell due while no worker holds them."""
+        module docstring); `sessions` must then be fenced by them, `unowned_due(now)`
+        names the sessions whose timers fell due while no worker holds them, and
+        `defer(session)` whether a session this host does not hold is another live worker's to
+        wake (its workspace)."""
         check_hosted_name(config.default)
         self.config = config
         self.bus = bus
@@ -214,6 +217,7 @@ class SessionHost:
         self._awaiting = awaiting
         self.leases = leases
         self._unowned_due = unowned_due
+        self._defer = defer
         self.clock: Clock = clock or RealClock()
         self._announce = announce or (lambda _record: None)
         self._awake: dict[str, Awake] = {}
@@ -406,6 +410,8 @@ class SessionHost:
         if name in self._parked:
             return True
         if self.leases is None or self.known(name) or self.admit(name) is not None:
+            return False
+        if self._defer is not None and self._defer(name):
             return False
         self.claim(name)
         return True

@@ -223,6 +223,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {"agent": agent} if agent else {}
     if flag("state_dir"):
         overrides["state"] = {"dir": str(args.state_dir)}
+    if flag("store"):
+        overrides["store"] = {"url": args.store}
     builtin: dict[str, Any] = {}
     if flag("builtin"):
         builtin["sets"] = list(dict.fromkeys(args.builtin))
@@ -540,15 +542,18 @@ def open_desk(
     each request."""
     from heron.humans.console import ConsoleChannel
     from heron.humans.desk import RequestDesk
-    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.signing import DecisionSigner
     from heron.humans.sqlite_store import SqliteRequestStore
+    from heron.turn.signing_keys import key_store
 
     state_dir = config.state.path()
     store = SqliteRequestStore.open_dir(state_dir)
     stack.callback(store.close)
     return RequestDesk(
         store,
-        signer=DecisionSigner(DecisionKeyStore(state_dir)),
+        signer=DecisionSigner(
+            key_store("decision", state_dir=state_dir, store_url=config.store.url)
+        ),
         config=config.approvals,
         channels=[ConsoleChannel(announce)],
     )

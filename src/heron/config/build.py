@@ -51,7 +51,8 @@ from heron.tools.registry import ActivatedToolSet, ToolRegistry
 from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApprover
 from heron.turn.context import RuntimeKnobs
 from heron.turn.observer import Observer
-from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
+from heron.turn.receipts import ReceiptScope
+from heron.turn.signing_keys import key_store
 
 if TYPE_CHECKING:
     from heron.always_on.subagents.service import SubagentsSetup
@@ -226,6 +227,7 @@ async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin
         return await build_builtin(
             config.tools.builtin,
             state_dir=config.state.path(),
+            store_url=config.store.url,
             shell=config.tools.shell,
             messaging=messaging_config(config),
             aliases=aliases,
@@ -284,6 +286,7 @@ async def open_mcp(
         discovery=options,
         consent=consent,
         human_input=human_input,
+        store_url=config.store.url,
     )
 
 
@@ -408,7 +411,7 @@ class LifecycleParts:
     telemetry: dict[str, Any]
     """The agent's telemetry parts: `metrics`, `alerts`, `tracer`."""
     receipts: ReceiptScope | None
-    """`[agent] receipts`, keys saved in the state directory."""
+    """`[agent] receipts`, keys saved in the state directory (or the shared store's)."""
     knobs: RuntimeKnobs
     """`[agent]` and `[loop_detection]`: bounds, timeouts, loop detection."""
 
@@ -443,7 +446,10 @@ def lifecycle_parts(
         approver=approver or NoApprover(),
         audit=audit if audit is not None else SqliteApprovalAudit(open_db(state_dir)),
     )
-    scope = ReceiptScope(receipts, store=ReceiptKeyStore(state_dir)) if a.receipts else None
+    scope = None
+    if a.receipts:  # workers of a shared store share the keys: any of them verifies
+        keys = key_store("receipt", state_dir=state_dir, store_url=config.store.url)
+        scope = ReceiptScope(receipts, store=keys)
     observer, telemetry = _telemetry(config, metrics)
     return LifecycleParts(
         approval=approval,
