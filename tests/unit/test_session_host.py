@@ -266,6 +266,46 @@ async def test_an_idle_session_is_parked_and_its_next_event_wakes_it(
     assert texts == ["seen: first", "seen: second"]
 
 
+async def test_past_max_awake_a_wake_parks_the_least_recently_active_idle_session(
+    serve: Callable[..., Any],
+) -> None:
+    h: Harness = await serve(answer("seen"), idle_timeout_s=60, max_awake=3)
+    for name in ("alpha", "beta"):
+        await h.post(f"/webhook/{name}", {"id": name, "text": "first"})
+        await h.until(lambda name=name: len(h.history(name)) == 2)
+    assert set(h.host.awake) == {"default", "alpha", "beta"}  # under the bound: all stay
+
+    await h.post("/webhook/gamma", {"id": "gamma", "text": "first"})
+    await h.until(lambda: h.parks("alpha") == 1)
+    await h.until(lambda: len(h.history("gamma")) == 2)
+    assert set(h.host.awake) == {"default", "beta", "gamma"}
+    assert h.parks("beta") == 0 and h.parks("gamma") == 0
+
+    await h.post("/webhook/alpha", {"id": "alpha-2", "text": "second"})  # wakes it again
+    await h.until(lambda: len(h.history("alpha")) == 4)
+    await h.until(lambda: h.parks("beta") == 1)
+    assert set(h.host.awake) == {"default", "gamma", "alpha"}
+
+
+async def test_a_burst_to_more_sessions_than_max_awake_waits_its_turn(
+    serve: Callable[..., Any],
+) -> None:
+    h: Harness = await serve(answer("seen"), idle_timeout_s=60, max_awake=3)
+    names = [f"burst-{i}" for i in range(6)]
+    for name in names:  # all at once: at most two besides the default may be awake
+        assert (await h.post(f"/webhook/{name}", {"id": name, "text": "first"}))["code"] == 202
+    for name in names:
+        await h.until(lambda name=name: len(h.history(name)) == 2)
+    awake, most = {"default"}, 1
+    for record in h.records:
+        if record.get("type") == "session_woken":
+            awake.add(record["session"])
+        elif record.get("type") == "session_parked":
+            awake.discard(record["session"])
+        most = max(most, len(awake))
+    assert most == 3
+
+
 async def test_events_other_processes_write_are_found_by_the_poller(
     serve: Callable[..., Any], tmp_path: Path
 ) -> None:

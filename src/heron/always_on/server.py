@@ -197,6 +197,7 @@ class HeronServer:
         self._reporter: EndingReporter | None = None
         self._mail_requests: Callable[[RequestDesk], MailRequestAnswers] | None = None
         self._audit_db: Any = None
+        self._execution_store: ExecutionStore | None = None
         self._serving: asyncio.Task[None] | None = None
         self.subagents: Subagents | None = None
         self._grace: asyncio.TimerHandle | None = None
@@ -321,6 +322,7 @@ class HeronServer:
                 default=cfg.session,
                 allowed=cfg.sessions,
                 idle_timeout_s=cfg.idle_timeout_s,
+                max_awake=cfg.max_awake,
                 poll_interval_s=cfg.poll_interval_s,
             ),
             bus=bus,
@@ -380,9 +382,15 @@ class HeronServer:
         return SqliteApprovalAudit(self._audit_conn())
 
     def _executions(self) -> ExecutionStore:
-        if self.shared is not None:
-            return self.shared.executions()
-        return SqliteExecutionStore(self._audit_conn())
+        """The execution audit's store, made once (every wake of a session records into it)."""
+        if self._execution_store is None:
+            shared = self.shared
+            self._execution_store = (
+                shared.executions()
+                if shared is not None
+                else SqliteExecutionStore(self._audit_conn())
+            )
+        return self._execution_store
 
     def _secret(self, *, required: bool) -> bytes:
         secret = os.environ.get(self.config.webhook_secret_env, "")
@@ -587,7 +595,7 @@ class HeronServer:
         if self._audit_db is not None:
             self._audit_db.close()
         self.bus = self._trigger_stores = self.requests = self.shared = None
-        self.desk = self._reporter = self._audit_db = None
+        self.desk = self._reporter = self._audit_db = self._execution_store = None
         if self._started:
             self._started = False
             self.announce({"type": "serve_stopped", "pid": os.getpid()})

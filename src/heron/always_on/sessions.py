@@ -136,6 +136,12 @@ class HostConfig:
     """The sessions that may be addressed besides the default (`None`: any valid name)."""
     idle_timeout_s: float = 300.0
     """How long a session stays awake with nothing in flight before it is parked."""
+    max_awake: int | None = None
+    """At most this many sessions awake (the default one counts): a wake past it first parks
+    the least recently active ones with nothing in flight, before their idle timeout, and
+    waits (its events durable) until one is parked. A burst of events to many sessions then
+    leaves the memory of `max_awake` sessions, not of every one it woke (the allocator keeps
+    its peak). `None`: no bound."""
     poll_interval_s: float | None = 1.0
     """How often to look for events other processes wrote (`None`: never)."""
 
@@ -214,6 +220,8 @@ class SessionHost:
         self._parked: dict[str, Parked] = {}
         self._transitions: dict[str, asyncio.Task[bool]] = {}
         self._again: set[str] = set()
+        self._queued: dict[str, None] = {}
+        """Sessions to wake once fewer than `max_awake` are awake, in arrival order."""
         self._blocked: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._alarm_changed = asyncio.Event()
@@ -442,11 +450,14 @@ class SessionHost:
                     self._schedule_wake(name)
 
     async def _reap(self) -> None:
-        """Park what has been idle for the timeout."""
+        """Park what has been idle for the timeout; while wakes are queued (`max_awake`), park
+        the sessions that became idle every 50 ms instead."""
         timeout = self.config.idle_timeout_s
         every = min(max(timeout / 4, 0.05), 5.0)
         while True:
-            await self.clock.sleep(every)
+            await self.clock.sleep(min(every, 0.05) if self._queued else every)
+            if self._queued:
+                self._make_room()
             for name in list(self._awake):
                 if name == self.config.default or name in self._transitions:
                     continue
@@ -491,7 +502,19 @@ class SessionHost:
         if name in self._transitions:
             self._again.add(name)
         elif name not in self._awake and not self._stop.is_set():
-            self._begin(name, self._wake(name))
+            if self._full():  # its events wait, durable, until a session is parked
+                self._queued[name] = None
+                self._make_room()
+            else:
+                self._begin(name, self._wake(name))
+
+    def _full(self) -> bool:
+        """`max_awake` sessions are awake or being woken."""
+        cap = self.config.max_awake
+        if cap is None:
+            return False
+        waking = sum(1 for n in self._transitions if n not in self._awake)
+        return len(self._awake) + waking >= cap
 
     def _begin(self, name: str, transition: Awaitable[bool]) -> None:
         task = asyncio.ensure_future(transition)
@@ -505,6 +528,10 @@ class SessionHost:
         if name in self._again:
             self._again.discard(name)
             self._schedule_wake(name)
+        while self._queued and not self._full():  # room again: the longest waiting first
+            first = next(iter(self._queued))
+            del self._queued[first]
+            self._schedule_wake(first)
 
     async def _wake(self, name: str, *, strict: bool = False) -> bool:
         lock: Hold
@@ -544,6 +571,28 @@ class SessionHost:
         if name != self.config.default:  # the default one is announced by the server
             self._announce({"type": "session_woken", "session": name})
         return True
+
+    def _make_room(self) -> None:
+        """Park the least recently active sessions with nothing in flight, one for each queued
+        wake (not the default; `_parkable` has the last word)."""
+        assert self.config.max_awake is not None
+        parking = sum(1 for n in self._transitions if n in self._awake)
+        waking = len(self._transitions) - parking
+        needed = len(self._awake) + waking + len(self._queued) - parking - self.config.max_awake
+        if needed <= 0:
+            return
+        oldest = sorted(
+            (awake.last_active, name)
+            for name, awake in self._awake.items()
+            if name != self.config.default
+            and name not in self._transitions
+            and awake.runtime.loop.idle
+        )
+        for _, name in oldest[:needed]:
+            self._begin(name, self._park_now(name))
+
+    async def _park_now(self, name: str) -> bool:
+        return await self._parkable(name, force=True) and await self._park(name)
 
     async def _run(self, awake: Awake) -> None:
         """The session's loop; a non-default session that fails is logged and parked."""

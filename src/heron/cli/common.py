@@ -560,11 +560,11 @@ def serve_consent(config: HeronConfig) -> DeskConsent | None:
     `open_on` once the server is started, answered by the callback route, a paste or a mail
     reply (None without OAuth servers, or with `[approvals] durable = false`: then the server
     waits for `heron mcp login`)."""
-    from heron.mcp.auth.desk_consent import DeskConsent
-
     oauth = [n for n, c in config.mcp.enabled_servers().items() if c.auth == "oauth"]
     if not oauth or not config.approvals.durable:
         return None
+    from heron.mcp.auth.desk_consent import DeskConsent  # the MCP SDK: only with OAuth servers
+
     return DeskConsent(
         None,
         redirect_uri=mcp_redirect_uri(config, None),

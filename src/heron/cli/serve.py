@@ -52,6 +52,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="SECONDS",
         help="park a session (other than the default) idle this long",
     )
+    serve.add_argument(
+        "--max-awake",
+        type=int,
+        default=100,
+        metavar="N",
+        help="at most N sessions awake: a wake past it parks the least recently active idle "
+        "ones first, or waits (0: no bound; default 100)",
+    )
     serve.add_argument("--events", choices=["jsonl", "none"], default="jsonl")
     serve.add_argument("--poll-interval", type=float, default=1.0, metavar="SECONDS")
     serve.add_argument("--webhook-port", type=int, metavar="PORT", help="0 picks a free port")
@@ -193,15 +201,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     from contextlib import AsyncExitStack
 
+    from heron._support.state import open_db
     from heron.always_on.server import HeronServer, ServeConfig, ServeError
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
+    from heron.audit.sqlite_store import SqliteApprovalAudit
     from heron.config.build import (
         agent_model,
         build_agent,
         messaging_config,
         open_builtin,
         open_mcp,
+        register_secrets,
         subagents_setup,
     )
     from heron.safety.secrets import known_secrets
@@ -224,6 +235,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--workspace {builtin_cfg.workspace} is not a directory")
     if args.idle_timeout <= 0:
         raise UsageError("--idle-timeout must be more than 0 seconds")
+    if args.max_awake < 0:
+        raise UsageError("--max-awake must be 0 (no bound) or more")
     sessions = None if "any" in args.sessions else frozenset(args.sessions)
     subagents = subagents_setup(config)
     serve_config = ServeConfig(
@@ -231,6 +244,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         session=args.session,
         sessions=sessions,
         idle_timeout_s=args.idle_timeout,
+        max_awake=args.max_awake or None,
         poll_interval_s=args.poll_interval,
         webhook_port=args.webhook_port,
         webhook_host=args.webhook_host,
@@ -278,10 +292,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # An OAuth login that becomes necessary asks once, on the durable desk.
                 consent = common.serve_consent(config)
                 # A server's request for user input becomes a durable question on the
-                # server's desk (opened by `start`, looked up when a server asks).
-                from heron.mcp.client.human_input import HumanInput
+                # server's desk (opened by `start`, looked up when a server asks). The
+                # MCP SDK is imported only when there are servers: it is most of a start.
+                human_input = None
+                if config.mcp.enabled_servers():
+                    from heron.mcp.client.human_input import HumanInput
 
-                human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
+                    human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
                 mcp = await open_mcp(config, known, consent=consent, human_input=human_input)
             if mcp is not None:
                 stack.push_async_callback(mcp.aclose)
@@ -300,6 +317,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if gateway is not None:
                 stack.callback(gateway.close)
 
+            # Every session's agent records its approvals on one connection, and the secrets
+            # are registered once: an agent is built at each wake of a session.
+            register_secrets(config)
+            audit_db = open_db(config.state.path())
+            stack.callback(audit_db.close)
+            audit = SqliteApprovalAudit(audit_db)
+
             def make_agent(tools: list[Tool]) -> Agent:
                 # A daemon has no terminal: the server gives each session the durable
                 # approver (`heron approvals` answers), or with `[approvals] durable = false`
@@ -312,6 +336,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     builtin=builtin,
                     mcp=_session_mcp(config, mcp) if mcp is not None else None,
                     metrics=metrics,
+                    audit=audit,
                 )
 
             server = HeronServer(

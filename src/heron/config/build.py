@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from heron.mcp.client.human_input import HumanInput
     from heron.skills import SkillSet
     from heron.telemetry.metrics import MetricsRegistry
+    from heron.turn.approval_audit import AuditLog
 
 OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
 """What `detect_model` picks when `OPENAI_API_KEY` is set."""
@@ -318,6 +319,7 @@ def build_agent(
     skills: SkillSet | None = None,
     on_problem: Callable[[str], None] | None = None,
     metrics: MetricsRegistry | None = None,
+    audit: AuditLog | None = None,
 ) -> Agent:
     """The configured agent with `tools`. `model` replaces `[agent] model`; `approver` answers
     approval questions (default: none, so calls that need approval are denied by policy);
@@ -327,8 +329,12 @@ def build_agent(
     their spill, cache and workspace; `skills` (from `open_skills`) adds the skills section,
     `load_skill`, `read_skill_file` and the `allowed-tools` guard. `on_problem` hears about
     skills the prompt's budget left out. `metrics` is the registry to record into (`heron
-    serve` shares one for `/metrics`), else a new one."""
-    register_secrets(config)
+    serve` shares one for `/metrics`), else a new one. `audit` is the approval audit to record
+    into, else one on a new connection to the state database: `heron serve`, which builds an
+    agent for each session it wakes, shares one, and registers the secrets (`register_secrets`)
+    once, so with `audit` they are not registered again."""
+    if audit is None:
+        register_secrets(config)
     state_dir = config.state.path()
     set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
     a = config.agent
@@ -341,7 +347,7 @@ def build_agent(
             record_auto_approvals=config.approval.record_auto_approvals,
         ),
         approver=approver or NoApprover(),
-        audit=SqliteApprovalAudit(open_db(state_dir)),
+        audit=audit if audit is not None else SqliteApprovalAudit(open_db(state_dir)),
     )
     receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
     model = model or agent_model(config)
