@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from heron._support.limits import InputRejected, clean_text, parse_json
+from heron._support.limits import clean_text
 from heron.errors import HeronError
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage, UserMessage
 from heron.models import text_protocol
@@ -41,12 +39,11 @@ from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolSpec
 from heron.turn.bounds import bound_text
 from heron.turn.call_prep import PreparedBatch, TurnGuards, is_excluded, prepare_calls, start_check
-from heron.turn.calls import CallOutcome, ParsedCall, checked_call, result_event, synthetic
+from heron.turn.calls import CallOutcome, ParsedCall, result_event, synthetic
 from heron.turn.cancel import absorb, bind_task, run_task, stop_task, take_absorbed
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
 from heron.turn.dispatch import execute_batch, should_run_parallel
 from heron.turn.events import (
-    CallIdRenamedEvent,
     CancelledEvent,
     ErrorEvent,
     FinalEvent,
@@ -59,6 +56,7 @@ from heron.turn.events import (
 from heron.turn.faults import guard_sink
 from heron.turn.loop_detector import LoopDetector
 from heron.turn.outcome import EMPTY_RESPONSE, TurnOutcome, TurnReason
+from heron.turn.parsing import CallParser
 from heron.turn.receipts import RECEIPT_PROMPT_NOTE
 from heron.turn.results import collect_results
 
@@ -141,17 +139,7 @@ class _Loop:
         self._system_cache: tuple[int, str] | None = None
         self._last_trim_tokens = 0
         self._reported_drop = 0
-        # Call ids must be unique across the conversation: providers reject a reused id, and a
-        # text-protocol model may copy one it saw in history. A session writer keeps the ids of
-        # its history indexed (`known_call_ids`); without one, the history is scanned once.
-        known = state.known_call_ids
-        if known is None:
-            known = {
-                c.id for m in state.history if isinstance(m, AssistantMessage) for c in m.tool_calls
-            }
-        self.known_call_ids: AbstractSet[str] = known
-        self.call_ids: set[str] = set()
-        """The ids this turn handed out."""
+        self.parser = CallParser(exec_, state)
         self._open: list[ParsedCall] | None = None
         """The calls of the round in progress, until their results are in the history."""
         self._open_batch: PreparedBatch | None = None
@@ -189,9 +177,9 @@ class _Loop:
             specs = self._specs()
             native = exec_.model.native_tools
             response = await self._call_model(specs if native else (), self._system(specs))
-            calls, visible, issue = self._parse(response, specs)
+            calls, visible, issue = self.parser.parse(response.calls, response.text, specs)
 
-            if not calls and issue is not None and self._text_protocol_on(specs):
+            if not calls and issue is not None and self.parser.text_protocol_on(specs):
                 self.malformed += 1
                 if self.malformed > text_protocol.MAX_MALFORMED_RETRIES:
                     return self._final(
@@ -390,91 +378,13 @@ class _Loop:
             self.state.sink(TextDeltaEvent(turn_id=self.state.turn_id, text=scrub_text(text)))
         return self._final(text, reason)
 
-    # -- parsing ----------------------------------------------------------------------------
-
-    def _text_protocol_on(self, specs: tuple[ToolSpec, ...]) -> bool:
-        return bool(specs) and not self.exec.knobs.strict_tool_parsing
-
-    def _parse(
-        self, response: ModelResponse, specs: tuple[ToolSpec, ...]
-    ) -> tuple[list[ParsedCall], str, str | None]:
-        if response.calls:
-            # Native calls are answered even when no tools are offered ("unknown tool"), so
-            # every call the model made gets its cards and its result.
-            calls = [self._pin(i, c) for i, c in enumerate(response.calls)]
-            return calls, response.text, None
-        if not specs or not self._text_protocol_on(specs):
-            return [], response.text, None
-        known = [s.name for s in specs]
-        if self.exec.catalogue is not None:
-            known += self.exec.catalogue.names()
-        parsed = text_protocol.parse_text_tool_calls(response.text, known)
-        calls = [
-            checked_call(i, self._unique(c.call_id, c.name), c.name, c.arguments)
-            for i, c in enumerate(parsed.calls)
-        ]
-        return calls, parsed.text, parsed.issue
-
-    def _unique(self, call_id: str | None, name: str) -> str:
-        """`call_id`, or a fresh id when it is missing or taken; a rename is reported."""
-        if not call_id:
-            call_id = _new_call_id()
-        elif self._used(call_id):
-            reason: Literal["in_history", "in_turn"] = (
-                "in_turn" if call_id in self.call_ids else "in_history"
-            )
-            new_id = _new_call_id()
-            self.state.sink(
-                CallIdRenamedEvent(
-                    turn_id=self.state.turn_id,
-                    old_id=call_id,
-                    new_id=new_id,
-                    name=name,
-                    reason=reason,
-                )
-            )
-            call_id = new_id
-        self.call_ids.add(call_id)
-        return call_id
-
-    def _used(self, call_id: str) -> bool:
-        return call_id in self.call_ids or call_id in self.known_call_ids
-
-    def _pin(self, index: int, call: ModelToolCall) -> ParsedCall:
-        call_id = self._unique(call.id, call.name)
-        if call.arguments is not None:
-            return checked_call(index, call_id, call.name, call.arguments)
-        raw = call.arguments_json or "{}"
-        try:
-            # The one check of the arguments' depth, size, numbers and text (parse time).
-            value: Any = parse_json(raw)
-        except InputRejected as exc:
-            syntax = exc.kind == "syntax"
-            return ParsedCall(
-                index=index,
-                call_id=call_id,
-                name=call.name,
-                arguments={},
-                arguments_error=exc.message if syntax else None,
-                arguments_problem=None if syntax else exc.problem,
-            )
-        if not isinstance(value, dict):
-            return ParsedCall(
-                index=index,
-                call_id=call_id,
-                name=call.name,
-                arguments={},
-                arguments_error=f"got a JSON {type(value).__name__}",
-            )
-        return ParsedCall(index=index, call_id=call_id, name=call.name, arguments=value)
-
     # -- helpers ----------------------------------------------------------------------------
 
     def _precheck(self, part: ModelToolCall) -> None:
         """Start call checks while the model is still streaming, so safety costs no latency."""
         if not self.exec.checks or part.id is None or part.arguments is None:
             return
-        if self._used(part.id):
+        if self.parser.used(part.id):
             return  # a reused id will be replaced; its checks run during preparation
         tool = self.exec.registry.get(part.name)
         if tool is not None:
@@ -502,7 +412,7 @@ class _Loop:
         if self._system_cache is not None and self._system_cache[0] == len(specs):
             return self._system_cache[1]
         parts = [self.exec.system_prompt] if self.exec.system_prompt else []
-        if not self.exec.model.native_tools and self._text_protocol_on(specs):
+        if not self.exec.model.native_tools and self.parser.text_protocol_on(specs):
             # Tools loaded from the catalogue are described in the results that loaded them:
             # the system prompt stays byte-identical for the provider's prompt cache.
             deferred = {s.name for s in self._deferred_specs()}
@@ -616,7 +526,3 @@ class _Loop:
         return TurnOutcome(
             status="error", text="", reason=reason, iterations=self.iterations, error=message
         )
-
-
-def _new_call_id() -> str:
-    return "call_" + uuid.uuid4().hex[:16]
