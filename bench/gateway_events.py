@@ -2,21 +2,29 @@
 requests per second of the message endpoint; memory per connected client.
 
 A real `HeronServer` with its gateway runs in this process on uvicorn (loopback), its one
-session answered by a function model (so every event is a real turn, with its turn events on
-the stream too). The SSE clients run in a child process (`--client`), so their parsing does
-not share the server's event loop. Each event is appended with `BusStore.publish`, its wall
-time stamped just before; each client records the wall time it read the event's frame.
+session answered by a function model with one tool round per event (so every event is a real
+turn, with its cards and answer on the stream too). The SSE clients run in a child process
+(`--client`), so their parsing does not share the server's event loop. Each event is appended
+with `BusStore.publish`, its wall time stamped just before; each client records the wall time
+it read the event's frame. The server's durable commits are counted on its SQLite connection
+(the bus, the histories and the turn log share it): per event, its publish and its turn.
 
     python bench/gateway_events.py [--events 200] [--clients 1 100] [--interval 0.1]
                                    [--rps-seconds 3]
 
-One run (`--events 100 --interval 0.1`, 2 CPU cores shared with other work, load average 6–10;
-the message rate is bounded by the bus's durable commit per event, SQLite `synchronous=FULL`):
+Runs of `--events 100 --interval 0.1` (2 CPU cores shared with other work, load average 6–9,
+so the spread between runs is wide), the turn log committing with the history:
 
-       1 client(s): 100 frames, delivery p50 1.3 ms, p99 9.5 ms
-     100 client(s): 10000 frames, delivery p50 38.9 ms, p99 103.5 ms
-    server RSS per connected client: 32 KiB (100 clients)
-    POST /v1/sessions/{s}/messages: 88 requests/s (16 concurrent)
+       1 client(s): 100 frames, delivery p50 2.8 ms, p99 27.9 ms; 6.0 commits per event
+     100 client(s): 10000 frames, delivery p50 142–198 ms, p99 395–617 ms; 5.5–5.9 commits
+    server RSS per connected client: 29 KiB (100 clients)
+    POST /v1/sessions/{s}/messages: 95–117 requests/s (16 concurrent)
+
+Before, with the turn log in transactions of its own (the same bench on the previous code):
+8.0 commits per event (7.2 with 100 clients, where turns answer several events at once); 1
+client p50 2.4–8.1 ms, p99 20–73 ms; 100 clients p50 23–271 ms, p99 68–592 ms; 37–186
+requests/s. The commits fall by two per tool round (a call's cards ride on its result's
+commit); the latency figures are within the noise of this machine.
 """
 
 from __future__ import annotations
@@ -91,29 +99,46 @@ async def client_main(url: str, clients: int, events: int, prefix: str) -> None:
 # -- the server ---------------------------------------------------------------------------
 
 
-async def serve(state_dir: Path) -> tuple[Any, Any]:
+async def serve(state_dir: Path) -> tuple[Any, Any, asyncio.Future[None]]:
     from heron import Agent
     from heron.always_on.server import HeronServer, ServeConfig
     from heron.gateway.app import Gateway
     from heron.gateway.config import GatewayConfig
-    from heron.models.scripted import FunctionModel
+    from heron.messages import UserMessage
+    from heron.models.scripted import FunctionModel, ModelTurn
+    from heron.tools.function_tool import tool
+
+    @tool(read_only=True)
+    def note(text: str) -> str:
+        """Note a message.
+
+        Args:
+            text: What to note.
+        """
+        return f"noted {text}"
+
+    def answer(request: Any) -> ModelTurn | str:
+        # One tool round per event (its cards on the stream), then the answer.
+        if isinstance(request.messages[-1], UserMessage):
+            call = {"name": "note", "arguments": {"text": request.messages[-1].content[:20]}}
+            return ModelTurn.model_validate({"text": "Noting.", "tool_calls": [call]})
+        return "ok"
 
     config = GatewayConfig.model_validate(
         {"limits": {"requests_per_minute": 1e9, "burst": 1_000_000, "max_clients": 10_000}}
     )
-    gateway = Gateway(
-        config, state_dir=state_dir, environ={"HERON_GATEWAY_TOKEN": TOKEN}, poll_interval_s=1.0
-    )
+    gateway = Gateway(config, environ={"HERON_GATEWAY_TOKEN": TOKEN}, poll_interval_s=1.0)
     server = HeronServer(
         ServeConfig(state_dir=state_dir, http_port=0, approvals=None, poll_interval_s=1.0),
-        lambda tools: Agent(model=FunctionModel(lambda _r: "ok"), tools=tools, autonomy="full"),
+        lambda tools: Agent(model=FunctionModel(answer), tools=[*tools, note], autonomy="full"),
         session_sink=gateway.sinks(),
         http_routes=gateway.routes(),
     )
     gateway.server = server
     server.on_close.append(gateway.end_streams)
     await server.start()
-    return server, gateway
+    serving = asyncio.ensure_future(server.serve())  # the session answers its events
+    return server, gateway, serving
 
 
 async def deliver(
@@ -140,6 +165,8 @@ async def deliver(
     ready = await child.stdout.readline()
     assert ready == b"ready\n", ready
     per_client_kib = (rss_kib() - before) / clients
+    commits = Commits()
+    server.bus.sessions.conn.set_trace_callback(commits)
     sent: dict[str, float] = {}
     for i in range(events):
         marker = f"c{clients}-e{i}"
@@ -155,6 +182,7 @@ async def deliver(
         await asyncio.sleep(interval)  # pacing
     result = json.loads(await child.stdout.read())  # the one line, to the end
     await child.wait()
+    server.bus.sessions.conn.set_trace_callback(None)
     latencies = sorted((times[m] - sent[m]) * 1000 for times in result for m in times if m in sent)
     return {
         "clients": clients,
@@ -162,7 +190,19 @@ async def deliver(
         "p50_ms": statistics.median(latencies),
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
         "rss_per_client_kib": per_client_kib,
+        "commits_per_event": commits.count / events,
     }
+
+
+class Commits:
+    """SQLite trace hook: counts the commits of the server's one connection (each a durable
+    write: the bus, the histories and the turn log share it)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, sql: str) -> None:
+        self.count += sql.lstrip()[:6].upper() == "COMMIT"
 
 
 async def message_rate(url: str, seconds: float, concurrency: int = 16) -> float:
@@ -187,7 +227,7 @@ async def message_rate(url: str, seconds: float, concurrency: int = 16) -> float
 
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        server, gateway = await serve(Path(tmp))
+        server, gateway, serving = await serve(Path(tmp))
         url = server.http_url
         stream = f"{url}/v1/sessions/{SESSION}/events"
         try:
@@ -197,13 +237,15 @@ async def main(args: argparse.Namespace) -> None:
                 print(
                     f"{r['clients']:>4} client(s): {r['frames']} frames, delivery p50 "
                     f"{r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms; "
-                    f"server RSS per connected client {r['rss_per_client_kib']:.0f} KiB"
+                    f"server RSS per connected client {r['rss_per_client_kib']:.0f} KiB; "
+                    f"{r['commits_per_event']:.1f} commits per event (publish and its turn)"
                 )
             rate = await message_rate(url, args.rps_seconds)
             print(f"POST /v1/sessions/{{s}}/messages: {rate:.0f} requests/s (16 concurrent)")
         finally:
-            await server.aclose()
-            gateway.log.close()
+            server.stop()
+            await serving  # closes the server
+            gateway.close()
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ Creates (once) a separate virtual environment with the pinned peers of `requirem
 - RSS after import + agent construction.
 
 `heron-full` has every lifecycle feature on (hooks, approval by policy, duplicate guard, loop
-detection, receipts, observer); `heron` and the peers run with their defaults; `asyncio` is a
-bare loop, the floor. Everything is in memory: the durable append is its own row in
+detection, receipts, observer); `heron` and the peers run with their defaults (`heron` with
+`autonomy="full"`, so that its call runs rather than being denied for want of an operator);
+`asyncio` is a bare loop, the floor. Everything is in memory: the durable append is its own row in
 `bench/session_append.py`.
 
     python bench/peers/run.py [--skip-peers]

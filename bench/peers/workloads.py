@@ -90,7 +90,14 @@ def heron_setup(full: bool) -> tuple[Runner, Callable[[], Awaitable[None]]]:
         ]
         model = ScriptedModel([*turns, {"text": "done"}])
         if not full:
-            return Agent(model=model, tools=[add], knobs=RuntimeKnobs(max_iterations=n + 1))
+            # Defaults but `autonomy="full"`: under the default supervised autonomy with no
+            # operator, `add` (not read-only) would be denied by policy, never run.
+            return Agent(
+                model=model,
+                tools=[add],
+                autonomy="full",
+                knobs=RuntimeKnobs(max_iterations=n + 1),
+            )
         return Agent(
             model=model,
             tools=[add],

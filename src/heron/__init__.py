@@ -8,9 +8,9 @@ Every public name is listed once in `_EXPORTS` (name → module, grouped by subj
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from heron._support.lazy import lazy_getattr
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `heron --help` never imports `typing`
 
 if TYPE_CHECKING:  # `X as X` marks each name as re-exported for type checkers
     from heron._support.vocabulary import HumanDecision as HumanDecision

@@ -129,6 +129,7 @@ class Agent:
         budget_limits: BudgetLimits | None = None,
         prices: PriceTable | None = None,
         workspace: Path | None = None,
+        workspace_read_only: bool = False,
         name: str | None = None,
     ) -> None:
         registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -167,6 +168,8 @@ class Agent:
         """Limits for each turn's `RunBudget` (when the caller passes none)."""
         self.prices = prices
         self.workspace = workspace
+        self.workspace_read_only = workspace_read_only
+        """Every run may only read the workspace: `workspace_only` tools refuse to write."""
         self.name = name
 
     def resolve(
@@ -199,6 +202,7 @@ class Agent:
             metrics=self.metrics,
             alerts=self.alerts,
             workspace=self.workspace,
+            workspace_read_only=self.workspace_read_only,
             agent=self.name,
             parent_agent=parent_agent,
         )

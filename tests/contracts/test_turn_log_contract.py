@@ -1,11 +1,16 @@
 """`TurnLog`: the gateway's per-session turn events, in order, durable, with one epoch per
-database."""
+database, whose records can join a history append's transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 
+from heron.gateway.app import open_turn_log
 from heron.gateway.eventlog import TurnLog
+from heron.messages import AssistantMessage, Message
 from support.stores import StoreBackend
 
 
@@ -37,3 +42,28 @@ def test_after_pages_from_a_sequence_and_keeps_the_limit(log: TurnLog) -> None:
     page = log.after("a", seqs[1], limit=2)
     assert [e.body["n"] for e in page] == [2, 3]
     assert log.after("a", seqs[-1], limit=10) == []
+
+
+def test_records_written_inside_a_history_append_commit_or_roll_back_with_it(
+    backend: StoreBackend,
+) -> None:
+    sessions = backend.sessions()
+    log = open_turn_log(sessions)
+    records = [("text", {"type": "text", "text": "Let me look."})]
+
+    def joined(conn: Any, session: str, messages: Sequence[Message]) -> None:
+        log.append_in(conn, session, records, 1.0)
+
+    def fail(conn: Any, session: str, messages: Sequence[Message]) -> None:
+        raise OSError("disk full")
+
+    sessions.companions.extend([joined, fail])
+    with pytest.raises(OSError, match="disk full"):
+        sessions.append("a", [AssistantMessage(text="Let me look.")])
+    other = backend.turn_log()
+    assert sessions.load("a") == [] and other.last("a") == 0
+    sessions.companions.remove(fail)
+    head = sessions.append("a", [AssistantMessage(text="Let me look.")])
+    assert sessions.head("a") == head
+    assert [(e.type, e.body) for e in other.after("a", 0, limit=10)] == records
+    log.close()

@@ -23,6 +23,7 @@ from support.gateway import (
     VIEWER,
     SseFrame,
     Stream,
+    approve_the_pending_payment,
     bearer,
     durable,
     is_turn,
@@ -69,17 +70,38 @@ def test_a_webhook_run_is_watched_cut_and_resumed_and_the_approval_is_answered_o
     assert cli.code == 3 and "already answered by gateway:ops" in cli.stderr
 
     # Resumed from the last id seen: what happened meanwhile, then live to the end.
-    second = stream.read(is_turn("final", text="Paid ACME 120."), last_event_id=first[-1].id)
-    replay = Stream(stream.url, bearer(ADMIN)).read(is_turn("final", text="Paid ACME 120."))
+    second = stream.read(is_turn("text", text="Paid ACME 120."), last_event_id=first[-1].id)
+    replay = Stream(stream.url, bearer(ADMIN)).read(is_turn("text", text="Paid ACME 120."))
     assert durable(first) + durable(second) == durable(replay)
     ids = [i for i, _, _ in durable(replay)]
     assert len(ids) == len(set(ids))
     kinds = [_kind(f) for f in replay if f.id is not None]
     assert kinds[0] == "bus:webhook.received"
-    for expected in ("turn:tool_call", "turn:tool_result", "turn:final", "bus:tool.result"):
+    for expected in ("turn:tool_call", "turn:tool_result", "turn:text", "bus:tool.result"):
         assert expected in kinds, kinds
     running.proc.terminate()
     assert running.finish().code == 0
+
+
+def test_after_a_kill_and_a_restart_the_stream_replays_the_run_as_it_ended(heron: Heron) -> None:
+    running, webhook, http = start(heron)
+    stream = Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER))
+    post_webhook(webhook, "m1", "please pay ACME 120 for invoice 7")
+    stream.read(is_turn("tool_result", id="c_pay"))
+    approve_the_pending_payment(http)
+    paid = is_turn("text", text="Paid ACME 120.")
+    before = durable(Stream(stream.url, bearer(VIEWER)).read(paid))
+    running.proc.kill()  # SIGKILL: nothing is flushed or closed
+    running.finish()
+    again, _webhook, http = start(heron)
+    after = durable(Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER)).read(paid))
+    assert after == before  # the same frames under the same ids
+    types = [data.get("type") for _, event, data in after if event == "turn"]
+    asked = ["approval_request", "approval_decision", "tool_call", "tool_result"]
+    # Asked and left waiting, said so; approved, it runs and the answer follows.
+    assert types == [*asked, "text", "final", *asked, "text"], types
+    again.proc.terminate()
+    assert again.finish().code == 0
 
 
 def _kind(frame: SseFrame) -> str:
@@ -138,7 +160,7 @@ def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted
     running, webhook, http = start(heron, BUILD_TURNS, "--autonomy", "full")
     stream = Stream(f"{http}/v1/sessions/main/events", bearer(VIEWER))
     post_webhook(webhook, "b1", "start the build")
-    stream.read(is_turn("final", text="The build runs; I will check it in an hour."))
+    stream.read(is_turn("text", text="The build runs; I will check it in an hour."))
     s = f"{http}/v1/sessions/main"
     with httpx.Client(headers=bearer(VIEWER), trust_env=False) as client:
         [timer] = client.get(f"{s}/timers").json()["timers"]
@@ -151,6 +173,9 @@ def test_jobs_timers_and_subscriptions_are_listed_shown_and_a_job_is_interrupted
         wait_until(lambda: client.get(url).json()["output_tail"] == ["build started"])
         subscriptions = client.get(f"{s}/subscriptions").json()["subscriptions"]
         assert [sub["source"] for sub in subscriptions] == ["webhook"]
+        [sub] = subscriptions
+        assert client.get(f"{s}/subscriptions/{sub['id']}").json() == sub
+        assert client.get(f"{s}/subscriptions/sub-nope").status_code == 404
         assert client.post(f"{url}/interrupt").status_code == 403  # a viewer
     stopped = httpx.post(f"{url}/interrupt", headers=bearer(OPS), trust_env=False)
     assert stopped.status_code == 202
@@ -194,5 +219,38 @@ def test_the_gateway_alone_needs_no_webhook_secret_and_serves_no_webhooks(heron:
         page = client.get("/")
         assert page.status_code == 200 and "heron console" in page.text
         assert "script-src 'self'" in page.headers["content-security-policy"]
+    running.proc.terminate()
+    assert running.finish().code == 0
+
+
+def test_a_session_name_with_a_slash_is_addressed_encoded_or_as_it_is(heron: Heron) -> None:
+    running, _webhook, http = start(heron, [{"text": "Hello, team."}, {"text": "Stopped."}])
+    name, encoded = "team/alpha:eu@1", "team%2Falpha:eu@1"
+    with httpx.Client(base_url=http, headers=bearer(OPS), trust_env=False) as client:
+        sent = client.post(f"/v1/sessions/{encoded}/messages", json={"text": "hi team"})
+        assert sent.status_code == 202 and sent.json()["session"] == name
+        until = is_turn("text", text="Hello, team.")
+        got = Stream(f"{http}/v1/sessions/{encoded}/events", bearer(VIEWER)).read(until)
+        [message] = [f.data["event"] for f in got if f.event == "bus"]
+        assert message["id"] == sent.json()["event"] and message["session"] == name
+        # As it is, where the rest of the path tells the route: the same stream.
+        same = Stream(f"{http}/v1/sessions/{name}/events", bearer(VIEWER)).read(until)
+        assert durable(same) == durable(got)
+        shown = client.get(f"/v1/sessions/{encoded}").json()
+        assert shown["name"] == name and shown["head"] > 0
+        assert [e["event"]["id"] for e in shown["recent_events"]] == [message["id"]]
+        listed = client.get("/v1/sessions").json()["sessions"]
+        assert {"name": name, "entries": 2} in [
+            {"name": s["name"], "entries": s["entries"]} for s in listed
+        ]
+        stopped = client.post(f"/v1/sessions/{encoded}/interrupt", json={"reason": "stop"})
+        assert stopped.status_code == 202 and stopped.json()["session"] == name
+        # The deepest route wins: the job `j1` of `name`, not the interrupt of `name/jobs/j1`.
+        job = client.post(f"/v1/sessions/{name}/jobs/j1/interrupt")
+        assert job.status_code == 404 and job.json() == {"error": "no such job in this session"}
+        # A name that ends like a route is the session itself only when encoded.
+        assert client.get("/v1/sessions/x%2Fjobs").json()["name"] == "x/jobs"
+        assert client.get("/v1/sessions/x/jobs").json() == {"jobs": []}
+        assert client.get("/v1/sessions/a%2Fquiet").status_code == 404  # reserved: not hosted
     running.proc.terminate()
     assert running.finish().code == 0

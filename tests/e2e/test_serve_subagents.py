@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from test_serve_approvals import PAY_TOOL, requests
+
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.messages import ToolResultMessage, UserMessage
@@ -123,7 +125,7 @@ def _serve(heron: Heron, model: str) -> Running:
     )
 
 
-def _publish_request(heron: Heron) -> None:
+def _publish_request(heron: Heron, text: str = "run experiment 4-4") -> None:
     bus = SqliteBusStore.open(heron.state_dir)
     try:
         event = BusEvent(
@@ -131,7 +133,7 @@ def _publish_request(heron: Heron) -> None:
             source="user",
             channel="cli",
             session=SESSION,
-            content=EventContent(text="run experiment 4-4"),
+            content=EventContent(text=text),
         )
         assert asyncio.run(bus.publish(event)) is True
     finally:
@@ -296,3 +298,122 @@ def test_a_killed_server_reports_its_running_children_lost_and_delivers_nothing_
     }
     history = _history(heron.state_dir)
     _once_each(history, nodes, ["overrun", "manager", "formatter"])
+
+
+def _clerk(heron: Heron) -> tuple[Running, dict[str, Any], dict[str, Any]]:
+    """A parent spawns `clerk`, whose payment needs approval; the server runs until the
+    clerk's request is in the store. Returns the server, the clerk's node and its request."""
+    heron.write("pay.py", PAY_TOOL)
+    heron.write(
+        "heron.toml",
+        '[approvals.approvers]\nconsole = ["alice"]\n\n'
+        '[agents.clerk]\ndescription = "Pays invoices."\nmodel = "scripted:clerk.yaml"\n',
+    )
+    heron.script(
+        "clerk.yaml",
+        [
+            {"tool_calls": [_call("k_pay", "pay", to="ACME", amount=120)]},
+            {"text": "waiting for the approval"},
+            {"text": "paid ACME 120", "expect": {"last_message_contains": "paid 120 to ACME"}},
+        ],
+    )
+    parent = heron.script(
+        "parent.yaml",
+        [
+            {
+                "tool_calls": [_spawn("c_clerk", "clerk", "async", write=True)],
+                "expect": {"last_message_contains": "pay the invoice"},
+            },
+            {"text": "the clerk is on it"},
+            {"text": "the clerk paid", "expect": {"last_message_contains": "paid ACME 120"}},
+            *({"text": "noted"} for _ in range(4)),
+        ],
+    )
+    _publish_request(heron, "pay the invoice of ACME")
+    server = _serve_with_pay(heron, parent)
+    server.wait_for_event("serve_started")
+    clerk = _wait(heron, lambda n: "clerk" in n, "the clerk spawned")["clerk"]
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (pending := [r for r in requests(heron) if r["status"] == "input_required"]):
+        assert time.monotonic() < deadline, "the clerk's approval never reached the store"
+    (request,) = pending
+    return server, clerk, request
+
+
+def _serve_with_pay(heron: Heron, model: str) -> Running:
+    return heron.start(
+        "serve",
+        "--model",
+        model,
+        "--session",
+        SESSION,
+        "--poll-interval",
+        "0.1",
+        "--tools",
+        "pay.py",
+    )
+
+
+def test_a_childs_approval_waits_in_the_store_labelled_and_its_result_reaches_the_parent_once(
+    heron: Heron,
+) -> None:
+    server, clerk, request = _clerk(heron)
+    # On the parent's human channels, labelled with the child and its parent.
+    assert (request["tool"], request["session"]) == ("pay", f"{SESSION}/agent/{clerk['id']}")
+    assert request["approvers"] == ["console:alice"]
+    assert f"sub-agent clerk {clerk['id']} (spawned by {SESSION})" in request["question"]
+    assert not (heron.root / "payments.log").exists()
+
+    approved = heron.run("approvals", "approve", request["id"], "--as", "alice")
+    assert approved.code == 0, approved.stderr
+    nodes = _wait(
+        heron,
+        lambda n: n["clerk"]["status"] == "completed" and n["clerk"]["delivered"],
+        "the clerk done and its result delivered",
+    )
+    server.wait_for_event("final", text="the clerk paid")
+    server.proc.terminate()
+    finished = server.finish()
+    assert finished.code == 0, finished.stderr
+
+    assert nodes["clerk"]["result"] == "paid ACME 120"
+    assert (heron.root / "payments.log").read_text(encoding="utf-8") == "ACME 120\n"
+    (done,) = requests(heron)
+    assert (done["status"], done["outcome"], done["answered_by"]) == (
+        "completed",
+        "approved",
+        "console:alice",
+    )
+    _once_each(_history(heron.state_dir), nodes, ["clerk"])
+
+
+def test_a_child_killed_while_its_approval_waits_is_lost_and_its_request_withdrawn(
+    heron: Heron,
+) -> None:
+    one, clerk, request = _clerk(heron)
+    one.proc.kill()  # SIGKILL while the clerk waits for its approval
+    one.proc.wait(timeout=TIMEOUT_S)
+    heron.script("after.yaml", [{"text": "noted"} for _ in range(4)])
+    two = _serve_with_pay(heron, "scripted:after.yaml")
+    two.wait_for_event("serve_started")
+    nodes = _wait(
+        heron,
+        lambda n: n["clerk"]["status"] == "lost" and n["clerk"]["delivered"],
+        "the clerk reported lost",
+    )
+    while _pending(heron.state_dir):
+        two.wait_for_event("final")
+    (withdrawn,) = requests(heron)
+    assert (withdrawn["id"], withdrawn["status"], withdrawn["answered_by"]) == (
+        request["id"],
+        "cancelled",
+        "policy",
+    )
+    late = heron.run("approvals", "approve", request["id"], "--as", "alice")
+    assert late.code != 0  # nobody can approve a call that can no longer run
+    two.proc.terminate()
+    finished = two.finish()
+    assert finished.code == 0, finished.stderr
+    assert not (heron.root / "payments.log").exists()
+    assert nodes["clerk"]["id"] == clerk["id"]
+    _once_each(_history(heron.state_dir), nodes, ["clerk"])

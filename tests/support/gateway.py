@@ -204,3 +204,17 @@ def post_webhook(url: str, event_id: str, text: str) -> None:
     headers = signed_headers(SECRET.encode(), body, time.time())
     response = httpx.post(f"{url}/webhook", content=body, headers=headers, trust_env=False)
     assert response.status_code == 202, response.text
+
+
+def approve_the_pending_payment(http: str) -> None:
+    """Answer the one pending approval of `PAY_TURNS` with yes, as the operator `ops`."""
+    pending = httpx.get(f"{http}/v1/approvals", headers=bearer(VIEWER), trust_env=False)
+    [request] = pending.json()["requests"]
+    assert request["tool"] == "pay", request
+    approved = httpx.post(
+        f"{http}/v1/approvals/{request['id']}",
+        json={"decision": "yes"},
+        headers=bearer(OPS),
+        trust_env=False,
+    )
+    assert approved.status_code == 200, approved.text

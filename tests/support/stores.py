@@ -32,6 +32,7 @@ from heron.always_on.jobs.store import JobStore
 from heron.always_on.postgres_sessions import PostgresHostIndex
 from heron.always_on.sessions import HostIndex
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.subagents.postgres_store import PostgresSubagentStore
 from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
 from heron.always_on.subagents.store import SubagentStore
 from heron.always_on.triggers.monitor import MonitorStore
@@ -56,6 +57,7 @@ from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import MessageStore
 from heron.gateway.eventlog import TurnLog
+from heron.gateway.postgres_store import PostgresTurnLog
 from heron.gateway.sqlite_store import SqliteTurnLog
 from heron.humans.postgres_store import PostgresRequestStore
 from heron.humans.sqlite_store import SqliteRequestStore
@@ -202,6 +204,8 @@ class PostgresBackend:
             "human_requests",
             "shell_history",
             "trust",
+            "turn_log",
+            "subagents",
         }
     )
 
@@ -262,6 +266,12 @@ class PostgresBackend:
 
     def trust(self) -> PostgresTrustStore:
         return PostgresTrustStore(self._pool())
+
+    def turn_log(self) -> PostgresTurnLog:
+        return PostgresTurnLog(self._pool())
+
+    def subagents(self) -> PostgresSubagentStore:
+        return PostgresSubagentStore(self._pool())
 
     def close(self) -> None:
         for close in reversed(self._closers):

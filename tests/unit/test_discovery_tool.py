@@ -210,18 +210,18 @@ async def test_a_sub_agent_cannot_discover_past_its_grant() -> None:
 
 
 @pytest.mark.parametrize("name", ["tool_search", "discover_tools"])
-async def test_a_spawned_child_never_gets_the_parents_search_tool(name: str) -> None:
+async def test_a_spawned_child_gets_a_search_tool_of_its_own_over_its_grant(name: str) -> None:
     # The parent's search activates into the parent's own set: under either name, a child
-    # gets what the parent already loaded and no discovery of its own.
+    # gets a search tool of its own (the same name, the same engine) that loads into its own
+    # set, which starts with what the parent already loaded.
     mcp = assemble(catalogue_tools(), tool=name)
-    granted: list[str] = []
+    grants: list[Any] = []
 
     @tool(read_only=True)
     def probe(ctx: ToolContext) -> str:
-        """Lists what a child spawned now would get."""
+        """Records what a child spawned now would get."""
         assert isinstance(ctx.turn, TurnHandle)
-        tools = grant_tools(ctx.turn, definition_tools=None, requested=None, write=False)
-        granted.extend(t.spec.name for t in tools)
+        grants.append(grant_tools(ctx.turn, definition_tools=None, requested=None, write=False))
         return "ok"
 
     model = ScriptedModel(
@@ -235,8 +235,14 @@ async def test_a_spawned_child_never_gets_the_parents_search_tool(name: str) -> 
     mcp.register(registry)
     agent = Agent(model=model, tools=registry, activated=mcp.activated, catalogue=mcp.catalogue)
     assert (await agent.run("go")).ok
-    assert "markets__stock_quote" in granted  # what the parent loaded is passed on
-    assert name not in granted
+    (grant,) = grants
+    (search,) = [t for t in grant.tools if t.spec.name == name]
+    assert isinstance(search, ToolSearchTool) and search.engine is mcp.engine
+    assert search.activated is grant.activated and grant.activated is not mcp.activated
+    assert "markets__stock_quote" in grant.activated  # what the parent loaded is passed on
+    await search.execute({search._argument: "select:weather__get_forecast"}, CTX)
+    assert "weather__get_forecast" in grant.activated
+    assert "weather__get_forecast" not in mcp.activated  # the child's load stays its own
 
 
 # -- the sequential-batch rule and the event loop ---------------------------------------------

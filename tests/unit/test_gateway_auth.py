@@ -1,12 +1,9 @@
 """The gateway's front door over real HTTP (uvicorn on loopback, httpx): tokens, roles, rate
-limits on a fake clock, the console's cookie with CSRF and `Origin`, the one body limit, and
-the turn log's replay rules."""
+limits on a fake clock, the console's cookie with CSRF and `Origin`, and the one body limit."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -16,9 +13,6 @@ from heron.always_on.http import HttpFront
 from heron.gateway.app import Gateway
 from heron.gateway.auth import hash_token
 from heron.gateway.config import GatewayConfig
-from heron.gateway.eventlog import TurnRecorder
-from heron.gateway.sqlite_store import SqliteTurnLog
-from heron.turn.events import FinalEvent, TextDeltaEvent, ToolCallEvent, ToolResultEvent
 
 ADMIN = "the-admin-token"
 VIEWER = "the-viewer-token"
@@ -33,7 +27,7 @@ class Front:
 
 
 @pytest.fixture
-async def front(tmp_path: Path) -> AsyncIterator[Front]:
+async def front() -> AsyncIterator[Front]:
     clock = FakeClock()
     config = GatewayConfig.model_validate(
         {
@@ -41,9 +35,7 @@ async def front(tmp_path: Path) -> AsyncIterator[Front]:
             "limits": {"requests_per_minute": 60, "burst": 3, "max_body": 2048},
         }
     )
-    gateway = Gateway(
-        config, state_dir=tmp_path, clock=clock, environ={"HERON_GATEWAY_TOKEN": ADMIN}
-    )
+    gateway = Gateway(config, clock=clock, environ={"HERON_GATEWAY_TOKEN": ADMIN})
     http = HttpFront(gateway.routes(), addresses=[("127.0.0.1", 0)], max_body=2048)
     await http.start()
     try:
@@ -135,31 +127,3 @@ async def test_one_body_limit_for_declared_and_streamed_bodies(front: Front) -> 
         fine = await client.get("/healthz")
     assert declared.status_code == 413 and streamed.status_code == 413
     assert fine.status_code == 503  # no server attached: starting
-
-
-def test_the_turn_log_folds_streamed_text_and_keeps_terminal_events(tmp_path: Path) -> None:
-    log = SqliteTurnLog.open(tmp_path)
-    live: list[tuple[str, Any, int]] = []
-    recorder = TurnRecorder(
-        log, clock=FakeClock(), stored=lambda _s: None, live=lambda s, b, n: live.append((s, b, n))
-    )
-    sink = recorder.sink("main")
-    for text in ("Let me ", "look."):
-        sink(TextDeltaEvent(text=text, turn_id="t"))
-    sink(ToolCallEvent(id="c1", name="read", arguments={"path": "a"}, turn_id="t"))
-    sink(ToolResultEvent(id="c1", name="read", success=True, status="ok", output="x", turn_id="t"))
-    for text in ("Done", "."):
-        sink(TextDeltaEvent(text=text, turn_id="t"))
-    sink(FinalEvent(text="Done.", turn_id="t"))
-    stored = [(e.type, e.body.get("text")) for e in log.after("main", 0, limit=100)]
-    assert stored == [
-        ("text", "Let me look."),
-        ("tool_call", None),
-        ("tool_result", None),
-        ("final", "Done."),
-    ]
-    assert [n for _, _, n in live] == [0, 0, 3, 3]  # the last stored sequence when shown
-    again = SqliteTurnLog.open(tmp_path)
-    assert again.epoch == log.epoch and again.last("main") == 4 and again.last("other") == 0
-    again.close()
-    log.close()

@@ -135,6 +135,26 @@ async def test_the_first_answer_wins_and_the_second_names_who_answered_and_when(
         desk.decide("apr-nope", HumanDecision.yes(), channel="console", name="alice")
 
 
+async def test_withdrawing_a_gone_askers_session_cancels_only_its_active_requests(
+    store: SqliteRequestStore, tmp_path: Path, clock: FakeClock
+) -> None:
+    desk = desk_for(store, tmp_path, clock)
+    child = "main/agent/abc"
+    waiting = await approval(desk, session=child, asker="sub-agent helper abc (spawned by main)")
+    answered = await approval(desk, session=child, call_id="call-2", tool="edit_file")
+    desk.decide(answered.id, HumanDecision.yes(), channel="console", name="alice")
+    other = await approval(desk, call_id="call-3")
+    assert waiting.question.startswith("sub-agent helper abc (spawned by main) asks: May heron")
+    (withdrawn,) = desk.withdraw(child, "sub-agent abc ended")
+    assert (withdrawn.id, withdrawn.status, withdrawn.answered_by) == (
+        waiting.id,
+        "cancelled",
+        "policy",
+    )
+    assert desk.get(answered.id).outcome == "approved"  # an ended request keeps its ending
+    assert desk.get(other.id).status == "input_required"  # another session's is untouched
+
+
 async def test_silence_never_approves_the_deadline_ends_an_approval_as_no_answer(
     store: SqliteRequestStore, tmp_path: Path, clock: FakeClock
 ) -> None:

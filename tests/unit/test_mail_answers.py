@@ -1,5 +1,6 @@
 """Mail answers to a request: the first line outside the quoted text, reply tokens per
-approver (single use, expiring), and the trusted-server check a high-risk call needs."""
+approver (single use, expiring), the trusted-server check a high-risk request needs, and a
+question's answer checked before its token is spent."""
 
 from __future__ import annotations
 
@@ -20,7 +21,25 @@ from heron.collaboration.replies import (
     reply_message_id,
 )
 from heron.collaboration.tokens import MessageKeyStore, TokenSigner
+from heron.humans.store import HumanRequest
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
+
+
+def request(kind: str = "approval", **fields: object) -> HumanRequest:
+    base: dict[str, object] = {
+        "id": "apr-1",
+        "kind": kind,
+        "session": "main",
+        "call_ids": ("c1",),
+        "tool": "pay",
+        "arguments": {},
+        "display_arguments": {},
+        "digest": "d",
+        "question": "May heron pay?",
+        "approvers": ("mail:ops@example.com",),
+        "created_at": 0.0,
+    }
+    return HumanRequest(**{**base, **fields})  # type: ignore[arg-type]
 
 
 def mail(text: str, *, sender: str = "ops@example.com", headers: str = "") -> EmailMessage:
@@ -126,8 +145,13 @@ def test_a_high_risk_call_needs_a_trusted_servers_dkim_verdict(
 ) -> None:
     trusted = ["mx.example.com"]
     plain = reply(signer, "approve")
+    risky = request(risk="high")
     refused = read_mail_answer(
-        plain, signer=signer, ledger=ledger, trusted_authserv_ids=trusted, high_risk=lambda _: True
+        plain,
+        signer=signer,
+        ledger=ledger,
+        trusted_authserv_ids=trusted,
+        request_of=lambda _: risky,
     )
     assert isinstance(refused, MailRefusal) and "authenticated" in refused.reason
     signed = reply(
@@ -138,9 +162,49 @@ def test_a_high_risk_call_needs_a_trusted_servers_dkim_verdict(
         ),
     )
     answer = read_mail_answer(
-        signed, signer=signer, ledger=ledger, trusted_authserv_ids=trusted, high_risk=lambda _: True
+        signed,
+        signer=signer,
+        ledger=ledger,
+        trusted_authserv_ids=trusted,
+        request_of=lambda _: risky,
     )
     assert isinstance(answer, MailAnswer) and answer.authenticated
+
+
+def test_a_question_is_answered_by_the_first_line_and_an_unfit_answer_spends_nothing(
+    signer: TokenSigner, ledger: SqliteIdempotencyLedger, clock: FakeClock
+) -> None:
+    asked = request("question", question="Which room?", options=("K1", "K2"))
+    checked: list[object] = []
+
+    def check(_request: HumanRequest, value: object) -> str | None:
+        checked.append(value)
+        return None if value in asked.options else "the answer must be one of 'K1', 'K2'"
+
+    def read(text: str) -> MailAnswer | MailRefusal | None:
+        message = reply(signer, f"{text}\n\nOn Mon heron wrote:\n> Which room?")
+        return read_mail_answer(
+            message, signer=signer, ledger=ledger, request_of=lambda _: asked, check=check
+        )
+
+    unfit = read("K7")
+    answered = read("<K2>")
+    replayed = read("K2")
+    structured = request("question", schema={"type": "object"})
+    clock.advance(1)  # another mail: another token
+    as_json = read_mail_answer(
+        reply(signer, '{"room": "K1"}'),
+        signer=signer,
+        ledger=ledger,
+        request_of=lambda _: structured,
+    )
+
+    assert isinstance(unfit, MailRefusal) and "one of 'K1', 'K2'" in unfit.reason
+    # The refused reply did not spend the token: the approver's next reply to it counts.
+    assert isinstance(answered, MailAnswer) and answered.decision is None
+    assert answered.value == "K2" and checked == ["K7", "K2", "K2"]
+    assert isinstance(replayed, MailRefusal) and "already used" in replayed.reason
+    assert isinstance(as_json, MailAnswer) and as_json.value == {"room": "K1"}
 
 
 def test_only_a_trusted_authserv_id_aligned_with_the_from_domain_passes() -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from heron.humans.config import ApprovalsConfig
 from heron.humans.console import ConsoleChannel
-from heron.humans.desk import NotAnApprover, RequestDesk
+from heron.humans.desk import InvalidAnswer, NotAnApprover, RequestDesk
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import HumanRequest
@@ -160,6 +160,46 @@ async def test_an_operator_pastes_the_redirected_address_back_through_the_desk(
     assert "code=" not in _database_text(tmp_path)
 
 
+async def test_an_address_of_another_login_is_refused_and_the_request_keeps_waiting(
+    tmp_path: Path, desk: RequestDesk
+) -> None:
+    async with protected_server(scopes=["tickets:read"]) as srv:
+        waiting = await _login_waiting(desk, srv, tmp_path / "state", "http://127.0.0.1:9/callback")
+        login, pending = waiting.task, waiting.pending
+        location = await _consent(_url_of(pending))
+        refused = []
+        for wrong in (location.replace("state=", "state=x"), "yes", "http://127.0.0.1:9/x"):
+            with pytest.raises(InvalidAnswer) as caught:
+                desk.answer(pending.id, wrong, channel="console", name="alice")
+            refused.append(str(caught.value))
+        still = desk.get(pending.id)
+        desk.answer(pending.id, location, channel="console", name="alice")
+        state = await asyncio.wait_for(login, 30)
+
+    assert all("its `state` is not this request's" in r for r in refused), refused
+    assert still.active and state.status == "logged_in"
+    # Only the state's digest is stored; the schema binds the answer to it.
+    assert pending.risk == "high" and pending.schema is not None
+    assert pending.schema["x-heron-bound-query"]["sha256"] == pending.arguments["state_sha256"]
+
+
+async def test_a_login_started_before_the_desk_is_open_asks_once_it_is(
+    tmp_path: Path, desk: RequestDesk
+) -> None:
+    async with protected_server(scopes=["tickets:read"]) as srv:
+        consent = DeskConsent(None, redirect_uri="http://127.0.0.1:9/callback", poll_s=0.01)
+        auth = McpAuth(_servers(srv.url), state_dir=tmp_path / "state", token_key="")
+        login = asyncio.create_task(auth.login("tickets", channel=consent))
+        await until(lambda: len(srv.auth.clients) == 1, "the login to register its client")
+        before = pending_consent(desk)
+        consent.open_on(desk)
+        pending = await _one_pending(desk)
+        desk.answer(pending.id, await _consent(_url_of(pending)), channel="console", name="a")
+        state = await asyncio.wait_for(login, 30)
+
+    assert before == [] and state.status == "logged_in"
+
+
 async def test_only_an_approver_may_paste_and_a_no_refuses_the_login(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     store = SqliteRequestStore.open_dir(state_dir)
@@ -236,8 +276,6 @@ async def test_a_running_manager_asks_once_on_the_desk_and_goes_on(
 async def test_heron_serve_asks_on_the_desk_and_sends_the_browser_to_the_gateway(
     tmp_path: Path,
 ) -> None:
-    from contextlib import AsyncExitStack
-
     from heron.cli.common import serve_consent
     from heron.config import HeronConfig
 
@@ -246,12 +284,11 @@ async def test_heron_serve_asks_on_the_desk_and_sends_the_browser_to_the_gateway
         "gateway": {"public_url": "https://heron.example.com/"},
         "mcp": {"servers": {"tickets": {"url": "https://t.example.com/mcp", "auth": "oauth"}}},
     }
-    async with AsyncExitStack() as stack:
-        consent = serve_consent(HeronConfig.model_validate(fields), stack)
-        not_durable = serve_consent(
-            HeronConfig.model_validate({**fields, "approvals": {"durable": False}}), stack
-        )
-        no_oauth = serve_consent(HeronConfig.model_validate({**fields, "mcp": {}}), stack)
+    consent = serve_consent(HeronConfig.model_validate(fields))
+    not_durable = serve_consent(
+        HeronConfig.model_validate({**fields, "approvals": {"durable": False}})
+    )
+    no_oauth = serve_consent(HeronConfig.model_validate({**fields, "mcp": {}}))
 
     assert consent is not None
     assert consent.redirect_uri("tickets") == "https://heron.example.com/mcp/oauth/callback"

@@ -14,8 +14,9 @@ import select
 import shutil
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from heron.sandbox import (
     BwrapSandbox,
     ProcessSandbox,
     ResourceLimits,
+    RunResult,
     Sandbox,
     SandboxUnavailable,
     make_sandbox,
@@ -392,6 +394,96 @@ async def test_network_is_unreachable_from_the_bwrap_sandbox(
 async def test_bwrap_hides_host_processes(bwrap_sandbox: BwrapSandbox, workspace: Path) -> None:
     output = await bash(bwrap_sandbox, "ls /proc | grep -c '^[0-9]'", workspace)
     assert int(output) < 10  # bubblewrap's init, bash, ls and grep; not the host's processes
+
+
+async def test_bwrap_starts_held_and_every_limit_binds_from_the_commands_first_instruction(
+    workspace: Path,
+) -> None:
+    need_bwrap()
+    limits = ResourceLimits(
+        cpu_seconds=7,
+        address_space_bytes=3 * 2**30,
+        file_size_bytes=5 * 2**20,
+        open_files=77,
+        max_processes=33,
+        kill_grace_s=0.3,
+    )
+    sandbox = BwrapSandbox(workspace=workspace, limits=limits)
+    # The command's first instruction is `cat`'s: what it reads is what it started under.
+    shown = await sandbox.run(
+        ["/bin/cat", "/proc/self/limits", "/proc/self/cgroup"],
+        cwd=workspace,
+        env=ENV,
+        timeout_s=BOUND,
+    )
+    text = shown.stdout.decode()
+    rows = {line[:26].strip(): line[26:].split()[:2] for line in text.splitlines()}
+
+    assert sandbox._held, "this bubblewrap should start held (not setuid, --info-fd, --block-fd)"
+    assert rows["Max cpu time"] == ["7", "8"]
+    assert rows["Max address space"] == [str(3 * 2**30)] * 2
+    assert rows["Max file size"] == [str(5 * 2**20)] * 2
+    assert rows["Max open files"] == ["77", "77"]
+    assert rows["Max core file size"] == ["0", "0"]
+    if sandbox.pids_limit.startswith("cgroup"):
+        # bubblewrap started inside the run's pids cgroup: its cgroup namespace is rooted there.
+        pids = [line for line in text.splitlines() if ":pids:" in line or line.startswith("0::")]
+        assert pids and all(line.endswith(":/") for line in pids), text
+
+
+async def test_a_command_bwrap_cannot_start_is_a_result_not_a_hang(
+    bwrap_sandbox: BwrapSandbox, workspace: Path
+) -> None:
+    result = await bwrap_sandbox.run(["/no/such/program"], cwd=workspace, env=ENV, timeout_s=BOUND)
+    assert result.exit_code == 1 and b"/no/such/program" in result.stderr, result
+
+
+LAUNCHER = """
+import json, os, sys
+info, block, report = (int(x) for x in sys.argv[1:4])
+child = os.fork()
+if child == 0:
+    os.read(block, 1) or os._exit(3)  # released: the command would run now
+    open(sys.argv[4], "w").write("ran")
+    os._exit(0)
+os.write(info, json.dumps({"child-pid": child if report == 0 else report}).encode())
+os.close(info)
+os.waitpid(child, 0)
+"""
+
+
+async def test_a_held_launcher_is_released_only_with_its_own_child_and_killed_otherwise(
+    workspace: Path,
+) -> None:
+    from heron.sandbox.base import SandboxError
+    from heron.sandbox.held import Held
+
+    sandbox = ProcessSandbox(limits=FAST, confine=False)
+    ran = workspace / "ran"
+
+    def launcher(report: int) -> Coroutine[Any, Any, RunResult]:
+        def argv(held: Held) -> list[str]:
+            fds = [str(held.info_fd), str(held.block_fd), str(report)]
+            return [sys.executable, "-c", LAUNCHER, *fds, str(ran)]
+
+        return sandbox._run(
+            argv,
+            cwd=workspace,
+            env=ENV,
+            timeout_s=BOUND,
+            stdin=None,
+            pass_fds=(),
+            network=None,
+            held=True,
+        )
+
+    with pytest.raises(SandboxError, match="not its own child"):
+        await launcher(report=os.getpid())  # heron itself: never limited, never released
+    refused_ran = ran.exists()
+    released = await launcher(report=0)
+
+    assert not refused_ran  # killed before its block could read EOF and go on
+    assert released.exit_code == 0 and ran.read_text() == "ran"
 
 
 async def test_a_missing_bwrap_binary_is_a_clear_error_not_a_downgrade(workspace: Path) -> None:

@@ -158,44 +158,6 @@ async def test_invalid_output_gets_one_correction_then_passes_or_fails(tmp_path:
     assert second.status == "failed" and "n: 'three' is not of type 'integer'" in second.error
 
 
-async def test_cancel_reaches_the_grandchild_and_frees_the_slots(tmp_path: Path) -> None:
-    grand = _script(tmp_path / "g.json", [_call("ask_parent", "q1", question="which?")])
-    middle = _script(
-        tmp_path / "m.json",
-        [
-            _call("spawn_subagent", "s2", task="ask", agent="grand", mode="multi-turn"),
-            {"text": "waiting for my helper"},
-            {"text": "still waiting"},
-        ],
-    )
-    subs = _open(
-        tmp_path,
-        {"middle": AgentEntry(model=middle), "grand": AgentEntry(model=grand)},
-        max_concurrent=2,
-    )
-    parent = ScriptedModel(
-        [
-            _call("spawn_subagent", "s1", task="delegate", agent="middle", mode="async"),
-            {"text": "ok"},
-        ]
-    )
-    agent = _agent(parent, subs)
-    try:
-        await agent.run("go")
-        await until(
-            lambda: [r.status for r in subs.store.list()] == ["working", "input_required"],
-            "the grandchild waiting for an answer",
-        )
-        middle_id = subs.store.list()[0].id
-        subs.runtime.cancel_tree(middle_id, "stop")
-        await subs.runtime.wait_ended([middle_id])
-        await until(lambda: not subs.runtime.live, "every child ended")
-    finally:
-        await subs.runtime.aclose()
-    assert [r.status for r in subs.store.list()] == ["cancelled", "cancelled"]
-    assert subs.runtime._slots._value == 2  # both slots free again
-
-
 async def test_at_the_depth_limit_a_child_has_no_spawning_tool(tmp_path: Path) -> None:
     mid = _script(
         tmp_path / "m.json",
@@ -261,3 +223,153 @@ async def test_sync_child_asks_and_the_answer_returns_its_result(tmp_path: Path,
     assert "question: which colour?" in results[0]
     assert "the colour is blue" in results[1]
     assert subs.store.get(ids[0]).status == "completed"  # type: ignore[union-attr]
+
+
+def _middle_and_grand(
+    tmp_path: Path,
+    grand_turns: list[dict[str, Any]],
+    mode: str = "async",
+    *,
+    middle_thinks: bool = False,
+    **config: Any,
+) -> Any:
+    """A parent spawns `middle` (async); `middle` spawns `grand` (`mode`) and waits for it
+    (`middle_thinks`: its model call after the spawn takes until it is cancelled)."""
+    grand = _script(tmp_path / "g.json", grand_turns)
+    waiting: dict[str, Any] = {"text": "waiting for my helper"}
+    if middle_thinks:
+        waiting["delay_ms"] = 600_000
+    middle = _script(
+        tmp_path / "m.json",
+        [
+            _call("spawn_subagent", "s2", task="dig", agent="grand", mode=mode),
+            waiting,
+            {"text": "my helper is done"},
+        ],
+    )
+    subs = _open(
+        tmp_path, {"middle": AgentEntry(model=middle), "grand": AgentEntry(model=grand)}, **config
+    )
+    parent = ScriptedModel(
+        [
+            _call("spawn_subagent", "s1", task="delegate", agent="middle", mode="async"),
+            {"text": "ok"},
+        ]
+    )
+    return subs, _agent(parent, subs)
+
+
+async def _closed_tree(subs: Subagents) -> None:
+    """Nothing runs, nothing is pending on any child's session, every result is handed over
+    exactly once: the grandchild's into the middle child's history."""
+    middle, grand = subs.store.list()
+    assert (
+        not subs.runtime.live and subs.runtime._slots._value == subs.runtime.config.max_concurrent
+    )
+    for record in (middle, grand):
+        assert await subs.bus.pending(record.session) == []
+    assert grand.delivered
+    texts = [
+        m.content for m in subs.bus.sessions.load(middle.session) if isinstance(m, UserMessage)
+    ]
+    assert sum(f"[SUBAGENT_REPORT {grand.id}" in t for t in texts) == 1
+
+
+async def _cancel_middle(subs: Subagents) -> None:
+    """Cancel the middle child, wait for it to end, and check the tree is closed."""
+    middle_id = subs.store.list()[0].id
+    subs.runtime.cancel_tree(middle_id, "stop")
+    await subs.runtime.wait_ended([middle_id])
+    await _closed_tree(subs)
+
+
+async def test_a_parent_cancelled_before_its_grandchild_answers_ends_the_whole_tree(
+    tmp_path: Path,
+) -> None:
+    subs, agent = _middle_and_grand(
+        tmp_path, [_call("ask_parent", "q1", question="which?")], "multi-turn", max_concurrent=2
+    )
+    try:
+        await agent.run("go")
+        await until(
+            lambda: [r.status for r in subs.store.list()] == ["working", "input_required"],
+            "the grandchild waiting for an answer",
+        )
+        await _cancel_middle(subs)
+    finally:
+        await subs.runtime.aclose()
+    middle, grand = subs.store.list()
+    assert (middle.status, grand.status) == ("cancelled", "cancelled")
+    # The grandchild was cancelled mid-call: the engine closed its call with a placeholder.
+    (placeholder,) = [
+        m for m in subs.bus.sessions.load(grand.session) if isinstance(m, ToolResultMessage)
+    ]
+    assert placeholder.call_id == "q1" and placeholder.content.startswith("[interrupted")
+
+
+async def test_a_grandchild_that_finishes_while_its_parent_is_cancelled_is_delivered_once(
+    tmp_path: Path,
+) -> None:
+    subs, agent = _middle_and_grand(tmp_path, [{"text": "found it"}], max_concurrent=2)
+    deliver = subs.runtime._deliver
+
+    async def deliver_then_cancel(record: Any) -> None:
+        # The grandchild's result is on the middle child's session, not yet consumed: cancel
+        # the middle child now, before its loop reads it.
+        await deliver(record)
+        if record.parent is not None:
+            subs.runtime.cancel_tree(record.parent, "stop")
+
+    subs.runtime._deliver = deliver_then_cancel
+    try:
+        await agent.run("go")
+        await until(lambda: len(subs.store.list()) == 2, "the grandchild spawned")
+        middle_id = subs.store.list()[0].id
+        await until(lambda: middle_id not in subs.runtime.live, "the middle child ended")
+        await _closed_tree(subs)
+    finally:
+        await subs.runtime.aclose()
+    middle, grand = subs.store.list()
+    # A finished state is never downgraded: the grandchild completed before the cancel.
+    assert (middle.status, grand.status, grand.result) == ("cancelled", "completed", "found it")
+
+
+@pytest.mark.parametrize("waiting", [False, True], ids=["before-its-first-step", "for-a-slot"])
+async def test_a_spawn_still_in_flight_ends_with_its_cancelled_parent(
+    tmp_path: Path, waiting: bool
+) -> None:
+    # One slot: the middle child holds it while its model thinks, so the grandchild it
+    # spawned stays queued.
+    subs, agent = _middle_and_grand(
+        tmp_path, [{"text": "never runs"}], middle_thinks=True, max_concurrent=1
+    )
+    try:
+        await agent.run("go")
+        await until(
+            lambda: [r.status for r in subs.store.list()] == ["working", "queued"],
+            "the grandchild queued",
+        )
+        if waiting:
+            await until(lambda: bool(subs.runtime._slots._waiters), "the grandchild in the queue")
+        await _cancel_middle(subs)
+    finally:
+        await subs.runtime.aclose()
+    middle, grand = subs.store.list()
+    assert (middle.status, grand.status, grand.usage.model_calls) == ("cancelled", "cancelled", 0)
+
+
+async def test_a_parent_waiting_for_its_child_gives_its_slot_to_it(tmp_path: Path) -> None:
+    # One slot for the whole tree: the middle child waits idle for its grandchild, so the
+    # grandchild gets the slot and both finish (holding it would queue the grandchild forever).
+    subs, agent = _middle_and_grand(tmp_path, [{"text": "found it"}], max_concurrent=1)
+    try:
+        await agent.run("go")
+        await until(
+            lambda: [r.status for r in subs.store.list()] == ["completed", "completed"],
+            "both children done",
+        )
+        await _closed_tree(subs)
+    finally:
+        await subs.runtime.aclose()
+    middle, grand = subs.store.list()
+    assert (middle.result, grand.result) == ("my helper is done", "found it")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Any
 
 import pytest
@@ -129,6 +130,45 @@ async def test_parallel_results_keep_call_order_when_finishing_out_of_order(
     assert results(result.history) == [("c_slow", "slow"), ("c_fast", "fast")]
     finished = [e.id for e in events.of("tool_result")]
     assert finished == ["c_fast", "c_slow"]
+
+
+async def test_a_tool_runs_in_its_own_task_and_context_from_its_first_step(
+    events: Events,
+) -> None:
+    # Tasks start eagerly (no trip through the event loop for a tool that never waits), but a
+    # tool still sees its own task from its first line: a timeout or a task group it opens
+    # there belongs to it, and a context variable it sets stays in its own context.
+    seen: dict[str, Any] = {}
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="turn")
+
+    @tool(read_only=True)
+    async def scoped() -> str:
+        """Opens a timeout before its first wait."""
+        seen["task"] = asyncio.current_task()
+        marker.set("tool")
+        async with asyncio.timeout(BOUND):
+            await asyncio.sleep(0)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(asyncio.sleep(0))
+        return "scoped"
+
+    @tool(read_only=True)
+    async def quick() -> str:
+        """Never waits."""
+        seen["quick"] = asyncio.current_task()
+        return marker.get()
+
+    agent = Agent(
+        model=ScriptedModel([calls_turn(call("scoped"), call("quick")), {"text": "done"}]),
+        tools=[scoped, quick],
+        knobs=RuntimeKnobs(parallel="off"),
+    )
+    turn = asyncio.current_task()
+    result = await agent.run("go", sink=events)
+    assert results(result.history) == [("c_scoped", "scoped"), ("c_quick", "turn")]
+    assert seen["task"] not in (None, turn) and seen["quick"] not in (None, turn, seen["task"])
+    assert marker.get() == "turn"
+    events.assert_one_pair_per_call()
 
 
 async def test_batch_with_an_approval_required_call_runs_sequentially(events: Events) -> None:

@@ -4,8 +4,11 @@ importing a package (and starting the `heron` command) stays fast."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # `typing` is not imported on the way to `heron --help`
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 
 def lazy_getattr(

@@ -436,10 +436,14 @@ def check_value(
                 size += len(key) + 4
                 if not key.isascii():
                     dirty = _odd_text(key, (trail, key), strict_text) or dirty
-            if type(child) is str:  # the common case, inline
+            child_kind = type(child)
+            if child_kind is str:  # the common cases, inline
                 size += len(child) + 3
                 if not child.isascii():
                     dirty = _odd_text(child, (trail, key), strict_text) or dirty
+                continue
+            if child_kind is int and -_MAX_FINITE_INT <= child <= _MAX_FINITE_INT:
+                size += 8
                 continue
             at = (trail, key)
             leaf = _leaf_size(child, at, strict_text)

@@ -309,6 +309,53 @@ CREATE TABLE mcp_server_pins (
 );
 """
 
+_PG_7 = """
+CREATE TABLE subagents (
+    seq              BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id               TEXT PRIMARY KEY,
+    agent            TEXT NOT NULL,
+    task             TEXT NOT NULL,
+    mode             TEXT NOT NULL,
+    parent           TEXT,
+    root_session     TEXT NOT NULL,
+    parent_session   TEXT NOT NULL,
+    call_id          TEXT NOT NULL,
+    depth            INTEGER NOT NULL,
+    status           TEXT NOT NULL,
+    outcome          TEXT,
+    result           TEXT NOT NULL,
+    error            TEXT NOT NULL,
+    usage            TEXT NOT NULL,
+    budget           TEXT NOT NULL,
+    created_at       DOUBLE PRECISION NOT NULL,
+    ended_at         DOUBLE PRECISION,
+    delivered        INTEGER NOT NULL,
+    -- Who runs the child: on a shared store the epoch of its root session's lease at spawn.
+    owner            BIGINT NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX subagents_root ON subagents (root_session, status);
+-- The poller's question on a shared store: which timers fell due (a dead worker's among them).
+CREATE INDEX timers_next_fire ON timers (next_fire) WHERE state = 'active';
+"""
+
+_PG_8 = """
+CREATE TABLE gateway_turn_events (
+    seq     BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session TEXT NOT NULL,
+    type    TEXT NOT NULL,
+    body    TEXT NOT NULL,
+    at      DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX gateway_turn_events_session ON gateway_turn_events (session, seq);
+-- The epoch of the event streams' ids: one per database, so a cursor names this database.
+CREATE TABLE gateway_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+INSERT INTO gateway_meta (key, value) VALUES ('epoch', substr(md5(random()::text), 1, 12));
+"""
+
 POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=1, name="sessions, leases and the event bus", script=_PG_1),
     Migration(version=2, name="jobs, timers, job monitors, subscriptions", script=_PG_2),
@@ -320,6 +367,8 @@ POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=4, name="mail threads, the approval and execution audits", script=_PG_4),
     Migration(version=5, name="requests to a human and always rules", script=_PG_5),
     Migration(version=6, name="shell history, MCP server pins", script=_PG_6),
+    Migration(version=7, name="sub-agent tasks, timers by their next fire", script=_PG_7),
+    Migration(version=8, name="the gateway's turn log", script=_PG_8),
 )
 """The PostgreSQL schema versions (see the module docstring)."""
 

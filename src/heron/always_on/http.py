@@ -160,7 +160,7 @@ class HttpFront:
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=2,
-            ws="none",
+            ws="websockets-sansio",
         )
         config.load()
         server = uvicorn.Server(config)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from heron._support.clock import timestamp
 from heron._support.vocabulary import ACTIVE_STATUSES
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
-from heron.audit.sqlite_store import SqliteApprovalAudit
+from heron.always_on.bus.routing import AGENT_SEGMENT
 from heron.collaboration.mail_requests import MailRequestAnswers, MailRequestChannel
 from heron.collaboration.webhook_requests import WebhookRequestChannel
 from heron.connectors.mail.send import MailConfig
@@ -22,18 +22,24 @@ from heron.humans.outcomes import EndingReporter, RequestEnding, SessionAgent, a
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import HumanRequest
-from heron.safety.idempotency import IdempotencyStore
+from heron.safety.idempotency import IdempotencyLedger, IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
 
 if TYPE_CHECKING:
     from heron.always_on.server import HeronServer
+    from heron.humans.postgres_store import PostgresRequestStore
 
 
 def open_requests(server: HeronServer, approvals: ApprovalsConfig) -> None:
     """The durable requests of the server: store, desk with its channels, the reporter of
-    their endings."""
+    their endings — in the state directory, or on the shared store (`server.shared`), where
+    any worker and `heron approvals --store` list and answer them and the worker that holds
+    the request's session runs the approved call."""
     cfg = server.config
-    server.requests = store = SqliteRequestStore.open_dir(cfg.state_dir)
+    shared = server.shared
+    store: SqliteRequestStore | PostgresRequestStore
+    store = shared.requests() if shared is not None else SqliteRequestStore.open_dir(cfg.state_dir)
+    server.requests = store
     announce = sys.stderr if cfg.approval_announce else None
     channels: list[Channel] = [ConsoleChannel(announce), *server.request_channels]
     mail = _mail_request_channel(server)
@@ -50,16 +56,36 @@ def open_requests(server: HeronServer, approvals: ApprovalsConfig) -> None:
         approval_timeout_s=cfg.approval_timeout_s,
         clock=server.clock,
     )
-    audit_db = server._executions_db()
     server._reporter = EndingReporter(
         store,
         sessions=lambda request: session_agent(server, request),
-        idempotency=IdempotencyStore(
-            SqliteIdempotencyLedger(cfg.state_dir), clock=server.clock.time
-        ),
+        idempotency=IdempotencyStore(_ledger(server), clock=server.clock.time),
         publish=lambda ending: publish_ending(server, ending),
-        audit=SqliteApprovalAudit(audit_db),
+        audit=server.approval_audit(),
+        claims=(lambda request: holds(server, request)) if shared is not None else None,
     )
+
+
+def _ledger(server: HeronServer) -> IdempotencyLedger:
+    """The idempotency ledger of approved calls and mail answers: one for every worker on a
+    shared store, so a call approved once runs once whichever worker reports it."""
+    if server.shared is not None:
+        return server.shared.ledger()
+    return SqliteIdempotencyLedger(server.config.state_dir)
+
+
+async def holds(server: HeronServer, request: HumanRequest) -> bool:
+    """On a shared store: whether this worker holds the request's session (a sub-agent's:
+    its root session, where the child runs), waking it when no worker does."""
+    assert server.host is not None
+    host = server.host
+    session = request.session.partition(AGENT_SEGMENT)[0]
+    if session in host.awake:
+        return True
+    if host.admit(session) is not None:
+        return False
+    host.claim(session)
+    return await host.wake(session)  # False: another worker's lease holds it
 
 
 def _webhook_request_channel(
@@ -107,7 +133,7 @@ def _mail_request_channel(server: HeronServer) -> MailRequestChannel | None:
     server._mail_requests = lambda desk: MailRequestAnswers(
         desk,
         channel,
-        ledger=SqliteIdempotencyLedger(server.config.state_dir),
+        ledger=_ledger(server),
         trusted_authserv_ids=smtp.trusted_authserv_ids,
     )
     return channel
@@ -118,6 +144,10 @@ async def publish_ending(server: HeronServer, ending: RequestEnding) -> None:
     call (stored once per request: the idempotency key)."""
     assert server.bus is not None
     request = ending.request
+    if AGENT_SEGMENT in request.session and (
+        server.subagents is None or server.subagents.runtime.agent_of(request.session) is None
+    ):
+        return  # the sub-agent that asked has ended: its session is closed, nobody reads it
     by_person = request.answered_by not in (None, "policy")
     source: Literal["tool", "user", "system"] = "user" if by_person else "system"
     channel: Literal["async_tool", "cli", "system"] = "cli" if by_person else "system"
@@ -163,8 +193,12 @@ async def tend_requests(server: HeronServer) -> None:
 
 async def session_agent(server: HeronServer, request: HumanRequest) -> SessionAgent | None:
     """The agent of the session an approved call waits in (woken if parked), and the
-    session's event sink: the call runs and is seen like one of its turns."""
+    session's event sink: the call runs and is seen like one of its turns. A sub-agent's call
+    runs through the running child's own agent (`None` once it has ended)."""
     assert server.host is not None
+    if AGENT_SEGMENT in request.session:
+        child = server.subagents.runtime.agent_of(request.session) if server.subagents else None
+        return None if child is None else SessionAgent(child)
     if request.session not in server.host.awake:
         await server.host.wake(request.session)
     runtime = server.session(request.session)

@@ -4,6 +4,7 @@ over its own agent, and its triggers (`heron.always_on.sessions.SessionRuntime`)
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent
@@ -17,9 +18,18 @@ class ServedSession:
     """What runs while one session is awake (`heron.always_on.sessions.SessionRuntime`): its
     event loop over its own agent, and its triggers."""
 
-    def __init__(self, loop: EventDrivenAgent, triggers: TriggerRuntime) -> None:
+    def __init__(
+        self,
+        loop: EventDrivenAgent,
+        triggers: TriggerRuntime,
+        *,
+        children: Callable[[], str | None] | None = None,
+    ) -> None:
+        """`children()`: what keeps the session awake besides its jobs (its running
+        sub-agents: their results land in this session)."""
         self._loop = loop
         self.triggers = triggers
+        self._children = children
         self._stopping_jobs: set[asyncio.Task[None]] = set()
 
     @property
@@ -43,7 +53,7 @@ class ServedSession:
     def busy(self) -> str | None:
         for job in self.jobs.store.open_jobs(self.jobs.session):
             return f"background job {job.id} is {job.state}"
-        return None
+        return self._children() if self._children is not None else None
 
     def next_alarm(self) -> float | None:
         timers = self.triggers.timers.timers()

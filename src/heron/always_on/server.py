@@ -41,8 +41,10 @@ bus with its session store, the host index and the mail thread index on the bus'
 the message store (`heron.always_on.messaging`), and one set of triggers' stores for the
 process, which every awake session's `TriggerRuntime` shares (`TriggerStores.shared()`;
 closed once, by `aclose`). With `store_url` (`heron serve --store`) the bus, its sessions, the
-host and thread indexes and the triggers' stores are on the shared PostgreSQL database instead,
-and every session is held by a fenced lease (docs/deployment.md).
+host and thread indexes, the triggers' stores, the requests to a human with their ledger, both
+audit trails and the sub-agent tasks are on the shared PostgreSQL database instead
+(`heron.always_on.shared_store`), and every session is held by a fenced lease
+(docs/deployment.md).
 
 A stop request (an interrupt the router turns into `cancel`) also cancels the running
 background jobs of its session: the engine cancels the tools it detached, jobs belong to the
@@ -89,8 +91,14 @@ from heron.always_on.serve_config import Announce, ServeConfig, ServeError
 from heron.always_on.serve_requests import awaiting, open_requests, tend_requests
 from heron.always_on.served import ServedSession
 from heron.always_on.sessions import HostConfig, HostIndex, SessionHost
-from heron.always_on.shared_store import open_shared
+from heron.always_on.shared_store import (
+    SharedRecords,
+    open_shared,
+    reap_children,
+    unowned_due,
+)
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.subagents.ownership import LeaseOwnership
 from heron.always_on.subagents.service import Subagents, open_subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
 from heron.always_on.triggers.sqlite_store import open_trigger_stores
@@ -98,8 +106,8 @@ from heron.always_on.triggers.subscriptions import (
     SubscriptionFilter,
     Subscriptions,
 )
-from heron.audit.executions import ExecutionAuditTrail
-from heron.audit.sqlite_store import SqliteExecutionStore
+from heron.audit.executions import ExecutionAuditTrail, ExecutionStore
+from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.asking import DeskRequests, asking_tools
 from heron.collaboration.mail_requests import MailRequestAnswers
 from heron.collaboration.store import MessageStore
@@ -116,6 +124,7 @@ from heron.sessions.lease import LeaseStore
 from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
+from heron.turn.approval_audit import AuditLog
 from heron.turn.context import TurnState
 from heron.turn.events import BaseEvent, EventSink, ToolResultEvent, discard
 from heron.turn.observer import FanOutObserver
@@ -125,6 +134,7 @@ if TYPE_CHECKING:
 
     from heron.always_on.bus.postgres_store import PostgresBusStore
     from heron.always_on.http import HttpFront
+    from heron.humans.postgres_store import PostgresRequestStore
 
 __all__ = ["Announce", "HeronServer", "ServeConfig", "ServeError", "ServedSession"]
 
@@ -161,6 +171,8 @@ class HeronServer:
         self.announce = announce or (lambda _record: None)
         self.clock: Clock = clock or RealClock()
         self.bus: SqliteBusStore | PostgresBusStore | None = None
+        self.shared: SharedRecords | None = None
+        """The records beside the bus on the shared store (`store_url`), else `None`."""
         self.messaging: ServeMessaging | None = None
         self.host: SessionHost | None = None
         self.threads: ThreadIndex | None = None
@@ -174,7 +186,7 @@ class HeronServer:
         """Called first when the server closes (the gateway ends its event streams, so the
         HTTP front is not held open by them)."""
         self.smtp: SmtpIngress | None = None
-        self.requests: SqliteRequestStore | None = None
+        self.requests: SqliteRequestStore | PostgresRequestStore | None = None
         self.desk: RequestDesk | None = None
         self._trigger_stores: TriggerStores | None = None
         self._workspace = Path()
@@ -285,14 +297,17 @@ class HeronServer:
         if cfg.approvals is not None:
             open_requests(self, cfg.approvals)
         if cfg.subagents is not None:
-            if not isinstance(bus, SqliteBusStore):
-                raise ServeError(
-                    "sub-agents keep their tasks in the worker's SQLite database: a shared store "
-                    "(--store) does not run them yet; serve them from a single SQLite worker"
-                )
+            shared = None
+            if self.shared is not None and leases is not None:
+                shared = (self.shared.subagents(), LeaseOwnership(leases))
             self.subagents = open_subagents(
-                cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True
+                cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True, shared=shared
             )
+            desk = self.desk
+            if desk is not None:  # what a lost child asked people can no longer run
+                self.subagents.runtime.on_lost = lambda record: desk.withdraw(
+                    record.session, f"sub-agent {record.id} was lost"
+                )
             # Children of a process that died (kill -9) end `lost`, each reported to its parent.
             self.subagents.runtime.recover()
         if cfg.calendars:
@@ -318,6 +333,7 @@ class HeronServer:
             announce=self.announce,
             awaiting=(lambda name: awaiting(self, name)) if self.desk is not None else None,
             leases=leases,
+            unowned_due=unowned_due(self) if leases is not None else None,
         )
         try:
             await host.start()  # wakes the default session: one writer per session
@@ -329,6 +345,9 @@ class HeronServer:
                 expire=lambda: tend_requests(self), clock=self.clock, interval_s=cfg.poll_interval_s
             )
             self._tasks.append(asyncio.ensure_future(watch))
+        if self.subagents is not None and self.shared is not None:
+            sweep = reap_children(self.subagents.runtime, every_s=cfg.lease_s, clock=self.clock)
+            self._tasks.append(asyncio.ensure_future(sweep))
         self._started = True
         default = self._default()
         assert default is not None  # woken by `host.start`
@@ -347,12 +366,23 @@ class HeronServer:
 
     # -- requests to a human -----------------------------------------------------------------
 
-    def _executions_db(self) -> Any:
+    def _audit_conn(self) -> Any:
         """The state database's connection for the audits (approvals and executions), opened
         once."""
         if self._audit_db is None:
             self._audit_db = open_db(self.config.state_dir)
         return self._audit_db
+
+    def approval_audit(self) -> AuditLog:
+        """The approval audit trail: the shared store's, else the state directory's."""
+        if self.shared is not None:
+            return self.shared.approval_audit()
+        return SqliteApprovalAudit(self._audit_conn())
+
+    def _executions(self) -> ExecutionStore:
+        if self.shared is not None:
+            return self.shared.executions()
+        return SqliteExecutionStore(self._audit_conn())
 
     def _secret(self, *, required: bool) -> bytes:
         secret = os.environ.get(self.config.webhook_secret_env, "")
@@ -395,7 +425,7 @@ class HeronServer:
         # Every executed call of the session in the execution audit (`heron audit`), as in
         # `heron run` and `heron chat`; calls the last process left running are lost.
         trail = ExecutionAuditTrail(
-            SqliteExecutionStore(self._executions_db()),
+            self._executions(),
             session=name,
             operator=f"serve:{cfg.session}",
             default_agent=agent.name or "default",
@@ -418,7 +448,14 @@ class HeronServer:
             reply_tools=MESSAGE_TOOLS,  # assistant text is private: only these reach a person
             prepare=self._follow(name),
         )
-        return ServedSession(loop, triggers)
+        subagents = self.subagents
+        if subagents is None:
+            return ServedSession(loop, triggers)
+        if self.shared is not None:
+            # Woken here after another worker held it (it died, or was paused past its
+            # lease): the children it ran there are gone, and end `lost`.
+            subagents.runtime.recover(root_session=name)
+        return ServedSession(loop, triggers, children=lambda: subagents.running(name))
 
     def _follow(self, name: str) -> Callable[[TurnState], None] | None:
         """A stop of a session's turn reaches the session's sub-agents too."""
@@ -549,7 +586,7 @@ class HeronServer:
                 store.close()
         if self._audit_db is not None:
             self._audit_db.close()
-        self.bus = self._trigger_stores = self.requests = None
+        self.bus = self._trigger_stores = self.requests = self.shared = None
         self.desk = self._reporter = self._audit_db = None
         if self._started:
             self._started = False

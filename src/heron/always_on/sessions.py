@@ -39,7 +39,9 @@ every write of it is fenced by the lease's epoch, and the host renews the leases
 sessions every third of their time. A session whose lease could not be renewed (this worker
 was paused past it and another took over) is dropped at once, without another write. Every
 worker serves every session: the poller takes up any admitted session with pending events
-whose owner's lease expired, and waking it repairs it as a restart does.
+whose owner's lease expired, and any whose timers fell due with no worker holding it (a dead
+worker's timers fire on the worker that takes the session over), and waking it repairs it as a
+restart does.
 """
 
 from __future__ import annotations
@@ -186,13 +188,15 @@ class SessionHost:
         announce: Announce | None = None,
         awaiting: Callable[[str], Mapping[str, str]] | None = None,
         leases: LeaseStore | None = None,
+        unowned_due: Callable[[float], list[str]] | None = None,
     ) -> None:
         """`bus` and `sessions` share one database (see `EventDrivenAgent`). `prepare` runs
         once per process for each session before its first event is judged (the server adds
         its standing subscriptions there). `awaiting(session)`: the placeholders of its calls
         that wait on an open request to a human, which waking leaves waiting instead of
         closing them as interrupted. `leases`: the store is shared by several workers (see the
-        module docstring); `sessions` must then be fenced by them."""
+        module docstring); `sessions` must then be fenced by them, and `unowned_due(now)`
+        names the sessions whose timers fell due while no worker holds them."""
         check_hosted_name(config.default)
         self.config = config
         self.bus = bus
@@ -203,6 +207,7 @@ class SessionHost:
         self._prepare = prepare
         self._awaiting = awaiting
         self.leases = leases
+        self._unowned_due = unowned_due
         self.clock: Clock = clock or RealClock()
         self._announce = announce or (lambda _record: None)
         self._awake: dict[str, Awake] = {}
@@ -408,6 +413,12 @@ class SessionHost:
                         await awake.runtime.loop.check_pending()
                     elif self._takes(name):
                         self._schedule_wake(name)
+                if self._unowned_due is not None:
+                    # A dead worker's timers: no alarm here knows them, and no event wakes them.
+                    due = await asyncio.to_thread(self._unowned_due, self.clock.time())
+                    for name in due:
+                        if name not in self._awake and self._takes(name):
+                            self._schedule_wake(name)
             except Exception:
                 log.exception("looking for pending events failed; trying again")
 

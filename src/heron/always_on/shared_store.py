@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from heron.always_on.sessions import HostIndex
@@ -11,15 +14,60 @@ from heron.connectors.mail.maildir import Maildir
 from heron.sessions.lease import LeaseStore
 
 if TYPE_CHECKING:
+    from heron._support.clock import Clock
+    from heron._support.postgres import Pool
     from heron.always_on.bus.postgres_store import PostgresBusStore
     from heron.always_on.server import HeronServer
+    from heron.always_on.subagents.postgres_store import PostgresSubagentStore
+    from heron.always_on.subagents.runtime import SubagentRuntime
+    from heron.audit.executions import ExecutionStore
+    from heron.humans.postgres_store import PostgresRequestStore
+    from heron.safety.idempotency import IdempotencyLedger
+    from heron.turn.approval_audit import AuditLog
 
-__all__ = ["open_shared"]
+log = logging.getLogger("heron.always_on.shared_store")
+
+__all__ = ["SharedRecords", "open_shared", "reap_children", "unowned_due"]
+
+
+@dataclass(frozen=True, slots=True)
+class SharedRecords:
+    """The records a worker keeps beside the bus, on the shared database: requests to a human
+    (answered from any worker or `heron approvals --store`), the ledger that runs an approved
+    call once, both audit trails, sub-agent tasks. Each store is a view of the one pool,
+    closed with the bus."""
+
+    pool: Pool
+
+    def requests(self) -> PostgresRequestStore:
+        from heron.humans.postgres_store import PostgresRequestStore
+
+        return PostgresRequestStore(self.pool)
+
+    def ledger(self) -> IdempotencyLedger:
+        from heron.safety.postgres_idempotency import PostgresIdempotencyLedger
+
+        return PostgresIdempotencyLedger(self.pool)
+
+    def approval_audit(self) -> AuditLog:
+        from heron.audit.postgres_store import PostgresApprovalAudit
+
+        return PostgresApprovalAudit(self.pool)
+
+    def executions(self) -> ExecutionStore:
+        from heron.audit.postgres_store import PostgresExecutionStore
+
+        return PostgresExecutionStore(self.pool)
+
+    def subagents(self) -> PostgresSubagentStore:
+        from heron.always_on.subagents.postgres_store import PostgresSubagentStore
+
+        return PostgresSubagentStore(self.pool)
 
 
 def open_shared(server: HeronServer, url: str) -> tuple[PostgresBusStore, HostIndex, LeaseStore]:
-    """The stores on the shared PostgreSQL database, with this worker's leases. Requests to
-    a human stay in this worker's state directory (docs/deployment.md)."""
+    """The stores on the shared PostgreSQL database, with this worker's leases; the other
+    records on it in `server.shared`."""
     from heron._support.postgres import open_pool
     from heron.always_on.bus.postgres_store import PostgresBusStore
     from heron.always_on.channels.postgres_mail_inbound import PostgresThreadIndex
@@ -34,6 +82,30 @@ def open_shared(server: HeronServer, url: str) -> tuple[PostgresBusStore, HostIn
         server.maildir = Maildir(cfg.maildir)
         server.threads = PostgresThreadIndex(pool)
     server.bus = bus = PostgresBusStore(PostgresSessionStore(pool))
+    server.shared = SharedRecords(pool)
     server._trigger_stores = open_pg_trigger_stores(url, fence=bus.sessions)
     owner = f"{os.uname().nodename}:{os.getpid()}:{os.urandom(3).hex()}"
     return bus, PostgresHostIndex(pool), PostgresLeases(pool, owner=owner, ttl_s=cfg.lease_s)
+
+
+def unowned_due(server: HeronServer) -> Callable[[float], list[str]]:
+    """The sessions whose timers fell due while no worker holds them, for the host's poller
+    (a dead worker's timers: no alarm of another worker knows them)."""
+    from heron.always_on.triggers.postgres_store import PostgresTimerStore
+
+    assert server.trigger_stores is not None
+    timers = server.trigger_stores.timers
+    assert isinstance(timers, PostgresTimerStore)  # `open_shared` opened them
+    return timers.unowned_due
+
+
+async def reap_children(runtime: SubagentRuntime, *, every_s: float, clock: Clock) -> None:
+    """Until cancelled, every `every_s` (a lease): end the sub-agents of workers that died as
+    `lost`, each reported to its parent once (`SubagentRuntime.reap`; every worker sweeps,
+    the store's compare-and-set lets one of them end each)."""
+    while True:
+        await clock.sleep(every_s)
+        try:
+            runtime.reap()
+        except Exception:  # a store hiccup: the next sweep tries again
+            log.exception("sweeping the sub-agents of dead workers failed")

@@ -1,10 +1,12 @@
 """`heron agents list|show|tree|cancel|approve`: the agents that can be spawned and the
 sub-agents that ran, from any terminal.
 
-The records live in the state directory (`heron.always_on.subagents`), so `tree` shows the
+The records live in the state directory (`heron.always_on.subagents`), or on the shared store
+`--store` names (`[store] url`: the workers of `heron serve --store`), so `tree` shows the
 children of a `heron serve` or a `heron run` in another process, and `cancel` reaches them
 there: it asks the process that runs the child (which cancels it and its descendants), or —
-when that process is gone — ends the record itself.
+when that process is gone — ends the record itself. Project agent files are approved per state
+directory (`approve`), as they sit in each host's project.
 
 Exit status: 0 done; 1 unknown agent or sub-agent; 2 a usage mistake; 3 nothing to do (the
 sub-agent had already ended, the file is approved as it is).
@@ -22,6 +24,7 @@ from heron.cli.common import EXIT_ERROR, EXIT_OK
 
 if TYPE_CHECKING:
     from heron.always_on.subagents.definitions import AgentDefinition
+    from heron.always_on.subagents.ownership import Ownership
     from heron.always_on.subagents.store import SubagentRecord
 
 EXIT_NOTHING_TO_DO = 3
@@ -49,6 +52,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     approve.add_argument("name")
     for parser in (ls, show, tree, cancel, approve):
         common.add_config_flags(parser)
+    for parser in (tree, cancel):
+        common.add_store_flag(parser)
     agents.set_defaults(handler=cmd_agents)
 
 
@@ -116,10 +121,23 @@ def _show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _store(args: argparse.Namespace) -> Any:
+def _store(args: argparse.Namespace) -> tuple[Any, Ownership]:
+    """The records `--store` names (or the state directory's), and how to tell whether the
+    runner of one still lives."""
+    from heron.always_on.subagents.ownership import LeaseOwnership, ProcessOwnership
+
+    url = common.store_url(args)
+    if url is not None:
+        from heron._support.postgres import open_pool
+        from heron.always_on.subagents.postgres_store import PostgresSubagentStore
+        from heron.sessions.postgres_leases import PostgresLeases
+
+        pool = open_pool(url, max_size=2)
+        leases = PostgresLeases(pool, owner="heron agents", ttl_s=0.0)  # reads leases only
+        return PostgresSubagentStore(pool), LeaseOwnership(leases)
     from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
 
-    return SqliteSubagentStore.open_dir(common.state_dir(args))
+    return SqliteSubagentStore.open_dir(common.state_dir(args)), ProcessOwnership()
 
 
 def _nested(records: list[SubagentRecord]) -> list[dict[str, Any]]:
@@ -135,7 +153,7 @@ def _nested(records: list[SubagentRecord]) -> list[dict[str, Any]]:
 def _tree(args: argparse.Namespace) -> int:
     from heron.cli.render import print_json
 
-    store = _store(args)
+    store, _ = _store(args)
     try:
         records = store.list(root_session=args.session)
     finally:
@@ -162,10 +180,9 @@ def _tree(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    from heron.always_on.subagents.runtime import owner_alive
     from heron.always_on.subagents.store import descendants
 
-    store = _store(args)
+    store, ownership = _store(args)
     try:
         record = store.get(args.id)
         if record is None:
@@ -174,7 +191,7 @@ def _cancel(args: argparse.Namespace) -> int:
         if record.finished:
             common.err(f"sub-agent {record.id} had already ended: {record.status}")
             return EXIT_NOTHING_TO_DO
-        if not owner_alive(record.owner):
+        if not ownership.alive(record):
             # Nobody runs it any more: end the record (and its unfinished descendants) here.
             for below in [*descendants(store, record.id), record]:
                 store.finish(

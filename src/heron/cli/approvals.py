@@ -1,10 +1,11 @@
 """`heron approvals`: list, show and answer requests to a human from any terminal.
 
-Requests live in the state directory (`heron.humans`), so this command answers a request that
-a `heron serve` or another `heron run` opened — in another process, even after that process
-restarted. The answer is the console channel's: `--as NAME` (default: your login name) is
-checked against the approvers the request was opened with; with nothing configured that is
-whoever can run this command on the state directory.
+Requests live in the state directory (`heron.humans`), or on the shared store `--store` names
+(`[store] url`: every worker of `heron serve --store`), so this command answers a request that
+a `heron serve` or another `heron run` opened — in another process, on another worker, even
+after that process restarted. The answer is the console channel's: `--as NAME` (default: your
+login name) is checked against the approvers the request was opened with; with nothing
+configured that is whoever can run this command on the state directory.
 
 Exit status: 0 done; 1 unknown request (or, for `verify`, a signature that does not verify);
 2 a usage mistake or an answer that does not fit the request; 3 the request had already ended
@@ -26,6 +27,7 @@ from heron.cli.common import EXIT_ERROR, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
     from heron.humans.desk import RequestDesk
+    from heron.humans.postgres_store import PostgresRequestStore
     from heron.humans.store import AlwaysRule, HumanRequest
 
 EXIT_ALREADY_ANSWERED = 3
@@ -50,9 +52,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     approvals = sub.add_parser(
         "approvals",
         help="list and answer requests to a human (approvals, questions) from any terminal",
-        description="Requests to a human wait in the state directory; answer them from any "
-        "terminal. Exit status: 0 done, 1 unknown request or invalid signature, 2 usage or an "
-        "answer that does not fit, 3 already answered, 4 not an approver.",
+        description="Requests to a human wait in the state directory (or the shared store "
+        "--store names); answer them from any terminal. Exit status: 0 done, 1 unknown "
+        "request or invalid signature, 2 usage or an answer that does not fit, 3 already "
+        "answered, 4 not an approver.",
     )
     asub = approvals.add_subparsers(dest="approvals_command", required=True, metavar="ACTION")
 
@@ -133,6 +136,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
     for parser in (ls, show, approve, deny, replace, edit, answer, rules, verify, export):
         common.add_config_flags(parser)
+        common.add_store_flag(parser)
     approvals.set_defaults(handler=cmd_approvals)
 
 
@@ -164,7 +168,14 @@ def _desk(args: argparse.Namespace) -> Iterator[RequestDesk]:
     with common.library_errors():
         config = common.load_config(args)
     state_dir = common.state_dir(args)
-    store = SqliteRequestStore.open_dir(state_dir)
+    pool = common.shared_pool(args)
+    store: SqliteRequestStore | PostgresRequestStore
+    if pool is None:
+        store = SqliteRequestStore.open_dir(state_dir)
+    else:
+        from heron.humans.postgres_store import PostgresRequestStore
+
+        store = PostgresRequestStore(pool)
     try:
         yield RequestDesk(
             store,

@@ -1,6 +1,7 @@
 """`heron audit`: query the execution audit trail (`heron.audit.executions`), or with
 `--approvals` the approval audit (`heron.turn.approval_audit`), both read from the SQLite
-stores of the state directory (`heron.audit.sqlite_store`).
+stores of the state directory (`heron.audit.sqlite_store`) or from the shared store `--store`
+names (`heron.audit.postgres_store`: every worker's calls).
 
 One line per executed tool call (or approval decision), oldest first; `--json` prints one JSON
 object per line.
@@ -10,14 +11,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from heron.cli import common
 from heron.cli.common import UsageError
 
 if TYPE_CHECKING:
-    from heron.audit.executions import Execution
-    from heron.turn.approval_audit import AuditRecord
+    from heron.audit.executions import Execution, ExecutionStore
+    from heron.turn.approval_audit import AuditLog, AuditRecord
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,25 +47,42 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     audit.add_argument("--limit", type=int, default=50, metavar="N", help="the last N calls")
     audit.add_argument("--json", action="store_true", help="one JSON object per line")
     common.add_config_flags(audit)
+    common.add_store_flag(audit)
     audit.set_defaults(handler=cmd_audit)
+
+
+@contextmanager
+def _trails(args: argparse.Namespace) -> Iterator[tuple[AuditLog, ExecutionStore]]:
+    """Both trails of the store `--store` names, else of the state directory."""
+    pool = common.shared_pool(args)
+    if pool is not None:
+        from heron.audit.postgres_store import PostgresApprovalAudit, PostgresExecutionStore
+
+        try:
+            yield PostgresApprovalAudit(pool), PostgresExecutionStore(pool)
+        finally:
+            pool.close()
+        return
+    from heron._support.state import open_db
+    from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
+
+    conn = open_db(common.state_dir(args))
+    try:
+        yield SqliteApprovalAudit(conn), SqliteExecutionStore(conn)
+    finally:
+        conn.close()
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     import json
-
-    from heron._support.state import open_db
-    from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 
     if args.limit < 0:
         raise UsageError("--limit must not be negative")
     if args.approvals:
         if args.session is not None or args.since is not None:
             raise UsageError("--approvals takes --tool and --limit, not --session or --since")
-        conn = open_db(common.state_dir(args))
-        try:
-            decisions = SqliteApprovalAudit(conn).list(tool=args.tool, limit=args.limit)
-        finally:
-            conn.close()
+        with _trails(args) as (approvals, _):
+            decisions = approvals.list(tool=args.tool, limit=args.limit)
         for decision in decisions:
             record = approval_json(decision)
             text = json.dumps(record, ensure_ascii=False) if args.json else format_approval(record)
@@ -72,13 +92,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         since = common.parse_since(args.since) if args.since is not None else None
     except ValueError as exc:
         raise UsageError(f"--since: {exc}") from exc
-    conn = open_db(common.state_dir(args))
-    try:
-        rows = SqliteExecutionStore(conn).query(
-            tool=args.tool, session=args.session, since=since, limit=args.limit
-        )
-    finally:
-        conn.close()
+    with _trails(args) as (_, executions):
+        rows = executions.query(tool=args.tool, session=args.session, since=since, limit=args.limit)
     for row in rows:
         line = json.dumps(row.to_json(), ensure_ascii=False) if args.json else format_row(row)
         sys.stdout.write(line + "\n")

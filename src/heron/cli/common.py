@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TextIO, TypeVar
 from heron.errors import HeronError
 
 if TYPE_CHECKING:
+    from heron._support.postgres import Pool
     from heron.agent import Agent
     from heron.always_on.bus.store import BusStore
     from heron.always_on.subagents.service import Subagents
@@ -161,6 +162,17 @@ def store_url(args: argparse.Namespace) -> str | None:
     if importlib.util.find_spec("psycopg") is None:
         raise UsageError("a PostgreSQL store needs its driver: pip install 'heron[postgresql]'")
     return str(url)
+
+
+def shared_pool(args: argparse.Namespace) -> Pool | None:
+    """A connection pool to the shared store `--store` names (the caller closes it); `None`:
+    the state directory's SQLite database."""
+    url = store_url(args)
+    if url is None:
+        return None
+    from heron._support.postgres import open_pool
+
+    return open_pool(url, max_size=2)
 
 
 def open_session_store(args: argparse.Namespace) -> SessionStore:
@@ -542,17 +554,19 @@ def open_desk(
     )
 
 
-def serve_consent(config: HeronConfig, stack: AsyncExitStack) -> DeskConsent | None:
-    """The consent channel of `heron serve`: a request on the durable desk, announced on
-    stderr and answered by the callback route or a paste (None without OAuth servers, or
-    with `[approvals] durable = false`: then the server waits for `heron mcp login`)."""
+def serve_consent(config: HeronConfig) -> DeskConsent | None:
+    """The consent channel of `heron serve`: a request on the server's own desk (with every
+    channel it delivers on: the console's stderr line, mail, the gateway), given to it with
+    `open_on` once the server is started, answered by the callback route, a paste or a mail
+    reply (None without OAuth servers, or with `[approvals] durable = false`: then the server
+    waits for `heron mcp login`)."""
     from heron.mcp.auth.desk_consent import DeskConsent
 
     oauth = [n for n, c in config.mcp.enabled_servers().items() if c.auth == "oauth"]
     if not oauth or not config.approvals.durable:
         return None
     return DeskConsent(
-        open_desk(config, stack, sys.stderr),
+        None,
         redirect_uri=mcp_redirect_uri(config, None),
         timeout_s=config.approvals.questions.max_timeout_s,
     )

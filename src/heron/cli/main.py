@@ -79,6 +79,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+class _Listed(argparse.ArgumentParser):
+    """A command as the overview lists it: its help line, no parser of its own. The overview
+    only prints (help, or the missing command) and never parses a command's arguments, and a
+    real parser per command is most of `heron --help`'s own time (argparse looks up its message
+    catalogue on disk three times for each one)."""
+
+    def __init__(self, **_: object) -> None:
+        pass
+
+
 def overview_parser() -> argparse.ArgumentParser:
     """The parser `heron --help` (and a missing command) print: every command's line, from
     `COMMANDS`, with no command module imported."""
@@ -86,7 +96,9 @@ def overview_parser() -> argparse.ArgumentParser:
         prog="heron",
         description="heron: an agent runtime built around tools.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Listed
+    )
     for name, (_, line) in COMMANDS.items():
         sub.add_parser(name, help=line)
     return parser

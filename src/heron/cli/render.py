@@ -206,6 +206,7 @@ def annotation_flags(spec: ToolSpec) -> dict[str, bool]:
         "irreversible": ann.irreversible,
         "open_world": ann.open_world,
         "requires_approval": ann.requires_approval,
+        "workspace_only": ann.workspace_only,
     }
 
 

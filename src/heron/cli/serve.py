@@ -276,7 +276,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # every session gets its own view of them.
                 known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
                 # An OAuth login that becomes necessary asks once, on the durable desk.
-                consent = common.serve_consent(config, stack)
+                consent = common.serve_consent(config)
                 # A server's request for user input becomes a durable question on the
                 # server's desk (opened by `start`, looked up when a server asks).
                 from heron.mcp.client.human_input import HumanInput
@@ -295,10 +295,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if consent is not None:
                 from heron.mcp.auth.callback import oauth_callback_routes
 
-                callback = oauth_callback_routes(consent.desk)
+                callback = oauth_callback_routes(lambda: consent.desk)
             gateway, metrics = _gateway(config, http_port, args.poll_interval)
             if gateway is not None:
-                stack.callback(gateway.log.close)
+                stack.callback(gateway.close)
 
             def make_agent(tools: list[Tool]) -> Agent:
                 # A daemon has no terminal: the server gives each session the durable
@@ -331,6 +331,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     await server.start()
             except ServeError as exc:
                 raise UsageError(str(exc)) from exc
+            if consent is not None:
+                assert server.desk is not None  # durable approvals: the server opened its desk
+                consent.open_on(server.desk)
             server.install_signal_handlers()
             await server.serve()
         return EXIT_OK
@@ -346,9 +349,7 @@ def _gateway(config: HeronConfig, port: int | None, poll_s: float) -> tuple[Any,
     from heron.telemetry.metrics import MetricsRegistry
 
     metrics = MetricsRegistry()
-    gateway = Gateway(
-        config.gateway, state_dir=config.state.path(), metrics=metrics, poll_interval_s=poll_s
-    )
+    gateway = Gateway(config.gateway, metrics=metrics, poll_interval_s=poll_s)
     if not len(gateway.guard.tokens):
         common.err(
             f"gateway: no token is configured, so every API request is refused (401); set "

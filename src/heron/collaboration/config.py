@@ -27,7 +27,7 @@ host = "smtp.example.com"
 port = 587
 username_env = "HERON_SMTP_USER"
 password_env = "HERON_SMTP_PASSWORD"
-trusted_authserv_ids = ["mx.example.com"]   # whose DKIM verdicts count (high-risk answers)
+trusted_authserv_ids = ["mx.example.com"]   # whose DKIM verdicts count (high risk, consent)
 
 [channels.webhook]
 secret_env = "HERON_NOTIFY_SECRET"  # signs heron's JSON (X-Heron-Signature)
@@ -183,8 +183,9 @@ class MailChannelConfig(_Section):
     timeout_s: float = Field(default=30.0, gt=0)
     trusted_authserv_ids: list[str] = Field(default_factory=list)
     """The `Authentication-Results` authserv-ids of your own receiving mail server, whose DKIM
-    and DMARC verdicts heron trusts: a high-risk call is approved by mail only with one
-    (`heron.collaboration.mail_auth`; that server must strip such headers from incoming mail)."""
+    and DMARC verdicts heron trusts: a high-risk call is approved, and an MCP OAuth consent
+    answered, by mail only with one (`heron.collaboration.mail_auth`; that server must strip
+    such headers from incoming mail)."""
 
 
 class SignedPostConfig(_Section):

@@ -8,11 +8,13 @@ the request's deadline, so the reply's `In-Reply-To` brings it back.
 
 **In** (`MailRequestAnswers`, run on each mail taken in before it becomes an event): a reply
 carrying a reply token is an answer, never a `mail.received` event. It is checked
-(`read_mail_answer`: the token, its expiry and single use, the sender, and for a high-risk call
-a trusted `Authentication-Results`), then decided on the desk (`approve` → yes, `deny: reason`
-→ no, by `mail:<addr>`; the desk checks the approvers again and its compare-and-set lets the
-first answer win). Every outcome is told to the sender by mail: recorded, or refused and why —
-forged, replayed, late, already answered, not an approver.
+(`read_mail_answer`: the token, its expiry and single use, the sender, for a high-risk request
+a trusted `Authentication-Results`, and a question's answer against the question before the
+token is spent), then settled on the desk by `mail:<addr>` (an approval: `approve` → yes,
+`deny: reason` → no; a question: the first line is the answer — an OAuth consent's redirected
+address, or `no`); the desk checks the approvers again and its compare-and-set lets the first
+answer win. Every outcome is told to the sender by mail: recorded, or refused and why —
+forged, replayed, late, already answered, not an approver, not this request's answer.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import asyncio
 import datetime as dt
 import email.policy
 import logging
+import re
 from collections.abc import Collection
 from email.message import EmailMessage, Message
 from email.utils import format_datetime, make_msgid
+from typing import Any
 
 from heron._support.clock import Clock, RealClock
 from heron._support.timefmt import utc_rfc3339
@@ -117,11 +121,24 @@ class MailRequestChannel:
         return "; ".join(outcomes)
 
 
+_HEADLINE_CHARS = 100
+
+
 def _subject(request: HumanRequest) -> str:
     tag = f"[{request.urgency}] " if request.urgency in ("high", "urgent") else ""
     if request.kind == "approval" and request.tool != "request_human_approval":
         return f"{tag}Approve {request.tool}? ({request.id})"
-    return f"{tag}Question from the agent ({request.id})"
+    return f"{tag}{_headline(request.question)} ({request.id})"
+
+
+def _headline(question: str) -> str:
+    """The question's first sentence, on one line and bounded: the subject says what is
+    asked (`MCP server 'tickets' needs your consent for tickets:read`)."""
+    first = " ".join(question.split("\n\n", 1)[0].split())
+    sentence = re.split(r"(?<=[.?!])\s", first, maxsplit=1)[0].rstrip(".")
+    if len(sentence) > _HEADLINE_CHARS:
+        sentence = sentence[: _HEADLINE_CHARS - 1].rstrip() + "…"
+    return sentence or "Question from the agent"
 
 
 def _body(request: HumanRequest) -> str:
@@ -138,8 +155,12 @@ def _body(request: HumanRequest) -> str:
         lines.append(f"Answer before {utc_rfc3339(request.deadline)}; no answer is never a yes.")
     if request.kind == "approval":
         lines.append("Reply with 'approve' or 'deny: reason' as the first line.")
+    elif request.options:
+        lines.append(f"Reply with one of {', '.join(request.options)} as the first line.")
     else:
-        lines.append("Answer with `heron approvals answer` (mail answers approvals only).")
+        lines.append("Reply with your answer as the first line.")
+    if request.risk == "high":
+        lines.append("Only a reply your mail server authenticates (DKIM or DMARC) is accepted.")
     lines.append(f"Request {request.id}")
     return "\n".join(lines)
 
@@ -161,9 +182,12 @@ class MailRequestAnswers:
         self.ledger = ledger
         self.trusted = tuple(trusted_authserv_ids)
 
-    def _high_risk(self, request_id: str) -> bool:
-        request = self.desk.store.get(request_id)
-        return request is not None and request.risk == "high"
+    def _unfit(self, request: HumanRequest, value: Any) -> str | None:
+        try:
+            self.desk.check_answer(request.id, value)
+        except RequestError as exc:
+            return str(exc)
+        return None
 
     async def __call__(self, mail: Message) -> bool:
         answer = read_mail_answer(
@@ -171,7 +195,8 @@ class MailRequestAnswers:
             signer=self.channel.signer,
             ledger=self.ledger,
             trusted_authserv_ids=self.trusted,
-            high_risk=self._high_risk,
+            request_of=self.desk.store.get,
+            check=self._unfit,
         )
         if answer is None:
             return False
@@ -182,15 +207,20 @@ class MailRequestAnswers:
         return True
 
     def _decide(self, answer: MailAnswer) -> str:
-        decision = HumanDecision.yes() if answer.decision.kind == "yes" else HumanDecision.no()
+        name = answer.approver.removeprefix("mail:")
         try:
-            request = self.desk.decide(
-                answer.request_id,
-                decision,
-                channel="mail",
-                name=answer.approver.removeprefix("mail:"),
-                reason=answer.decision.reason,
-            )
+            if answer.decision is None:
+                request = self.desk.answer(
+                    answer.request_id, answer.value, channel="mail", name=name
+                )
+            else:
+                request = self.desk.decide(
+                    answer.request_id,
+                    HumanDecision.yes() if answer.decision.kind == "yes" else HumanDecision.no(),
+                    channel="mail",
+                    name=name,
+                    reason=answer.decision.reason,
+                )
         except RequestError as exc:
             return f"Your answer was not accepted: {exc}."
         return f"Recorded: {request.id} {request.outcome} by {request.answered_by}."

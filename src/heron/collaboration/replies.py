@@ -7,8 +7,10 @@ at the quote a mail client puts before the original (`On … wrote:`, `-----Orig
 Message-----`, a `From:` header block). A reply to a card whose first line is one of its
 buttons' labels presses that button.
 
-**An approver's answer** (`approve`, `approve: reason`, `deny: reason`, and the synonyms
-`yes`, `no`, `ok`, `reject`) to a mail about a durable request to a human is accepted only when:
+**An approver's answer** to a mail about a durable request to a human — to an approval
+`approve`, `approve: reason`, `deny: reason` (and the synonyms `yes`, `no`, `ok`, `reject`), to
+a question the first line itself (its value: an option, the redirected address of an OAuth
+login, JSON when the question's schema is not a string) — is accepted only when:
 
 1. the reply answers a mail heron sent that approver: its `In-Reply-To`/`References` carry a
    reply token (`heron.collaboration.tokens`, purpose `reply`) minted for that request and that
@@ -16,22 +18,27 @@ buttons' labels presses that button.
 2. the token verifies and has not expired (a late answer is refused), and is used for the first
    time (`IdempotencyLedger.use_token`: a replayed reply is refused);
 3. the From address is the approver's;
-4. for a high-risk call, the mail is authenticated by a trusted server
-   (`heron.collaboration.mail_auth`): a From header alone is trivially forged.
+4. for a high-risk request, the mail is authenticated by a trusted server
+   (`heron.collaboration.mail_auth`): a From header alone is trivially forged;
+5. a question's answer fits the question (`check`: the desk's own check, before the token is
+   spent, so a refused answer — an OAuth address of another login — loses nothing and the
+   approver may reply again).
 
 Every refusal says why, so the sender can be told.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from email.message import EmailMessage, Message
-from typing import Literal
+from typing import Any, Literal
 
 from heron.collaboration.mail_auth import check_authentication, sender_address
 from heron.collaboration.tokens import TOKEN_PATTERN, TokenError, TokenSigner
+from heron.humans.store import HumanRequest
 from heron.safety.idempotency import IdempotencyLedger
 
 __all__ = [
@@ -120,12 +127,15 @@ def reply_message_id(token: str, domain: str) -> str:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MailAnswer:
-    """A verified answer: `approver` (`mail:<address>`) decided `decision` on `request_id`."""
+    """A verified answer: `approver` (`mail:<address>`) decided `decision` on the approval
+    `request_id`, or answered its question with `value`."""
 
     request_id: str
     approver: str
-    decision: ReplyDecision
+    decision: ReplyDecision | None
     authenticated: bool
+    value: Any = None
+    """A question's answer (`decision` is then None)."""
     """The mail passed the trusted-server check (required for a high-risk call)."""
 
 
@@ -143,10 +153,12 @@ def read_mail_answer(
     signer: TokenSigner,
     ledger: IdempotencyLedger,
     trusted_authserv_ids: Collection[str] = (),
-    high_risk: Callable[[str], bool] = lambda _request_id: False,
+    request_of: Callable[[str], HumanRequest | None] = lambda _request_id: None,
+    check: Callable[[HumanRequest, Any], str | None] = lambda _request, _value: None,
 ) -> MailAnswer | MailRefusal | None:
     """The approver's answer a reply carries, a refusal saying why it is not one, or `None`
-    when the mail answers no request at all (an ordinary mail)."""
+    when the mail answers no request at all (an ordinary mail). `request_of` looks the request
+    up (unknown: read as an approval); `check` says why a question's answer does not fit."""
     references = f"{message.get('In-Reply-To', '')} {message.get('References', '')}"
     tokens = [m["token"] for m in _TOKEN_IN_ID.finditer(references)]
     if not tokens:
@@ -163,25 +175,63 @@ def read_mail_answer(
             reason=f"only {approver.removeprefix('mail:')} may answer this mail",
             request_id=request_id,
         )
+    request = request_of(request_id)
     line = first_reply_line(reply_text(message))
-    decision = parse_decision(line or "")
-    if decision is None:
-        return MailRefusal(
-            reason="the first line of the reply must be 'approve' or 'deny: reason'",
-            request_id=request_id,
-        )
+    value: Any = None
+    decision = None
+    if request is not None and request.kind == "question":
+        value = _question_value(line, request)
+        if value is None:
+            return MailRefusal(
+                reason="the first line of the reply must be your answer"
+                + (" (JSON)" if _wants_json(request) else ""),
+                request_id=request_id,
+            )
+    else:
+        decision = parse_decision(line or "")
+        if decision is None:
+            return MailRefusal(
+                reason="the first line of the reply must be 'approve' or 'deny: reason'",
+                request_id=request_id,
+            )
     authenticated = False
-    if high_risk(request_id):
+    if request is not None and request.risk == "high":
         verdict = check_authentication(message, trusted_authserv_ids)
         if not verdict.passed:
             return MailRefusal(
-                reason=f"a high-risk call is answered by mail only from an authenticated "
+                reason=f"a high-risk request is answered by mail only from an authenticated "
                 f"mail ({verdict.reason})",
                 request_id=request_id,
             )
         authenticated = True
+    if request is not None and decision is None:
+        unfit = check(request, value)
+        if unfit is not None:
+            return MailRefusal(reason=unfit, request_id=request_id)
     if not ledger.use_token(claim.digest, "mail-reply", claim.expires):
         return MailRefusal(reason="this reply was already used to answer", request_id=request_id)
     return MailAnswer(
-        request_id=request_id, approver=approver, decision=decision, authenticated=authenticated
+        request_id=request_id,
+        approver=approver,
+        decision=decision,
+        authenticated=authenticated,
+        value=value,
     )
+
+
+def _wants_json(request: HumanRequest) -> bool:
+    return request.schema is not None and request.schema.get("type", "string") != "string"
+
+
+def _question_value(line: str | None, request: HumanRequest) -> Any:
+    """A question's answer on the reply's first line (None: there is none); a mail client
+    may wrap an address in angle brackets."""
+    if not line:
+        return None
+    text = line[1:-1].strip() if line.startswith("<") and line.endswith(">") else line
+    if not _wants_json(request):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

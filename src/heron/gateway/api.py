@@ -9,10 +9,11 @@ large, 422 nested too deep or not JSON text heron takes, 400 not JSON).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from heron._support.clock import timestamp
@@ -83,8 +84,9 @@ class Api:
             raise ApiError(400, "the body must be a JSON object")
         return value
 
-    def session_name(self, request: Request) -> str:
-        session = str(request.path_params["session"])
+    def session_name(self, request: HTTPConnection) -> str:
+        """The path's session, its `%2F` decoded (`heron.gateway.app.SessionRoute`)."""
+        session = re.sub("%2[fF]", "/", str(request.path_params["session"]))
         problem = self.running().host.admit(session)
         if problem is not None:
             raise ApiError(404, problem)
@@ -155,7 +157,7 @@ class Api:
 
     async def sessions(self, request: Request, who: Principal) -> Response:
         server = self.running()
-        infos = {i.name: i for i in server.bus.sessions.list_sessions()}
+        infos = {i.session: i for i in server.bus.sessions.list_sessions()}
         known = [*server.host.awake, *server.host.parked, *infos]
         names = [n for n in dict.fromkeys(known) if server.host.admit(n) is None]
         pending = set(await server.bus.pending_sessions())
@@ -321,6 +323,14 @@ class Api:
         found = self._stores().subscriptions.list(session)
         return answer({"subscriptions": [s.model_dump(mode="json") for s in found]})
 
+    async def subscription(self, request: Request, who: Principal) -> Response:
+        session = self.session_name(request)
+        wanted = str(request.path_params["subscription"])
+        for found in self._stores().subscriptions.list(session):
+            if found.id == wanted:
+                return answer(found.model_dump(mode="json"))
+        raise ApiError(404, "no such subscription in this session")
+
     # -- requests to a human ----------------------------------------------------------------
 
     def _desk(self) -> Any:
@@ -427,13 +437,12 @@ class Api:
 
     def table(self) -> list[tuple[str, str, Role, Handler]]:
         """`(method, path, least role, handler)` of every authenticated route."""
-        s = "/v1/sessions/{session}"
+        s = "/v1/sessions/{session:path}"
         return [
             ("POST", "/v1/logout", "viewer", self.logout),
             ("GET", "/v1/whoami", "viewer", self.whoami),
             ("GET", "/metrics", "viewer", self.metrics),
             ("GET", "/v1/sessions", "viewer", self.sessions),
-            ("GET", s, "viewer", self.session),
             ("POST", s + "/messages", "operator", self.message),
             ("POST", s + "/interrupt", "operator", self.interrupt),
             ("POST", s + "/cards/{message}/actions", "operator", self.card_action),
@@ -444,6 +453,8 @@ class Api:
             ("GET", s + "/timers", "viewer", self.timers),
             ("GET", s + "/timers/{timer}", "viewer", self.timer),
             ("GET", s + "/subscriptions", "viewer", self.subscriptions),
+            ("GET", s + "/subscriptions/{subscription}", "viewer", self.subscription),
+            ("GET", s, "viewer", self.session),
             ("GET", "/v1/approvals", "viewer", self.requests),
             ("GET", "/v1/approvals/{id}", "viewer", self.show_request),
             ("POST", "/v1/approvals/{id}", "operator", self.decide),

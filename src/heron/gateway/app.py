@@ -3,10 +3,12 @@
 The gateway is a set of Starlette routes mounted on the server's one HTTP front
 (`heron.always_on.http.HttpFront`, beside the webhooks, under the same body limit) plus what
 it adds to the server: a session sink per session that keeps the turn log
-(`heron.gateway.eventlog`) and an approver channel, `gateway`, so that `[approvals.approvers]
+(`heron.gateway.eventlog`; opened on the server's session store the first time it is needed,
+and made one of that store's companions, so its rows commit with the history) and an
+approver channel, `gateway`, so that `[approvals.approvers]
 gateway = ["alice"]` lets the principal `alice` answer from the console or the API.
 
-    gateway = Gateway(config, state_dir=state_dir)
+    gateway = Gateway(config)
     server = HeronServer(serve_config, make_agent,
                          session_sink=gateway.sinks(inner), http_routes=gateway.routes(),
                          request_channels=[gateway.channel])
@@ -20,16 +22,21 @@ served as given, without the gateway's authentication.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Match, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
+from starlette.websockets import WebSocket
 
 from heron._support.clock import Clock, RealClock
 from heron.gateway.api import Api, Handler
@@ -37,7 +44,7 @@ from heron.gateway.auth import ApiError, Guard, LoginSessions, RateLimiter, Toke
 from heron.gateway.config import GatewayConfig, Role
 from heron.gateway.eventlog import TurnLog, TurnRecorder
 from heron.gateway.sqlite_store import SqliteTurnLog
-from heron.gateway.stream import Hub, session_frames
+from heron.gateway.stream import Frame, Hub, session_frames
 from heron.humans.store import HumanRequest
 from heron.turn.events import EventSink
 
@@ -77,12 +84,10 @@ class Gateway:
         self,
         config: GatewayConfig,
         *,
-        state_dir: Path,
         clock: Clock | None = None,
         environ: Mapping[str, str] = os.environ,
         metrics: MetricsRegistry | None = None,
         poll_interval_s: float = 1.0,
-        log: TurnLog | None = None,
     ) -> None:
         self.config = config
         self.clock: Clock = clock or RealClock()
@@ -99,10 +104,7 @@ class Gateway:
             ),
         )
         self.hub = Hub()
-        self.log: TurnLog = log or SqliteTurnLog.open(state_dir)
-        self.recorder = TurnRecorder(
-            self.log, clock=self.clock, stored=self.hub.wake, live=self.hub.live
-        )
+        self._recorder: TurnRecorder | None = None
         self.channel = GatewayChannel()
         self.api = Api(self)
         self.counts: Counter[tuple[str, int]] = Counter()
@@ -118,6 +120,30 @@ class Gateway:
             session, inner(session) if inner is not None else None
         )
 
+    @property
+    def recorder(self) -> TurnRecorder:
+        """The turn log's recorder, over the running server's session store (opened and made
+        a companion of the store on first use: the stores open when the server starts)."""
+        if self._recorder is None:
+            server = self.server
+            if server is None or server.bus is None:
+                raise ApiError(503, "heron serve is not running")
+            loop = asyncio.get_running_loop()
+
+            def stored(session: str) -> None:
+                # From the appending thread, inside its transaction: wake after it.
+                loop.call_soon_threadsafe(self.hub.wake, session)
+
+            sessions = server.bus.sessions
+            log = open_turn_log(sessions, news=stored)
+            self._recorder = TurnRecorder(log, clock=self.clock, stored=stored, live=self.hub.live)
+            sessions.companions.append(self._recorder.written)
+        return self._recorder
+
+    @property
+    def log(self) -> TurnLog:
+        return self.recorder.log
+
     def routes(self, extra: Sequence[BaseRoute] = ()) -> list[BaseRoute]:
         """The gateway's routes, then `extra` (served as given)."""
         routes: list[BaseRoute] = [
@@ -125,10 +151,16 @@ class Gateway:
             Mount("/console", app=StaticFiles(directory=STATIC), name="console"),
             Route("/healthz", self._open(self.api.healthz), methods=["GET"]),
             Route("/v1/login", self._open(self.api.login), methods=["POST"]),
-            Route("/v1/sessions/{session}/events", self._guarded("viewer", self._events)),
+            SessionRoute(
+                "/v1/sessions/{session:path}/events", self._guarded("viewer", self._events)
+            ),
+            SessionSocketRoute("/v1/sessions/{session:path}/ws", self._socket),
         ]
         for method, path, role, handler in self.api.table():
-            routes.append(Route(path, self._guarded(role, handler), methods=[method]))
+            routes.append(SessionRoute(path, self._guarded(role, handler), methods=[method]))
+        # A session name may hold `/`, so the deepest routes are tried first: `a/jobs/j/
+        # interrupt` is job `j`'s, not the interrupt of a session `a/jobs/j` (encode that one).
+        routes.sort(key=lambda r: -str(getattr(r, "path", "")).count("/"))
         return [*routes, *extra]
 
     # -- serving ------------------------------------------------------------------------------
@@ -155,9 +187,7 @@ class Gateway:
         return endpoint
 
     def _sent(self, request: Request, response: Response) -> Response:
-        route = request.scope.get("route")
-        path = getattr(route, "path", "?")
-        self.counts[(path, response.status_code)] += 1
+        self.counts[(self._route_path(request), response.status_code)] += 1
         for name, value in _HEADERS.items():
             response.headers.setdefault(name, value)
         return response
@@ -174,26 +204,30 @@ class Gateway:
             self._stopping = asyncio.Event()
         return self._stopping
 
-    async def _events(self, request: Request, who: Any) -> Response:
+    def _frames(self, conn: HTTPConnection) -> AsyncGenerator[list[Frame]]:
+        """The frames of the connection's session, from its `Last-Event-ID` (or `?after=`:
+        a browser's `EventSource` and `WebSocket` cannot set headers)."""
         server = self.api.running()
-        session = self.api.session_name(request)
+        session = self.api.session_name(conn)
         if self.hub.clients >= self.config.limits.max_clients:
             raise ApiError(503, "too many event streams open; retry later")
         if self._watched is not server.bus:
             # This process's publishes wake the streams of their session at once.
             server.bus.watch(lambda event: self.hub.wake(event.session))
             self._watched = server.bus
-        start = request.headers.get("last-event-id") or request.query_params.get("after")
-        frames = session_frames(
+        return session_frames(
             session,
             bus=server.bus,
             log=self.log,
             hub=self.hub,
-            start=start,
+            start=conn.headers.get("last-event-id") or conn.query_params.get("after"),
             replay_max=self.config.limits.replay_max,
             poll_interval_s=self.poll_interval_s,
             stopping=self.stopping,
         )
+
+    async def _events(self, request: Request, who: Any) -> Response:
+        frames = self._frames(request)
 
         async def body() -> Any:
             yield ": heron event stream\n\n"
@@ -206,6 +240,47 @@ class Gateway:
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+    async def _socket(self, websocket: WebSocket) -> None:
+        """`GET /v1/sessions/{session}/ws`: the frames of the event stream, one JSON text
+        message each (`{"event", "id", "data"}`, `id` null for a live frame), with the same
+        cursor, replay and resync rules. A refusal is the HTTP answer to the handshake."""
+        try:
+            self.guard.check(websocket, "viewer", socket=True)
+            frames = self._frames(websocket)
+        except ApiError as exc:
+            refusal = _refusal(exc)
+            self.counts[(self._route_path(websocket), refusal.status_code)] += 1
+            await websocket.send_denial_response(refusal)
+            return
+        self.counts[(self._route_path(websocket), 101)] += 1
+        await websocket.accept()
+
+        async def send() -> None:
+            async for chunk in frames:
+                self.frames_sent += len(chunk)
+                for frame in chunk:
+                    await websocket.send_text(frame.message())
+
+        async def gone() -> None:
+            while (await websocket.receive())["type"] != "websocket.disconnect":
+                pass  # the client has nothing to say; only its going away matters
+
+        sending, watching = asyncio.ensure_future(send()), asyncio.ensure_future(gone())
+        try:
+            await asyncio.wait([sending, watching], return_when=asyncio.FIRST_COMPLETED)
+            left = watching.done()
+        finally:
+            for task in (sending, watching):
+                task.cancel()
+            await asyncio.gather(sending, watching, return_exceptions=True)
+            await frames.aclose()
+        if not left:  # the stream ended: the server is stopping
+            with contextlib.suppress(RuntimeError, OSError):
+                await websocket.close(1001, "the server is stopping")
+
+    def _route_path(self, conn: HTTPConnection) -> str:
+        return str(getattr(conn.scope.get("route"), "path", "?"))
 
     # -- metrics --------------------------------------------------------------------------------
 
@@ -235,9 +310,51 @@ class Gateway:
         self.hub.wake_all()
 
     def close(self) -> None:
-        """Ends every stream and closes the turn log."""
+        """Ends every stream and closes the turn log (the connection it shares stays open: its
+        session store closes it)."""
         self.end_streams()
-        self.log.close()
+        if self._recorder is not None:
+            self._recorder.log.close()
+
+
+def open_turn_log(sessions: Any, *, news: Callable[[str], None] | None = None) -> TurnLog:
+    """The turn log on the database of `sessions` (SQLite: its connection; PostgreSQL: its
+    pool). PostgreSQL: `news(session)` is called, from a thread, whenever a worker (this one
+    too) committed records of `session`."""
+    if hasattr(sessions, "conn"):
+        return SqliteTurnLog(sessions.conn)
+    from heron.gateway.postgres_store import PostgresTurnLog
+
+    return PostgresTurnLog(sessions.pool, news=news)
+
+
+class SessionRoute(Route):
+    """A route whose `{session:path}` may hold a `/`: written as is where the rest of the path
+    still tells the route (`/v1/sessions/team/a/messages`), or percent-encoded as `%2F`, which
+    always works (`/v1/sessions/team%2Fa`: the session `team/a` itself, not the route `…/a`).
+    Routes are matched against the path with `%2F` still encoded; `Api.session_name` decodes
+    it."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        return super().matches(encoded_slashes(scope))
+
+
+class SessionSocketRoute(WebSocketRoute):
+    """`SessionRoute` for a WebSocket."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        return super().matches(encoded_slashes(scope))
+
+
+def encoded_slashes(scope: Scope) -> Scope:
+    """`scope` with its path decoded except for `%2F` (ASGI servers decode it to `/`, which
+    would make a name's slash a separator)."""
+    raw: bytes | None = scope.get("raw_path")
+    if not raw or b"%2f" not in raw.lower():
+        return scope
+    text = raw.decode("latin-1").partition("?")[0]
+    path = "%2F".join(unquote(part) for part in re.split("%2[fF]", text))
+    return {**scope, "path": path}
 
 
 def _refusal(exc: ApiError) -> Response:

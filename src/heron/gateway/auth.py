@@ -28,7 +28,7 @@ from heron.errors import HeronError
 from heron.gateway.config import ROLES, GatewayConfig, Role
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
+    from starlette.requests import HTTPConnection
 
 __all__ = [
     "COOKIE",
@@ -45,6 +45,14 @@ __all__ = [
 COOKIE = "heron_session"
 CSRF_HEADER = "x-csrf-token"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_PAGE_SCHEMES = {"ws": "http", "wss": "https"}
+"""A WebSocket's URL scheme → that of the page it is opened from (its `Origin`)."""
+
+
+def _bearer(request: HTTPConnection) -> str:
+    """The bearer token of `Authorization`, or `""`."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 class ApiError(HeronError):
@@ -171,19 +179,25 @@ class Guard:
         self.logins = logins
         self.limiter = limiter
 
-    def origins(self, request: Request) -> set[str]:
+    def origins(self, request: HTTPConnection) -> set[str]:
         """The origins the gateway serves: `public_url` and the address asked for."""
-        own = {f"{request.url.scheme}://{request.headers.get('host', '')}"}
+        scheme = _PAGE_SCHEMES.get(request.url.scheme, request.url.scheme)
+        own = {f"{scheme}://{request.headers.get('host', '')}"}
         if self.config.public_origin:
             own.add(self.config.public_origin)
         return own
 
-    def check(self, request: Request, need: Role) -> Principal:
-        changes = request.method not in _SAFE_METHODS
+    def check(self, request: HTTPConnection, need: Role, *, socket: bool = False) -> Principal:
+        """Who calls, if they may (`ApiError` otherwise). `socket`: a WebSocket handshake,
+        which a browser sends with the cookie from any page and without a CSRF header, so its
+        `Origin` must be the gateway's own, and a console login's handshake must carry one."""
+        changes = not socket and request.scope.get("method") not in _SAFE_METHODS
         origin = request.headers.get("origin")
-        if changes and origin is not None and origin not in self.origins(request):
+        if (changes or socket) and origin is not None and origin not in self.origins(request):
             raise ApiError(403, f"requests from origin {origin!r} are refused")
         principal = self._principal(request, changes)
+        if socket and origin is None and request.cookies.get(COOKIE) and not _bearer(request):
+            raise ApiError(403, "a console WebSocket needs an Origin")
         retry = self.limiter.take(principal.name)
         if retry is not None:
             raise ApiError(
@@ -193,11 +207,10 @@ class Guard:
             raise ApiError(403, f"{principal.name} ({principal.role}) may not do this: {need}")
         return principal
 
-    def _principal(self, request: Request, changes: bool) -> Principal:
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            found = self.tokens.lookup(token.strip())
+    def _principal(self, request: HTTPConnection, changes: bool) -> Principal:
+        token = _bearer(request)
+        if token:
+            found = self.tokens.lookup(token)
             if found is None:
                 raise ApiError(401, "unknown token")
             return found

@@ -1,16 +1,27 @@
 """The per-session log of turn events, so a stream replays a run as it ended.
 
-Turn events (`heron.turn.events`) are emitted while a turn runs and lived only in memory. The
+Turn events (`heron.turn.events`) are emitted while a turn runs and live only in memory. The
 gateway records the *terminal* ones — a call's pending card and its result, approvals, the
 plan, truncation, loop warnings, the final answer, cancellation and errors — in a durable log
-per session (`TurnLog`, SQLite in `heron.gateway.sqlite_store`), each with a sequence number.
-Streamed text is not stored delta by delta: the deltas of one step are folded into one `text`
-record written before the card or answer that ends the step (and dropped when the final
-answer repeats them), so a replay shows the finished message. Live clients still get every
-delta as it streams (`Hub.live`), as frames without an id.
+per session (`TurnLog`: SQLite in `heron.gateway.sqlite_store`, PostgreSQL in
+`heron.gateway.postgres_store`), each with a sequence number.
 
-Every body is scrubbed (`heron.safety.redact.scrub_value`) before it is stored or shown: a
-known secret never reaches the log or a client.
+Same transaction as the history: the log lives in the session store's database, and the
+recorder is one of the store's companions (`heron.sessions.store.Companion`), so the records
+a history write leads to commit inside that write's transaction — a crash leaves both or
+neither. Which records go with which write:
+
+- the events emitted since the session's last write (a call's cards, its approval, its
+  result, the plan, …) go with its next write: the tool results they describe, or the next
+  assistant message. Until then they are shown live (`Hub.live`, frames without an id);
+- an assistant message brings its own record, `text`: its finished text. Streamed text is
+  never stored delta by delta — the deltas are shown live and the message is the fold;
+- the end of a turn (`final`, `cancelled`, `error`) has no history entry of its own: it is
+  written at once, in a transaction of its own, with whatever is still waiting. `final`
+  leaves out its text when it repeats the `text` record just stored.
+
+Every body is scrubbed (`heron.safety.redact`) before it is stored or shown: a known secret
+never reaches the log or a client.
 """
 
 from __future__ import annotations
@@ -20,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from heron._support.clock import Clock
-from heron.safety.redact import scrub_value
+from heron.messages import AssistantMessage, Message
+from heron.safety.redact import scrub_text, scrub_value
 from heron.turn.events import BaseEvent, EventSink
 
 __all__ = ["LOGGED_TYPES", "LoggedEvent", "TurnLog", "TurnRecorder"]
@@ -42,9 +54,13 @@ LOGGED_TYPES: frozenset[str] = frozenset(
         "history_trimmed",
     }
 )
-"""The terminal turn events the log keeps (plus the folded `text`)."""
+"""The terminal turn events the log keeps (plus `text`, an assistant message's)."""
+_TURN_ENDS = frozenset({"final", "cancelled", "error"})
+"""Written at once: no history write follows them."""
 _LIVE_TYPES = frozenset({"text_delta", "progress"})
-"""Shown live, never stored: streamed text (folded) and progress lines."""
+"""Shown live, never stored: streamed text (the message is its fold) and progress lines."""
+
+Record = tuple[str, dict[str, Any]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,8 +80,13 @@ class TurnLog(Protocol):
         """Changes only when the database does: a cursor of another epoch means nothing."""
         ...
 
-    def append(self, session: str, records: Sequence[tuple[str, dict[str, Any]]], at: float) -> int:
+    def append(self, session: str, records: Sequence[Record], at: float) -> int:
         """Store `(type, body)` records in one transaction; the last one's sequence."""
+        ...
+
+    def append_in(self, conn: Any, session: str, records: Sequence[Record], at: float) -> int:
+        """`append` inside a transaction the caller opened on `conn` (a connection of the
+        session store this log shares) and commits."""
         ...
 
     def after(self, session: str, seq: int, *, limit: int) -> list[LoggedEvent]:
@@ -80,7 +101,8 @@ class TurnLog(Protocol):
 
 
 class TurnRecorder:
-    """Session sinks that log terminal turn events and show streamed ones live."""
+    """Session sinks that keep terminal turn events for the session's next history write, and
+    the companion that writes them in it (see the module docstring)."""
 
     def __init__(
         self,
@@ -90,19 +112,23 @@ class TurnRecorder:
         stored: Callable[[str], None],
         live: Callable[[str, dict[str, Any], int], None],
     ) -> None:
-        """`stored(session)` runs after each write (streams wake); `live(session, body,
-        stored_before)` gets what is shown but not stored, with the session's last stored
-        sequence (its text is folded into the next record)."""
+        """`stored(session)` runs after each write of records (streams wake; from the thread
+        that appended, for a store that appends on a worker thread); `live(session, body,
+        stored_before)` gets what is shown before it is stored, with the session's last
+        stored sequence."""
         self.log = log
         self.clock = clock
         self._stored = stored
         self._live = live
-        self._text: dict[str, list[str]] = {}
+        self._waiting: dict[str, list[Record]] = {}
         self._last: dict[str, int] = {}
+        self._turn: dict[str, str] = {}
+        self._text: dict[str, str | None] = {}
+        """The text of the session's newest record, when it is a `text` record."""
 
     def sink(self, session: str, inner: EventSink | None = None) -> EventSink:
-        """The sink of `session`: `inner` first (the JSON lines of `heron serve`), then
-        the log."""
+        """The sink of `session`: `inner` first (the JSON lines of `heron serve`), then the
+        recorder."""
 
         def emit(event: BaseEvent) -> None:
             if inner is not None:
@@ -113,20 +139,41 @@ class TurnRecorder:
 
     def record(self, session: str, event: BaseEvent) -> None:
         kind = str(getattr(event, "type", ""))
+        if kind not in _LIVE_TYPES and kind not in LOGGED_TYPES:
+            return
         body: dict[str, Any] = scrub_value(event.model_dump(mode="json", exclude_none=True))
-        if kind in _LIVE_TYPES:
-            if kind == "text_delta":
-                self._text.setdefault(session, []).append(str(body.get("text", "")))
-            if session not in self._last:
-                self._last[session] = self.log.last(session)
-            self._live(session, body, self._last[session])
+        self._turn[session] = event.turn_id
+        if kind in _TURN_ENDS:
+            records = self._waiting.pop(session, [])
+            if kind == "final" and body.get("text") == self._text.get(session):
+                body.pop("text", None)  # the answer is the `text` record just stored
+            records.append((kind, body))
+            self._last[session] = self.log.append(session, records, self.clock.time())
+            self._wrote(session, records)
             return
-        if kind not in LOGGED_TYPES:
-            return
-        records: list[tuple[str, dict[str, Any]]] = []
-        text = "".join(self._text.pop(session, []))
-        if text and not (kind == "final" and body.get("text") == text):
-            records.append(("text", {"type": "text", "text": text, "turn_id": event.turn_id}))
-        records.append((kind, body))
-        self._last[session] = self.log.append(session, records, self.clock.time())
+        if kind in LOGGED_TYPES:
+            self._waiting.setdefault(session, []).append((kind, body))
+        if session not in self._last:
+            self._last[session] = self.log.last(session)
+        self._live(session, body, self._last[session])
+
+    def written(self, conn: Any, session: str, messages: Sequence[Message]) -> None:
+        """The session store's companion: inside the transaction that appends `messages` to
+        `session`, the records waiting for it and the text of its assistant messages."""
+        records = self._waiting.pop(session, [])
+        for message in messages:
+            if isinstance(message, AssistantMessage) and message.text:
+                text = scrub_text(message.text)
+                records.append(
+                    ("text", {"type": "text", "text": text, "turn_id": self._turn.get(session, "")})
+                )
+        if records:
+            self.log.append_in(conn, session, records, self.clock.time())
+            # Read again once committed (the transaction may still roll back).
+            self._last.pop(session, None)
+            self._wrote(session, records)
+
+    def _wrote(self, session: str, records: list[Record]) -> None:
+        kind, body = records[-1]
+        self._text[session] = body["text"] if kind == "text" else None
         self._stored(session)

@@ -1,5 +1,6 @@
 """`SqliteTurnLog`: the `TurnLog` of `heron.gateway.eventlog` in heron's SQLite database
-(tables `gateway_turn_events` and `gateway_meta`)."""
+(tables `gateway_turn_events` and `gateway_meta`), on the connection of the session store
+whose appends it joins (`append_in`)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ _SCHEMA = (
 
 @sqlite_errors
 class SqliteTurnLog:
-    """`TurnLog` on its own connection to `<state_dir>/heron.db`."""
+    """`TurnLog` on a connection to `<state_dir>/heron.db`: the session store's, so that
+    `append_in` is part of an append's transaction (the caller closes it)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, owned: bool = False) -> None:
         conn.isolation_level = None  # explicit transactions only
         with transaction(conn):
             for statement in _SCHEMA:
@@ -43,12 +45,14 @@ class SqliteTurnLog:
                 (uuid.uuid4().hex[:12],),
             )
         self._conn = conn
+        self._owned = owned
         row = conn.execute("SELECT value FROM gateway_meta WHERE key = 'epoch'").fetchone()
         self._epoch = str(row[0])
 
     @classmethod
     def open(cls, state_dir: Path) -> SqliteTurnLog:
-        return cls(open_db(state_dir))
+        """A log on a connection of its own (closed by `close()`)."""
+        return cls(open_db(state_dir), owned=True)
 
     @property
     def epoch(self) -> str:
@@ -56,13 +60,22 @@ class SqliteTurnLog:
 
     def append(self, session: str, records: Sequence[tuple[str, dict[str, Any]]], at: float) -> int:
         with transaction(self._conn) as conn:
-            seq = 0
-            for kind, body in records:
-                cursor = conn.execute(
-                    "INSERT INTO gateway_turn_events (session, type, body, at) VALUES (?, ?, ?, ?)",
-                    (session, kind, json.dumps(body, ensure_ascii=False), at),
-                )
-                seq = int(cursor.lastrowid or 0)
+            return self.append_in(conn, session, records, at)
+
+    def append_in(
+        self,
+        conn: sqlite3.Connection,
+        session: str,
+        records: Sequence[tuple[str, dict[str, Any]]],
+        at: float,
+    ) -> int:
+        seq = 0
+        for kind, body in records:
+            cursor = conn.execute(
+                "INSERT INTO gateway_turn_events (session, type, body, at) VALUES (?, ?, ?, ?)",
+                (session, kind, json.dumps(body, ensure_ascii=False), at),
+            )
+            seq = int(cursor.lastrowid or 0)
         return seq
 
     def after(self, session: str, seq: int, *, limit: int) -> list[LoggedEvent]:
@@ -89,4 +102,5 @@ class SqliteTurnLog:
         return int(row[0] or 0)
 
     def close(self) -> None:
-        self._conn.close()
+        if self._owned:
+            self._conn.close()

@@ -1,4 +1,5 @@
-"""The event stream of a session (`GET /v1/sessions/{session}/events`), as Server-Sent Events.
+"""The event stream of a session (`GET /v1/sessions/{session}/events` as Server-Sent Events;
+`…/ws` sends the same frames over a WebSocket, `Frame.message`).
 
 A stream is two durable sequences merged in time order: the session's bus events (the
 `BusStore` sequence) and its turn log (`heron.gateway.eventlog`). Each frame's SSE `id` is
@@ -8,21 +9,23 @@ nothing skipped. Frames:
 
 - `event: bus`, data `{"seq", "event"}` (the `BusEvent`, scrubbed);
 - `event: turn`, data the turn event (a card, a folded `text`, the final answer, …);
-- `event: live`, data a streamed delta or progress line, *without* an id (a replay has the
-  folded text instead);
+- `event: live`, data a streamed delta, a progress line or a card not stored yet, *without*
+  an id (a replay has the folded text, and the card once its history entry is written);
 - `event: resync`, data `{"reason"}`, with the cursor of now as its id: the client's cursor
   is from another database (another epoch) or more than `replay_max` events behind, so it
   should reload what it shows from the API and go on from here.
 
-A stream waits for news on the `Hub` (woken by this process's publishes and turn-log writes)
-and polls every `poll_interval_s` for what other processes wrote.
+A stream waits for news on the `Hub` (woken by this process's publishes and turn-log writes,
+and on PostgreSQL by every worker's commits, announced by `NOTIFY`) and polls every
+`poll_interval_s` for what other processes wrote.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections import deque
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -68,6 +71,14 @@ class Frame:
     """For a live frame: the session's last turn-log sequence when it was shown. Its text is
     folded into the session's next record, so a client past `stored_before` has it already."""
 
+    def message(self) -> str:
+        """The frame as one WebSocket text message: `{"event", "id", "data"}`."""
+        return json.dumps(
+            {"event": self.event, "id": self.id, "data": self.data},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+
     def encode(self) -> str:
         """The frame on the wire (computed once for a frame many clients are sent)."""
         if self.wire:
@@ -83,11 +94,24 @@ Batch = list[tuple[Frame, Cursor]]
 """Frames in order, each with the cursor after it."""
 
 
+class Subscriber:
+    """One stream's mailbox: live frames not sent yet, and whether the stores have news."""
+
+    __slots__ = ("live", "news", "woken")
+
+    def __init__(self) -> None:
+        self.live: deque[Frame] = deque(maxlen=_LIVE_QUEUE)
+        self.woken = False
+        """Something durable was written since the stream last read the stores."""
+        self.news = asyncio.Event()
+        """Set by a live frame or a wake; cleared by the stream when it looks."""
+
+
 class Hub:
     """Wakes the streams of a session and hands them its live frames."""
 
     def __init__(self) -> None:
-        self._subscribers: dict[str, set[asyncio.Queue[Frame | None]]] = {}
+        self._subscribers: dict[str, set[Subscriber]] = {}
         self._batches: dict[str, dict[Cursor, Batch]] = {}
         """Per session: what was read from the stores after a cursor since the last wake, so
         many clients at the same place read, scrub and encode it once. The stores only grow,
@@ -103,15 +127,15 @@ class Hub:
             kept.clear()
         kept[cursor] = batch
 
-    def subscribe(self, session: str) -> asyncio.Queue[Frame | None]:
-        queue: asyncio.Queue[Frame | None] = asyncio.Queue(_LIVE_QUEUE)
-        self._subscribers.setdefault(session, set()).add(queue)
-        return queue
+    def subscribe(self, session: str) -> Subscriber:
+        subscriber = Subscriber()
+        self._subscribers.setdefault(session, set()).add(subscriber)
+        return subscriber
 
-    def unsubscribe(self, session: str, queue: asyncio.Queue[Frame | None]) -> None:
+    def unsubscribe(self, session: str, subscriber: Subscriber) -> None:
         subscribers = self._subscribers.get(session)
         if subscribers is not None:
-            subscribers.discard(queue)
+            subscribers.discard(subscriber)
             if not subscribers:
                 del self._subscribers[session]
 
@@ -122,9 +146,9 @@ class Hub:
     def wake(self, session: str) -> None:
         """Something durable was written for `session`."""
         self._batches.pop(session, None)
-        for queue in self._subscribers.get(session, ()):
-            if queue.empty():  # one wake-up is enough; a full queue is awake already
-                queue.put_nowait(None)
+        for subscriber in self._subscribers.get(session, ()):
+            subscriber.woken = True
+            subscriber.news.set()
 
     def wake_all(self) -> None:
         """Every stream looks again (and, when stopping, ends)."""
@@ -132,11 +156,13 @@ class Hub:
             self.wake(session)
 
     def live(self, session: str, body: dict[str, Any], stored_before: int) -> None:
+        if session not in self._subscribers:
+            return
         frame = Frame("live", body, stored_before=stored_before)
-        for queue in self._subscribers.get(session, ()):
-            if queue.full():
-                queue.get_nowait()
-            queue.put_nowait(frame)
+        frame = Frame("live", body, stored_before=stored_before, wire=frame.encode())  # once
+        for subscriber in self._subscribers.get(session, ()):
+            subscriber.live.append(frame)  # a full mailbox drops its oldest
+            subscriber.news.set()
 
 
 def _when(stored: StoredEvent) -> float:
@@ -156,11 +182,11 @@ async def session_frames(
     replay_max: int,
     poll_interval_s: float,
     stopping: asyncio.Event,
-) -> AsyncIterator[list[Frame]]:
+) -> AsyncGenerator[list[Frame]]:
     """The frames of `session` from the cursor `start` (`Last-Event-ID`; `None`: from the
     beginning) until `stopping` is set or the client goes away, in chunks: what is ready at
     once goes out in one write."""
-    queue = hub.subscribe(session)
+    mailbox = hub.subscribe(session)
     try:
         cursor = Cursor.parse(start) if start else Cursor(log.epoch)
         if cursor is None or cursor.epoch != log.epoch:
@@ -186,16 +212,21 @@ async def session_frames(
                 continue
             while not stopping.is_set():
                 try:
-                    item = await asyncio.wait_for(queue.get(), poll_interval_s)
+                    await asyncio.wait_for(mailbox.news.wait(), poll_interval_s)
                 except TimeoutError:
                     polled = True  # read the stores: another process may have written
                     break
-                if item is None:
+                mailbox.news.clear()
+                # A live frame a client is past came folded into a stored record.
+                live = [f for f in mailbox.live if cursor.turn <= f.stored_before]
+                mailbox.live.clear()
+                if live:
+                    yield live
+                if mailbox.woken:
+                    mailbox.woken = False
                     break
-                if cursor.turn <= item.stored_before:  # else it came folded in a record
-                    yield [item]
     finally:
-        hub.unsubscribe(session, queue)
+        hub.unsubscribe(session, mailbox)
 
 
 def _merged(bus_new: list[StoredEvent], turn_new: list[LoggedEvent], cursor: Cursor) -> Batch:

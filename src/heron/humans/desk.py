@@ -35,6 +35,7 @@ from heron._support.timefmt import utc_rfc3339
 from heron._support.vocabulary import ACTIVE_STATUSES, HumanDecision, Urgency
 from heron.errors import HeronError
 from heron.humans.approvers import Approvers, describe, may_answer
+from heron.humans.binding import bound_refusal
 from heron.humans.config import ApprovalsConfig, clamp_seconds
 from heron.humans.rules import command_of, command_words, parse_prefix, rule_covers
 from heron.humans.sealing import seal, sealing_key_of
@@ -164,14 +165,18 @@ class RequestDesk:
         reason: str | None = None,
         gates_call: bool = False,
         report: bool = True,
+        asker: str | None = None,
     ) -> HumanRequest:
         """Open (or reuse) an approval for one call and deliver it. The result may already be
         ended (`no_answer: no approver reachable`). `gates_call`: the engine's gate asks, and a
         yes runs the call (`heron.humans.outcomes`). `report=False`: the asker waits for the
         answer and reads it itself (the editor's approver, an MCP client's wait), so no
-        watcher reports its ending to a session (it is stored as reported)."""
+        watcher reports its ending to a session (it is stored as reported). `asker`: who asks
+        when it is not the session's own agent (a sub-agent); the question starts with it."""
         summary = summarize_args(arguments)
         text = question or f"May heron run {tool}({summary})?"
+        if asker:
+            text = f"{asker} asks: {text}"
         if reason:
             text += f" Why you are asked: {reason}"
         return await self._open(
@@ -205,13 +210,16 @@ class RequestDesk:
         urgency: Urgency = "normal",
         timeout_s: float | None = None,
         default: Any = None,
+        risk: str | None = None,
         report: bool = True,
     ) -> HumanRequest:
         """Open (or reuse) a question. The model's `timeout_s` and `default` are clamped by
         `[approvals.questions]`; a default that does not fit the schema or options raises
         `InvalidAnswer`. `report=False`: the asker reads the ending itself (`get`), no
         session is told of it. A schema sealed to a key (`heron.humans.sealing`) has its
-        answers sealed before they are stored."""
+        answers sealed before they are stored; one bound to a value (`heron.humans.binding`)
+        takes only answers that carry it. `risk="high"`: a channel that cannot prove who
+        answers (mail without a trusted verdict) may not answer it."""
         q = self.config.questions
         timeout = clamp_seconds(timeout_s, default=q.timeout_s, maximum=q.max_timeout_s)
         if not q.model_defaults:
@@ -229,7 +237,7 @@ class RequestDesk:
             schema=schema,
             options=tuple(options),
             urgency=urgency,
-            risk=None,
+            risk=risk,
             deadline_s=timeout,
             on_timeout=q.on_timeout,
             default=default,
@@ -349,13 +357,24 @@ class RequestDesk:
     ) -> HumanRequest:
         """Answer a question with a value (checked against its schema and options)."""
         request = self._answerable(request_id, channel=channel, name=name)
-        if request.kind != "question":
-            raise InvalidAnswer(f"{request.id} is an approval: approve, deny, replace or edit it")
-        _check_value(value, schema=request.schema, options=request.options, what="the answer")
+        self._fitting(request, value)
         sealed_to = sealing_key_of(request.schema)
         if sealed_to is not None:
             value = seal(str(value), sealed_to, request_id=request.id)
         return self._settle(request, {"answer": value}, channel, name, reason, None, value)
+
+    def check_answer(self, request_id: str, value: Any) -> HumanRequest:
+        """Raise what `answer` would refuse `value` for (`UnknownRequest`, `InvalidAnswer`),
+        without answering: a channel that spends something on an answer (a mail reply's
+        single-use token) checks first, so a refused answer loses nothing."""
+        request = self.get(request_id)
+        self._fitting(request, value)
+        return request
+
+    def _fitting(self, request: HumanRequest, value: Any) -> None:
+        if request.kind != "question":
+            raise InvalidAnswer(f"{request.id} is an approval: approve, deny, replace or edit it")
+        _check_value(value, schema=request.schema, options=request.options, what="the answer")
 
     def cancel(self, request_id: str, reason: str) -> HumanRequest:
         """End an active request as cancelled (its run went away); a no-op on ended ones."""
@@ -371,6 +390,12 @@ class RequestDesk:
                 is_answer=False,
             ),
         ).request
+
+    def withdraw(self, session: str, reason: str) -> list[HumanRequest]:
+        """Cancel every active request of `session`, whose asker is gone for good (a
+        sub-agent that ended or was lost): nobody is asked about a call that cannot run."""
+        active = self.store.list(statuses=ACTIVE_STATUSES, session=session)
+        return [self.cancel(request.id, reason) for request in active]
 
     async def escalate(self) -> list[HumanRequest]:
         """Take every escalation step that has fallen due; returns the requests it widened."""
@@ -566,6 +591,9 @@ def _check_value(
 ) -> None:
     if options and value not in options:
         raise InvalidAnswer(f"{what} must be one of {', '.join(map(repr, options))}")
+    unbound = bound_refusal(value, schema) if isinstance(value, str) else None
+    if unbound is not None:
+        raise InvalidAnswer(unbound)
     if schema is not None:
         wrapped = {"type": "object", "properties": {"answer": dict(schema)}}
         try:

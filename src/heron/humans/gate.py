@@ -53,10 +53,19 @@ class DurableApprover:
     command in a containing sandbox) runs as with no operator at all; every other call that
     needs approval waits on a request instead of being denied."""
 
-    def __init__(self, desk: RequestDesk, *, session: str, urgency: Urgency = "normal") -> None:
+    def __init__(
+        self,
+        desk: RequestDesk,
+        *,
+        session: str,
+        urgency: Urgency = "normal",
+        asker: str | None = None,
+    ) -> None:
         self.desk = desk
         self.session = session
         self.urgency: Urgency = urgency
+        self.asker = asker
+        """Who asks, when not the session's own agent (a sub-agent): named in every request."""
 
     async def ask(self, request: ApprovalRequest) -> ApprovalAnswer | None:
         """Not used: the gate calls `defer` when a front end has it."""
@@ -80,6 +89,7 @@ class DurableApprover:
             risk=request.risk,
             reason=request.reason,
             gates_call=True,
+            asker=self.asker,
         )
         if not opened.active:
             return None  # no approver reachable: denied by policy, not by a person

@@ -101,6 +101,7 @@ class SessionAgent:
 
 
 FindSession = Callable[[HumanRequest], SessionAgent | Awaitable[SessionAgent | None] | None]
+Claims = Callable[[HumanRequest], Awaitable[bool]]
 
 
 class EndingReporter:
@@ -108,7 +109,9 @@ class EndingReporter:
     request's session (`None`: gone; it may be a coroutine: `heron serve` wakes the session
     first), whose agent runs an approved call through the engine's lifecycle
     (`Agent.run_approved_call`); `max_output_chars` bounds what the model reads of a result; `audit`
-    receives each gated call's decision."""
+    receives each gated call's decision. `claims(request)`: whether this process reports the
+    request — on a store shared by several workers, only the one that holds its session does
+    (the call runs in that session's agent); the others leave it alone."""
 
     def __init__(
         self,
@@ -119,8 +122,10 @@ class EndingReporter:
         publish: Publish,
         max_output_chars: int = 50_000,
         audit: AuditLog | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self.store = store
+        self.claims = claims
         self.sessions = sessions
         self.idempotency = idempotency
         self.publish = publish
@@ -131,6 +136,8 @@ class EndingReporter:
         """Hand every ended, unreported request (of `session`) to `publish`, oldest first."""
         done: list[RequestEnding] = []
         for request in self.store.unreported(session=session):
+            if self.claims is not None and not await self.claims(request):
+                continue
             ending = await self.ending(request)
             await self.publish(ending)
             if self.store.mark_reported(request.id):

@@ -73,6 +73,7 @@ __all__ = [
     "McpToolCatalogue",
     "assemble_mcp",
     "assemble_tools",
+    "deferred_grant",
 ]
 
 CAPABILITY_BUNDLE = "mcp"
@@ -146,6 +147,15 @@ class McpToolCatalogue:
     def resolve(self, name: str) -> Tool | None:
         """The tool with exactly this catalogue name, activated; None when absent or denied."""
         return resolve_unactivated(name, self._catalogue, self._activated, policy=self._policy)
+
+    def tools(self) -> list[Tool]:
+        """Every tool `resolve` could hand out, in catalogue order (what a grant narrows)."""
+        return [e.tool for e in self._catalogue.entries if self._policy.allows(e.tool.spec)]
+
+    @property
+    def groups(self) -> Mapping[str, str]:
+        """The labels of the catalogue's tools that are not MCP tools, by name."""
+        return self._catalogue.groups
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -237,22 +247,42 @@ class McpAssembly:
                 activated.activate(tool)
         if self.exposure == "direct":
             return McpGrant(activated=activated, catalogue=None)
-        granted = self.tool_catalogue.narrowed(policy)
-        resolver = McpToolCatalogue(granted, activated, policy, preloaded=activated.names())
-        if not self.search_registered or self.engine is None:
-            return McpGrant(activated=activated, catalogue=resolver)
-        search = ToolSearchTool(granted, activated, name=self.discovery.tool, engine=self.engine)
-        section = _section(granted, activated.names(), search.spec, self.discovery)
-        if not section:
-            return McpGrant(activated=activated, catalogue=resolver)
-        return McpGrant(
-            activated=activated, catalogue=resolver, tools=(search,), prompt_section=section
+        search = next(
+            (t for t in self.bundles.get(CAPABILITY_BUNDLE, ()) if isinstance(t, ToolSearchTool)),
+            None,
+        )
+        return deferred_grant(
+            self.tool_catalogue.narrowed(policy), activated, search=search, options=self.discovery
         )
 
     async def aclose(self) -> None:
         """Stop every server this assembly started."""
         if self.manager is not None:
             await self.manager.aclose()
+
+
+def deferred_grant(
+    catalogue: McpCatalogue,
+    activated: ActivatedToolSet,
+    *,
+    search: ToolSearchTool | None,
+    options: DiscoveryOptions | None = None,
+) -> McpGrant:
+    """A sub-agent's part of a deferred catalogue: `catalogue` is already narrowed to its grant
+    and `activated` is its own set (holding the parent's activated tools the grant allows).
+    It gets exact-name resolution within the grant and, when the parent has a search tool
+    (`search`), one of its own under the same name over the parent's shared engine, searching
+    only the grant, with the catalogue section for its prompt."""
+    resolver = McpToolCatalogue(
+        catalogue, activated, McpAccessPolicy(), preloaded=activated.names()
+    )
+    if search is None:
+        return McpGrant(activated=activated, catalogue=resolver)
+    own = ToolSearchTool(catalogue, activated, name=search.name, engine=search.engine)
+    section = _section(catalogue, activated.names(), own.spec, options or DiscoveryOptions())
+    if not section:
+        return McpGrant(activated=activated, catalogue=resolver)
+    return McpGrant(activated=activated, catalogue=resolver, tools=(own,), prompt_section=section)
 
 
 def _excluded(name: str, excluded_tools: Collection[str]) -> bool:

@@ -340,6 +340,7 @@ class ToolSearchTool:
             raise ValueError(
                 f"a search tool is named {' or '.join(SEARCH_TOOL_NAMES)}, not {name!r}"
             )
+        self.name: SearchToolName = name
         self.catalogue = catalogue
         self.activated = activated
         self.engine = engine or DiscoveryEngine(catalogue.entries, params=params)
@@ -396,7 +397,9 @@ class ToolSearchTool:
 
     def take(self, need: str, ranked: Ranked) -> ToolSearchOutcome:
         """Activate what `rank` found (on the event loop, where the session's set lives)."""
-        tools = [e.tool for e in ranked.tools]
+        # Through this tool's own catalogue: a grant's tools are its own (wrapped) objects, and
+        # nothing outside it can be activated whatever the shared engine ranked.
+        tools = [t for e in ranked.tools if (t := self.catalogue.get(e.name)) is not None]
         if not tools:
             return ToolSearchOutcome(
                 nothing_found=True,

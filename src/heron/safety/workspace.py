@@ -77,6 +77,7 @@ WorkspaceReason = Literal[
     "too_large",
     "binary_file",
     "not_utf8",
+    "read_only_workspace",
 ]
 
 

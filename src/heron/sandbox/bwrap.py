@@ -6,6 +6,8 @@ Inside the sandbox a command sees:
   (accounts, name service, TLS roots, time zone, dynamic linker, Debian alternatives); the
   rest of the root is read-only and empty;
 - the agent workspace, writable, at the same path as on the host (so paths in output match);
+  read-only instead (`--ro-bind`) in the twin `with_read_only_workspace()` gives, for an
+  agent that may only read it (a sub-agent spawned without write access);
 - a private, empty `/tmp`, its own `/proc` and a minimal `/dev`;
 - its own PID namespace (it cannot see or signal heron or other commands; when the command
   exits every process it started dies with the namespace), its own IPC and UTS namespaces;
@@ -17,10 +19,14 @@ Inside the sandbox a command sees:
 
 The environment is exactly the one passed to `run`, plus `PWD` (bubblewrap sets it when it
 changes directory). Resource limits and timeouts are those of `ProcessSandbox`, applied to the
-bubblewrap process and inherited by everything inside (under the unprivileged-user fallback
-for the process count, bubblewrap itself runs as that user and needs unprivileged user
-namespaces). The Python installation heron runs on is bound read-only as well
-(`expose_python`), so `run_python` works inside the sandbox.
+bubblewrap processes and inherited by everything inside: bubblewrap starts held
+(`heron.sandbox.held`: in the run's pids cgroup from the start, its two processes limited with
+`prlimit` before it may start the command), so heron starts it with `vfork`, whose cost does
+not grow with heron's memory (a setuid `bwrap`, whose processes heron may not limit, or one
+without `--info-fd` and `--block-fd`, starts with a `preexec_fn` as the `process` level does).
+Under the unprivileged-user fallback for the process count, bubblewrap itself runs as that user
+and needs unprivileged user namespaces. The Python installation heron runs on is bound read-only
+as well (`expose_python`), so `run_python` works inside the sandbox.
 
 A missing `bwrap` binary is a `SandboxUnavailable` error at construction, never a silent
 fallback to a weaker level. A virtualenv is not a sandbox (see `heron.sandbox.base`).
@@ -31,13 +37,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 from heron.sandbox.base import NetworkMode, ResourceLimits, RunResult, SandboxUnavailable
+from heron.sandbox.held import Held
 from heron.sandbox.process import PidsLimit, ProcessSandbox, check_network_mode, python_roots
 
 __all__ = ["BwrapSandbox"]
@@ -84,6 +93,7 @@ class BwrapSandbox:
         expose_python: bool = True,
         cgroup_root: Path = Path("/sys/fs/cgroup"),
         user: str | int = "nobody",
+        read_only_workspace: bool = False,
     ) -> None:
         found = bwrap or shutil.which("bwrap")
         if found is None or not Path(found).is_file():
@@ -103,6 +113,8 @@ class BwrapSandbox:
             binds += python_roots()
         self._ro_binds = _dedupe(binds)
         self._tmp_size = _supports_tmpfs_size(found)
+        self._held = _supports_held_start(found)
+        self._read_only_workspace = read_only_workspace
 
     @property
     def level(self) -> Literal["bwrap"]:
@@ -120,6 +132,18 @@ class BwrapSandbox:
         """The same sandbox (limits, binds, cgroups) with another default network."""
         twin = copy.copy(self)
         twin._network = check_network_mode(mode)
+        return twin
+
+    @property
+    def read_only_workspace(self) -> bool:
+        """Whether commands see the workspace read-only (`--ro-bind`)."""
+        return self._read_only_workspace
+
+    def with_read_only_workspace(self) -> BwrapSandbox:
+        """The same sandbox with the workspace mounted read-only: every write under it fails
+        in the kernel (`EROFS`), whatever the command does; `/tmp` stays writable."""
+        twin = copy.copy(self)
+        twin._read_only_workspace = True
         return twin
 
     @property
@@ -178,9 +202,10 @@ class BwrapSandbox:
         # Parents are mounted before children, so a read-only path inside the workspace stays
         # read-only and the workspace inside a read-only path stays writable.
         mounts = [(p, False) for p in self._ro_binds if p != self.workspace]
-        mounts.append((self.workspace, True))
+        mounts.append((self.workspace, not self._read_only_workspace))
         for path, writable in sorted(mounts, key=lambda m: len(m[0].parts)):
-            args += ["--bind" if writable else "--ro-bind-try", str(path), str(path)]
+            read_only = "--ro-bind" if path == self.workspace else "--ro-bind-try"
+            args += ["--bind" if writable else read_only, str(path), str(path)]
         # The root itself is a tmpfs bubblewrap builds; make it read-only once it is populated.
         args += ["--remount-ro", "/", "--chdir", str(cwd)]
         return args
@@ -207,13 +232,21 @@ class BwrapSandbox:
             raise ValueError("argv is empty")
         where = self._checked_cwd(cwd)
         mode = self._network if network is None else check_network_mode(network)
-        result = await self._inner.run(
-            [*self.bwrap_args(where, mode), "--", *argv],
+        prefix = self.bwrap_args(where, mode)
+
+        def held(start: Held) -> list[str]:
+            fds = ["--info-fd", str(start.info_fd), "--block-fd", str(start.block_fd)]
+            return [*prefix, *fds, "--", *argv]
+
+        result = await self._inner._run(
+            held if self._held else [*prefix, "--", *argv],
             cwd=where,
             env=env,
             timeout_s=timeout_s,
             stdin=stdin,
             pass_fds=pass_fds,
+            network=None,
+            held=self._held,
         )
         metadata = {**self.metadata(), "network": mode}
         return dataclasses.replace(result, level="bwrap", metadata=metadata)
@@ -227,6 +260,20 @@ def _supports_tmpfs_size(bwrap: str) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return b"--size" in shown.stdout + shown.stderr
+
+
+@functools.cache
+def _supports_held_start(bwrap: str) -> bool:
+    """Whether heron can start `bwrap` held: it has `--info-fd` and `--block-fd`, and is not
+    setuid (heron could not limit the processes of a setuid launcher after they started)."""
+    try:
+        if os.stat(bwrap).st_mode & (stat.S_ISUID | stat.S_ISGID):
+            return False
+        shown = subprocess.run([bwrap, "--help"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    text = shown.stdout + shown.stderr
+    return b"--info-fd" in text and b"--block-fd" in text
 
 
 def _dedupe(paths: Sequence[Path]) -> list[Path]:

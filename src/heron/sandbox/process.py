@@ -65,6 +65,7 @@ from heron.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
 )
+from heron.sandbox.held import JOIN, Held, Release
 
 if TYPE_CHECKING:
     from heron.sandbox.confine import Confinement, HostFacts
@@ -76,7 +77,8 @@ PidsLimit = Literal["cgroup-v2", "cgroup-v1", "uid-rlimit", "rlimit", "none"]
 RLIMIT_NPROC of heron's own (non-root) user, or not at all (`max_processes=None`)."""
 
 _run_numbers = itertools.count(1)
-_SWEEP_STEP_S = 0.01  # cgroup membership changes asynchronously after a kill
+_SWEEP_FIRST_S = 0.0005  # cgroup membership changes asynchronously after a kill or an exit:
+_SWEEP_STEP_S = 0.01  # retry soon (it is usually a fraction of a millisecond), then back off
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,10 @@ class _RunGroup:
     """Open in heron until the child has joined (it writes "0", meaning itself)."""
     kill_file: bool
 
+    @property
+    def procs_path(self) -> Path:
+        return self.path / "cgroup.procs"
+
     def close_procs_fd(self) -> None:
         if self.procs_fd >= 0:
             os.close(self.procs_fd)
@@ -131,6 +137,7 @@ class _RunGroup:
         """Kill every member until the group is empty, then delete it (bounded wait)."""
         self.close_procs_fd()
         end = time.monotonic() + deadline_s
+        step = _SWEEP_FIRST_S
         while True:
             self.signal(signal.SIGKILL)
             try:
@@ -139,7 +146,8 @@ class _RunGroup:
             except OSError:
                 if time.monotonic() >= end:
                     return  # left for the next start-up's sweep of empty groups
-            await asyncio.sleep(_SWEEP_STEP_S)
+            await asyncio.sleep(step)
+            step = min(step * 2, _SWEEP_STEP_S)
 
 
 def probe_cgroup(root: Path) -> _CgroupTree | None:
@@ -460,6 +468,30 @@ class ProcessSandbox:
     ) -> RunResult:
         """Run `argv`; see `Sandbox.run`. Raises `OSError` when the program cannot be started,
         `SandboxError` when the command could not be confined."""
+        return await self._run(
+            argv,
+            cwd=cwd,
+            env=env,
+            timeout_s=timeout_s,
+            stdin=stdin,
+            pass_fds=pass_fds,
+            network=network,
+        )
+
+    async def _run(
+        self,
+        argv: Sequence[str] | Callable[[Held], Sequence[str]],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout_s: float,
+        stdin: bytes | None,
+        pass_fds: Sequence[int],
+        network: NetworkMode | None,
+        held: bool = False,
+    ) -> RunResult:
+        """`run`; with `held`, `argv(held)` is a launcher's command line, started held
+        (`heron.sandbox.held`; only without confinement, which needs a `preexec_fn`)."""
         if not argv:
             raise ValueError("argv is empty")
         if timeout_s <= 0:
@@ -478,6 +510,16 @@ class ProcessSandbox:
         extra: dict[str, Any] = {}
         if plan is None and self.pids_limit == "uid-rlimit" and self.user is not None:
             extra = {"user": self.user[0], "group": self.user[1], "extra_groups": []}
+        release = None
+        if held:
+            assert callable(argv) and plan is None
+            release = Release()
+            argv = argv(release.held)
+            pass_fds = (*pass_fds, release.held.info_fd, release.held.block_fd)
+            if group is not None:
+                group.close_procs_fd()
+                argv = ["/bin/sh", "-c", JOIN, "heron-sandbox", str(group.procs_path), *argv]
+        assert not callable(argv)
         report_read, report_write = os.pipe2(os.O_CLOEXEC)
         capture = _Capture(loop, limits.max_output_bytes)
         spawn = asyncio.ensure_future(
@@ -491,7 +533,9 @@ class ProcessSandbox:
                 env=dict(env),
                 start_new_session=True,
                 pass_fds=tuple(pass_fds),
-                preexec_fn=_preexec(
+                preexec_fn=None
+                if release is not None
+                else _preexec(
                     pairs, group.procs_fd if group is not None else -1, plan, report_write
                 ),
                 **extra,
@@ -513,10 +557,14 @@ class ProcessSandbox:
                 detail = os.read(report_read, 4096).decode(errors="replace") or str(exc)
                 raise SandboxError(f"the command could not be confined: {detail}") from exc
         except BaseException:
+            if release is not None:
+                release.close()
             if group is not None:
                 await group.remove(limits.kill_grace_s)
             raise
         finally:
+            if release is not None:
+                release.close_child_ends()
             if group is not None:
                 group.close_procs_fd()
             os.close(report_read)
@@ -526,6 +574,16 @@ class ProcessSandbox:
         pgid = transport.get_pid()
         timed_out = False
         try:
+            if release is not None:
+
+                def kill() -> None:
+                    _signal_group(pgid, group, signal.SIGKILL)
+
+                if cancelled:
+                    kill()
+                    release.close()
+                else:
+                    await release.go(pgid, pairs, timeout_s=timeout_s, kill=kill)
             if cancelled:
                 await self._stop(pgid, group, capture)
                 raise asyncio.CancelledError

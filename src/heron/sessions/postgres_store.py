@@ -27,6 +27,7 @@ from heron.messages import Message
 from heron.sessions.lease import Lease, StaleEpochError
 from heron.sessions.store import (
     MESSAGE,
+    Companion,
     ConcurrentWriteError,
     SessionEntry,
     SessionExistsError,
@@ -46,6 +47,10 @@ class PostgresSessionStore:
         self._pool = pool
         self._now = now
         self._epochs: dict[str, int] = {}
+        self.companions: list[Companion] = []
+        """Run inside every append's transaction, after its rows (see
+        `heron.sessions.store.Companion`); on the thread that
+        appends."""
 
     @classmethod
     def open(cls, url: str) -> PostgresSessionStore:
@@ -137,6 +142,8 @@ class PostgresSessionStore:
             assert inserted is not None  # RETURNING of a one-row INSERT
             head = int(inserted[0])
         conn.execute("UPDATE session_heads SET head = %s WHERE session = %s", (head, session))
+        for companion in self.companions:
+            companion(conn, session, messages)
         return head
 
     def create(self, session: str, entries: Sequence[tuple[float, Message]]) -> tuple[int, int]:

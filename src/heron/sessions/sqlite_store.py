@@ -21,6 +21,7 @@ from heron._support.state import open_db, sqlite_errors, transaction
 from heron.messages import Message
 from heron.sessions.store import (
     MESSAGE,
+    Companion,
     ConcurrentWriteError,
     SessionEntry,
     SessionExistsError,
@@ -54,6 +55,10 @@ class SqliteSessionStore:
         conn.executescript(_SCHEMA)
         self._conn = conn
         self._now = now
+        self.companions: list[Companion] = []
+        """Run inside every append's transaction, after its rows, with `(conn, session,
+        messages)`: rows of another store that must commit with the history or not at all
+        (the gateway's turn log)."""
 
     @classmethod
     def open(cls, state_dir: Path) -> SqliteSessionStore:
@@ -104,6 +109,9 @@ class SqliteSessionStore:
             )
             assert cursor.lastrowid is not None  # an INSERT into a rowid table always sets it
             head = cursor.lastrowid
+        if messages:
+            for companion in self.companions:
+                companion(conn, session, messages)
         return head
 
     def create(self, session: str, entries: Sequence[tuple[float, Message]]) -> tuple[int, int]:

@@ -22,9 +22,9 @@ session writer, the event loop between turns) call them in line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import TypeAdapter
 
@@ -33,6 +33,11 @@ from heron.messages import Message
 
 MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 """Validates and serialises one history message (the `role` field discriminates)."""
+
+Companion = Callable[[Any, str, Sequence[Message]], None]
+"""A write that joins every append's transaction: a store's `companions` run inside it, after
+the history rows, with `(connection, session, messages)`, so rows of another store on the same
+database (the gateway's turn log) commit with the history or not at all."""
 
 
 class ConcurrentWriteError(HeronError, RuntimeError):
@@ -141,6 +146,7 @@ class SessionStore(Protocol):
 
 __all__ = [
     "MESSAGE",
+    "Companion",
     "ConcurrentWriteError",
     "SessionEntry",
     "SessionExistsError",

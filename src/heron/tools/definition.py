@@ -53,6 +53,11 @@ class ToolAnnotations:
     """Talks to systems outside the agent's workspace."""
     requires_approval: bool = False
     """Always needs an approval decision under supervised autonomy."""
+    workspace_only: bool = False
+    """Changes nothing outside the agent's workspace, and changes nothing at all when the run's
+    workspace is read-only (`ToolContext.workspace_read_only`): heron's file tools, its
+    sandboxed shell and interpreter without the host's network. A sub-agent spawned without
+    write access keeps such a tool, its writes refused."""
 
 
 RiskTier = Literal["low", "medium", "high"]
@@ -188,6 +193,9 @@ class ToolContext:
     approval, events, receipts). Used by code orchestration; `None` outside a running turn."""
     workspace: Path | None = None
     """The agent's workspace, when the agent has one."""
+    workspace_read_only: bool = False
+    """The workspace is read-only for this run (a sub-agent spawned without write access): a
+    `workspace_only` tool refuses every write there."""
     turn: object | None = None
     """The running turn (`heron.turn.context.TurnHandle`: its resolved execution and state),
     for re-entrant tools that start nested runs (sub-agents); `None` outside a running turn."""

@@ -61,6 +61,8 @@ log = logging.getLogger("heron.tools")
 _HIDDEN_RUNTIME_ARGS: frozenset[str] = frozenset({"approved"})
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# `json.dumps` with an option builds an encoder per call; validation runs once per tool call.
+_ARGUMENTS_ENCODER = json.JSONEncoder(allow_nan=False)
 
 
 class _ThreadRun:
@@ -153,7 +155,7 @@ class FunctionTool:
         """
         check_input(self._spec.name, arguments)
         try:
-            text = json.dumps(dict(arguments), allow_nan=False)
+            text = _ARGUMENTS_ENCODER.encode(dict(arguments))
         except (TypeError, ValueError) as exc:
             raise ToolArgumentsError(self._spec.name, [f"arguments are not JSON: {exc}"]) from None
         try:
@@ -235,6 +237,7 @@ def tool(
     irreversible: bool = False,
     open_world: bool = False,
     requires_approval: bool = False,
+    workspace_only: bool = False,
     owner: str = "user",
     examples: Sequence[Mapping[str, Any] | ToolExample] = (),
     runtime_args: Sequence[RuntimeArg] = (),
@@ -257,6 +260,7 @@ def tool(
     irreversible: bool = False,
     open_world: bool = False,
     requires_approval: bool = False,
+    workspace_only: bool = False,
     owner: str = "user",
     examples: Sequence[Mapping[str, Any] | ToolExample] = (),
     runtime_args: Sequence[RuntimeArg] = (),
@@ -286,6 +290,7 @@ def tool(
         irreversible=irreversible,
         open_world=open_world,
         requires_approval=requires_approval,
+        workspace_only=workspace_only,
     )
 
     def build(function: Callable[..., Any]) -> FunctionTool:

@@ -23,8 +23,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from heron.safety.workspace import TextFile, Workspace, atomic_write, entry_type
-from heron.tools.definition import Tool, ToolResult
+from heron.safety.workspace import TextFile, Workspace, WorkspaceError, atomic_write, entry_type
+from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
 from heron.toolsets.file_results import P, Refused, guarded, plural
 from heron.toolsets.file_search import find_by_name, grep_tree, list_directory
@@ -55,6 +55,18 @@ _TYPOGRAPHIC = str.maketrans(
 
 Offset = Annotated[int, Field(ge=1)]
 Limit = Annotated[int, Field(ge=1, le=MAX_READ_LIMIT)]
+
+
+def _writable(ctx: ToolContext, path: str) -> None:
+    """Refuse any change when this run's workspace is read-only (a sub-agent spawned without
+    write access), before the path is even resolved."""
+    if ctx.workspace_read_only:
+        raise WorkspaceError(
+            "read_only_workspace",
+            path,
+            f"nothing was changed: the workspace is read-only for this agent ({path!r} not "
+            "written). Report what should change instead, or ask for a spawn with write access.",
+        )
 
 
 def _check_size(name: str, value: str) -> bytes:
@@ -430,11 +442,12 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
     @tool(
         destructive=True,
         idempotent=True,
+        workspace_only=True,
         owner="builtin",
         examples=[{"path": "notes/todo.md", "content": "# To do\n- ship it\n"}],
     )
     @guard
-    def write_file(path: str, content: str) -> ToolResult:
+    def write_file(path: str, content: str, ctx: ToolContext) -> ToolResult:
         """Create a file or replace a whole file with `content`, byte for byte. Use it for new
         files and complete rewrites; use edit_file to change part of a file.
 
@@ -454,16 +467,18 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
             `wrote <n> bytes to <path> (new file | replaced the previous <n> bytes)`, then
             the check result, e.g. `line 10: F821 Undefined name `result``.
         """
+        _writable(ctx, path)
         return _write(ws, checks, path, content)
 
     @tool(
+        workspace_only=True,
         owner="builtin",
         examples=[
             {"path": "src/app.py", "old_string": "return reslt", "new_string": "return result"}
         ],
     )
     @guard
-    def edit_file(path: str, old_string: str, new_string: str) -> ToolResult:
+    def edit_file(path: str, old_string: str, new_string: str, ctx: ToolContext) -> ToolResult:
         """Replace the one exact occurrence of `old_string` in a file with `new_string`. Use it
         for targeted changes; copy `old_string` from read_file output (without line numbers).
 
@@ -482,11 +497,14 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         Returns:
             `edited <path>: replaced the one match at line <n>`, then the check result.
         """
+        _writable(ctx, path)
         return _edit(ws, checks, path, old_string, new_string)
 
-    @tool(owner="builtin", examples=[{"src": "draft.md", "dst": "docs/final.md"}])
+    @tool(
+        workspace_only=True, owner="builtin", examples=[{"src": "draft.md", "dst": "docs/final.md"}]
+    )
     @guard
-    def move_path(src: str, dst: str) -> ToolResult:
+    def move_path(src: str, dst: str, ctx: ToolContext) -> ToolResult:
         """Move or rename a file, folder or symbolic link inside the workspace.
 
         Never overwrites: refuses when `dst` exists. Refuses moving a folder into itself, moving
@@ -500,11 +518,16 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         Returns:
             `moved <type> <src> → <dst>`.
         """
+        _writable(ctx, dst)
         return _move_or_copy(ws, src, dst, copy=False)
 
-    @tool(owner="builtin", examples=[{"src": "config.yaml", "dst": "config.backup.yaml"}])
+    @tool(
+        workspace_only=True,
+        owner="builtin",
+        examples=[{"src": "config.yaml", "dst": "config.backup.yaml"}],
+    )
     @guard
-    def copy_path(src: str, dst: str) -> ToolResult:
+    def copy_path(src: str, dst: str, ctx: ToolContext) -> ToolResult:
         """Copy a file, or a folder with everything in it, inside the workspace.
 
         Never overwrites: refuses when `dst` exists. Refuses copying a folder into itself,
@@ -518,11 +541,14 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         Returns:
             `copied <type> <src> → <dst>`.
         """
+        _writable(ctx, dst)
         return _move_or_copy(ws, src, dst, copy=True)
 
-    @tool(destructive=True, owner="builtin", examples=[{"path": "build/tmp.txt"}])
+    @tool(
+        destructive=True, workspace_only=True, owner="builtin", examples=[{"path": "build/tmp.txt"}]
+    )
     @guard
-    def delete_path(path: str) -> ToolResult:
+    def delete_path(path: str, ctx: ToolContext) -> ToolResult:
         """Delete a file, a symbolic link (not its target) or a folder with everything in it.
         Permanent: there is no trash. Needs approval under supervised autonomy.
 
@@ -535,6 +561,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         Returns:
             `deleted <type> <path>` with the number of files and bytes removed.
         """
+        _writable(ctx, path)
         return _delete(ws, path)
 
     return [

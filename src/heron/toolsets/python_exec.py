@@ -37,6 +37,8 @@ from heron.toolsets.shell import (
     TAIL_LINES,
     agent_environment,
     describe_network,
+    no_read_only_workspace,
+    read_only_twin,
     render_run,
     with_network,
 )
@@ -216,6 +218,7 @@ def run_python_tool(
     interpreter = python or sys.executable
     names = [n for n in dict.fromkeys(tool_names) if n != TOOL_NAME]
     sandbox = with_network(sandbox, network)
+    read_only = read_only_twin(sandbox)
     mode = sandbox.network_mode
     description = _describe(
         sandbox, names, _installed(interpreter), default_timeout_s, max_timeout_s, mode
@@ -226,6 +229,7 @@ def run_python_tool(
         description=description,
         destructive=True,
         open_world=mode == "host",
+        workspace_only=mode != "host",
         owner="builtin",
         examples=[
             {
@@ -254,6 +258,9 @@ def run_python_tool(
             return ToolResult.fail(
                 f"timeout_s must be greater than 0 and at most {max_timeout_s:g}; nothing was run"
             )
+        box = read_only if ctx.workspace_read_only else sandbox
+        if box is None:
+            return no_read_only_workspace(sandbox)
         ours, theirs = socket.socketpair()
         calls: list[str] = []
         try:
@@ -266,7 +273,7 @@ def run_python_tool(
             reader, writer = await asyncio.open_unix_connection(sock=ours, limit=MAX_REQUEST_BYTES)
             server = asyncio.create_task(_serve(reader, writer, ctx, calls))
             try:
-                result = await sandbox.run(
+                result = await box.run(
                     [interpreter, "-I", "-u", "-X", "utf8", "-c", BOOTSTRAP],
                     cwd=workspace,
                     env=env,

@@ -49,6 +49,8 @@ __all__ = [
     "UnattendedRisk",
     "agent_environment",
     "describe_network",
+    "no_read_only_workspace",
+    "read_only_twin",
     "render_run",
     "shell_tool",
     "with_network",
@@ -263,6 +265,25 @@ def with_network(sandbox: Sandbox, network: NetworkMode | None) -> Sandbox:
     return changed
 
 
+def read_only_twin(sandbox: Sandbox) -> Sandbox | None:
+    """`sandbox` with the workspace mounted read-only, for runs whose workspace is read-only
+    (`ToolContext.workspace_read_only`); None where the level has no such view (only
+    `bwrap` has one): such a run's commands are refused there, never run with write access."""
+    twin = getattr(sandbox, "with_read_only_workspace", None)
+    changed: Sandbox | None = twin() if twin is not None else None
+    return changed
+
+
+def no_read_only_workspace(sandbox: Sandbox) -> ToolResult:
+    """The refusal of a command in a read-only run where the sandbox cannot mount the
+    workspace read-only."""
+    message = (
+        f"nothing was run: the workspace is read-only for this agent and the {sandbox.level} "
+        "sandbox cannot mount it read-only (the bwrap level can); use the file tools to read"
+    )
+    return ToolResult.fail(message, data={"error": "read_only_workspace", "sandbox": sandbox.level})
+
+
 def mask_run(result: RunResult) -> RunResult:
     """`result` with every known secret in its output replaced by its placeholder: a
     process's output enters the data path here (the byte counts follow the new lengths)."""
@@ -406,6 +427,7 @@ def shell_tool(
     agent_environment(workspace, env_passthrough)  # a secret named there is refused now
     bash = shutil.which("bash") or "/bin/bash"
     sandbox = with_network(sandbox, network)
+    read_only = read_only_twin(sandbox)
     mode = sandbox.network_mode
     report = containment or containment_report(sandbox, workspace=workspace)
     contained = report.allows_unattended_low_risk()
@@ -425,6 +447,7 @@ def shell_tool(
         description=description,
         destructive=True,
         open_world=mode == "host",
+        workspace_only=mode != "host",
         owner="builtin",
         runtime_args=["approved"],
         approval_for=judge,
@@ -465,10 +488,16 @@ def shell_tool(
                 command=shown, cwd=workspace, outcome=outcome, risk=verdict.risk, agent=ctx.agent
             )
             return _not_run(verdict, decision)
+        box = read_only if ctx.workspace_read_only else sandbox
+        if box is None:
+            history.record(
+                command=shown, cwd=workspace, outcome="refused", risk=verdict.risk, agent=ctx.agent
+            )
+            return no_read_only_workspace(sandbox)
         env = agent_environment(workspace, env_passthrough)
         _ensure_dir(Path(env["HOME"]))
         ctx.progress(f"running: {command if len(command) <= 80 else command[:79] + '…'}")
-        result = await sandbox.run([bash, "-c", command], cwd=workspace, env=env, timeout_s=timeout)
+        result = await box.run([bash, "-c", command], cwd=workspace, env=env, timeout_s=timeout)
         history.record(
             command=shown,
             cwd=workspace,

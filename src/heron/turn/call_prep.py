@@ -63,8 +63,13 @@ class PreparedBatch:
     """Set when a guard stops the loop after this round."""
 
 
-def call_signature(name: str, arguments: dict[str, Any]) -> str:
-    return name.strip().casefold() + "\x00" + canonical_json(arguments)
+def call_signature(name: str, arguments: dict[str, Any], encoded: str | None = None) -> str:
+    """The duplicate guards' key; `encoded` is `canonical_json(arguments)` when known."""
+    return (
+        name.strip().casefold()
+        + "\x00"
+        + (canonical_json(arguments) if encoded is None else encoded)
+    )
 
 
 def invalid_arguments_text(name: str, problems: Sequence[str]) -> str:
@@ -243,7 +248,8 @@ async def prepare_calls(
             refuse(call, name, args, status, text)
             continue
 
-        sig = call_signature(name, args)
+        encoded: str | None = canonical_json(args)
+        sig = call_signature(name, args, encoded)
         # Duplicates are dropped before anyone is asked: an operator never approves a call
         # that would then be skipped.
         if knobs.dedup and name not in knobs.dedup_exempt and name not in REENTRANT_TOOLS:
@@ -332,6 +338,7 @@ async def prepare_calls(
                 continue
             if gate.arguments is not None:  # an edit: the operator's arguments, checked again
                 args = dict(gate.arguments)
+                encoded = None
                 if has_marker:
                     args["approved"] = False
                 try:
@@ -358,6 +365,7 @@ async def prepare_calls(
         if has_marker:
             args["approved"] = approved
             validated["approved"] = approved
+            encoded = None
             if approved:
                 injected.append("approved")
 
@@ -370,6 +378,7 @@ async def prepare_calls(
                 validated=validated,
                 tool=tool,
                 original_arguments=call.arguments,
+                arguments_json=canonical_json(args) if encoded is None else encoded,
                 injected=tuple(injected),
                 risk=judged.risk if judged is not None else None,
             )

@@ -61,6 +61,8 @@ class ExecutableCall:
     """The tool's own validated values (may hold non-JSON types such as datetimes)."""
     tool: Tool
     original_arguments: dict[str, Any]
+    arguments_json: str
+    """`canonical_json(arguments)`, encoded once: the receipt and the observer record use it."""
     injected: tuple[str, ...] = ()
     risk: str | None = None
     """The risk tier the tool gave this call (`CallApproval`), when it judges each call."""

@@ -17,8 +17,9 @@ usual, so one timed-out tool never cancels the whole turn.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Coroutine
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 CancelMode = Literal["cancel", "detach"]
 
@@ -136,20 +137,63 @@ async def run_task(
     reported as `cancelled` (or `done`, when the task finished in the same step). Cheaper than
     `asyncio.wait` on the hot path (one plain future, no task sets), and the task wakes the
     waiter itself as it ends, so the caller resumes one event-loop iteration sooner than
-    through a done callback (this is every model call and every tool call). Should the
-    waiting task be cancelled without absorbing it (not the turn's own task), the started task
-    is cancelled too and the `CancelledError` propagates.
+    through a done callback (this is every model call and every tool call). The task starts
+    eagerly (`eager_task`): one that ends without suspending (a quick tool, a scripted model)
+    costs no event-loop iteration at all. Should the waiting task be cancelled without
+    absorbing it (not the turn's own task), the started task is cancelled too and the
+    `CancelledError` propagates.
     """
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[WaitOutcome] = loop.create_future()
-    task = loop.create_task(_signalling(coro, waiter))
-    if scope.cancelled:
-        return task, "cancelled"
+    if scope.cancelled:  # never started: the caller cancels it before its first step
+        return loop.create_task(_signalling(coro, waiter)), "cancelled"
+    # The limit counts from the start, the eager first step included.
+    deadline = loop.time() + limit_s if limit_s is not None else None
+    task = eager_task(loop, _signalling(coro, waiter))
+    if task.done():
+        return task, "done"
     try:
-        return task, await _race(task, waiter, scope, limit_s)
+        return task, await _race(task, waiter, scope, deadline)
     except asyncio.CancelledError:
         task.cancel()
         raise
+
+
+def eager_task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """A task of `coro` whose first step has already run, as that task (Python 3.12's eager
+    tasks: `current_task()` is the new task, its context a copy). A coroutine that ends without
+    suspending is done on return and never costs a trip through the event loop.
+
+    On Python 3.11 the task's scheduled first step is taken off the loop's ready queue and run
+    at once between leaving and re-entering the calling task, which is what 3.12 does; on a
+    loop without that queue (uvloop), or when the last ready callback is not that step, the
+    task starts at the loop's next iteration, as with `create_task`.
+    """
+    if _EAGER_START:
+        start: Any = asyncio.Task  # `eager_start` is 3.12+; typing checks against 3.11
+        return cast("asyncio.Task[T]", start(coro, loop=loop, eager_start=True))
+    task = loop.create_task(coro)
+    ready = getattr(loop, "_ready", None)
+    current = asyncio.current_task(loop)
+    if not ready or current is None:
+        return task
+    step = ready[-1]
+    owner: object = getattr(getattr(step, "_callback", None), "__self__", None)
+    if owner is not task:
+        return task
+    ready.pop()
+    _leave_task(loop, current)
+    try:
+        step._run()
+    finally:
+        _enter_task(loop, current)
+    return task
+
+
+_EAGER_START = sys.version_info >= (3, 12)
+if not _EAGER_START:  # the 3.11 swap; later versions need neither
+    _enter_task = asyncio.tasks._enter_task
+    _leave_task = asyncio.tasks._leave_task
 
 
 async def _signalling(coro: Coroutine[Any, Any, T], waiter: asyncio.Future[WaitOutcome]) -> T:
@@ -164,7 +208,7 @@ async def _race(
     task: asyncio.Future[Any],
     waiter: asyncio.Future[WaitOutcome],
     scope: CancelScope,
-    limit_s: float | None,
+    deadline: float | None,
 ) -> WaitOutcome:
     def settle(outcome: WaitOutcome) -> None:
         if not waiter.done():
@@ -176,8 +220,8 @@ async def _race(
     scope_future = scope.future
     scope_future.add_done_callback(on_cancel)
     timer = (
-        asyncio.get_running_loop().call_later(limit_s, settle, "timeout")
-        if limit_s is not None
+        asyncio.get_running_loop().call_at(deadline, settle, "timeout")
+        if deadline is not None
         else None
     )
     try:

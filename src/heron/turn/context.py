@@ -120,6 +120,8 @@ class ResolvedAgentExecution:
     """Per-run narrowing: when set, only these names may be called or shown — activated and
     catalogue tools included, not just the static registry."""
     workspace: Path | None = None
+    workspace_read_only: bool = False
+    """The run may not change the workspace (`ToolContext.workspace_read_only`)."""
     agent: str | None = None
     parent_agent: str | None = None
 

@@ -51,7 +51,7 @@ from heron.turn.calls import (
     plan_event,
     result_event,
 )
-from heron.turn.cancel import absorb, run_task, stop_task
+from heron.turn.cancel import WaitOutcome, absorb, run_task, stop_task
 from heron.turn.context import (
     BackgroundResult,
     Receipt,
@@ -171,7 +171,10 @@ async def execute_one(
         ToolCallStartRecord(
             tool=call.name,
             call_id=call.call_id,
-            arguments=canonical_json(shown)[:OBSERVER_MAX_CHARS],
+            # Scrubbing changes only text, so an equal copy has the same JSON.
+            arguments=(call.arguments_json if shown == call.arguments else canonical_json(shown))[
+                :OBSERVER_MAX_CHARS
+            ],
             turn_id=state.turn_id,
             owner=spec.owner,
             channel=state.channel,
@@ -220,6 +223,7 @@ async def execute_one(
         progress=progress,
         call_tool=call_tool,
         workspace=exec_.workspace,
+        workspace_read_only=exec_.workspace_read_only,
         turn=TurnHandle(execution=exec_, state=state),
     )
     started = time.perf_counter()
@@ -253,38 +257,15 @@ async def execute_one(
         _finish(exec_, state, call, outcome, started_record)
         raise
     duration_ms = (time.perf_counter() - started) * 1000
-
-    match finished:
-        case "done":
-            outcome = _completed(exec_, call, task, duration_ms)
-        case "cancelled":
-            match state.cancel.mode:
-                case "detach":
-                    task_id = f"task-{call.call_id}"
-                    _detach(state, task, task_id, call)
-                    outcome = interrupted(call, "running_in_background", task_id)
-                case "cancel":
-                    unwound = await stop_task(task, state.cancel, knobs.cancel_grace_s)
-                    ending = work_ending(call, unwound)
-                    outcome = interrupted(call, "cancelled_while_running", ending=ending)
-                case unknown_mode:
-                    assert_never(unknown_mode)
-            outcome.duration_ms = duration_ms
-        case "timeout":
-            assert limit is not None  # only a limit times out
-            unwound = await stop_task(task, state.cancel, knobs.cancel_grace_s)
-            outcome = CallOutcome(
-                call_id=call.call_id,
-                name=call.name,
-                status="error",
-                success=False,
-                output=timeout_text(call, limit, work_ending(call, unwound)),
-                duration_ms=duration_ms,
-                executed=True,
-                read_only=spec.annotations.read_only,
-            )
-        case unknown:
-            assert_never(unknown)
+    try:
+        outcome = await _ended(exec_, state, call, task, finished, limit, duration_ms)
+    except asyncio.CancelledError:
+        # Not the turn's own task, cancelled while it stopped its tool (a nested call that
+        # timed out as the tool calling it did): close the cards, then let the caller see it.
+        outcome = interrupted(call, "cancelled_while_running")
+        outcome.duration_ms = duration_ms
+        _finish(exec_, state, call, outcome, started_record)
+        raise
 
     if exec_.hooks and outcome.executed:
         try:
@@ -312,6 +293,51 @@ async def execute_one(
                 _finish(exec_, state, call, outcome, started_record)
                 raise
     return _finish(exec_, state, call, outcome, started_record)
+
+
+async def _ended(
+    exec_: ResolvedAgentExecution,
+    state: TurnState,
+    call: ExecutableCall,
+    task: asyncio.Task[Any],
+    finished: WaitOutcome,
+    limit: float | None,
+    duration_ms: float,
+) -> CallOutcome:
+    """The outcome of a call by how its wait ended; a task left running is stopped or detached."""
+    knobs = exec_.knobs
+    match finished:
+        case "done":
+            return _completed(exec_, call, task, duration_ms)
+        case "cancelled":
+            match state.cancel.mode:
+                case "detach":
+                    task_id = f"task-{call.call_id}"
+                    _detach(state, task, task_id, call)
+                    outcome = interrupted(call, "running_in_background", task_id)
+                case "cancel":
+                    unwound = await stop_task(task, state.cancel, knobs.cancel_grace_s)
+                    ending = work_ending(call, unwound)
+                    outcome = interrupted(call, "cancelled_while_running", ending=ending)
+                case unknown_mode:
+                    assert_never(unknown_mode)
+            outcome.duration_ms = duration_ms
+            return outcome
+        case "timeout":
+            assert limit is not None  # only a limit times out
+            unwound = await stop_task(task, state.cancel, knobs.cancel_grace_s)
+            return CallOutcome(
+                call_id=call.call_id,
+                name=call.name,
+                status="error",
+                success=False,
+                output=timeout_text(call, limit, work_ending(call, unwound)),
+                duration_ms=duration_ms,
+                executed=True,
+                read_only=call.tool.spec.annotations.read_only,
+            )
+        case unknown:
+            assert_never(unknown)
 
 
 def _not_started(
@@ -354,7 +380,9 @@ def _completed(
         keep=keep,
     )
     if success and exec_.receipts is not None:
-        outcome.receipt = exec_.receipts.sign(call.name, call.arguments, output)
+        outcome.receipt = exec_.receipts.sign(
+            call.name, call.arguments, output, arguments_json=call.arguments_json
+        )
     if success and exec_.cache is not None:
         if spec.annotations.read_only:
             exec_.cache.put(spec, call.arguments, output)

@@ -66,6 +66,9 @@ def _encode(value: Any, out: list[str]) -> None:
     elif isinstance(value, Mapping):
         entries: list[tuple[str, Any]] = []
         for key, item in value.items():
+            if type(key) is str:  # the JSON case: `_encode`'s string form, inline
+                entries.append((f"s{len(key)}:{key}", item))
+                continue
             key_out: list[str] = []
             _encode(key, key_out)
             entries.append(("".join(key_out), item))

@@ -70,8 +70,22 @@ class ToolCallRecord(ToolCallStartRecord):
         status: str,
         result: str,
     ) -> ToolCallRecord:
-        fields = {f: getattr(start, f) for f in ToolCallStartRecord.__dataclass_fields__}
-        return cls(**fields, duration_ms=duration_ms, success=success, status=status, result=result)
+        # Field by field (a new start field goes here too): cheaper than a reflective copy.
+        return cls(
+            tool=start.tool,
+            call_id=start.call_id,
+            arguments=start.arguments,
+            turn_id=start.turn_id,
+            owner=start.owner,
+            channel=start.channel,
+            agent=start.agent,
+            parent_agent=start.parent_agent,
+            risk=start.risk,
+            duration_ms=duration_ms,
+            success=success,
+            status=status,
+            result=result,
+        )
 
 
 class Observer(Protocol):

@@ -13,6 +13,7 @@ except into the key store's private files.
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import os
 import re
@@ -83,11 +84,31 @@ class ReceiptKey:
         return cls(key_id=secrets.token_hex(4), secret=secrets.token_bytes(_SECRET_BYTES))
 
 
-def _digest(
-    key: ReceiptKey, tool: str, arguments: Mapping[str, Any], output: str, ts: int
-) -> bytes:
-    message = f"{tool}|{canonical_json(arguments)}|{output}|{ts}"
-    return hmac.digest(key.secret, message.encode("utf-8"), "sha256")  # one-shot, in C
+def _message(tool: str, arguments_json: str, output: str, ts: int) -> bytes:
+    return f"{tool}|{arguments_json}|{output}|{ts}".encode()
+
+
+class _KeyedHmac:
+    """HMAC-SHA256 (RFC 2104) under one key, its inner and outer hash states computed once: a
+    receipt then costs two hash copies instead of OpenSSL's digest lookup and key set-up per
+    call. `verify_receipt` checks with the one-shot `hmac.digest`, so both must agree."""
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, secret: bytes) -> None:
+        block = secret.ljust(_SHA256_BLOCK, b"\0")  # receipt secrets are 32 bytes
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block))
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
+
+    def digest(self, message: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(message)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
+
+
+_SHA256_BLOCK: Final = 64
 
 
 def _b64url(data: bytes) -> str:
@@ -99,6 +120,7 @@ class ReceiptSigner:
 
     def __init__(self, key: ReceiptKey, *, clock: Callable[[], float] = time.time) -> None:
         self._key = key
+        self._hmac = _KeyedHmac(key.secret)
         self._clock = clock
 
     @property
@@ -113,12 +135,14 @@ class ReceiptSigner:
         output: str,
         *,
         timestamp: int | None = None,
+        arguments_json: str | None = None,
     ) -> str:
         """Return the receipt for `tool` run with `arguments` producing raw `output`.
 
         `arguments` are the ones actually passed to the tool (after hooks and runtime-injected
         values); `output` is the raw, unscrubbed output before truncation. `timestamp` defaults to
-        the clock's current epoch second.
+        the clock's current epoch second. `arguments_json` is `canonical_json(arguments)` when the
+        caller has it already (the engine encodes each call's arguments once).
         """
         # A `|` in the name would let the name absorb part of the arguments and make two different
         # calls share one signed message.
@@ -127,7 +151,8 @@ class ReceiptSigner:
         ts = int(self._clock()) if timestamp is None else timestamp
         if ts < 0:
             raise ValueError(f"receipt timestamp must not be negative: {ts}")
-        digest = _digest(self._key, tool, arguments, output, ts)
+        encoded = canonical_json(arguments) if arguments_json is None else arguments_json
+        digest = self._hmac.digest(_message(tool, encoded, output, ts))
         return f"{RECEIPT_PREFIX}-{self._key.key_id}-{ts}-{_b64url(digest)}"
 
 
@@ -164,7 +189,8 @@ def verify_receipt(
     key_id, ts, digest = parsed
     if key_id != key.key_id:
         return False
-    return hmac.compare_digest(digest, _digest(key, tool, arguments, output, ts))
+    message = _message(tool, canonical_json(arguments), output, ts)
+    return hmac.compare_digest(digest, hmac.digest(key.secret, message, "sha256"))
 
 
 class ReceiptKeyStore:

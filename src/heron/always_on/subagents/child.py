@@ -1,16 +1,21 @@
 """One child's run on the bus: its agent, its session, its inputs and its result event.
 
 `ChildRunner.run` builds the child's `Agent` (the definition's model or the parent's, the
-granted tools plus the sub-agent tools bound to the child, the child's system prompt, an
+granted tools — its own activated set, catalogue and search tool within the grant — plus the
+sub-agent tools bound to the child, the child's system prompt, an
 approval manager whose requests name the child's session) and runs it as an
 `EventDrivenAgent` on `<root>/agent/<id>`: the task is the first `agent.input` event, and the
 run goes on while the child has its own children working (their results are events on its
 session). With an `output_schema` the last answer is validated; a failure gets one corrective
-message, then the spawn fails with the error.
+message, then the spawn fails with the error. When the child has ended, however it ended, and
+its own children with it, `close_session` consumes what is still pending on its session into
+its history, never leaving it for a loop that will not run again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import json
 import uuid
@@ -18,7 +23,9 @@ from typing import Any
 
 import jsonschema
 
+from heron._support.vocabulary import ACTIVE_STATUSES
 from heron.agent import Agent
+from heron.always_on.bus.framing import frame_batch
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.always_on.bus.store import BusStore
@@ -89,12 +96,17 @@ class ChildRunner:
         model = resolve_model(definition.model) if definition.model else exec_.model
         me = Parent(session=record.root_session, child=record.id, depth=record.depth)
         bound = self.runtime.tool_factory(me, record.mode)
-        tools = live.granted
+        grant = live.grant
         approver = exec_.approval.approver
         if isinstance(approver, DurableApprover):
             # A person asked about a child's call sees which child asks, and the answer comes
             # back to the child's own session.
-            approver = DurableApprover(approver.desk, session=record.session)
+            approver = DurableApprover(
+                approver.desk,
+                session=record.session,
+                urgency=approver.urgency,
+                asker=f"sub-agent {record.agent} {record.id} (spawned by {record.parent_session})",
+            )
         approval = ApprovalManager(
             policy=exec_.approval.policy,
             approver=approver,
@@ -105,23 +117,31 @@ class ChildRunner:
         if definition.max_iterations is not None:
             knobs = dataclasses.replace(knobs, max_iterations=definition.max_iterations)
         names = {t.spec.name for t in bound}
+        system_prompt = prompts.child_system_prompt(
+            agent=definition.name,
+            role=definition.prompt,
+            depth=record.depth,
+            can_spawn="spawn_subagent" in names,
+            can_ask="ask_parent" in names,
+            write=live.spawn.write,
+            output_schema=live.spawn.output_schema,
+        )
+        if grant.prompt_section:
+            system_prompt = f"{system_prompt}\n\n{grant.prompt_section}"
         return Agent(
             model=model,
-            tools=[*tools, *bound],
-            system_prompt=prompts.child_system_prompt(
-                agent=definition.name,
-                role=definition.prompt,
-                depth=record.depth,
-                can_spawn="spawn_subagent" in names,
-                can_ask="ask_parent" in names,
-                write=live.spawn.write,
-                output_schema=live.spawn.output_schema,
-            ),
+            tools=[*grant.tools, *bound],
+            system_prompt=system_prompt,
+            activated=grant.activated,
+            catalogue=grant.catalogue,
             autonomy=exec_.registry.autonomy,
             approval=approval,
             knobs=knobs,
             observer=exec_.observer,
             workspace=exec_.workspace,
+            # Without write access the workspace is read-only at the tools' own boundary (file
+            # tools refuse, bwrap mounts it read-only), not only by leaving write tools out.
+            workspace_read_only=exec_.workspace_read_only or not live.spawn.write,
             name=f"{definition.name}#{record.id}",
         )
 
@@ -137,13 +157,16 @@ class ChildRunner:
             # The child's identity on every approval it needs (the request's channel).
             state.channel = f"subagent {record.agent} {record.id}"
 
+        live.agent = self._agent(live)
         loop = EventDrivenAgent(
-            self._agent(live),
-            self.bus,
-            self.bus.sessions,
-            session=record.session,
-            prepare=prepare,
+            live.agent, self.bus, self.bus.sessions, session=record.session, prepare=prepare
         )
+
+        def arrived(event: BusEvent) -> None:
+            if event.session == record.session:
+                live.wakeup.set()  # e.g. the ending of a request it waits on
+
+        unwatch = self.bus.watch(arrived)
         try:
             await loop.publish(
                 BusEvent(
@@ -175,19 +198,58 @@ class ChildRunner:
                     raise SubagentError(f"the answer does not match the output schema: {problem}")
             return outcome
         finally:
+            unwatch()
             await loop.aclose()
 
-    async def _until_done(self, loop: EventDrivenAgent, live: Live) -> TurnOutcome:
-        """Run until the child is idle and none of its own children is still working."""
+    async def close_session(self, record: SubagentRecord) -> None:
+        """Consume what is still pending on an ended child's session (the results of its
+        children that ended after its last turn, a message that came too late) into its
+        history: nothing is left pending where no loop will ever read it (the runtime's
+        `close`, called once the child's own children have ended). A request to a person it
+        left open (it was cancelled while waiting) is withdrawn: nobody is asked about a call
+        that can no longer run."""
         assert self.runtime is not None
+        live = self.runtime.live.get(record.id)
+        approver = live.agent.approval.approver if live and live.agent else None
+        if isinstance(approver, DurableApprover):
+            approver.desk.withdraw(record.session, f"sub-agent {record.id} ended")
+        events = await self.bus.pending(record.session)
+        if events:
+            await self.bus.consume(record.session, [e.id for e in events], [frame_batch(events)])
+
+    async def _until_done(self, loop: EventDrivenAgent, live: Live) -> TurnOutcome:
+        """Run until the child is idle, none of its own children is still working and no
+        request to a person it made is unanswered (its ending arrives as an event)."""
+        assert self.runtime is not None
+        flagged = False  # its record says `input_required` while a person's answer is awaited
         while True:
             live.wakeup.clear()
             await loop.run_until_idle()
             mine = [c for c in self.runtime.live.values() if c.record.parent == live.record.id]
-            if not mine and not await self.bus.pending(live.record.session, limit=1):
+            if not mine:
+                # A child that has just ended may still be publishing its result here.
+                await self.runtime.flush(live.record.session)
+            asking = _waits_on_people(live)
+            if asking != flagged:
+                self.runtime.store.advance(
+                    live.record.id, "input_required" if asking else "working"
+                )
+                flagged = asking
+            if not mine and not asking and not await self.bus.pending(live.record.session, limit=1):
                 break
-            if mine:
+            if not mine and not asking:
+                continue  # something arrived meanwhile: take it in
+            # Idle until a child ends or an answer arrives: the slot is for those who work
+            # (a cancel while it waits ends it without taking one again).
+            self.runtime.give_slot(live)
+            if asking:
+                # Another process may publish the ending: look again now and then.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.runtime.config.cancel_poll_s):
+                        await live.wakeup.wait()
+            else:
                 await live.wakeup.wait()
+            await self.runtime.take_slot(live)
         if not loop.outcomes:
             return TurnOutcome(
                 status="error",
@@ -260,6 +322,18 @@ class ChildRunner:
             )
         )
         self.runtime.store.claim_delivery(record.id)
+
+
+def _waits_on_people(live: Live) -> bool:
+    """Whether a request the child opened (an approval of one of its calls) has not ended, or
+    ended but its ending has not reached the child's session yet."""
+    approver = live.agent.approval.approver if live.agent is not None else None
+    if not isinstance(approver, DurableApprover):
+        return False  # the approval is answered in line, during the call
+    store, session = approver.desk.store, live.record.session
+    return bool(store.list(statuses=ACTIVE_STATUSES, session=session, limit=1)) or bool(
+        store.unreported(session=session)
+    )
 
 
 def _schema_problem(text: str, schema: Any) -> str | None:

@@ -1,30 +1,48 @@
 """What a child may use: a subset of what its parent was granted, never more.
 
 The grant starts from the parent's turn as it runs (`TurnHandle`): the registry as narrowed
-for that run, minus the turn's own exclusions (filter groups), plus the deferred MCP tools the
-parent already activated — passed through the same narrowing, which is the step a child would
-otherwise skip. The agent definition's `tools` and the spawn's `tools` can only narrow it
-further; naming a tool outside the grant is an error, never a widening. Without `write`, only
-read-only tools remain (the workspace is the parent's, read-only). The parent's search tool
-(`tool_search` or `discover_tools`) is not passed on (it would activate into the parent's
-set). Each granted tool is wrapped so that label tokens in its output are escaped
-(`escape_labels`).
+for that run, minus the turn's own exclusions (filter groups), the deferred tools the parent
+already activated and the deferred catalogue it could still load — every one of them passed
+through the same narrowing, which is the step a child would otherwise skip for activated
+tools. The agent definition's `tools` and the spawn's `tools` can only narrow it further;
+naming a tool outside the grant is an error, never a widening. Without `write`, the child's
+workspace is read-only (`Agent(workspace_read_only=True)`): only the tools that read, and
+those that change nothing outside the workspace and refuse to change it in such a run, remain
+(`keeps_read_only`).
+
+Activated tools go to a set of the child's own (`Grant.activated`), so what the child loads
+never lands in the parent's set. When the parent has a search tool (`tool_search` or
+`discover_tools`), the child gets one of its own under the same name, over the parent's
+ranking index but searching only the granted catalogue: a tool outside the grant is never
+found, never activated and never resolved by its exact name. Each granted tool is wrapped
+so that label tokens in its output are escaped (`escape_labels`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from heron.always_on.subagents.prompts import escape_labels
 from heron.always_on.subagents.store import SubagentError
-from heron.mcp.tool_search import SEARCH_TOOL_NAMES
+from heron.mcp.assembly import McpToolCatalogue, deferred_grant
+from heron.mcp.catalogue import McpCatalogue
+from heron.mcp.tool_search import SEARCH_TOOL_NAMES, ToolSearchTool
 from heron.tools.definition import Tool, ToolContext, ToolResult, ToolSpec
-from heron.tools.registry import normalize_name
+from heron.tools.registry import ActivatedToolSet, normalize_name
 from heron.turn.context import TurnHandle
+from heron.turn.extensions import ToolCatalogue
 
-__all__ = ["PARENT_TOOLS", "SUBAGENT_TOOLS", "GrantError", "LabelledTool", "grant_tools"]
+__all__ = [
+    "PARENT_TOOLS",
+    "SUBAGENT_TOOLS",
+    "Grant",
+    "GrantError",
+    "LabelledTool",
+    "grant_tools",
+    "keeps_read_only",
+]
 
 PARENT_TOOLS = frozenset(
     {
@@ -38,6 +56,8 @@ PARENT_TOOLS = frozenset(
 """The tools that start and steer children."""
 SUBAGENT_TOOLS = PARENT_TOOLS | {"report_to_parent", "ask_parent"}
 """Every sub-agent tool: never inherited, each child gets its own, bound to itself."""
+_OWN = SUBAGENT_TOOLS | set(SEARCH_TOOL_NAMES)
+"""Tools a child never inherits: it gets its own, bound to itself or to its grant."""
 
 
 class GrantError(SubagentError):
@@ -53,6 +73,11 @@ class LabelledTool:
     @property
     def spec(self) -> ToolSpec:
         return self.inner.spec
+
+    @property
+    def definition(self) -> Any:
+        """The MCP definition of the tool it wraps, if any (the catalogue lists it by it)."""
+        return getattr(self.inner, "definition", None)
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         return self.inner.validate(arguments)
@@ -70,24 +95,53 @@ class LabelledTool:
         return ToolResult(success=result.success, output=output, error=error, data=result.data)
 
 
-def _parent_tools(handle: TurnHandle, own: Collection[str]) -> dict[str, Tool]:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Grant:
+    """What one child may use, decided at its spawn (without the sub-agent tools, which each
+    child gets bound to itself)."""
+
+    tools: list[Tool]
+    """Its static tools: the parent's, narrowed, and its own search tool over the grant."""
+    activated: ActivatedToolSet = field(default_factory=ActivatedToolSet)
+    """Its own activated set, starting with the parent's activated tools the grant allows."""
+    catalogue: ToolCatalogue | None = None
+    """Exact-name resolution within the granted deferred catalogue (deferred exposure)."""
+    prompt_section: str = ""
+    """The granted catalogue for its system prompt (when it has a search tool)."""
+
+
+def _labelled(tool: Tool) -> LabelledTool:
+    return tool if isinstance(tool, LabelledTool) else LabelledTool(tool)
+
+
+def keeps_read_only(spec: ToolSpec) -> bool:
+    """Whether a child without write access keeps the tool: it only reads, or it changes
+    nothing outside the workspace and refuses to change that in a read-only run
+    (`workspace_only`: heron's file tools, its shell and interpreter without the host's
+    network, whose commands see the workspace mounted read-only)."""
+    return spec.annotations.read_only or spec.annotations.workspace_only
+
+
+def _allowed(handle: TurnHandle) -> Callable[[str], bool]:
+    """Whether the parent's turn may call `name` (its run's narrowing and exclusions)."""
     exec_, state = handle.execution, handle.state
     hidden = {normalize_name(n) for n in state.excluded}
     allowed = exec_.allowed
-    tools: dict[str, Tool] = {}
-    candidates = [exec_.registry.get(n) for n in exec_.registry.names()]
-    if exec_.activated is not None:
-        candidates += [exec_.activated.get(n) for n in exec_.activated.names()]
-    for tool in candidates:
-        if tool is None:
-            continue
-        name = tool.spec.name
-        if name in own or normalize_name(name) in hidden or exec_.registry.is_excluded(name):
-            continue
-        if allowed is not None and name not in allowed:
-            continue
-        tools.setdefault(name, tool)
-    return tools
+
+    def allows(name: str) -> bool:
+        if normalize_name(name) in hidden or exec_.registry.is_excluded(name):
+            return False
+        return allowed is None or name in allowed
+
+    return allows
+
+
+def _parent_search(handle: TurnHandle, allows: Callable[[str], bool]) -> ToolSearchTool | None:
+    for name in SEARCH_TOOL_NAMES:
+        tool = handle.execution.registry.get(name)
+        if isinstance(tool, ToolSearchTool) and allows(name):
+            return tool
+    return None
 
 
 def grant_tools(
@@ -96,22 +150,49 @@ def grant_tools(
     definition_tools: Collection[str] | None,
     requested: Collection[str] | None,
     write: bool,
-) -> list[Tool]:
-    """The tools a child gets (see the module docstring), without the sub-agent tools, which
-    each child gets bound to itself instead of inheriting the parent's."""
-    # The parent's `tool_search` would activate into the parent's own set: a child gets the
-    # tools the parent already activated, and no discovery of its own.
-    own = SUBAGENT_TOOLS | set(SEARCH_TOOL_NAMES)  # `tool_search` or `discover_tools`
-    tools = _parent_tools(handle, own)
-    for label, names in (("the agent definition", definition_tools), ("the spawn", requested)):
-        if names is None:
-            continue
-        missing = sorted(set(names) - set(tools) - set(own))
-        if missing and label == "the spawn":
+) -> Grant:
+    """The child's grant (see the module docstring); `GrantError` when the spawn names a tool
+    its parent was not granted."""
+    exec_ = handle.execution
+    allows = _allowed(handle)
+    static = [t for n in exec_.registry.names() if (t := exec_.registry.get(n)) is not None]
+    active = exec_.activated
+    activated = [t for n in active.names() if (t := active.get(n)) is not None] if active else []
+    parent_catalogue = exec_.catalogue if isinstance(exec_.catalogue, McpToolCatalogue) else None
+    deferred = parent_catalogue.tools() if parent_catalogue is not None else []
+    parent_has = {
+        t.spec.name
+        for t in [*static, *activated, *deferred]
+        if t.spec.name not in _OWN and allows(t.spec.name)
+    }
+    if requested is not None:
+        missing = sorted(set(requested) - parent_has - _OWN)
+        if missing:
             raise GrantError(
                 f"tools not granted to the parent cannot be given to a child: {', '.join(missing)}"
             )
-        tools = {n: t for n, t in tools.items() if n in set(names)}
-    if not write:
-        tools = {n: t for n, t in tools.items() if t.spec.annotations.read_only}
-    return [LabelledTool(t) for t in tools.values()]
+    names = set(parent_has)
+    for narrowing in (definition_tools, requested):
+        if narrowing is not None:
+            names &= set(narrowing)
+
+    def keep(tool: Tool) -> bool:
+        return tool.spec.name in names and (write or keeps_read_only(tool.spec))
+
+    tools = {t.spec.name: _labelled(t) for t in static if keep(t)}
+    own = ActivatedToolSet()
+    for tool in activated:
+        if keep(tool) and tool.spec.name not in tools:
+            own.activate(_labelled(tool))
+    if parent_catalogue is None:
+        return Grant(tools=list(tools.values()), activated=own)
+    catalogue = McpCatalogue(
+        [_labelled(t) for t in deferred if keep(t)], groups=parent_catalogue.groups
+    )
+    mcp = deferred_grant(catalogue, own, search=_parent_search(handle, allows))
+    return Grant(
+        tools=[*tools.values(), *mcp.tools],
+        activated=own,
+        catalogue=mcp.catalogue,
+        prompt_section=mcp.prompt_section,
+    )

@@ -1,7 +1,9 @@
 """`SubagentRuntime`: every child is a session on the bus, and the runtime is its account.
 
 A spawn stores a record (`queued`), waits for one of `max_concurrent` slots (a FIFO queue; the
-slot is freed whenever the child ends, however it ends), and runs the child as an
+slot is freed whenever the child ends, however it ends, and while it waits idle for its own
+children or a person, so nested children never wait for a slot their waiting ancestors hold),
+and runs the child as an
 `EventDrivenAgent` on its own session (`<root session>/agent/<id>`): its task is the first
 `agent.input` event there, a parent's later messages are `agent.input` (or, marked urgent,
 `agent.interrupt`) events, so the child's own strategies (queue, cancel) apply.
@@ -21,24 +23,28 @@ everything it spends is spent by its parent, and the tree's usage is reported up
 limits — explicit per spawn, the definition's, or `budget_share` of what the parent has left.
 Wall time is enforced by the runtime (`asyncio.timeout`), not only checked before model calls.
 Cancel is a tree: cancelling a child (or the parent's turn, by a stop) cancels every
-descendant, queued ones whose spawn is still in flight included.
+descendant, queued ones whose spawn is still in flight included. A child never outlives its
+parent (`end_descendants`): however a child ends, what still runs below it is cancelled and
+awaited first, and the results that reach its session after its last turn are consumed into
+its history when it closes (`ChildRunner`), so no result is left pending on a closed session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from heron.agent import Agent
 from heron.always_on.bus.routing import AGENT_SEGMENT
 from heron.always_on.subagents.config import SubagentsConfig
 from heron.always_on.subagents.definitions import AgentDefinition
-from heron.always_on.subagents.grant import grant_tools
+from heron.always_on.subagents.grant import Grant, grant_tools
+from heron.always_on.subagents.ownership import Ownership, ProcessOwnership
 from heron.always_on.subagents.store import (
     Mode,
     SubagentError,
@@ -47,7 +53,6 @@ from heron.always_on.subagents.store import (
     Usage,
     descendants,
 )
-from heron.sandbox.process import pid_alive
 from heron.tools.definition import Tool
 from heron.turn.budgets import BudgetLimits, RunBudget
 from heron.turn.cancel import CancelScope
@@ -56,7 +61,7 @@ from heron.turn.outcome import EMPTY_RESPONSE
 
 log = logging.getLogger("heron.subagents")
 
-__all__ = ["GENERAL", "Parent", "Spawn", "SubagentError", "SubagentRuntime", "owner_alive"]
+__all__ = ["GENERAL", "Parent", "Spawn", "SubagentError", "SubagentRuntime"]
 
 GENERAL = AgentDefinition(
     name="general",
@@ -106,8 +111,8 @@ class Live:
     spawn: Spawn
     handle: TurnHandle
     budget: RunBudget
-    granted: list[Tool]
-    """The parent's tools it may use (`grant.grant_tools`), decided at the spawn."""
+    grant: Grant
+    """What of the parent's it may use (`grant.grant_tools`), decided at the spawn."""
     scope: CancelScope = field(default_factory=CancelScope)
     task: asyncio.Task[None] | None = None
     stops: asyncio.Queue[Stop] = field(default_factory=asyncio.Queue)
@@ -126,12 +131,20 @@ class Live:
     progress: Callable[[str], None] = field(default=lambda _line: None)
     """A sync parent's progress line for its spawn call (the child's reports)."""
     cancel_status: Literal["cancelled", "timed_out"] = "cancelled"
+    ended: bool = False
+    """Its run is over (the status is decided); it is closing its subtree and session."""
+    agent: Agent | None = None
+    """Its agent, while it runs (an approved call of its runs through it)."""
+    slot: bool = False
+    """It holds one of the runtime's slots (it is taking turns, not waiting idle)."""
 
 
 Runner = Callable[[Live], Any]
 """Runs one child to its end and returns the engine's last `TurnOutcome` (`child.run_child`)."""
 Deliver = Callable[[SubagentRecord], Awaitable[None]]
 """Hands a finished child's result to its parent's session (`child.publish_result`)."""
+Close = Callable[[SubagentRecord], Awaitable[None]]
+"""Closes an ended child's own session (`child.close_session`)."""
 
 
 def _limits(budget: Mapping[str, float]) -> BudgetLimits:
@@ -164,7 +177,8 @@ def share_of(parent: RunBudget | None, share: float) -> dict[str, float]:
 class SubagentRuntime:
     """Spawns, runs, messages, cancels and lists the children of one process (see the module
     docstring). `run_child` runs a child (`heron.always_on.subagents.child`); `deliver`
-    publishes an async child's result to its parent's session. A child's own children always
+    publishes an async child's result to its parent's session; `close` closes an ended
+    child's session (`ChildRunner.close_session`). A child's own children always
     deliver so (the child's loop consumes its session); the top level's only with
     `events_at_top` — without (`heron run`, `heron chat`, MCP: no loop consumes the hosted
     session's events) a result is handed over by `get_subagent_status` and the end of the
@@ -179,21 +193,30 @@ class SubagentRuntime:
         run_child: Runner,
         deliver: Deliver,
         events_at_top: bool,
+        close: Close | None = None,
         clock: Callable[[], float] = time.time,
+        ownership: Ownership | None = None,
     ) -> None:
         self.store = store
+        self.ownership: Ownership = ownership or ProcessOwnership()
+        """Who runs a child and whether it still lives (`heron.always_on.subagents.ownership`)."""
         self.definitions = dict(definitions)
         self.config = config
         self._run_child = run_child
         self._deliver = deliver
+        self._close: Close = close or _nothing_to_close
         self._events_at_top = events_at_top
         self._clock = clock
         self._slots = asyncio.Semaphore(config.max_concurrent)
         self.live: dict[str, Live] = {}
-        self._deliveries: set[asyncio.Task[None]] = set()
+        self._deliveries: dict[asyncio.Task[None], str] = {}
+        """Results being published, each with the session it goes to."""
         self._watcher: asyncio.Task[None] | None = None
         self.tool_factory: Callable[[Parent, Mode | None], list[Tool]] | None = None
         """Builds the sub-agent tools bound to a parent (set by `subagent_tools`)."""
+        self.on_lost: Callable[[SubagentRecord], object] | None = None
+        """Told of each child this runtime ends `lost` (`heron serve` withdraws the requests
+        to people it left open: their calls can no longer run)."""
 
     def delivers_events(self, record: SubagentRecord) -> bool:
         """Whether this async child's result goes to its parent as an event (else through
@@ -225,7 +248,7 @@ class SubagentRuntime:
                 f"{parent.depth} cannot start another; do the work yourself"
             )
         definition = self.definition(spawn.agent)
-        granted = grant_tools(
+        grant = grant_tools(
             handle, definition_tools=definition.tools, requested=spawn.tools, write=spawn.write
         )
         if parent.child is not None:
@@ -259,7 +282,7 @@ class SubagentRuntime:
             depth=parent.depth + 1,
             budget=budget_data,
             created_at=self._clock(),
-            owner=os.getpid(),
+            owner=self.ownership.owner(parent.session),
         )
         self.store.add(record)
         live = Live(
@@ -268,10 +291,11 @@ class SubagentRuntime:
             spawn=spawn,
             handle=handle,
             budget=budget,
-            granted=granted,
+            grant=grant,
         )
         self.live[subagent_id] = live
         live.task = asyncio.ensure_future(self._run(live))
+        live.task.add_done_callback(lambda _: self._never_ran(live))
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.ensure_future(self._watch_cancels())
         scope = handle.state.cancel
@@ -284,6 +308,15 @@ class SubagentRuntime:
 
         scope.future.add_done_callback(on_parent_cancel)
         return live
+
+    def agent_of(self, session: str) -> Agent | None:
+        """The agent of the running child whose own session is `session`, if any (the
+        approved calls of a child run through its agent, like those of a hosted session)."""
+        _, _, subagent_id = session.rpartition(AGENT_SEGMENT)
+        live = self.live.get(subagent_id)
+        if live is None or live.ended or live.record.session != session:
+            return None  # ended (or closing): nothing of its runs any more
+        return live.agent
 
     def follow_turn(self, session: str, state: TurnState) -> None:
         """A stop of any turn of hosted session `session` (`mode = "cancel"`: the user's
@@ -306,7 +339,8 @@ class SubagentRuntime:
         outcome: Any = None
         result = error = ""
         try:
-            async with self._slots:
+            await self.take_slot(live)
+            try:
                 if live.scope.cancelled:
                     raise asyncio.CancelledError
                 self.store.advance(record.id, "working")
@@ -315,6 +349,8 @@ class SubagentRuntime:
                     None if wall is None else wall + self.config.wall_grace_s
                 ):
                     turn = await self._run_child(live)
+            finally:
+                self.give_slot(live)
             result = turn.text
             if turn.status == "final":
                 status = "completed"
@@ -339,7 +375,33 @@ class SubagentRuntime:
             error = str(exc)
         except Exception as exc:  # the child's failure is its own outcome, never the parent's
             error = f"{type(exc).__name__}: {exc}"
+        live.ended = True  # its status is decided: a cancel from here on has nothing to stop
+        try:
+            await self.end_descendants(live)
+            await self._close(record)
+        except Exception:  # a store hiccup must not leave the record unfinished
+            log.exception("closing sub-agent %s failed", record.id)
         self._finish(live, status=status, outcome=outcome, result=result, error=error)
+
+    async def take_slot(self, live: Live) -> None:
+        """Wait for one of the `max_concurrent` slots (FIFO) for `live`'s next turns."""
+        if not live.slot:
+            await self._slots.acquire()
+            live.slot = True
+
+    def give_slot(self, live: Live) -> None:
+        """Free `live`'s slot: it ended, or it waits idle (for its own children, for a person)
+        — a parent never keeps the children it waits for queued behind itself."""
+        if live.slot:
+            live.slot = False
+            self._slots.release()
+
+    def _never_ran(self, live: Live) -> None:
+        """A child cancelled before its task took its first step never entered `_run`: it
+        ends here, so no record stays `queued` and no slot is counted for it."""
+        if self.live.get(live.record.id) is live:
+            reason = live.scope.reason or "cancelled"
+            self._finish(live, status=live.cancel_status, outcome=None, result="", error=reason)
 
     def _finish(
         self, live: Live, *, status: Any, outcome: Any, result: str, error: str
@@ -369,11 +431,17 @@ class SubagentRuntime:
         parent = self.live.get(record.parent) if record.parent is not None else None
         if not self.delivers_events(record):
             return
+        above = self.store.get(record.parent) if record.parent is not None else None
+        if above is not None and above.finished:
+            # Its parent's session is closed for good (another process ran it, or a restart
+            # found it): nothing would read the result there; the record is the report.
+            self.store.claim_delivery(record.id)
+            return
         task = asyncio.ensure_future(self._deliver(record))
-        self._deliveries.add(task)
+        self._deliveries[task] = record.parent_session
 
         def done(finished: asyncio.Task[None]) -> None:
-            self._deliveries.discard(finished)
+            self._deliveries.pop(finished, None)
             if parent is not None:
                 parent.wakeup.set()
 
@@ -429,6 +497,8 @@ class SubagentRuntime:
                 continue
             ids.append(record.id)
             live = self.live.get(record.id)
+            if live is not None and (live.ended or live.scope.cancelled):
+                continue  # its run is over or already being cancelled: nothing left to stop
             if live is None:  # recorded by another process, or its run already ended
                 done = self.store.finish(
                     record.id,
@@ -449,6 +519,27 @@ class SubagentRuntime:
             if live.task is not None:
                 live.task.cancel()
         return ids
+
+    async def end_descendants(self, live: Live) -> None:
+        """A child never outlives its parent: when `live` ends, however it ends, whatever of its
+        subtree still runs is cancelled and awaited, and their results are published (to its
+        session, which `close` then closes)."""
+        below = [i for i, other in self.live.items() if self._is_below(other, live.record.id)]
+        for subagent_id in below:
+            self.cancel_tree(subagent_id, f"its parent {live.record.id} ended")
+        await self.wait_ended(below)
+        await self.flush(live.record.session)
+
+    def _is_below(self, live: Live, ancestor: str) -> bool:
+        """Whether running `live` descends from `ancestor` (in memory: the ancestors of a
+        running child are running too, a child never outliving its parent)."""
+        parent = live.record.parent
+        while parent is not None:
+            if parent == ancestor:
+                return True
+            above = self.live.get(parent)
+            parent = above.record.parent if above is not None else None
+        return False
 
     async def wait_ended(self, ids: list[str]) -> None:
         tasks = [live.task for i in ids if (live := self.live.get(i)) and live.task is not None]
@@ -483,32 +574,51 @@ class SubagentRuntime:
         await self.wait_ended(list(self.live))
         return [r for r in (self.store.get(i) for i in ids) if r is not None]
 
-    def recover(self) -> list[SubagentRecord]:
-        """After a restart: every unfinished child of a process that is gone ends `lost`, and
-        every finished result not known to be delivered is delivered (again: the bus keeps one
-        copy) — a sync child's too when the call that waited for it died with its process."""
+    def recover(self, *, root_session: str | None = None) -> list[SubagentRecord]:
+        """After a restart (or a takeover of `root_session`): every unfinished child of a
+        runner that is gone ends `lost`, and every finished result not known to be delivered
+        is delivered (again: the bus keeps one copy) — a sync child's too when the call that
+        waited for it died with its process."""
+        ended = self._end_orphans(root_session)
+        for record in self.store.list(root_session=root_session):
+            if not record.finished or record.delivered:
+                continue
+            # A sync child is its waiting call's result, unless the process of that call is
+            # gone (the call was closed by session repair): then the event tells the parent.
+            if record.mode != "sync" or not self.ownership.alive(record):
+                self._deliver_later(record)
+        return ended
+
+    def reap(self) -> list[SubagentRecord]:
+        """Every unfinished child of a runner that is gone ends `lost`, and is delivered —
+        the periodic sweep of a shared store, where another worker may die at any time and
+        no restart here would notice (the delivery wakes the parent's session wherever)."""
+        ended = self._end_orphans(None)
+        for record in ended:
+            self._deliver_later(record)
+        return ended
+
+    def _end_orphans(self, root_session: str | None) -> list[SubagentRecord]:
         ended: list[SubagentRecord] = []
-        for record in self.store.list(active_only=True):
-            if record.id in self.live or owner_alive(record.owner):
+        for record in self.store.list(root_session=root_session, active_only=True):
+            if record.id in self.live or self.ownership.alive(record):
                 continue
             done = self.store.finish(
                 record.id,
                 status="lost",
                 outcome=None,
                 result="",
-                error=f"the process that ran it (pid {record.owner}) ended before it finished",
+                error=f"the process that ran it (owner {record.owner}) ended before it finished",
                 usage=record.usage,
                 ended_at=self._clock(),
             )
-            if done is not None and done[1]:
+            if done is not None and done[1]:  # another worker may have ended it first
                 ended.append(done[0])
-        for record in self.store.list():
-            if not record.finished or record.delivered:
-                continue
-            # A sync child is its waiting call's result, unless the process of that call is
-            # gone (the call was closed by session repair): then the event tells the parent.
-            if record.mode != "sync" or not owner_alive(record.owner):
-                self._deliver_later(record)
+                if self.on_lost is not None:
+                    try:
+                        self.on_lost(done[0])
+                    except Exception:  # a store hiccup must not stop the sweep
+                        log.exception("telling of lost sub-agent %s failed", record.id)
         return ended
 
     async def _watch_cancels(self) -> None:
@@ -534,10 +644,14 @@ class SubagentRuntime:
         await self.wait_ended(list(self.live))
         await self.flush()
 
-    async def flush(self) -> None:
-        """Wait for the results being delivered."""
-        while self._deliveries:
-            await asyncio.gather(*list(self._deliveries), return_exceptions=True)
+    async def flush(self, session: str | None = None) -> None:
+        """Wait for the results being delivered (to `session`, or anywhere)."""
+        while tasks := [t for t, to in self._deliveries.items() if session in (None, to)]:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _nothing_to_close(_record: SubagentRecord) -> None:
+    """A runner whose children keep no session of their own."""
 
 
 def _usage(budget: RunBudget) -> Usage:
@@ -550,8 +664,3 @@ def _usage(budget: RunBudget) -> Usage:
         output_tokens=spent.output_tokens,
         cost_usd=spent.cost_usd,
     )
-
-
-def owner_alive(pid: int) -> bool:
-    """Whether process `pid` (a record's owner) still runs."""
-    return pid == os.getpid() or pid_alive(pid)

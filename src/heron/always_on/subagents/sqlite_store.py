@@ -90,6 +90,31 @@ def _record(row: tuple[Any, ...]) -> SubagentRecord:
     )
 
 
+def _row(r: SubagentRecord) -> tuple[Any, ...]:
+    """A record as the values of `_COLUMNS` (the PostgreSQL store's encoding too)."""
+    return (
+        r.id,
+        r.agent,
+        r.task,
+        r.mode,
+        r.parent,
+        r.root_session,
+        r.parent_session,
+        r.call_id,
+        r.depth,
+        r.status,
+        r.outcome,
+        r.result,
+        r.error,
+        json.dumps(r.usage.to_data()),
+        json.dumps(dict(r.budget)),
+        r.created_at,
+        r.ended_at,
+        int(r.delivered),
+        r.owner,
+    )
+
+
 @sqlite_errors
 class SqliteSubagentStore:
     """`SubagentStore` on one SQLite connection (explicit transactions)."""
@@ -108,32 +133,11 @@ class SqliteSubagentStore:
         self._conn.close()
 
     def add(self, record: SubagentRecord) -> None:
-        r = record
         with transaction(self._conn) as conn:
             conn.execute(
                 f"INSERT INTO subagents ({_COLUMNS}) VALUES "
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    r.id,
-                    r.agent,
-                    r.task,
-                    r.mode,
-                    r.parent,
-                    r.root_session,
-                    r.parent_session,
-                    r.call_id,
-                    r.depth,
-                    r.status,
-                    r.outcome,
-                    r.result,
-                    r.error,
-                    json.dumps(r.usage.to_data()),
-                    json.dumps(dict(r.budget)),
-                    r.created_at,
-                    r.ended_at,
-                    int(r.delivered),
-                    r.owner,
-                ),
+                _row(record),
             )
 
     def get(self, subagent_id: str) -> SubagentRecord | None:

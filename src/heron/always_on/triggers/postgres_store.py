@@ -96,6 +96,20 @@ class PostgresTimerStore:
             ).fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
+    def unowned_due(self, now: float, *, limit: int = 100) -> builtins.list[str]:
+        """Sessions with a timer due by `now` that no worker holds (no lease, or an expired or
+        released one): the timers of a worker that died, which no other worker's alarm knows
+        (`SessionHost`'s poller takes those sessions up)."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT t.session FROM timers t"
+                " LEFT JOIN session_leases l ON l.session = t.session"
+                " WHERE t.state = 'active' AND t.next_fire <= %s"
+                " AND (l.session IS NULL OR l.expires_at <= %s) LIMIT %s",
+                (now, now, limit),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def _select(self, where: str, params: tuple[Any, ...]) -> list[TimerRecord]:
         with self._pool.connection() as conn:
             rows = conn.execute(

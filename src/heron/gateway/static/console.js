@@ -10,6 +10,7 @@ const state = {
   source: null,
   lastId: null,
   seen: new Set(),
+  shown: new Set(),
   received: [],
   job: null,
   jobTimer: null,
@@ -116,6 +117,7 @@ async function openSession(name) {
 
 function clearRun() {
   state.seen.clear();
+  state.shown.clear();
   state.lastId = null;
   $("timeline").replaceChildren();
   $("log").replaceChildren();
@@ -197,6 +199,8 @@ function onLive(data) {
   } else if (data.type === "progress") {
     const card = findCard(data.id);
     if (card) card.querySelector(".progress").textContent = data.message;
+  } else {
+    onTurn(data); // a card shown before it is stored: the stored frame follows, not shown again
   }
 }
 
@@ -205,6 +209,11 @@ function findCard(id) {
 }
 
 function onTurn(data) {
+  const key = data.id || data.request_id ? `${data.type}:${data.id || data.request_id}` : null;
+  if (key) {
+    if (state.shown.has(key)) return;
+    state.shown.add(key);
+  }
   switch (data.type) {
     case "tool_call": return toolCall(data);
     case "tool_result": return toolResult(data);
@@ -221,7 +230,8 @@ function onTurn(data) {
     case "final":
       $("streaming").hidden = true;
       $("streaming").textContent = "";
-      $("timeline").append(el("div", { class: "message assistant" }, data.text));
+      // A final answer without text repeats the `text` record before it.
+      if (data.text) $("timeline").append(el("div", { class: "message assistant" }, data.text));
       return;
     case "approval_request":
     case "approval_decision":

@@ -2,7 +2,8 @@
 
 `oauth_callback_routes(desk)` is one Starlette route (`GET /mcp/oauth/callback`) that the
 gateway mounts under `[gateway] public_url` and `heron mcp login` serves on loopback when there
-is no gateway. The redirect it receives answers the login's consent request on the desk
+is no gateway (`desk` may be a function giving the desk: `heron serve` opens its desk after its
+routes are built). The redirect it receives answers the login's consent request on the desk
 (`heron.mcp.auth.desk_consent`):
 
 - the request is the active consent request whose OAuth `state` this is (stored as a SHA-256);
@@ -18,6 +19,7 @@ fails as refused. Nothing of the query is logged or shown back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 from urllib.parse import parse_qs
 
@@ -50,38 +52,46 @@ def _page(status: int, text: str) -> HTMLResponse:
     return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
 
 
-def oauth_callback_routes(desk: RequestDesk, *, path: str = CALLBACK_PATH) -> list[Route]:
+def oauth_callback_routes(
+    desk: RequestDesk | Callable[[], RequestDesk | None], *, path: str = CALLBACK_PATH
+) -> list[Route]:
     """The callback route over `desk` (see the module docstring)."""
 
     async def callback(request: Request) -> HTMLResponse:
-        query = request.url.query
-        if len(query) > MAX_ADDRESS_CHARS:
-            return _page(400, "This address is too long to be a login's answer.")
-        states = parse_qs(query).get("state") or []
-        if len(states) != 1 or not states[0]:
-            return _page(400, "This is not a login heron is waiting for.")
-        found = pending_consent(desk, state=states[0])
-        if not found:
-            return _page(400, "This is not a login heron is waiting for (or it has ended).")
-        pending = found[0]
-        key = sealing_key_of(pending.schema)
-        redirect_uri = pending.arguments.get("redirect_uri")
-        if key is None or not isinstance(redirect_uri, str):
-            return _page(400, "This login request cannot take an answer here.")
-        sealed = seal(f"{redirect_uri}?{query}", key, request_id=pending.id)
-        result = desk.store.settle(
-            pending.id,
-            Settlement(
-                status="completed",
-                outcome="answered",
-                by=REDIRECT_BY,
-                at=desk.clock.time(),
-                reason="the browser's redirect",
-                answer=sealed,
-            ),
-        )
-        if not result.settled:
-            return _page(409, "This login was already answered.")
-        return _page(200, "heron received the answer. You can close this window.")
+        current = desk() if callable(desk) else desk
+        if current is None:
+            return _page(503, "heron is not ready to take a login's answer yet.")
+        return _answer(current, request.url.query)
 
     return [Route(path, callback, methods=["GET"])]
+
+
+def _answer(desk: RequestDesk, query: str) -> HTMLResponse:
+    if len(query) > MAX_ADDRESS_CHARS:
+        return _page(400, "This address is too long to be a login's answer.")
+    states = parse_qs(query).get("state") or []
+    if len(states) != 1 or not states[0]:
+        return _page(400, "This is not a login heron is waiting for.")
+    found = pending_consent(desk, state=states[0])
+    if not found:
+        return _page(400, "This is not a login heron is waiting for (or it has ended).")
+    pending = found[0]
+    key = sealing_key_of(pending.schema)
+    redirect_uri = pending.arguments.get("redirect_uri")
+    if key is None or not isinstance(redirect_uri, str):
+        return _page(400, "This login request cannot take an answer here.")
+    sealed = seal(f"{redirect_uri}?{query}", key, request_id=pending.id)
+    result = desk.store.settle(
+        pending.id,
+        Settlement(
+            status="completed",
+            outcome="answered",
+            by=REDIRECT_BY,
+            at=desk.clock.time(),
+            reason="the browser's redirect",
+            answer=sealed,
+        ),
+    )
+    if not result.settled:
+        return _page(409, "This login was already answered.")
+    return _page(200, "heron received the answer. You can close this window.")

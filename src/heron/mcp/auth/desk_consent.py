@@ -9,11 +9,15 @@ is first:
 - the browser's redirect reaching the callback route (`heron.mcp.auth.callback`, mounted by the
   gateway at `[gateway] public_url`, or served on loopback by `heron mcp login`);
 - the operator pasting the address back (`heron mcp login NAME --paste`, `heron approvals answer
-  ID ADDRESS`, the web console) — only an approver of the request may.
+  ID ADDRESS`, the web console, a reply to the request's mail) — only an approver of the
+  request may.
 
-The request is bound to the login: its arguments carry the SHA-256 of the OAuth `state` (the
-callback finds its request by it, and `parse_redirect` refuses an address with another state),
-and its answer is sealed to a key that exists only in the memory of the waiting process
+The request is bound to the login and its approvers: its arguments carry the SHA-256 of the
+OAuth `state` (the callback finds its request by it), its schema binds every answer to that
+state (`heron.humans.binding`: the desk refuses an address of another login before settling
+anything, on every channel), it is `risk="high"` (a mail answer must pass the mail channel's
+trusted-server check, as for a high-risk call: the answer hands heron a credential), and its
+answer is sealed to a key that exists only in the memory of the waiting process
 (`heron.humans.sealing`), so the authorization code in the address never sits in the store in
 the clear. Its ending is read here, never reported to a session (no model sees it).
 """
@@ -21,12 +25,12 @@ the clear. Its ending is read here, never reported to a session (no model sees i
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 from heron._support.vocabulary import ACTIVE_STATUSES
+from heron.humans.binding import bound_query, digest
 from heron.humans.desk import RequestDesk, ended_text
 from heron.humans.sealing import SealingError, SealingKey, sealed_schema
 from heron.humans.store import HumanRequest
@@ -56,7 +60,7 @@ Announce = Callable[[ConsentRequest, HumanRequest], Awaitable[None]]
 
 def state_digest(state: str) -> str:
     """What a consent request stores of the OAuth `state`."""
-    return hashlib.sha256(state.encode("utf-8")).hexdigest()
+    return digest(state)
 
 
 def pending_consent(
@@ -86,8 +90,9 @@ def consent_question(request: ConsentRequest) -> str:
     return (
         f"MCP server {request.server!r} needs your consent{scope}. Open this address and "
         f"sign in:\n\n  {request.url}\n\nIf the page you land on afterwards is not heron's "
-        f"(it starts with {request.redirect_uri}), answer with that whole address, e.g. "
-        f"`heron mcp login {request.server} --paste`; answer `no` to refuse."
+        f"(it starts with {request.redirect_uri}), answer with that whole address: as the "
+        f"first line of a reply to this request's mail, or with `heron mcp login "
+        f"{request.server} --paste`; answer `no` to refuse."
     )
 
 
@@ -97,12 +102,13 @@ class DeskConsent:
     `redirect_uri` is where the authorization server sends the browser: the callback route's
     address. `announce` is also told of each opened request (a terminal prints it).
     `timeout_s` is the request's deadline; `poll_s` how often the store is read while waiting
-    (an answer may come from another process).
+    (an answer may come from another process). `desk=None`: the desk comes later (`open_on`,
+    `heron serve` once its own desk with every channel is open); a login waits for it.
     """
 
     def __init__(
         self,
-        desk: RequestDesk,
+        desk: RequestDesk | None,
         *,
         redirect_uri: str,
         timeout_s: float = 900.0,
@@ -110,18 +116,32 @@ class DeskConsent:
         announce: Announce | None = None,
     ) -> None:
         self.desk = desk
+        self._opened = asyncio.Event()
+        if desk is not None:
+            self._opened.set()
         self._redirect_uri = redirect_uri
         self._timeout_s = timeout_s
         self._poll_s = poll_s
         self._announce = announce
         self._pending: dict[str, tuple[str, SealingKey]] = {}
 
+    def open_on(self, desk: RequestDesk) -> None:
+        """Ask on `desk` from now on; logins that started before it was open go on."""
+        self.desk = desk
+        self._opened.set()
+
     def redirect_uri(self, server: str) -> str | None:
         return self._redirect_uri
 
+    async def _desk(self) -> RequestDesk:
+        await self._opened.wait()
+        assert self.desk is not None
+        return self.desk
+
     async def present(self, request: ConsentRequest) -> None:
         key = SealingKey()
-        opened = await self.desk.open_question(
+        desk = await self._desk()
+        opened = await desk.open_question(
             session=CONSENT_SESSION,
             call_id=request.request_id,
             question=consent_question(request),
@@ -132,8 +152,12 @@ class DeskConsent:
                 "redirect_uri": request.redirect_uri,
                 "scope": request.scope,
             },
-            schema=sealed_schema(key, maxLength=MAX_ADDRESS_CHARS),
+            schema={
+                **sealed_schema(key, maxLength=MAX_ADDRESS_CHARS),
+                **bound_query("state", request.state, refusals=REFUSALS),
+            },
             urgency="high",
+            risk="high",
             timeout_s=self._timeout_s,
             report=False,
         )
@@ -148,13 +172,14 @@ class DeskConsent:
             request_id, key = self._pending.pop(request.state)
         except KeyError:
             raise ConsentError(f"login request {request.request_id} was not presented") from None
+        desk = await self._desk()
         try:
-            current = self.desk.get(request_id)
+            current = desk.get(request_id)
             while current.active:
                 await asyncio.sleep(self._poll_s)  # answers come from other processes too
-                current = self.desk.get(request_id)
+                current = desk.get(request_id)
         except BaseException:
-            self.desk.cancel(request_id, "the login stopped waiting")
+            desk.cancel(request_id, "the login stopped waiting")
             raise
         if current.outcome != "answered":
             raise ConsentError(f"no consent: {ended_text(current)}")

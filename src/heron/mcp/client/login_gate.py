@@ -14,6 +14,7 @@ not repeated by itself.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,8 @@ from heron.mcp.client.errors import ServerAuthRequired, ServerUnavailable
 from heron.mcp.config import McpServerConfig
 
 __all__ = ["LoginGate", "PendingConsent", "authorization_required"]
+
+log = logging.getLogger("heron.mcp.login")
 
 
 @dataclass(kw_only=True)
@@ -135,6 +138,8 @@ class LoginGate:
         except LoginFailed as exc:
             pending.outcome = exc.reason
             pending.login = None
+            # Nobody waits for a background login: the operator hears of its end here.
+            log.warning("mcp: the login to %s failed: %s", server, exc.reason)
             return
         if self.pending.get(server) is pending:
             del self.pending[server]
