@@ -11,6 +11,7 @@ trained to read it, so another engine (`e5_onnx.py`) can run the same weights.
 from __future__ import annotations
 
 import math
+import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ _WORD_CACHE = 50_000
 
 
 class _Reader:
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: mmap.mmap) -> None:
         self.data, self.at = data, 0
 
     def take(self, fmt: str) -> tuple[int | float, ...]:
@@ -129,7 +130,10 @@ class E5Weights:
 
     @classmethod
     def load(cls, path: Path) -> E5Weights:
-        data = path.read_bytes()
+        # Mapped, not read: the 250,000-row word table (54 MB) stays in the page cache and
+        # only the rows of the tokens embedded are touched.
+        with path.open("rb") as fh:
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         if data[:4] != _MAGIC:
             raise ValueError(f"{path.name} is not an e5 model file")
         r = _Reader(data)
