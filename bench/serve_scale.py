@@ -70,6 +70,9 @@ class Server:
         )  # fmt: skip
         self.first_text: dict[str, float] = {}
         self.parked: set[str] = set()
+        self.awake: set[str] = set()
+        self.most_awake = 0
+        """The most sessions awake at once (from `session_woken` / `session_parked`)."""
         self.changed = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -87,14 +90,18 @@ class Server:
                     self.first_text[session] = now
                 elif event.get("type") == "session_parked":
                     self.parked.add(session)
+                    self.awake.discard(session)
                 elif event.get("type") == "session_woken":
                     self.parked.discard(session)
+                    self.awake.add(session)
+                    self.most_awake = max(self.most_awake, len(self.awake))
                 self.changed.notify_all()
 
-    def rss_kib(self) -> int:
+    def rss_kib(self, field: str = "VmRSS") -> int:
+        """The server's resident memory now (`VmHWM`: its peak so far)."""
         status = Path(f"/proc/{self.proc.pid}/status").read_text(encoding="ascii")
         return int(
-            next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]
+            next(line for line in status.splitlines() if line.startswith(f"{field}:")).split()[1]
         )
 
     def wait(self, done: Any, timeout_s: float) -> bool:
@@ -208,7 +215,8 @@ async def run(sessions_n: int, rates: list[float]) -> None:
             print(
                 f"memory per idle session             {(after - before) / sessions_n:7.1f} KiB   "
                 f"target ≤ 20 ({sessions_n} sessions woken once and "
-                f"{'parked' if parked else 'NOT all parked'}; RSS {before} → {after} KiB)"
+                f"{'parked' if parked else 'NOT all parked'}; RSS {before} → {after} KiB, "
+                f"peak {server.rss_kib('VmHWM')} KiB with {server.most_awake} awake at once)"
             )
             report("first wake of each (500/s)", warm, sessions_n)
             for round_no, rate in enumerate(rates, start=1):

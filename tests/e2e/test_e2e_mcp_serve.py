@@ -6,6 +6,8 @@ the 2025 protocol."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import queue
 import subprocess
@@ -238,3 +240,50 @@ def test_run_with_builtin_sets_reads_and_edits_a_file(heron: Heron) -> None:
     assert results["r1"]["success"] and results["e1"]["success"], results
     assert (ws / "app.txt").read_text(encoding="utf-8") == "colour = blue\n"
     assert events[-1] == {**events[-1], "type": "final", "text": "Changed the colour."}
+
+
+def test_served_calls_follow_heron_toml_and_land_in_the_execution_audit(tmp_path: Path) -> None:
+    """One configuration, one behaviour: the result bound and the loop detector of heron.toml
+    apply to a client's calls as to the agent's, and each call is in `heron audit`."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "big.txt").write_text("".join(f"line {i:03} " + "x" * 90 + "\n" for i in range(40)))
+    (tmp_path / "heron.toml").write_text(
+        "[agent]\nmax_tool_result_chars = 400\n\n[loop_detection]\nmax_repeats = 2\n",
+        encoding="utf-8",
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "heron.cli.main", "mcp", "serve", "perception", "--workspace", str(ws)],
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
+
+    async def three_reads() -> list[types.CallToolResult]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return [await session.call_tool("read_file", {"path": "big.txt"}) for _ in range(3)]
+
+    calls = asyncio.run(three_reads())
+    first, second, third = (_text(c) for c in calls)
+
+    assert not calls[0].is_error and "characters omitted by heron's tool-result limit" in first
+    assert "line 000" in first and "line 039" in first and "line 020" not in first
+    assert len(first) < 600, len(first)
+    # max_repeats = 2 (default 3): the second identical call warns, the third is withheld.
+    assert "[heron loop detector]" in second and "2 times in a row" in second
+    assert third.startswith("[heron loop detector: result withheld]")
+    audited = subprocess.run(
+        [*HERON, "audit", "--json", "--session", "mcp:heron-perception"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=True,
+    )
+    rows = [json.loads(line) for line in audited.stdout.splitlines()]
+    seen = [(r["tool"], r["status"], r["channel"]) for r in rows]
+    assert seen == [("read_file", "ok", "mcp")] * 3
+    assert {r["operator"] for r in rows} == {"mcp:stdio"}
+    assert all('"big.txt"' in r["arguments"] for r in rows)

@@ -104,6 +104,54 @@ def test_after_a_kill_and_a_restart_the_stream_replays_the_run_as_it_ended(heron
     assert again.finish().code == 0
 
 
+WAIT_TOOL = '''
+import threading
+
+import heron
+
+
+@heron.tool(read_only=True)
+def wait_for_delivery() -> str:
+    """Wait until the parcel arrives."""
+    threading.Event().wait()  # never: the process is killed while the call runs
+    return "arrived"
+'''
+WAIT_TURNS: list[dict[str, Any]] = [
+    {
+        "text": "Let me wait for it.",
+        "tool_calls": [{"id": "c_wait", "name": "wait_for_delivery"}],
+        "expect": {"last_message_contains": "parcel"},
+    },
+]
+AFTER_WAIT: list[dict[str, Any]] = [
+    {"text": "The wait was cut off.", "expect": {"last_message_contains": "interrupted"}},
+]
+"""The restarted process's model: the turn goes on from the repaired call."""
+
+
+def test_a_call_cut_off_by_a_kill_is_replayed_as_interrupted_once(heron: Heron) -> None:
+    heron.write("wait.py", WAIT_TOOL)
+    running, webhook, http = start(heron, WAIT_TURNS, "--tools", "wait.py")
+    url = f"{http}/v1/sessions/main/events"
+    post_webhook(webhook, "m1", "where is my parcel?")
+    # The call is stored with the message that makes it, and never gets a result.
+    Stream(url, bearer(VIEWER)).read(is_turn("text", text="Let me wait for it."))
+    running.proc.kill()  # SIGKILL: the call's cards wait for its result, never stored
+    running.finish()
+    again, _webhook, http = start(heron, AFTER_WAIT, "--tools", "wait.py")
+    url = f"{http}/v1/sessions/main/events"
+    cut = is_turn("text", text="The wait was cut off.")
+    replay = durable(Stream(url, bearer(VIEWER)).read(cut))
+    cards = [d for _, event, d in replay if event == "turn" and d.get("id") == "c_wait"]
+    # Repaired on restart: the call's card, and its result as interrupted, exactly once.
+    assert [(d["type"], d.get("status")) for d in cards] == [
+        ("tool_call", None),
+        ("tool_result", "interrupted"),
+    ]
+    again.proc.terminate()
+    assert again.finish().code == 0
+
+
 def _kind(frame: SseFrame) -> str:
     if frame.event == "bus":
         return f"bus:{frame.data['event']['kind']}"

@@ -359,3 +359,64 @@ auth = "oauth"
     assert answered.json()["answered_by"] == "gateway:ops"
     assert connected["status"] == "ok", connected
     assert stopped.code == 0, stopped.stderr
+
+
+async def test_a_server_without_tokens_at_start_joins_the_session_once_its_consent_is_answered(
+    heron: Heron,
+) -> None:
+    """serve starts with no tokens at all, so the server has no tools in the session; the
+    operator answers the consent with `heron approvals answer`, and without a restart the
+    agent's next call to the server's tool goes through, in the session that was awake."""
+    from heron.humans.sqlite_store import SqliteRequestStore
+    from heron.mcp.auth.desk_consent import CONSENT_TOOL
+
+    model = heron.script(
+        "serve.yaml",
+        [
+            *_whoami("w1", "who am I", {"text": "No such tool yet."}),
+            *_whoami("w2", "and now", {"text": "You are in."}),
+        ],
+    )
+    async with protected_server(scopes=["tickets:read"]) as srv:
+        heron.env["HERON_WEBHOOK_SECRET"] = SECRET
+        heron.write(
+            "heron.toml",
+            f"""
+[agent]
+autonomy = "full"
+
+[approvals.approvers]
+console = ["alice"]
+
+[mcp.servers.tickets]
+url = "{srv.url}"
+auth = "oauth"
+""",
+        )
+        serve = _start(heron, model)
+        started = await asyncio.to_thread(serve.wait_for_event, "serve_started")
+        await asyncio.to_thread(serve.wait_for_stderr, "needs your consent")
+        await _post(started["webhook"], {"id": "m1", "text": "who am I at tickets?"})
+        before = await asyncio.to_thread(serve.wait_for_event, "tool_result", id="w1")
+        store = SqliteRequestStore.open_dir(heron.state_dir)
+        try:
+            [asked] = [r for r in store.list(limit=10) if r.tool == CONSENT_TOOL]
+        finally:
+            store.close()
+        url = next(x.strip() for x in asked.question.splitlines() if "/authorize?" in x)
+        location = await _redirect_of(url)
+        answered = await asyncio.to_thread(
+            heron.run, "approvals", "answer", asked.id, location, "--as", "alice"
+        )
+        # serve says when the server's tools are in the sessions: no restart, no sleep.
+        await asyncio.to_thread(serve.wait_for_stderr, "tool(s) now in the sessions")
+        await _post(started["webhook"], {"id": "m2", "text": "and now, who am I?"})
+        after = await asyncio.to_thread(serve.wait_for_event, "tool_result", id="w2")
+        serve.interrupt()
+        stopped = await asyncio.to_thread(serve.finish)
+
+    assert before["status"] != "ok" and "Unknown tool" in str(before), before
+    assert answered.code == 0, answered.stderr
+    assert after["status"] == "ok", after
+    assert stopped.code == 0, stopped.stderr
+    assert "MCP server 'tickets': 1 tool(s) now in the sessions" in stopped.stderr

@@ -12,6 +12,7 @@ it opens (`tests/contracts/conftest.py`), so a store added to a back end is test
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, cast
@@ -30,8 +31,10 @@ from heron.always_on.jobs.postgres_store import PostgresJobStore
 from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.jobs.store import JobStore
 from heron.always_on.postgres_sessions import PostgresHostIndex
+from heron.always_on.postgres_workspaces import PostgresWorkspaceBindings
 from heron.always_on.sessions import HostIndex
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.sqlite_workspaces import SqliteWorkspaceBindings
 from heron.always_on.subagents.postgres_store import PostgresSubagentStore
 from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
 from heron.always_on.subagents.store import SubagentStore
@@ -48,12 +51,15 @@ from heron.always_on.triggers.sqlite_store import (
 )
 from heron.always_on.triggers.subscriptions import SubscriptionStore
 from heron.always_on.triggers.timers import TimerStore
+from heron.always_on.workspaces import WorkspaceBindings
+from heron.artifacts.postgres_contents import PostgresArtifactContents
 from heron.artifacts.postgres_store import PostgresArtifactCatalog
 from heron.artifacts.sqlite_store import SqliteArtifactCatalog
-from heron.artifacts.store import ArtifactCatalog
+from heron.artifacts.store import ArtifactCatalog, ArtifactStore
 from heron.audit.executions import ExecutionStore
 from heron.audit.postgres_store import PostgresApprovalAudit, PostgresExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
+from heron.collaboration.postgres_store import PostgresMessageStore
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import MessageStore
 from heron.gateway.eventlog import TurnLog
@@ -75,6 +81,8 @@ from heron.toolsets.postgres_shell_history import PostgresShellHistory
 from heron.toolsets.shell import ShellHistory
 from heron.toolsets.sqlite_shell_history import SqliteShellHistory
 from heron.turn.approval_audit import AuditLog
+from heron.turn.postgres_keys import PostgresKeyStore
+from heron.turn.receipts import KeyKind, KeyStore, ReceiptKeyStore
 
 
 class StoreBackend(Protocol):
@@ -98,6 +106,12 @@ class StoreBackend(Protocol):
     def idempotency(self) -> IdempotencyLedger: ...
     def shell_history(self) -> ShellHistory: ...
     def artifact_catalog(self) -> ArtifactCatalog: ...
+    def artifacts(self, *, clock: Callable[[], float] = time.time) -> ArtifactStore:
+        """A whole artifact store: catalog and contents, on `clock`."""
+        ...
+
+    def keys(self, kind: KeyKind) -> KeyStore: ...
+    def workspace_bindings(self) -> WorkspaceBindings: ...
     def host_index(self) -> HostIndex: ...
     def thread_index(self) -> ThreadIndex: ...
     def subagents(self) -> SubagentStore: ...
@@ -165,6 +179,15 @@ class SqliteBackend:
     def artifact_catalog(self) -> SqliteArtifactCatalog:
         return SqliteArtifactCatalog(self.root)
 
+    def artifacts(self, *, clock: Callable[[], float] = time.time) -> ArtifactStore:
+        return ArtifactStore(self.artifact_catalog(), self.root / "artifacts", clock=clock)
+
+    def keys(self, kind: KeyKind) -> ReceiptKeyStore:
+        return ReceiptKeyStore(self.root, kind=kind)
+
+    def workspace_bindings(self) -> SqliteWorkspaceBindings:
+        return SqliteWorkspaceBindings(self._conn())
+
     def host_index(self) -> SqliteHostIndex:
         return SqliteHostIndex(self._conn())
 
@@ -206,6 +229,10 @@ class PostgresBackend:
             "trust",
             "turn_log",
             "subagents",
+            "messages",
+            "artifacts",
+            "keys",
+            "workspace_bindings",
         }
     )
 
@@ -272,6 +299,20 @@ class PostgresBackend:
 
     def subagents(self) -> PostgresSubagentStore:
         return PostgresSubagentStore(self._pool())
+
+    def messages(self) -> PostgresMessageStore:
+        return PostgresMessageStore(self._pool())
+
+    def artifacts(self, *, clock: Callable[[], float] = time.time) -> ArtifactStore:
+        pool = self._pool()
+        contents = PostgresArtifactContents(pool)
+        return ArtifactStore(PostgresArtifactCatalog(pool), contents, clock=clock)
+
+    def keys(self, kind: KeyKind) -> PostgresKeyStore:
+        return PostgresKeyStore(self._pool(), kind)
+
+    def workspace_bindings(self) -> PostgresWorkspaceBindings:
+        return PostgresWorkspaceBindings(self._pool())
 
     def close(self) -> None:
         for close in reversed(self._closers):

@@ -12,6 +12,7 @@ import pytest
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult, tool
 from heron._support.clock import FakeClock
+from heron.artifacts.contents import FileContents
 from heron.artifacts.sqlite_store import SqliteArtifactCatalog
 from heron.artifacts.store import ArtifactError, ArtifactSpill, ArtifactStore
 from heron.artifacts.tools import artifact_tools
@@ -37,6 +38,12 @@ def make_store(state_dir: Path, **options: Any) -> ArtifactStore:
     return ArtifactStore(SqliteArtifactCatalog(state_dir), state_dir / "artifacts", **options)
 
 
+def root_of(store: ArtifactStore) -> Path:
+    """The folder of a store's content files."""
+    assert isinstance(store.contents, FileContents)
+    return store.contents.root
+
+
 async def run(t: Tool, **arguments: Any) -> ToolResult:
     return await t.execute(t.validate(arguments), CTX)
 
@@ -60,7 +67,7 @@ def test_outputs_are_stored_by_content_hash_and_survive_a_new_store_object(
     digest = hashlib.sha256(b"same output\n").hexdigest()
     assert a.id != b.id and a.sha256 == b.sha256 == digest
     assert [p.name for p in (tmp_path / "state" / "artifacts").iterdir()] == [digest]
-    for private in (tmp_path / "state", first.root, first.root / digest):
+    for private in (tmp_path / "state", root_of(first), root_of(first) / digest):
         assert private.stat().st_mode & 0o077 == 0  # outputs may hold secrets
     reopened = make_store(tmp_path / "state")
     info = reopened.info(a.id)
@@ -200,7 +207,7 @@ async def test_secrets_are_stored_raw_but_shown_masked(
     store: ArtifactStore, tools: dict[str, Tool]
 ) -> None:
     info = store.put(f"deploying\napi_key={SECRET}\ndone\n", tool="t", call_id="c")
-    raw = (store.root / info.sha256).read_text()
+    raw = (root_of(store) / info.sha256).read_text()
     assert SECRET in raw
     page = await run(tools["read_artifact"], id=info.id)
     found = await run(tools["grep_artifact"], id=info.id, pattern="api_key")
@@ -213,7 +220,7 @@ def test_small_outputs_are_not_spilled(store: ArtifactStore) -> None:
     spill = ArtifactSpill(store)
     assert spill.spill("shell", "c1", numbered(200)) is None
     assert spill.spill("shell", "c1", "x" * 10_000) is None
-    assert not list(store.root.iterdir())
+    assert not list(root_of(store).iterdir())
 
 
 def test_a_long_output_becomes_head_marker_tail_and_is_stored_whole(store: ArtifactStore) -> None:
@@ -229,7 +236,7 @@ def test_a_long_output_becomes_head_marker_tail_and_is_stored_whole(store: Artif
     assert f'read_artifact(id="{art}", offset=51, limit=200)' in marker
     assert f'grep_artifact(id="{art}"' in marker
     info = store.info(art)
-    assert (store.root / info.sha256).read_text() == output
+    assert (root_of(store) / info.sha256).read_text() == output
     assert (info.tool, info.call_id, info.lines) == ("shell", "c1", 8623)
 
 
@@ -256,8 +263,8 @@ def test_artifact_readers_are_never_spilled_again(store: ArtifactStore) -> None:
 
 def test_a_failed_save_is_stated_in_the_preview(tmp_path: Path) -> None:
     store = make_store(tmp_path)
-    shutil.rmtree(store.root)
-    store.root.write_text("not a directory")  # every write into it now fails
+    shutil.rmtree(root_of(store))
+    root_of(store).write_text("not a directory")  # every write into it now fails
     preview = ArtifactSpill(store).spill("shell", "c1", numbered(500))
     assert preview is not None
     assert "the full output could not be saved (NotADirectoryError" in preview

@@ -288,7 +288,8 @@ def _redirect() -> str:
 def test_the_sdk_steps_heron_overrides_still_exist() -> None:
     # heron overrides these internal steps of the SDK's provider (see heron.mcp.auth.provider);
     # an SDK release that renames one must fail here, not silently skip heron's behaviour.
-    for name in ("_initialize", "_perform_authorization", "_perform_authorization_code_grant"):
+    steps = ("_initialize", "_handle_refresh_response", "_perform_authorization")
+    for name in (*steps, "_perform_authorization_code_grant"):
         assert callable(getattr(OAuthClientProvider, name)), name
         assert name in HeronOAuth.__dict__, name
     assert callable(OAuthContext.update_token_expiry)

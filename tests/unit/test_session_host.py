@@ -266,6 +266,46 @@ async def test_an_idle_session_is_parked_and_its_next_event_wakes_it(
     assert texts == ["seen: first", "seen: second"]
 
 
+async def test_past_max_awake_a_wake_parks_the_least_recently_active_idle_session(
+    serve: Callable[..., Any],
+) -> None:
+    h: Harness = await serve(answer("seen"), idle_timeout_s=60, max_awake=3)
+    for name in ("alpha", "beta"):
+        await h.post(f"/webhook/{name}", {"id": name, "text": "first"})
+        await h.until(lambda name=name: len(h.history(name)) == 2)
+    assert set(h.host.awake) == {"default", "alpha", "beta"}  # under the bound: all stay
+
+    await h.post("/webhook/gamma", {"id": "gamma", "text": "first"})
+    await h.until(lambda: h.parks("alpha") == 1)
+    await h.until(lambda: len(h.history("gamma")) == 2)
+    assert set(h.host.awake) == {"default", "beta", "gamma"}
+    assert h.parks("beta") == 0 and h.parks("gamma") == 0
+
+    await h.post("/webhook/alpha", {"id": "alpha-2", "text": "second"})  # wakes it again
+    await h.until(lambda: len(h.history("alpha")) == 4)
+    await h.until(lambda: h.parks("beta") == 1)
+    assert set(h.host.awake) == {"default", "gamma", "alpha"}
+
+
+async def test_a_burst_to_more_sessions_than_max_awake_waits_its_turn(
+    serve: Callable[..., Any],
+) -> None:
+    h: Harness = await serve(answer("seen"), idle_timeout_s=60, max_awake=3)
+    names = [f"burst-{i}" for i in range(6)]
+    for name in names:  # all at once: at most two besides the default may be awake
+        assert (await h.post(f"/webhook/{name}", {"id": name, "text": "first"}))["code"] == 202
+    for name in names:
+        await h.until(lambda name=name: len(h.history(name)) == 2)
+    awake, most = {"default"}, 1
+    for record in h.records:
+        if record.get("type") == "session_woken":
+            awake.add(record["session"])
+        elif record.get("type") == "session_parked":
+            awake.discard(record["session"])
+        most = max(most, len(awake))
+    assert most == 3
+
+
 async def test_events_other_processes_write_are_found_by_the_poller(
     serve: Callable[..., Any], tmp_path: Path
 ) -> None:
@@ -618,9 +658,9 @@ def test_the_tail_of_a_history_is_its_last_round_however_long(tmp_path: Path) ->
 
 
 def test_each_session_gets_its_own_view_of_the_processs_mcp_servers() -> None:
-    from heron.cli.serve import _session_mcp
     from heron.config.schema import HeronConfig
     from heron.mcp.assembly import assemble_tools
+    from heron.mcp.shared import SharedMcp
     from heron.tools.definition import ToolContext, ToolResult, ToolSpec
     from heron.tools.registry import ActivatedToolSet
     from heron.tools.validation import SchemaValidator
@@ -653,7 +693,8 @@ def test_each_session_gets_its_own_view_of_the_processs_mcp_servers() -> None:
         excluded_tools=(),
         activated=ActivatedToolSet(),
     )
-    one, two = _session_mcp(config, shared), _session_mcp(config, shared)
+    views = SharedMcp(shared, config.mcp, autonomy="full", allowed_tools=None, excluded_tools=())
+    one, two = views.session(), views.session()
     assert one.activated is not two.activated is not shared.activated
     assert one.catalogue is not None and one.catalogue.resolve("srv__tool1") is not None
     assert one.activated.names() == ["srv__tool1"] and two.activated.names() == []

@@ -356,6 +356,74 @@ CREATE TABLE gateway_meta (
 INSERT INTO gateway_meta (key, value) VALUES ('epoch', substr(md5(random()::text), 1, 12));
 """
 
+_PG_9 = """
+CREATE TABLE messages (
+    seq          BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    id           TEXT PRIMARY KEY,
+    thread       TEXT NOT NULL,
+    session      TEXT,
+    kind         TEXT NOT NULL,
+    recipient    TEXT NOT NULL,
+    text         TEXT NOT NULL,
+    card         TEXT,
+    attachments  TEXT NOT NULL,
+    urgency      TEXT NOT NULL,
+    sender       TEXT NOT NULL,
+    created      DOUBLE PRECISION NOT NULL,
+    read_at      DOUBLE PRECISION,
+    read_via     TEXT,
+    answered_at  DOUBLE PRECISION,
+    answered_via TEXT,
+    due_at       DOUBLE PRECISION,
+    pending      TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX messages_thread ON messages (thread, created);
+CREATE INDEX messages_due ON messages (due_at) WHERE due_at IS NOT NULL;
+CREATE TABLE message_deliveries (
+    seq        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    message_id TEXT NOT NULL REFERENCES messages (id),
+    channel    TEXT NOT NULL,
+    outcome    TEXT NOT NULL,
+    at         DOUBLE PRECISION NOT NULL,
+    ref        TEXT
+);
+CREATE INDEX message_deliveries_of ON message_deliveries (message_id, seq);
+CREATE INDEX message_deliveries_ref ON message_deliveries (ref) WHERE ref IS NOT NULL;
+-- An artifact's content once per digest, in chunks (a page reads only the chunks it needs).
+CREATE TABLE artifact_chunks (
+    sha256 TEXT NOT NULL,
+    n      INTEGER NOT NULL,
+    data   BYTEA NOT NULL,
+    PRIMARY KEY (sha256, n)
+);
+-- The signing keys every worker shares: receipts, decisions, message tokens (`kind`).
+CREATE TABLE signing_keys (
+    kind       TEXT NOT NULL,
+    key_id     TEXT NOT NULL,
+    secret     BYTEA NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (kind, key_id)
+);
+-- The workspace each session last ran in (a move to another one is told to the model).
+CREATE TABLE session_workspaces (
+    session   TEXT PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    host      TEXT NOT NULL,
+    path      TEXT NOT NULL,
+    bound_at  DOUBLE PRECISION NOT NULL
+);
+-- One MCP server's OAuth record (encrypted envelope); `version` grows with every write and a
+-- refresh is claimed (`refresh_owner` until `refresh_until`) so one worker rotates at a time.
+CREATE TABLE mcp_oauth_records (
+    server        TEXT PRIMARY KEY,
+    envelope      TEXT NOT NULL,
+    version       BIGINT NOT NULL,
+    updated_at    DOUBLE PRECISION NOT NULL,
+    refresh_owner TEXT,
+    refresh_until DOUBLE PRECISION
+);
+"""
+
 POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=1, name="sessions, leases and the event bus", script=_PG_1),
     Migration(version=2, name="jobs, timers, job monitors, subscriptions", script=_PG_2),
@@ -369,6 +437,11 @@ POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=6, name="shell history, MCP server pins", script=_PG_6),
     Migration(version=7, name="sub-agent tasks, timers by their next fire", script=_PG_7),
     Migration(version=8, name="the gateway's turn log", script=_PG_8),
+    Migration(
+        version=9,
+        name="messages, artifact contents, signing keys, MCP OAuth records, workspaces",
+        script=_PG_9,
+    ),
 )
 """The PostgreSQL schema versions (see the module docstring)."""
 

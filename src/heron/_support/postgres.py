@@ -18,7 +18,9 @@ schema is older than this heron (`heron db migrate` brings it up to date).
 
 from __future__ import annotations
 
+import atexit
 import random
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
@@ -86,6 +88,32 @@ def open_pool(url: str, *, max_size: int = 8, migrate: bool = False) -> Pool:
             "run `heron db migrate --store <url>`"
         )
     return pool
+
+
+_shared: dict[str, Pool] = {}
+_shared_lock = threading.Lock()
+
+
+def process_pool(url: str) -> Pool:
+    """The process's one pool of `url` for the stores that are opened where nothing could
+    close them (each session's agent, the built-in tool sets): opened on first use, closed at
+    exit (or by `close_process_pools`)."""
+    with _shared_lock:
+        pool = _shared.get(url)
+        if pool is None or pool.closed:
+            if not _shared:
+                atexit.register(close_process_pools)
+            pool = _shared[url] = open_pool(url, max_size=8)
+        return pool
+
+
+def close_process_pools() -> None:
+    """Close every pool `process_pool` opened."""
+    with _shared_lock:
+        pools = list(_shared.values())
+        _shared.clear()
+    for pool in pools:
+        pool.close()
 
 
 def run(pool: Pool, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from heron._support.clock import Clock, RealClock
 from heron.always_on.bus.model import BusEvent
@@ -37,6 +37,9 @@ from heron.turn.outcome import TurnOutcome
 
 log = logging.getLogger("heron.always_on.messaging")
 
+if TYPE_CHECKING:
+    from heron.collaboration.postgres_store import PostgresMessageStore
+
 __all__ = ["CompletionNotices", "MessagingConfig", "ServeMessaging"]
 # `MessagingConfig` is `heron.collaboration.setup`'s, imported here for serve's callers.
 
@@ -44,7 +47,12 @@ __all__ = ["CompletionNotices", "MessagingConfig", "ServeMessaging"]
 class ServeMessaging:
     """The outbox of one `heron serve` process and its background delivery."""
 
-    def __init__(self, outbox: Outbox, store: SqliteMessageStore, config: MessagingConfig):
+    def __init__(
+        self,
+        outbox: Outbox,
+        store: SqliteMessageStore | PostgresMessageStore,
+        config: MessagingConfig,
+    ):
         self.outbox = outbox
         self.store = store
         self.config = config
@@ -59,9 +67,11 @@ class ServeMessaging:
         threads: ThreadIndex | None = None,
         console: TextIO | None = None,
         clock: Clock | None = None,
+        store_url: str | None = None,
     ) -> ServeMessaging:
         """The outbox (`heron.collaboration.setup.open_outbox`; the console channel writes to
-        `console`, default standard error); mail it sends is recorded in `threads`."""
+        `console`, default standard error; the messages are in the shared store at
+        `store_url`, else in `state_dir`); mail it sends is recorded in `threads`."""
         clock = clock or RealClock()
 
         def sent(message_id: str, message: StoredMessage) -> None:
@@ -74,6 +84,7 @@ class ServeMessaging:
             console=console or sys.stderr,
             on_mail_sent=sent,
             clock=clock,
+            store_url=store_url,
         )
         return cls(outbox, store, config)
 

@@ -39,6 +39,9 @@ class ServeConfig:
     event)."""
     idle_timeout_s: float = 300.0
     """How long a session other than the default stays awake with nothing to do."""
+    max_awake: int | None = 100
+    """At most this many sessions awake; past it, the least recently active idle ones are parked
+    first (`heron.always_on.sessions.HostConfig.max_awake`); `None`: no bound."""
     poll_interval_s: float = 1.0
     """How often to look for events written by other processes."""
     workspace: Path | None = None

@@ -19,11 +19,12 @@ from heron.humans.config import ApprovalsConfig
 from heron.humans.console import ConsoleChannel
 from heron.humans.desk import Channel, RequestDesk
 from heron.humans.outcomes import EndingReporter, RequestEnding, SessionAgent, awaiting_text
-from heron.humans.signing import DecisionKeyStore, DecisionSigner
+from heron.humans.signing import DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import HumanRequest
 from heron.safety.idempotency import IdempotencyLedger, IdempotencyStore
 from heron.safety.sqlite_idempotency import SqliteIdempotencyLedger
+from heron.turn.signing_keys import key_store
 
 if TYPE_CHECKING:
     from heron.always_on.server import HeronServer
@@ -50,7 +51,9 @@ def open_requests(server: HeronServer, approvals: ApprovalsConfig) -> None:
         channels.append(webhook)
     server.desk = RequestDesk(
         store,
-        signer=DecisionSigner(DecisionKeyStore(cfg.state_dir)),
+        signer=DecisionSigner(
+            key_store("decision", state_dir=cfg.state_dir, store_url=cfg.store_url)
+        ),
         config=approvals,
         channels=channels,
         approval_timeout_s=cfg.approval_timeout_s,

@@ -98,6 +98,7 @@ from heron.always_on.shared_store import (
     unowned_due,
 )
 from heron.always_on.sqlite_sessions import SqliteHostIndex
+from heron.always_on.sqlite_workspaces import SqliteWorkspaceBindings
 from heron.always_on.subagents.ownership import LeaseOwnership
 from heron.always_on.subagents.service import Subagents, open_subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
@@ -106,6 +107,7 @@ from heron.always_on.triggers.subscriptions import (
     SubscriptionFilter,
     Subscriptions,
 )
+from heron.always_on.workspaces import WorkspaceBindings, bind_session, workspace_id
 from heron.audit.executions import ExecutionAuditTrail, ExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
 from heron.collaboration.asking import DeskRequests, asking_tools
@@ -182,6 +184,9 @@ class HeronServer:
         self.http: HttpFront | None = None
         self.http_routes: list[BaseRoute] = list(http_routes)
         self.request_channels: list[Channel] = list(request_channels)
+        self.on_open: list[Callable[[], None]] = []
+        """Called once the stores are open, before any session wakes (the gateway joins the
+        session store's appends, so the repairs a woken session needs are in its turn log)."""
         self.on_close: list[Callable[[], None]] = []
         """Called first when the server closes (the gateway ends its event streams, so the
         HTTP front is not held open by them)."""
@@ -189,6 +194,8 @@ class HeronServer:
         self.requests: SqliteRequestStore | PostgresRequestStore | None = None
         self.desk: RequestDesk | None = None
         self._trigger_stores: TriggerStores | None = None
+        self.workspaces: WorkspaceBindings | None = None
+        """Which workspace each session last ran in (`heron.always_on.workspaces`)."""
         self._workspace = Path()
         self._sandbox: Sandbox | None = None
         self._calendar_tools: list[Tool] = []
@@ -197,6 +204,7 @@ class HeronServer:
         self._reporter: EndingReporter | None = None
         self._mail_requests: Callable[[RequestDesk], MailRequestAnswers] | None = None
         self._audit_db: Any = None
+        self._execution_store: ExecutionStore | None = None
         self._serving: asyncio.Task[None] | None = None
         self.subagents: Subagents | None = None
         self._grace: asyncio.TimerHandle | None = None
@@ -288,11 +296,16 @@ class HeronServer:
             bus, index = local, SqliteHostIndex(local.sessions.conn)
             # The triggers' stores, one set for the process: every session's runtime shares them.
             self._trigger_stores = open_trigger_stores(cfg.state_dir)
+            self.workspaces = SqliteWorkspaceBindings(local.sessions.conn)
             if cfg.maildir is not None:
                 self.maildir = Maildir(cfg.maildir)
                 self.threads = SqliteThreadIndex(local.sessions.conn)
         self.messaging = ServeMessaging.open(
-            cfg.messaging_config(), state_dir=cfg.state_dir, threads=self.threads, clock=self.clock
+            cfg.messaging_config(),
+            state_dir=cfg.state_dir,
+            threads=self.threads,
+            clock=self.clock,
+            store_url=cfg.store_url,
         )
         if cfg.approvals is not None:
             open_requests(self, cfg.approvals)
@@ -315,12 +328,15 @@ class HeronServer:
 
             calendars = CalendarConfig.from_files(cfg.calendars)
             self._calendar_tools = calendar_tools(calendars, offer="availability")
+        for opened in self.on_open:
+            opened()
         self.host = host = SessionHost(
             HostConfig(
                 state_dir=cfg.state_dir,
                 default=cfg.session,
                 allowed=cfg.sessions,
                 idle_timeout_s=cfg.idle_timeout_s,
+                max_awake=cfg.max_awake,
                 poll_interval_s=cfg.poll_interval_s,
             ),
             bus=bus,
@@ -334,6 +350,7 @@ class HeronServer:
             awaiting=(lambda name: awaiting(self, name)) if self.desk is not None else None,
             leases=leases,
             unowned_due=unowned_due(self) if leases is not None else None,
+            defer=self._pinned_elsewhere if leases is not None else None,
         )
         try:
             await host.start()  # wakes the default session: one writer per session
@@ -380,9 +397,15 @@ class HeronServer:
         return SqliteApprovalAudit(self._audit_conn())
 
     def _executions(self) -> ExecutionStore:
-        if self.shared is not None:
-            return self.shared.executions()
-        return SqliteExecutionStore(self._audit_conn())
+        """The execution audit's store, made once (every wake of a session records into it)."""
+        if self._execution_store is None:
+            shared = self.shared
+            self._execution_store = (
+                shared.executions()
+                if shared is not None
+                else SqliteExecutionStore(self._audit_conn())
+            )
+        return self._execution_store
 
     def _secret(self, *, required: bool) -> bytes:
         secret = os.environ.get(self.config.webhook_secret_env, "")
@@ -399,6 +422,13 @@ class HeronServer:
         cfg = self.config
         stores = self._trigger_stores
         assert self.bus is not None and stores is not None and self._sandbox is not None
+        assert self.workspaces is not None
+        host = os.uname().nodename
+        lost = bind_session(
+            self.workspaces, name, root=self._workspace, host=host, clock=self.clock
+        )
+        if lost is not None:  # its files are in a workspace this worker cannot reach
+            await self.bus.publish(lost)
         default = name == cfg.session
         triggers_config = cfg.triggers or TriggerConfig()
         if not default:
@@ -456,6 +486,12 @@ class HeronServer:
             # lease): the children it ran there are gone, and end `lost`.
             subagents.runtime.recover(root_session=name)
         return ServedSession(loop, triggers, children=lambda: subagents.running(name))
+
+    def _pinned_elsewhere(self, name: str) -> bool:
+        """A session whose workspace a live worker holds is that worker's to wake."""
+        assert self.workspaces is not None
+        here = workspace_id(self._workspace)
+        return self.workspaces.held_elsewhere(name, here, now=self.clock.time())
 
     def _follow(self, name: str) -> Callable[[TurnState], None] | None:
         """A stop of a session's turn reaches the session's sub-agents too."""
@@ -587,7 +623,7 @@ class HeronServer:
         if self._audit_db is not None:
             self._audit_db.close()
         self.bus = self._trigger_stores = self.requests = self.shared = None
-        self.desk = self._reporter = self._audit_db = None
+        self.desk = self._reporter = self._audit_db = self._execution_store = None
         if self._started:
             self._started = False
             self.announce({"type": "serve_stopped", "pid": os.getpid()})

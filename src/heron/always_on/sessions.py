@@ -136,6 +136,12 @@ class HostConfig:
     """The sessions that may be addressed besides the default (`None`: any valid name)."""
     idle_timeout_s: float = 300.0
     """How long a session stays awake with nothing in flight before it is parked."""
+    max_awake: int | None = None
+    """At most this many sessions awake (the default one counts): a wake past it first parks
+    the least recently active ones with nothing in flight, before their idle timeout, and
+    waits (its events durable) until one is parked. A burst of events to many sessions then
+    leaves the memory of `max_awake` sessions, not of every one it woke (the allocator keeps
+    its peak). `None`: no bound."""
     poll_interval_s: float | None = 1.0
     """How often to look for events other processes wrote (`None`: never)."""
 
@@ -189,14 +195,17 @@ class SessionHost:
         awaiting: Callable[[str], Mapping[str, str]] | None = None,
         leases: LeaseStore | None = None,
         unowned_due: Callable[[float], list[str]] | None = None,
+        defer: Callable[[str], bool] | None = None,
     ) -> None:
         """`bus` and `sessions` share one database (see `EventDrivenAgent`). `prepare` runs
         once per process for each session before its first event is judged (the server adds
         its standing subscriptions there). `awaiting(session)`: the placeholders of its calls
         that wait on an open request to a human, which waking leaves waiting instead of
         closing them as interrupted. `leases`: the store is shared by several workers (see the
-        module docstring); `sessions` must then be fenced by them, and `unowned_due(now)`
-        names the sessions whose timers fell due while no worker holds them."""
+        module docstring); `sessions` must then be fenced by them, `unowned_due(now)`
+        names the sessions whose timers fell due while no worker holds them, and
+        `defer(session)` whether a session this host does not hold is another live worker's to
+        wake (its workspace)."""
         check_hosted_name(config.default)
         self.config = config
         self.bus = bus
@@ -208,12 +217,15 @@ class SessionHost:
         self._awaiting = awaiting
         self.leases = leases
         self._unowned_due = unowned_due
+        self._defer = defer
         self.clock: Clock = clock or RealClock()
         self._announce = announce or (lambda _record: None)
         self._awake: dict[str, Awake] = {}
         self._parked: dict[str, Parked] = {}
         self._transitions: dict[str, asyncio.Task[bool]] = {}
         self._again: set[str] = set()
+        self._queued: dict[str, None] = {}
+        """Sessions to wake once fewer than `max_awake` are awake, in arrival order."""
         self._blocked: set[str] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._alarm_changed = asyncio.Event()
@@ -399,6 +411,8 @@ class SessionHost:
             return True
         if self.leases is None or self.known(name) or self.admit(name) is not None:
             return False
+        if self._defer is not None and self._defer(name):
+            return False
         self.claim(name)
         return True
 
@@ -442,11 +456,14 @@ class SessionHost:
                     self._schedule_wake(name)
 
     async def _reap(self) -> None:
-        """Park what has been idle for the timeout."""
+        """Park what has been idle for the timeout; while wakes are queued (`max_awake`), park
+        the sessions that became idle every 50 ms instead."""
         timeout = self.config.idle_timeout_s
         every = min(max(timeout / 4, 0.05), 5.0)
         while True:
-            await self.clock.sleep(every)
+            await self.clock.sleep(min(every, 0.05) if self._queued else every)
+            if self._queued:
+                self._make_room()
             for name in list(self._awake):
                 if name == self.config.default or name in self._transitions:
                     continue
@@ -491,7 +508,19 @@ class SessionHost:
         if name in self._transitions:
             self._again.add(name)
         elif name not in self._awake and not self._stop.is_set():
-            self._begin(name, self._wake(name))
+            if self._full():  # its events wait, durable, until a session is parked
+                self._queued[name] = None
+                self._make_room()
+            else:
+                self._begin(name, self._wake(name))
+
+    def _full(self) -> bool:
+        """`max_awake` sessions are awake or being woken."""
+        cap = self.config.max_awake
+        if cap is None:
+            return False
+        waking = sum(1 for n in self._transitions if n not in self._awake)
+        return len(self._awake) + waking >= cap
 
     def _begin(self, name: str, transition: Awaitable[bool]) -> None:
         task = asyncio.ensure_future(transition)
@@ -505,6 +534,10 @@ class SessionHost:
         if name in self._again:
             self._again.discard(name)
             self._schedule_wake(name)
+        while self._queued and not self._full():  # room again: the longest waiting first
+            first = next(iter(self._queued))
+            del self._queued[first]
+            self._schedule_wake(first)
 
     async def _wake(self, name: str, *, strict: bool = False) -> bool:
         lock: Hold
@@ -544,6 +577,28 @@ class SessionHost:
         if name != self.config.default:  # the default one is announced by the server
             self._announce({"type": "session_woken", "session": name})
         return True
+
+    def _make_room(self) -> None:
+        """Park the least recently active sessions with nothing in flight, one for each queued
+        wake (not the default; `_parkable` has the last word)."""
+        assert self.config.max_awake is not None
+        parking = sum(1 for n in self._transitions if n in self._awake)
+        waking = len(self._transitions) - parking
+        needed = len(self._awake) + waking + len(self._queued) - parking - self.config.max_awake
+        if needed <= 0:
+            return
+        oldest = sorted(
+            (awake.last_active, name)
+            for name, awake in self._awake.items()
+            if name != self.config.default
+            and name not in self._transitions
+            and awake.runtime.loop.idle
+        )
+        for _, name in oldest[:needed]:
+            self._begin(name, self._park_now(name))
+
+    async def _park_now(self, name: str) -> bool:
+        return await self._parkable(name, force=True) and await self._park(name)
 
     async def _run(self, awake: Awake) -> None:
         """The session's loop; a non-default session that fails is logged and parked."""

@@ -72,6 +72,7 @@ def open_shared(server: HeronServer, url: str) -> tuple[PostgresBusStore, HostIn
     from heron.always_on.bus.postgres_store import PostgresBusStore
     from heron.always_on.channels.postgres_mail_inbound import PostgresThreadIndex
     from heron.always_on.postgres_sessions import PostgresHostIndex
+    from heron.always_on.postgres_workspaces import PostgresWorkspaceBindings
     from heron.always_on.triggers.postgres_store import open_pg_trigger_stores
     from heron.sessions.postgres_leases import PostgresLeases
     from heron.sessions.postgres_store import PostgresSessionStore
@@ -84,6 +85,7 @@ def open_shared(server: HeronServer, url: str) -> tuple[PostgresBusStore, HostIn
     server.bus = bus = PostgresBusStore(PostgresSessionStore(pool))
     server.shared = SharedRecords(pool)
     server._trigger_stores = open_pg_trigger_stores(url, fence=bus.sessions)
+    server.workspaces = PostgresWorkspaceBindings(pool)
     owner = f"{os.uname().nodename}:{os.getpid()}:{os.urandom(3).hex()}"
     return bus, PostgresHostIndex(pool), PostgresLeases(pool, owner=owner, ttl_s=cfg.lease_s)
 

@@ -1,12 +1,13 @@
 """The artifact store: large tool outputs kept whole on disk, read back a page at a time.
 
-Content is stored once per SHA-256 digest in `<root>/<sha256>` (`<state_dir>/artifacts/` in
-heron); each stored output gets its own id (`art_` + 16 hex digits) and a metadata row (tool,
-call id, size, lines, created, expires) in an `ArtifactCatalog`
+Content is stored once per SHA-256 digest in an `ArtifactContents` (`heron.artifacts.contents`:
+files `<root>/<sha256>`, `<state_dir>/artifacts/` in heron, or the chunks of a shared
+PostgreSQL store); each stored output gets its own id (`art_` + 16 hex digits) and a metadata
+row (tool, call id, size, lines, created, expires) in an `ArtifactCatalog`
 (`heron.artifacts.sqlite_store.SqliteArtifactCatalog`: the shared state database). A row also
 keeps a sparse line index (the number of newlines before every 64 KiB block), so a page deep
 inside a 100 MB artifact is found by a binary search plus one short scan of a memory-mapped
-file, never by reading everything before it.
+file (or of the one chunk holding it), never by reading everything before it.
 
 Artifacts expire after a TTL: `purge_expired()` removes expired rows and every file no row
 refers to any more, `put` runs it at most once per `purge_interval_s`, and any access to an
@@ -25,11 +26,8 @@ import bisect
 import hashlib
 import itertools
 import math
-import mmap
-import os
 import re
 import secrets
-import tempfile
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -38,6 +36,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from heron._support.timefmt import utc_rfc3339
+from heron.artifacts.contents import ArtifactContents, Buffer, FileContents
 from heron.errors import HeronError, StoreError
 
 __all__ = [
@@ -151,18 +150,18 @@ class ArtifactCatalog(Protocol):
 
 
 class ArtifactStore:
-    """Content-addressed storage of large outputs, files under `root` and metadata in
-    `catalog` (see module docs).
+    """Content-addressed storage of large outputs, contents in `contents` (a `Path`: files
+    under it) and metadata in `catalog` (see module docs).
 
     Safe to share between threads and processes when the catalog is (the SQLite catalog opens a
-    short-lived connection per operation): file renames and deletions happen inside the
-    catalog's atomic steps.
+    short-lived connection per operation): contents appear and go inside the catalog's atomic
+    steps.
     """
 
     def __init__(
         self,
         catalog: ArtifactCatalog,
-        root: Path,
+        contents: ArtifactContents | Path,
         *,
         ttl_s: float = DEFAULT_TTL_S,
         clock: Callable[[], float] = time.time,
@@ -171,12 +170,11 @@ class ArtifactStore:
         if ttl_s <= 0:
             raise ValueError("ttl_s must be positive")
         self.catalog = catalog
-        self.root = root
+        self.contents = FileContents(contents) if isinstance(contents, Path) else contents
         self.ttl_s = ttl_s
         self.purge_interval_s = purge_interval_s
         self._clock = clock
         self._last_purge = -math.inf
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def put(
         self, text: str, *, tool: str, call_id: str, ttl_s: float | None = None
@@ -196,21 +194,11 @@ class ArtifactStore:
             created=now,
             expires=now + (ttl_s if ttl_s is not None else self.ttl_s),
         )
-        blob = self.root / info.sha256
-        # Write outside the database lock (100 MB takes a while); only the rename happens inside.
-        staged = None if blob.exists() else self._stage(data)
-
-        def publish() -> None:
-            nonlocal staged
-            if not blob.exists():
-                os.replace(staged or self._stage(data), blob)
-                staged = None
-
+        staged = self.contents.stage(info.sha256, data)  # the slow part, outside the catalog
         try:
-            self.catalog.add(info, _line_index(data), publish=publish)
+            self.catalog.add(info, _line_index(data), publish=staged.publish)
         finally:
-            if staged is not None:
-                staged.unlink(missing_ok=True)
+            staged.discard()
         return info
 
     def info(self, artifact_id: str) -> ArtifactInfo:
@@ -284,12 +272,6 @@ class ArtifactStore:
                 base += len(lines)
         return GrepReport(info=info, hits=hits, total=total)
 
-    def _stage(self, data: bytes) -> Path:
-        fd, name = tempfile.mkstemp(dir=self.root, prefix=".incoming-")  # mode 0600
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        return Path(name)
-
     def _load(self, artifact_id: str) -> tuple[ArtifactInfo, array.array[int]]:
         if not _ID_RE.fullmatch(artifact_id):
             raise ArtifactError(
@@ -315,18 +297,17 @@ class ArtifactStore:
         return info, index
 
     def _drop(self, sha256: str) -> None:
-        (self.root / sha256).unlink(missing_ok=True)
+        self.contents.drop(sha256)
 
     @contextmanager
-    def _map(self, info: ArtifactInfo) -> Iterator[mmap.mmap]:
+    def _map(self, info: ArtifactInfo) -> Iterator[Buffer]:
         try:
-            file = open(self.root / info.sha256, "rb")  # noqa: SIM115 - closed below
+            with self.contents.open(info.sha256, info.size) as buffer:
+                yield buffer
         except FileNotFoundError:
             raise ArtifactError(
-                "missing", f"the data of artifact {info.id} is missing from {self.root}"
+                "missing", f"the data of artifact {info.id} is missing from {self.contents.where}"
             ) from None
-        with file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            yield mm
 
 
 class ArtifactSpill:
@@ -435,7 +416,7 @@ def _line_index(data: bytes) -> bytes:
     return index.tobytes()
 
 
-def _line_start(mm: mmap.mmap, index: array.array[int], line: int) -> int:
+def _line_start(mm: Buffer, index: array.array[int], line: int) -> int:
     """Byte offset where 1-based `line` starts: jump to the block holding its preceding
     newline, then scan within that block."""
     skip = line - 1
@@ -448,7 +429,7 @@ def _line_start(mm: mmap.mmap, index: array.array[int], line: int) -> int:
     return pos
 
 
-def _blocks(mm: mmap.mmap, pos: int, size: int) -> Iterator[str]:
+def _blocks(mm: Buffer, pos: int, size: int) -> Iterator[str]:
     """The text from `pos` on in blocks of whole lines, each without its last newline."""
     while pos < size:
         end = size

@@ -162,8 +162,9 @@ def cmd_approvals(args: argparse.Namespace) -> int:
 @contextmanager
 def _desk(args: argparse.Namespace) -> Iterator[RequestDesk]:
     from heron.humans.desk import RequestDesk
-    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.signing import DecisionSigner
     from heron.humans.sqlite_store import SqliteRequestStore
+    from heron.turn.signing_keys import key_store
 
     with common.library_errors():
         config = common.load_config(args)
@@ -179,7 +180,9 @@ def _desk(args: argparse.Namespace) -> Iterator[RequestDesk]:
     try:
         yield RequestDesk(
             store,
-            signer=DecisionSigner(DecisionKeyStore(state_dir)),
+            signer=DecisionSigner(
+                key_store("decision", state_dir=state_dir, store_url=config.store.url)
+            ),
             config=config.approvals,
             approval_timeout_s=config.approval.timeout_s,
         )
@@ -430,10 +433,13 @@ def _rules(desk: RequestDesk, args: argparse.Namespace) -> int:
 
 
 def _verify(desk: RequestDesk, args: argparse.Namespace) -> int:
-    from heron.humans.signing import DecisionKeyStore, verify_decision
+    from heron.humans.signing import verify_decision
+    from heron.turn.signing_keys import key_store
 
     r = desk.get(args.id)
-    result = verify_decision(r, DecisionKeyStore(common.state_dir(args)))
+    # Any worker of a shared store may have signed it: its keys are the store's.
+    keys = key_store("decision", state_dir=common.state_dir(args), store_url=common.store_url(args))
+    result = verify_decision(r, keys)
     if result.valid:
         common.out(
             f"valid: {r.id} {r.outcome} by {r.answered_by} at "

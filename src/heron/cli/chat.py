@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from heron.always_on.bus.model import BusEvent, EventKind
     from heron.cli.chat_requests import PendingRequests
     from heron.cli.render import PrettyRenderer
+    from heron.collaboration.postgres_store import PostgresMessageStore
+    from heron.collaboration.sqlite_store import SqliteMessageStore
     from heron.messages import Message
     from heron.models.metered import MeteredModel, ModelCall
     from heron.sessions.session import CliSession
@@ -120,6 +122,7 @@ class ChatRepl:
         interrupt_word: str = "stop",
         identity: AgentIdentity | None = None,
         requests: PendingRequests | None = None,
+        store_url: str | None = None,
     ) -> None:
         from prompt_toolkit import PromptSession
 
@@ -153,8 +156,15 @@ class ChatRepl:
         approver.after_prompt = self.reader.start
         self._publishing: set[asyncio.Task[bool]] = set()
         self._ctrl_c = False
-        # The console channel, inline: messages the agent sent (here or from `heron serve`).
-        self.messages = SqliteMessageStore.open(state_dir)
+        # The console channel, inline: messages the agent sent (here or from `heron serve`),
+        # in the store its outbox writes to (`[store] url`: the shared one).
+        self.messages: SqliteMessageStore | PostgresMessageStore
+        if store_url is not None:
+            from heron.collaboration.postgres_store import PostgresMessageStore
+
+            self.messages = PostgresMessageStore.open(store_url)
+        else:
+            self.messages = SqliteMessageStore.open(state_dir)
         self.identity = identity or AgentIdentity()
         self.user = "user"
         self.requests = requests
@@ -465,6 +475,7 @@ def run_chat(args: argparse.Namespace, *, session: str | None, must_exist: bool)
                     interrupt_word=getattr(args, "interrupt_word", "stop"),
                     identity=config.identity.identity(),
                     requests=requests,
+                    store_url=config.store.url,
                 )
                 repl.user = config.user.name
                 code = await repl.run()

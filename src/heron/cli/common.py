@@ -223,6 +223,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides: dict[str, Any] = {"agent": agent} if agent else {}
     if flag("state_dir"):
         overrides["state"] = {"dir": str(args.state_dir)}
+    if flag("store"):
+        overrides["store"] = {"url": args.store}
     builtin: dict[str, Any] = {}
     if flag("builtin"):
         builtin["sets"] = list(dict.fromkeys(args.builtin))
@@ -540,15 +542,18 @@ def open_desk(
     each request."""
     from heron.humans.console import ConsoleChannel
     from heron.humans.desk import RequestDesk
-    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.signing import DecisionSigner
     from heron.humans.sqlite_store import SqliteRequestStore
+    from heron.turn.signing_keys import key_store
 
     state_dir = config.state.path()
     store = SqliteRequestStore.open_dir(state_dir)
     stack.callback(store.close)
     return RequestDesk(
         store,
-        signer=DecisionSigner(DecisionKeyStore(state_dir)),
+        signer=DecisionSigner(
+            key_store("decision", state_dir=state_dir, store_url=config.store.url)
+        ),
         config=config.approvals,
         channels=[ConsoleChannel(announce)],
     )
@@ -560,11 +565,11 @@ def serve_consent(config: HeronConfig) -> DeskConsent | None:
     `open_on` once the server is started, answered by the callback route, a paste or a mail
     reply (None without OAuth servers, or with `[approvals] durable = false`: then the server
     waits for `heron mcp login`)."""
-    from heron.mcp.auth.desk_consent import DeskConsent
-
     oauth = [n for n, c in config.mcp.enabled_servers().items() if c.auth == "oauth"]
     if not oauth or not config.approvals.durable:
         return None
+    from heron.mcp.auth.desk_consent import DeskConsent  # the MCP SDK: only with OAuth servers
+
     return DeskConsent(
         None,
         redirect_uri=mcp_redirect_uri(config, None),

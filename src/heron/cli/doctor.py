@@ -14,6 +14,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Add `doctor` to the `heron` parser."""
     doctor = sub.add_parser("doctor", help="check the installation and configuration")
     common.add_config_flags(doctor)
+    common.add_store_flag(doctor)
     doctor.set_defaults(handler=cmd_doctor)
 
 
@@ -67,6 +68,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if config is not None:
         safe, detail = config.gateway.exposure()
         report(safe, "gateway", detail, required=False)
+        url = vars(args).get("store") or config.store.url
+        if url is not None:
+            for ok, what, detail, required in _shared_store(url, config, root):
+                report(ok, what, detail, required=required)
     bwrap = shutil.which("bwrap")
     report(
         bwrap is not None,
@@ -77,6 +82,39 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     _containment(config, root)
     sys.stdout.write("heron is ready.\n" if not problems else f"{problems} problem(s) found.\n")
     return 0 if not problems else 1
+
+
+def _shared_store(url: str, config: object, state_dir: Path) -> list[tuple[bool, str, str, bool]]:
+    """The shared store reached, and whether this worker's workspace is a mount other hosts
+    share or pinned to this host (docs/deployment.md#workspaces)."""
+    import os
+
+    from heron.config import HeronConfig
+    from heron.errors import StoreError
+
+    assert isinstance(config, HeronConfig)
+    builtin = config.tools.builtin
+    # `heron serve`'s workspace: the built-in tools' one when given, else the state directory's.
+    root = builtin.workspace_path() if builtin.workspace else state_dir / "workspace"
+    try:
+        from heron._support.postgres import open_pool
+        from heron.always_on.postgres_workspaces import PostgresWorkspaceBindings
+        from heron.always_on.workspaces import describe_workspace
+
+        pool = open_pool(url, max_size=1)
+        try:
+            bindings = PostgresWorkspaceBindings(pool).list()
+        finally:
+            pool.close()
+    except (StoreError, ImportError) as exc:
+        return [(False, "shared store", str(exc), True)]
+    if not root.is_dir():
+        return [
+            (True, "shared store", "reachable", True),
+            (False, "workspace", f"{root}: no such directory", False),
+        ]
+    shared, detail = describe_workspace(Path(root), bindings, host=os.uname().nodename)
+    return [(True, "shared store", "reachable", True), (shared, "workspace", detail, False)]
 
 
 def _containment(config: object, state_dir: Path) -> None:

@@ -47,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
         common.add_config_flags(p)
+        common.add_store_flag(p)  # where the OAuth tokens are (a shared store's, encrypted)
         return p
 
     action("list", "configured servers, their pins and credentials (starts nothing)")
@@ -131,7 +132,7 @@ def _manager(
     """A manager over the enabled servers (or only `servers`, which must be configured)."""
     from heron.mcp.auth import McpAuth
     from heron.mcp.client import McpClientManager
-    from heron.mcp.trust import SqliteTrustStore
+    from heron.mcp.trust.pin_store import pin_store
 
     cfg = config.mcp
     enabled = cfg.enabled_servers()
@@ -147,8 +148,8 @@ def _manager(
     state_dir = config.state.path()
     return McpClientManager(
         cfg,
-        trust=SqliteTrustStore(state_dir),
-        auth=McpAuth(cfg, state_dir=state_dir),
+        trust=pin_store(state_dir, store_url=config.store.url),
+        auth=McpAuth(cfg, state_dir=state_dir, store_url=config.store.url),
         builtin_names=tuple(builtin_names),
     )
 
@@ -170,7 +171,8 @@ def _finding_line(f: Finding) -> str:
 def _list(args: argparse.Namespace, config: HeronConfig) -> int:
     from datetime import UTC, datetime
 
-    from heron.mcp.trust import SqliteTrustStore, launch_identity
+    from heron.mcp.trust import launch_identity
+    from heron.mcp.trust.pin_store import pin_store
 
     servers = config.mcp.servers
     if not servers:
@@ -178,7 +180,7 @@ def _list(args: argparse.Namespace, config: HeronConfig) -> int:
         return EXIT_OK
     if not config.mcp.enabled:
         out("MCP is disabled ([mcp] enabled = false); servers as configured:")
-    trust = SqliteTrustStore(config.state.path())
+    trust = pin_store(config.state.path(), store_url=config.store.url)
     now = datetime.now(UTC)
     for name, server in sorted(servers.items()):
         pin = trust.get(name)
@@ -436,7 +438,7 @@ async def _inspected(
     """What `server` says now and how it compares to its pin, shown; None (reported) when it
     cannot be reached."""
     from heron.mcp.client import ServerUnavailable
-    from heron.mcp.trust import SqliteTrustStore
+    from heron.mcp.trust.pin_store import pin_store
 
     async with _manager(config, [server]) as manager:
         try:
@@ -444,7 +446,7 @@ async def _inspected(
         except ServerUnavailable as exc:
             err(str(exc))
             return None
-    pin = SqliteTrustStore(config.state.path()).get(server)
+    pin = pin_store(config.state.path(), store_url=config.store.url).get(server)
     _show_inspection(server, identity, definitions, findings, check, pin)
     return identity, definitions, findings, check
 
@@ -454,7 +456,7 @@ async def _inspect(args: argparse.Namespace, config: HeronConfig) -> int:
 
 
 async def _approve(args: argparse.Namespace, config: HeronConfig) -> int:
-    from heron.mcp.trust import SqliteTrustStore
+    from heron.mcp.trust.pin_store import pin_store
 
     inspected = await _inspected(config, args.server)
     if inspected is None:
@@ -464,15 +466,17 @@ async def _approve(args: argparse.Namespace, config: HeronConfig) -> int:
         out(f"{args.server} is already approved as it is; nothing changed")
         return EXIT_OK
     # Pin exactly what was shown above, not a second listing that could differ.
-    pin = SqliteTrustStore(config.state.path()).approve(args.server, identity, definitions)
+    pin = pin_store(config.state.path(), store_url=config.store.url).approve(
+        args.server, identity, definitions
+    )
     out(f"approved {args.server}: {len(pin.definitions)} tools pinned (sha256 {pin.digest[:16]})")
     return EXIT_OK
 
 
 def _revoke(args: argparse.Namespace, config: HeronConfig) -> int:
-    from heron.mcp.trust import SqliteTrustStore
+    from heron.mcp.trust.pin_store import pin_store
 
-    if SqliteTrustStore(config.state.path()).revoke(args.server):
+    if pin_store(config.state.path(), store_url=config.store.url).revoke(args.server):
         out(f"revoked the pin of {args.server}; it needs approval again")
         return EXIT_OK
     err(f"{args.server!r} has no pin")
@@ -534,12 +538,10 @@ async def _trifecta(args: argparse.Namespace, config: HeronConfig) -> int:
 
 async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
     from heron._support.state import open_db
-    from heron.audit.sqlite_store import SqliteApprovalAudit
-    from heron.config.build import open_builtin, preapproved_tools
+    from heron.audit.executions import ExecutionAuditTrail
+    from heron.audit.sqlite_store import SqliteExecutionStore
+    from heron.config.build import lifecycle_parts, open_builtin
     from heron.mcp.server import ToolServer
-    from heron.turn.approval import ApprovalManager, ApprovalPolicy
-    from heron.turn.observer import LoggingObserver
-    from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
 
     # `--workspace`, `--sandbox` and `--autonomy` are in `config` already (`load_config`).
     sets = list(dict.fromkeys(args.sets))
@@ -557,28 +559,26 @@ async def _serve(args: argparse.Namespace, config: HeronConfig) -> int:
     served = builtin.all_tools()
     if children is not None:
         served = [*served, *children.tools("mcp/collaboration")]
+    name = "heron-" + "-".join(builtin_cfg.sets)
     db = open_db(state_dir)
     try:
-        approval = ApprovalManager(
-            policy=ApprovalPolicy(
-                autonomy=config.agent.autonomy,
-                auto_approve=[*config.approval.auto_approve, *preapproved_tools(served, None)],
-                always_ask=config.approval.always_ask,
-            ),
-            audit=SqliteApprovalAudit(db),
+        # The agent's own assembly: approval and its audit, telemetry, receipts, the knobs.
+        with common.library_errors():
+            parts = lifecycle_parts(config, tools=served, receipts="runtime")
+        # Every executed call in the execution audit (`heron audit --session mcp:NAME`).
+        audit = ExecutionAuditTrail(
+            SqliteExecutionStore(db), session=f"mcp:{name}", operator=f"mcp:{args.transport}"
         )
-        receipts = None
-        if config.agent.receipts:
-            receipts = ReceiptScope("runtime", store=ReceiptKeyStore(state_dir)).signer()
         server = ToolServer(
             served,
-            name="heron-" + "-".join(builtin_cfg.sets),
-            approval=approval,
-            observer=LoggingObserver(),
-            receipts=receipts,
+            name=name,
+            approval=parts.approval,
+            observer=parts.observer,
+            receipts=parts.receipts.signer() if parts.receipts is not None else None,
             spill=builtin.spill,
             workspace=builtin.workspace,
-            timeout_s=config.agent.tool_timeout_s,
+            knobs=parts.knobs,
+            audit=audit,
         )
         await server.serve(args.transport, host=args.host, port=args.port)
     finally:

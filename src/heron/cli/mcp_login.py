@@ -53,7 +53,7 @@ def add_arguments(login: argparse.ArgumentParser, logout: argparse.ArgumentParse
 def _auth(config: HeronConfig, server: str) -> McpAuth:
     from heron.mcp.auth import McpAuth
 
-    auth = McpAuth(config.mcp, state_dir=config.state.path())
+    auth = McpAuth(config.mcp, state_dir=config.state.path(), store_url=config.store.url)
     if server not in auth.servers():
         oauth = ", ".join(auth.servers()) or "none"
         raise UsageError(f'no MCP server {server!r} with auth = "oauth" (configured: {oauth})')

@@ -19,6 +19,7 @@ from heron.cli.common import EXIT_ERROR, EXIT_OK
 from heron.safety.redact import scrub_text, scrub_value
 
 if TYPE_CHECKING:
+    from heron.collaboration.postgres_store import PostgresMessageStore
     from heron.collaboration.store import StoredMessage
 
 
@@ -39,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     act.add_argument("action", metavar="ACTION")
     for p in (listing, show, act):
         common.add_config_flags(p)
+        common.add_store_flag(p)
     parser.set_defaults(handler=cmd_messages)
 
 
@@ -80,7 +82,14 @@ def cmd_messages(args: argparse.Namespace) -> int:
     from heron.collaboration.sqlite_store import SqliteMessageStore
 
     config = common.load_config(args)
-    store = SqliteMessageStore.open(common.state_dir(args))
+    url = common.store_url(args)
+    store: SqliteMessageStore | PostgresMessageStore
+    if url is not None:
+        from heron.collaboration.postgres_store import PostgresMessageStore
+
+        store = PostgresMessageStore.open(url)
+    else:
+        store = SqliteMessageStore.open(common.state_dir(args))
     try:
         if args.messages_command == "list":
             for message in store.list(
@@ -117,7 +126,6 @@ def _act(args: argparse.Namespace, config: Any, store: Any, message: StoredMessa
     import asyncio
 
     from heron._support.clock import RealClock, timestamp
-    from heron.always_on.bus.sqlite_store import SqliteBusStore
     from heron.always_on.channels.answers import card_action_event
     from heron.collaboration.outbox import Outbox
 
@@ -130,11 +138,11 @@ def _act(args: argparse.Namespace, config: Any, store: Any, message: StoredMessa
     event = card_action_event(
         claim, via="cli", by=None, user=config.user.name, when=timestamp(RealClock())
     )
-    bus = SqliteBusStore.open(common.state_dir(args))
+    bus = common.open_bus(args)  # the session's store: the shared one with --store
     try:
         stored = asyncio.run(bus.publish(event))
     finally:
-        bus.close()
+        bus.sessions.close()
     outbox.answered(message.id, via="console")
     what = "pressed" if stored else "already pressed"
     common.out(

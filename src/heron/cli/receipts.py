@@ -22,11 +22,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     output.add_argument("--output", help="the raw tool output")
     output.add_argument("--output-file", type=Path, help="file holding the raw tool output")
     common.add_config_flags(rv)
+    common.add_store_flag(rv)
     receipts.set_defaults(handler=cmd_receipts)
 
 
 def cmd_receipts(args: argparse.Namespace) -> int:
-    from heron.turn.receipts import ReceiptKeyStore, parse_receipt, verify_receipt
+    from heron.turn.receipts import parse_receipt, verify_receipt
+    from heron.turn.signing_keys import key_store
 
     state_dir = common.state_dir(args)
     # Invocation mistakes first (exit 2), whatever the receipt's fate.
@@ -44,9 +46,12 @@ def cmd_receipts(args: argparse.Namespace) -> int:
     if parsed is None:
         common.out("invalid: not a well-formed heron receipt")
         return EXIT_ERROR
-    key = ReceiptKeyStore(state_dir).load(parsed[0])
+    url = common.store_url(args)
+    key = key_store("receipt", state_dir=state_dir, store_url=url).load(parsed[0])
     if key is None:
-        common.out(f"invalid: no receipt key {parsed[0]} in {state_dir}")
+        common.out(
+            f"invalid: no receipt key {parsed[0]} in {'the shared store' if url else state_dir}"
+        )
         return EXIT_ERROR
     if verify_receipt(args.receipt, key=key, tool=args.tool, arguments=arguments, output=output):
         common.out(f"valid: {args.tool} produced this output at epoch {parsed[1]}")

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from heron.always_on.triggers.runtime import TriggerStores
     from heron.config.schema import HeronConfig
     from heron.mcp.assembly import McpAssembly
+    from heron.mcp.shared import SharedMcp
     from heron.tools.definition import Tool
     from heron.turn.events import BaseEvent, EventSink
 
@@ -51,6 +52,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=300.0,
         metavar="SECONDS",
         help="park a session (other than the default) idle this long",
+    )
+    serve.add_argument(
+        "--max-awake",
+        type=int,
+        default=100,
+        metavar="N",
+        help="at most N sessions awake: a wake past it parks the least recently active idle "
+        "ones first, or waits (0: no bound; default 100)",
     )
     serve.add_argument("--events", choices=["jsonl", "none"], default="jsonl")
     serve.add_argument("--poll-interval", type=float, default=1.0, metavar="SECONDS")
@@ -170,22 +179,19 @@ def _serve_config(config: HeronConfig) -> HeronConfig:
     return config.model_copy(update={"tools": tools})
 
 
-def _session_mcp(config: HeronConfig, shared: McpAssembly) -> McpAssembly:
-    """One session's MCP tools over the process's servers: the same clients and pins, an
-    activated set of its own (see `heron.mcp.assembly`)."""
-    from heron.mcp.assembly import assemble_tools
-    from heron.mcp.client import resource_tools
-    from heron.tools.registry import ActivatedToolSet
+def _shared_mcp(config: HeronConfig, shared: McpAssembly) -> SharedMcp:
+    """The process's servers for every session (`heron.mcp.shared`): a server whose login
+    completes while serve runs joins the sessions, with a line on stderr."""
+    from heron.mcp.shared import SharedMcp
 
     a = config.agent
-    return assemble_tools(
+    return SharedMcp(
+        shared,
         config.mcp,
-        shared.tool_catalogue.tools(),
         autonomy=a.autonomy,
         allowed_tools=a.allowed_tools,
         excluded_tools=a.excluded_tools,
-        activated=ActivatedToolSet(),
-        capability_tools=resource_tools(shared.manager) if shared.manager is not None else (),
+        announce=lambda line: common.err(f"mcp: {line}"),
     )
 
 
@@ -193,15 +199,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     from contextlib import AsyncExitStack
 
+    from heron._support.state import open_db
     from heron.always_on.server import HeronServer, ServeConfig, ServeError
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
+    from heron.audit.sqlite_store import SqliteApprovalAudit
     from heron.config.build import (
         agent_model,
         build_agent,
         messaging_config,
         open_builtin,
         open_mcp,
+        register_secrets,
         subagents_setup,
     )
     from heron.safety.secrets import known_secrets
@@ -224,6 +233,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--workspace {builtin_cfg.workspace} is not a directory")
     if args.idle_timeout <= 0:
         raise UsageError("--idle-timeout must be more than 0 seconds")
+    if args.max_awake < 0:
+        raise UsageError("--max-awake must be 0 (no bound) or more")
     sessions = None if "any" in args.sessions else frozenset(args.sessions)
     subagents = subagents_setup(config)
     serve_config = ServeConfig(
@@ -231,6 +242,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         session=args.session,
         sessions=sessions,
         idle_timeout_s=args.idle_timeout,
+        max_awake=args.max_awake or None,
         poll_interval_s=args.poll_interval,
         webhook_port=args.webhook_port,
         webhook_host=args.webhook_host,
@@ -278,15 +290,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 # An OAuth login that becomes necessary asks once, on the durable desk.
                 consent = common.serve_consent(config)
                 # A server's request for user input becomes a durable question on the
-                # server's desk (opened by `start`, looked up when a server asks).
-                from heron.mcp.client.human_input import HumanInput
+                # server's desk (opened by `start`, looked up when a server asks). The
+                # MCP SDK is imported only when there are servers: it is most of a start.
+                human_input = None
+                if config.mcp.enabled_servers():
+                    from heron.mcp.client.human_input import HumanInput
 
-                human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
+                    human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
                 mcp = await open_mcp(config, known, consent=consent, human_input=human_input)
+            shared_mcp = None
             if mcp is not None:
                 stack.push_async_callback(mcp.aclose)
                 for problem in mcp.problems:
                     common.err(f"mcp: {problem}")
+                shared_mcp = _shared_mcp(config, mcp)
 
             # The browser's redirect of an OAuth login comes back here (`[gateway] public_url`
             # names this process), on the same HTTP front, with no token: the login's state
@@ -300,6 +317,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if gateway is not None:
                 stack.callback(gateway.close)
 
+            # Every session's agent records its approvals on one connection, and the secrets
+            # are registered once: an agent is built at each wake of a session.
+            register_secrets(config)
+            audit_db = open_db(config.state.path())
+            stack.callback(audit_db.close)
+            audit = SqliteApprovalAudit(audit_db)
+
             def make_agent(tools: list[Tool]) -> Agent:
                 # A daemon has no terminal: the server gives each session the durable
                 # approver (`heron approvals` answers), or with `[approvals] durable = false`
@@ -310,8 +334,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     tools=[*user_tools, *tools],
                     model=model,
                     builtin=builtin,
-                    mcp=_session_mcp(config, mcp) if mcp is not None else None,
+                    mcp=shared_mcp.session() if shared_mcp is not None else None,
                     metrics=metrics,
+                    audit=audit,
                 )
 
             server = HeronServer(
@@ -325,6 +350,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
             if gateway is not None:
                 gateway.server = server
+                server.on_open.append(gateway.attach)
                 server.on_close.append(gateway.end_streams)
             try:
                 with common.library_errors():

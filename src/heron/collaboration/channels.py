@@ -30,9 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import format_datetime
-from typing import Any, Protocol, TextIO
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from heron._support.clock import Clock, RealClock
 from heron.collaboration.cards import Card, im_blocks
@@ -41,6 +39,9 @@ from heron.collaboration.store import Delivery, StoredMessage
 from heron.connectors.mail.send import MailConfig, deliver
 from heron.safety import signing
 from heron.safety.idempotency import NotPerformed
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "ConsoleChannel",
@@ -279,6 +280,8 @@ async def post_signed(
         if not secret:
             return f"failed: ${secret_env} is not set; nothing was sent"
         headers.update(signing.signed_headers(secret.encode(), body, clock.time()))
+    import httpx  # at the first post: most of `heron serve`'s start-up otherwise
+
     try:
         async with httpx.AsyncClient(
             timeout=timeout_s, transport=transport, trust_env=False

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from heron._support.clock import Clock, RealClock
 from heron.collaboration.channels import (
@@ -23,7 +23,11 @@ from heron.collaboration.identity import AgentIdentity
 from heron.collaboration.outbox import Outbox
 from heron.collaboration.sqlite_store import SqliteMessageStore
 from heron.collaboration.store import StoredMessage
-from heron.collaboration.tokens import MessageKeyStore, TokenSigner
+from heron.collaboration.tokens import TokenSigner
+from heron.turn.signing_keys import key_store
+
+if TYPE_CHECKING:
+    from heron.collaboration.postgres_store import PostgresMessageStore
 
 __all__ = ["MessagingConfig", "open_outbox"]
 
@@ -48,11 +52,19 @@ def open_outbox(
     console: TextIO | None = None,
     on_mail_sent: Callable[[str, StoredMessage], None] | None = None,
     clock: Clock | None = None,
-) -> tuple[Outbox, SqliteMessageStore]:
-    """The outbox and its store (close the store with `close()`). `console`: where the
-    console channel also writes each message (`None`: only the store)."""
+    store_url: str | None = None,
+) -> tuple[Outbox, SqliteMessageStore | PostgresMessageStore]:
+    """The outbox and its store (close the store with `close()`): the shared PostgreSQL
+    store at `store_url`, else `state_dir`'s database. `console`: where the console channel
+    also writes each message (`None`: only the store)."""
     clock = clock or RealClock()
-    store = SqliteMessageStore.open(state_dir)
+    store: SqliteMessageStore | PostgresMessageStore
+    if store_url is not None:
+        from heron.collaboration.postgres_store import PostgresMessageStore
+
+        store = PostgresMessageStore.open(store_url)
+    else:
+        store = SqliteMessageStore.open(state_dir)
     people = dict(config.people)
     people.setdefault(config.user, PersonConfig())
     channels: list[OutboundChannel] = [ConsoleChannel(console, clock=clock)]
@@ -88,7 +100,9 @@ def open_outbox(
         people=people,
         user=config.user,
         channels=channels,
-        signer=TokenSigner(MessageKeyStore(state_dir), clock=clock),
+        signer=TokenSigner(
+            key_store("message", state_dir=state_dir, store_url=store_url), clock=clock
+        ),
         action_ttl_s=config.messages.action_ttl_s,
         clock=clock,
     )

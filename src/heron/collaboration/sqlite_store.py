@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from heron._support.state import open_db, sqlite_errors, transaction
-from heron.collaboration.store import Attachment, Delivery, StoredMessage
+from heron.collaboration.store import COLUMNS, Delivery, StoredMessage, message_of_row, message_row
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -47,11 +47,6 @@ CREATE INDEX IF NOT EXISTS message_deliveries_ref ON message_deliveries (ref)
     WHERE ref IS NOT NULL;
 """
 
-_COLUMNS = (
-    "id, thread, session, kind, recipient, text, card, attachments, urgency, sender, created,"
-    " read_at, read_via, answered_at, answered_via, due_at, pending"
-)
-
 
 @sqlite_errors
 class SqliteMessageStore:
@@ -71,31 +66,10 @@ class SqliteMessageStore:
         self._conn.close()
 
     def add(self, message: StoredMessage) -> None:
-        card = None if message.card is None else json.dumps(message.card, ensure_ascii=False)
-        attachments = json.dumps([{"path": a.path, "bytes": a.bytes} for a in message.attachments])
         with transaction(self._conn) as conn:
             conn.execute(
-                f"INSERT INTO messages ({_COLUMNS}) VALUES"
-                " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    message.id,
-                    message.thread,
-                    message.session,
-                    message.kind,
-                    message.to,
-                    message.text,
-                    card,
-                    attachments,
-                    message.urgency,
-                    message.sender,
-                    message.created,
-                    message.read_at,
-                    message.read_via,
-                    message.answered_at,
-                    message.answered_via,
-                    message.due_at,
-                    json.dumps(list(message.pending)),
-                ),
+                f"INSERT INTO messages ({COLUMNS}) VALUES ({', '.join('?' * 17)})",
+                message_row(message),
             )
             conn.executemany(
                 "INSERT INTO message_deliveries (message_id, channel, outcome, at, ref)"
@@ -105,7 +79,7 @@ class SqliteMessageStore:
 
     def get(self, message_id: str) -> StoredMessage | None:
         row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE id = ?", (message_id,)
+            f"SELECT {COLUMNS} FROM messages WHERE id = ?", (message_id,)
         ).fetchone()
         return None if row is None else self._message(row)
 
@@ -129,7 +103,7 @@ class SqliteMessageStore:
             where.append("thread = ?")
             params.append(thread)
         rows = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE {' AND '.join(where)}"
+            f"SELECT {COLUMNS} FROM messages WHERE {' AND '.join(where)}"
             " ORDER BY created DESC, rowid DESC LIMIT ?",
             (*params, limit),
         ).fetchall()
@@ -189,7 +163,7 @@ class SqliteMessageStore:
     def take_due(self, now: float) -> builtins.list[StoredMessage]:
         with transaction(self._conn) as conn:
             rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM messages WHERE due_at IS NOT NULL AND due_at <= ?"
+                f"SELECT {COLUMNS} FROM messages WHERE due_at IS NOT NULL AND due_at <= ?"
                 " AND read_at IS NULL ORDER BY due_at, rowid",
                 (now,),
             ).fetchall()
@@ -205,35 +179,9 @@ class SqliteMessageStore:
         return None if row is None or row[0] is None else float(row[0])
 
     def _message(self, row: tuple[Any, ...]) -> StoredMessage:
-        (mid, thread, session, kind, to, text, card, attachments, urgency, sender, created) = row[
-            :11
-        ]
-        read_at, read_via, answered_at, answered_via, due_at, pending = row[11:]
-        deliveries = tuple(
-            Delivery(channel=c, outcome=o, at=a, ref=r)
-            for c, o, a, r in self._conn.execute(
-                "SELECT channel, outcome, at, ref FROM message_deliveries WHERE message_id = ?"
-                " ORDER BY seq",
-                (mid,),
-            )
+        deliveries = self._conn.execute(
+            "SELECT channel, outcome, at, ref FROM message_deliveries WHERE message_id = ?"
+            " ORDER BY seq",
+            (row[0],),
         )
-        return StoredMessage(
-            id=mid,
-            thread=thread,
-            session=session,
-            kind=kind,
-            to=to,
-            text=text,
-            card=None if card is None else json.loads(card),
-            attachments=tuple(Attachment(**a) for a in json.loads(attachments)),
-            urgency=urgency,
-            sender=sender,
-            created=created,
-            deliveries=deliveries,
-            read_at=read_at,
-            read_via=read_via,
-            answered_at=answered_at,
-            answered_via=answered_via,
-            due_at=due_at,
-            pending=tuple(json.loads(pending)),
-        )
+        return message_of_row(row, deliveries)

@@ -12,15 +12,17 @@ arrives on any channel. An unread message may have deliveries still due (`due_at
 quiet hours, or the time an unread urgent message moves to its next channel); `take_due` hands
 them out once, atomically, to whichever process asks first.
 
-The SQLite implementation is `heron.collaboration.sqlite_store.SqliteMessageStore`; every
-method is synchronous (a short local transaction) and a back-end failure raises
+The implementations are `heron.collaboration.sqlite_store.SqliteMessageStore` (the state
+directory's database) and `heron.collaboration.postgres_store.PostgresMessageStore` (a shared
+store); every method is synchronous (a short transaction) and a back-end failure raises
 `heron.errors.StoreError`.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -145,3 +147,61 @@ class MessageStore(Protocol):
     def next_due(self) -> float | None:
         """The earliest `due_at` of an unread message, if any."""
         ...
+
+
+COLUMNS = (
+    "id, thread, session, kind, recipient, text, card, attachments, urgency, sender, created,"
+    " read_at, read_via, answered_at, answered_via, due_at, pending"
+)
+"""The `messages` table's columns, in the order of `message_row` (both back ends)."""
+
+
+def message_row(message: StoredMessage) -> tuple[Any, ...]:
+    """A message as a row of `COLUMNS` (JSON for the card, attachments and pending)."""
+    card = None if message.card is None else json.dumps(message.card, ensure_ascii=False)
+    attachments = json.dumps([{"path": a.path, "bytes": a.bytes} for a in message.attachments])
+    return (
+        message.id,
+        message.thread,
+        message.session,
+        message.kind,
+        message.to,
+        message.text,
+        card,
+        attachments,
+        message.urgency,
+        message.sender,
+        message.created,
+        message.read_at,
+        message.read_via,
+        message.answered_at,
+        message.answered_via,
+        message.due_at,
+        json.dumps(list(message.pending)),
+    )
+
+
+def message_of_row(row: Sequence[Any], deliveries: Iterable[Sequence[Any]]) -> StoredMessage:
+    """The message of a row of `COLUMNS`, with its deliveries' `(channel, outcome, at, ref)`."""
+    (mid, thread, session, kind, to, text, card, attachments, urgency, sender, created) = row[:11]
+    read_at, read_via, answered_at, answered_via, due_at, pending = row[11:]
+    return StoredMessage(
+        id=mid,
+        thread=thread,
+        session=session,
+        kind=kind,
+        to=to,
+        text=text,
+        card=None if card is None else json.loads(card),
+        attachments=tuple(Attachment(**a) for a in json.loads(attachments)),
+        urgency=urgency,
+        sender=sender,
+        created=created,
+        deliveries=tuple(Delivery(channel=c, outcome=o, at=a, ref=r) for c, o, a, r in deliveries),
+        read_at=read_at,
+        read_via=read_via,
+        answered_at=answered_at,
+        answered_via=answered_via,
+        due_at=due_at,
+        pending=tuple(json.loads(pending)),
+    )

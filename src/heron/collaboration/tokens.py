@@ -28,7 +28,7 @@ from typing import Final
 
 from heron._support.clock import Clock, RealClock
 from heron.errors import HeronError
-from heron.turn.receipts import ReceiptKey, ReceiptKeyStore
+from heron.turn.receipts import KeyStore, ReceiptKey, ReceiptKeyStore, current_key
 
 __all__ = ["MessageKeyStore", "TokenClaim", "TokenError", "TokenSigner"]
 
@@ -62,32 +62,16 @@ class MessageKeyStore(ReceiptKeyStore):
     """Token keys: the receipt key store's format, in `<state_dir>/message-keys/`."""
 
     def __init__(self, state_dir: Path) -> None:
-        super().__init__(state_dir)
-        self._dir = state_dir / "message-keys"
-
-    def current(self) -> ReceiptKey:
-        """The newest stored key, or a new one saved now (every process of a state directory
-        signs with the same key, so any of them can verify)."""
-        try:
-            paths = sorted(self._dir.glob("*.key"), key=lambda p: (p.stat().st_mtime, p.name))
-        except FileNotFoundError:
-            paths = []
-        for path in reversed(paths):
-            key = self.load(path.stem)
-            if key is not None:
-                return key
-        key = ReceiptKey.generate()
-        self.save(key)
-        return key
+        super().__init__(state_dir, kind="message")
 
 
 class TokenSigner:
     """Mints and verifies tokens with the keys of one state directory."""
 
-    def __init__(self, keys: MessageKeyStore, *, clock: Clock | None = None) -> None:
+    def __init__(self, keys: KeyStore, *, clock: Clock | None = None) -> None:
         self.keys = keys
         self.clock: Clock = clock or RealClock()
-        self._key = keys.current()
+        self._key = current_key(keys)
 
     def mint(self, purpose: str, parts: tuple[str, ...], *, ttl_s: float) -> str:
         """A token for `parts`, valid for `ttl_s` seconds from now."""

@@ -23,15 +23,16 @@ as `webhook:<name>`, and for nothing else.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from heron._support.clock import Clock, RealClock
 from heron._support.timefmt import utc_rfc3339
 from heron.collaboration.channels import post_signed
 from heron.collaboration.tokens import TokenSigner
 from heron.humans.store import HumanRequest
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["ANSWER_PURPOSE", "WebhookRequestChannel"]
 

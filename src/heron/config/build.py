@@ -11,8 +11,10 @@ The pieces, in the order `open_agent` uses them:
 - the MCP servers and the deferred catalogue: `open_mcp` connects `[mcp.servers]` and, with
   `[discovery] prompt_tools`, puts every other tool behind the search tool too (the caller
   `aclose()`s it);
-- `build_agent` puts them together with approval (its audit: the SQLite approval trail in the
-  state directory), receipts, budgets and telemetry;
+- `lifecycle_parts` is what every call of the configuration runs through: approval (its audit:
+  the SQLite approval trail in the state directory), receipts, telemetry and the knobs
+  (`heron mcp serve` uses it as is);
+- `build_agent` puts them together with budgets and the prompt;
 - `register_secrets` tells the known-secrets registry (`heron.safety.secrets`) which
   environment variables the configuration names as secrets (`open_agent` and `build_agent`
   call it), so their values become placeholders wherever they would enter the data path.
@@ -47,7 +49,10 @@ from heron.tools.definition import Tool, ToolDefinitionError
 from heron.tools.loader import load_tools
 from heron.tools.registry import ActivatedToolSet, ToolRegistry
 from heron.turn.approval import ApprovalManager, ApprovalPolicy, Approver, NoApprover
-from heron.turn.receipts import ReceiptKeyStore, ReceiptScope
+from heron.turn.context import RuntimeKnobs
+from heron.turn.observer import Observer
+from heron.turn.receipts import ReceiptScope
+from heron.turn.signing_keys import key_store
 
 if TYPE_CHECKING:
     from heron.always_on.subagents.service import SubagentsSetup
@@ -58,6 +63,7 @@ if TYPE_CHECKING:
     from heron.mcp.client.human_input import HumanInput
     from heron.skills import SkillSet
     from heron.telemetry.metrics import MetricsRegistry
+    from heron.turn.approval_audit import AuditLog
 
 OPENAI_DEFAULT: Final = "openai:gpt-4o-mini"
 """What `detect_model` picks when `OPENAI_API_KEY` is set."""
@@ -221,6 +227,7 @@ async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin
         return await build_builtin(
             config.tools.builtin,
             state_dir=config.state.path(),
+            store_url=config.store.url,
             shell=config.tools.shell,
             messaging=messaging_config(config),
             aliases=aliases,
@@ -279,6 +286,7 @@ async def open_mcp(
         discovery=options,
         consent=consent,
         human_input=human_input,
+        store_url=config.store.url,
     )
 
 
@@ -318,6 +326,7 @@ def build_agent(
     skills: SkillSet | None = None,
     on_problem: Callable[[str], None] | None = None,
     metrics: MetricsRegistry | None = None,
+    audit: AuditLog | None = None,
 ) -> Agent:
     """The configured agent with `tools`. `model` replaces `[agent] model`; `approver` answers
     approval questions (default: none, so calls that need approval are denied by policy);
@@ -327,23 +336,14 @@ def build_agent(
     their spill, cache and workspace; `skills` (from `open_skills`) adds the skills section,
     `load_skill`, `read_skill_file` and the `allowed-tools` guard. `on_problem` hears about
     skills the prompt's budget left out. `metrics` is the registry to record into (`heron
-    serve` shares one for `/metrics`), else a new one."""
-    register_secrets(config)
-    state_dir = config.state.path()
-    set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
-    a = config.agent
-    approval = ApprovalManager(
-        policy=ApprovalPolicy(
-            autonomy=a.autonomy,
-            auto_approve=[*config.approval.auto_approve, *preapproved_tools(tools, builtin)],
-            always_ask=config.approval.always_ask,
-            timeout_s=config.approval.timeout_s,
-            record_auto_approvals=config.approval.record_auto_approvals,
-        ),
-        approver=approver or NoApprover(),
-        audit=SqliteApprovalAudit(open_db(state_dir)),
+    serve` shares one for `/metrics`), else a new one. `audit` is the approval audit to record
+    into, else one on a new connection to the state database: `heron serve`, which builds an
+    agent for each session it wakes, shares one, and registers the secrets (`register_secrets`)
+    once, so with `audit` they are not registered again."""
+    parts = lifecycle_parts(
+        config, tools=tools, builtin=builtin, approver=approver, metrics=metrics, audit=audit
     )
-    receipts = ReceiptScope("run", store=ReceiptKeyStore(state_dir)) if a.receipts else None
+    a = config.agent
     model = model or agent_model(config)
     try:
         # Tools the assembly deferred are in its catalogue, not in the prompt.
@@ -372,18 +372,17 @@ def build_agent(
             )
             if allowed is not None:
                 allowed = [*allowed, *skill_names]
-        observer, telemetry = _telemetry(config, metrics)
         return Agent(
             model=model,
             tools=registry,
-            observer=observer,
-            **telemetry,
+            observer=parts.observer,
+            **parts.telemetry,
             **_budgets(config, model.name),
             system_prompt=system_prompt,
             autonomy=a.autonomy,
-            approval=approval,
-            knobs=config.knobs(),
-            receipts=receipts,
+            approval=parts.approval,
+            knobs=parts.knobs,
+            receipts=parts.receipts,
             allowed_tools=allowed,
             excluded_tools=a.excluded_tools,
             activated=mcp.activated if mcp is not None else None,
@@ -397,6 +396,68 @@ def build_agent(
     except ToolDefinitionError as exc:
         # E.g. one tools file listed in heron.toml and again with --tools.
         raise BuildError(f"cannot build the tool set: {exc}") from exc
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LifecycleParts:
+    """What every tool call of a configuration runs through, whoever makes it (an agent's
+    model, or a client of `heron mcp serve`): one configuration, one behaviour."""
+
+    approval: ApprovalManager
+    """`[approval]` with the SQLite approval audit of the state directory."""
+    observer: Observer
+    """Metrics, alerts and OpenTelemetry of `[telemetry]` (the execution audit is the front
+    end's: it knows the session)."""
+    telemetry: dict[str, Any]
+    """The agent's telemetry parts: `metrics`, `alerts`, `tracer`."""
+    receipts: ReceiptScope | None
+    """`[agent] receipts`, keys saved in the state directory (or the shared store's)."""
+    knobs: RuntimeKnobs
+    """`[agent]` and `[loop_detection]`: bounds, timeouts, loop detection."""
+
+
+def lifecycle_parts(
+    config: HeronConfig,
+    *,
+    tools: Sequence[Tool] = (),
+    builtin: Builtin | None = None,
+    approver: Approver | None = None,
+    metrics: MetricsRegistry | None = None,
+    receipts: Literal["run", "runtime"] = "run",
+    audit: AuditLog | None = None,
+) -> LifecycleParts:
+    """The lifecycle parts `config` gives calls of `tools` and `builtin` (see
+    `LifecycleParts`); applies `[limits]`. `receipts`: a key per run (`heron run`) or one for
+    the process (a server). `audit`: the approval audit to share (see `build_agent`), else
+    one on a new connection, and the configured secrets are registered."""
+    if audit is None:
+        register_secrets(config)
+    state_dir = config.state.path()
+    set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
+    a = config.agent
+    approval = ApprovalManager(
+        policy=ApprovalPolicy(
+            autonomy=a.autonomy,
+            auto_approve=[*config.approval.auto_approve, *preapproved_tools(tools, builtin)],
+            always_ask=config.approval.always_ask,
+            timeout_s=config.approval.timeout_s,
+            record_auto_approvals=config.approval.record_auto_approvals,
+        ),
+        approver=approver or NoApprover(),
+        audit=audit if audit is not None else SqliteApprovalAudit(open_db(state_dir)),
+    )
+    scope = None
+    if a.receipts:  # workers of a shared store share the keys: any of them verifies
+        keys = key_store("receipt", state_dir=state_dir, store_url=config.store.url)
+        scope = ReceiptScope(receipts, store=keys)
+    observer, telemetry = _telemetry(config, metrics)
+    return LifecycleParts(
+        approval=approval,
+        observer=observer,
+        telemetry=telemetry,
+        receipts=scope,
+        knobs=config.knobs(),
+    )
 
 
 @asynccontextmanager

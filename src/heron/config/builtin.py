@@ -190,6 +190,13 @@ class BuiltinConfig(_Section):
 Closer = Callable[[], Awaitable[None]]
 
 
+def _closing(close: Callable[[], None]) -> Closer:
+    async def closer() -> None:
+        close()
+
+    return closer
+
+
 @dataclass(kw_only=True)
 class Builtin:
     """Built tool sets: `tools` by set name, plus the agent's spill and cache. `aclose()` stops
@@ -225,14 +232,16 @@ async def build_builtin(
     cfg: BuiltinConfig,
     *,
     state_dir: Path,
+    store_url: str | None = None,
     shell: ShellSection | None = None,
     messaging: MessagingConfig | None = None,
     aliases: bool = False,
     approvals: ApprovalsConfig | None = None,
 ) -> Builtin:
-    """Build the sets `cfg.sets` names (`shell`: the `[tools.shell]` section; `messaging`:
-    whom the `collaboration` set writes to and how, `aliases`: with the seed's names, and with
-    `approvals` the human-request tools, which wait for the answer). Raises
+    """Build the sets `cfg.sets` names (`store_url`: a shared PostgreSQL store, which holds
+    the artifacts, the messages and the decision keys; `shell`: the `[tools.shell]` section;
+    `messaging`: whom the `collaboration` set writes to and how, `aliases`: with the seed's
+    names, and with `approvals` the human-request tools, which wait for the answer). Raises
     `BuiltinError` for an impossible configuration (no such workspace, `network = false` with
     the `process` sandbox, a bad mail section)."""
     from heron.artifacts.sqlite_store import SqliteArtifactCatalog
@@ -251,12 +260,24 @@ async def build_builtin(
             sandbox = _sandbox(cfg, ws.root)
         except SandboxUnavailable as exc:
             raise BuiltinError(f"sandbox: {exc}") from exc
-    store = ArtifactStore(SqliteArtifactCatalog(state_dir), state_dir / "artifacts")
+    closers: list[Closer] = []
+    if store_url is not None:  # every worker reads every artifact, page by page
+        from heron._support.postgres import open_pool
+        from heron.artifacts.postgres_contents import PostgresArtifactContents
+        from heron.artifacts.postgres_store import PostgresArtifactCatalog
+
+        pool = open_pool(store_url, max_size=4)
+        closers.append(_closing(pool.close))
+        contents = PostgresArtifactContents(pool)
+        store = ArtifactStore(PostgresArtifactCatalog(pool), contents)
+    else:
+        store = ArtifactStore(SqliteArtifactCatalog(state_dir), state_dir / "artifacts")
     built = Builtin(
         workspace=ws.root,
         tools={},
         spill=ArtifactSpill(store),
         cache=WorkspaceResultCache(),
+        _closers=closers,
     )
     try:
         for name in dict.fromkeys(cfg.sets):
@@ -276,7 +297,7 @@ async def build_builtin(
                 built.tools[name] = plan_tools()
             elif name == "collaboration":
                 built.tools[name] = _collaboration(
-                    messaging, ws, state_dir, built, aliases, approvals
+                    messaging, ws, state_dir, store_url, built, aliases, approvals
                 )
             else:
                 assert sandbox is not None
@@ -292,6 +313,7 @@ def _collaboration(
     messaging: MessagingConfig | None,
     ws: Any,
     state_dir: Path,
+    store_url: str | None,
     built: Builtin,
     aliases: bool,
     approvals: ApprovalsConfig | None,
@@ -303,11 +325,14 @@ def _collaboration(
     from heron.collaboration.tools import alias_tools, messaging_tools
     from heron.humans.console import ConsoleChannel
     from heron.humans.desk import RequestDesk
-    from heron.humans.signing import DecisionKeyStore, DecisionSigner
+    from heron.humans.signing import DecisionSigner
     from heron.humans.sqlite_store import SqliteRequestStore
+    from heron.turn.signing_keys import key_store
 
     # The console channel is the store here: `heron messages` and `heron chat` show it.
-    outbox, store = open_outbox(messaging or MessagingConfig(), state_dir=state_dir)
+    outbox, store = open_outbox(
+        messaging or MessagingConfig(), state_dir=state_dir, store_url=store_url
+    )
     requests = SqliteRequestStore.open_dir(state_dir) if approvals is not None else None
 
     async def close() -> None:
@@ -325,7 +350,7 @@ def _collaboration(
         # An MCP client gets no event later: the call waits, answered with `heron approvals`.
         desk = RequestDesk(
             requests,
-            signer=DecisionSigner(DecisionKeyStore(state_dir)),
+            signer=DecisionSigner(key_store("decision", state_dir=state_dir, store_url=store_url)),
             channels=[ConsoleChannel(sys.stderr)],
             config=approvals,
         )

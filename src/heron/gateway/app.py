@@ -120,6 +120,11 @@ class Gateway:
             session, inner(session) if inner is not None else None
         )
 
+    def attach(self) -> None:
+        """Join the server's session store (`HeronServer.on_open`): before a session wakes, so
+        the results repair writes for calls a dead process left open are logged."""
+        _ = self.recorder
+
     @property
     def recorder(self) -> TurnRecorder:
         """The turn log's recorder, over the running server's session store (opened and made

@@ -16,9 +16,17 @@ neither. Which records go with which write:
   assistant message. Until then they are shown live (`Hub.live`, frames without an id);
 - an assistant message brings its own record, `text`: its finished text. Streamed text is
   never stored delta by delta — the deltas are shown live and the message is the fold;
-- the end of a turn (`final`, `cancelled`, `error`) has no history entry of its own: it is
-  written at once, in a transaction of its own, with whatever is still waiting. `final`
-  leaves out its text when it repeats the `text` record just stored.
+- the end of a turn (`final`, `cancelled`, `error`) goes with the entry the engine appends
+  for it (`heron.turn.events.ending`): the final answer, the answer an error or a cancel cut
+  off, the results of a cancelled round. An end without an entry (a cancel between rounds, a
+  model that failed before any text, an aborted loop) is written at once, in a transaction of
+  its own, with whatever is still waiting. `final` leaves out its text when it repeats the
+  `text` record stored with it;
+- the results crash repair appends (`heron.sessions.repair.INTERRUPTED_RESULT`, for calls a
+  dead process left open) bring their own records, the call's card and its `interrupted`
+  result: the events of that call died with the process. The card's arguments are unknown
+  here (the history has them), so it shows none; a card still waiting (a process closing its
+  own calls before it exits) is stored instead.
 
 Every body is scrubbed (`heron.safety.redact`) before it is stored or shown: a known secret
 never reaches the log or a client.
@@ -31,9 +39,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from heron._support.clock import Clock
-from heron.messages import AssistantMessage, Message
+from heron.messages import AssistantMessage, Message, ToolResultMessage
 from heron.safety.redact import scrub_text, scrub_value
-from heron.turn.events import BaseEvent, EventSink
+from heron.sessions.repair import INTERRUPTED_RESULT
+from heron.turn.events import BaseEvent, EventSink, ToolCallEvent, ToolResultEvent, ending_now
 
 __all__ = ["LOGGED_TYPES", "LoggedEvent", "TurnLog", "TurnRecorder"]
 
@@ -56,7 +65,7 @@ LOGGED_TYPES: frozenset[str] = frozenset(
 )
 """The terminal turn events the log keeps (plus `text`, an assistant message's)."""
 _TURN_ENDS = frozenset({"final", "cancelled", "error"})
-"""Written at once: no history write follows them."""
+"""Written with the entry they come with, else at once: no history write follows them."""
 _LIVE_TYPES = frozenset({"text_delta", "progress"})
 """Shown live, never stored: streamed text (the message is its fold) and progress lines."""
 
@@ -125,6 +134,8 @@ class TurnRecorder:
         self._turn: dict[str, str] = {}
         self._text: dict[str, str | None] = {}
         """The text of the session's newest record, when it is a `text` record."""
+        self._ended: dict[str, BaseEvent] = {}
+        """A turn end stored with its history entry, which the engine emits next."""
 
     def sink(self, session: str, inner: EventSink | None = None) -> EventSink:
         """The sink of `session`: `inner` first (the JSON lines of `heron serve`), then the
@@ -141,13 +152,13 @@ class TurnRecorder:
         kind = str(getattr(event, "type", ""))
         if kind not in _LIVE_TYPES and kind not in LOGGED_TYPES:
             return
-        body: dict[str, Any] = scrub_value(event.model_dump(mode="json", exclude_none=True))
+        body = _body(event)
         self._turn[session] = event.turn_id
         if kind in _TURN_ENDS:
+            if self._ended.pop(session, None) == event:
+                return  # stored with its history entry
             records = self._waiting.pop(session, [])
-            if kind == "final" and body.get("text") == self._text.get(session):
-                body.pop("text", None)  # the answer is the `text` record just stored
-            records.append((kind, body))
+            records.append(self._end(body, self._text.get(session)))
             self._last[session] = self.log.append(session, records, self.clock.time())
             self._wrote(session, records)
             return
@@ -161,19 +172,60 @@ class TurnRecorder:
         """The session store's companion: inside the transaction that appends `messages` to
         `session`, the records waiting for it and the text of its assistant messages."""
         records = self._waiting.pop(session, [])
+        end = ending_now()
+        if end is not None:
+            self._turn[session] = end.turn_id
+        turn = self._turn.get(session, "")
+        shown = {(kind, b.get("id")) for kind, b in records}
         for message in messages:
             if isinstance(message, AssistantMessage) and message.text:
                 text = scrub_text(message.text)
-                records.append(
-                    ("text", {"type": "text", "text": text, "turn_id": self._turn.get(session, "")})
-                )
+                records.append(("text", {"type": "text", "text": text, "turn_id": turn}))
+            elif isinstance(message, ToolResultMessage) and message.content == INTERRUPTED_RESULT:
+                records += _interrupted(message, turn, shown)
+        if end is not None and str(getattr(end, "type", "")) in _TURN_ENDS:
+            last = records[-1] if records else None
+            records.append(
+                self._end(_body(end), last[1]["text"] if last and last[0] == "text" else None)
+            )
+            self._ended[session] = end
         if records:
             self.log.append_in(conn, session, records, self.clock.time())
             # Read again once committed (the transaction may still roll back).
             self._last.pop(session, None)
             self._wrote(session, records)
 
+    @staticmethod
+    def _end(body: dict[str, Any], text: str | None) -> Record:
+        """The record of a turn end; `text`: that of the `text` record stored just before."""
+        if body["type"] == "final" and body.get("text") == text:
+            body.pop("text", None)  # the answer is that `text` record
+        return body["type"], body
+
     def _wrote(self, session: str, records: list[Record]) -> None:
         kind, body = records[-1]
         self._text[session] = body["text"] if kind == "text" else None
         self._stored(session)
+
+
+def _body(event: BaseEvent) -> dict[str, Any]:
+    body: dict[str, Any] = scrub_value(event.model_dump(mode="json", exclude_none=True))
+    return body
+
+
+def _interrupted(
+    message: ToolResultMessage, turn: str, shown: set[tuple[str, Any]]
+) -> list[Record]:
+    """The card and result of a call crash repair closed (see the module docstring), but not
+    those among the records stored with it (`shown`: `(type, id)`): a process that closes its
+    own open calls before it exits (`SessionWriter.close_open_calls`) still has their cards."""
+    call = ToolCallEvent(id=message.call_id, name=message.name, arguments={}, turn_id=turn)
+    result = ToolResultEvent(
+        id=message.call_id,
+        name=message.name,
+        success=False,
+        status="interrupted",
+        output=message.content,
+        turn_id=turn,
+    )
+    return [(e.type, _body(e)) for e in (call, result) if (e.type, e.id) not in shown]

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from heron._support.canonical import canonical_json
 from heron.humans.store import HumanRequest
-from heron.turn.receipts import ReceiptKey, ReceiptKeyStore
+from heron.turn.receipts import KeyStore, ReceiptKey, ReceiptKeyStore, current_key
 
 __all__ = [
     "DECISION_PREFIX",
@@ -46,21 +46,7 @@ class DecisionKeyStore(ReceiptKeyStore):
     """Decision keys: the receipt key store's format, in `<state_dir>/decision-keys/`."""
 
     def __init__(self, state_dir: Path) -> None:
-        super().__init__(state_dir)
-        self._dir = state_dir / "decision-keys"
-
-    def newest(self) -> ReceiptKey | None:
-        """The most recently saved key, if any (every answering process signs with it, so
-        keys do not pile up one per `heron approvals` run)."""
-        try:
-            paths = sorted(self._dir.glob("*.key"), key=lambda p: (p.stat().st_mtime, p.name))
-        except FileNotFoundError:
-            return None
-        for path in reversed(paths):
-            key = self.load(path.stem)
-            if key is not None:
-                return key
-        return None
+        super().__init__(state_dir, kind="decision")
 
 
 def decision_payload(request: HumanRequest) -> Mapping[str, Any] | None:
@@ -95,25 +81,16 @@ def _b64url(data: bytes) -> str:
 
 
 class DecisionSigner:
-    """Signs decisions with the state directory's newest decision key, created (and saved)
-    on first use when there is none."""
+    """Signs decisions with the key store's newest decision key, created (and saved) on first
+    use when there is none (`DecisionKeyStore`, or a shared store's `decision` keys)."""
 
-    def __init__(self, keys: DecisionKeyStore) -> None:
+    def __init__(self, keys: KeyStore) -> None:
         self._keys = keys
         self._key: ReceiptKey | None = None
 
     def _current(self) -> ReceiptKey:
         if self._key is None:
-            self._key = self._keys.newest()
-        if self._key is None:
-            key = ReceiptKey.generate()
-            while True:
-                try:
-                    self._keys.save(key)
-                    break
-                except FileExistsError:  # an id taken by an older key: draw again
-                    key = ReceiptKey.generate()
-            self._key = key
+            self._key = current_key(self._keys)
         return self._key
 
     def sign(
@@ -141,7 +118,7 @@ class Verification:
     detail: str
 
 
-def verify_decision(request: HumanRequest, keys: DecisionKeyStore) -> Verification:
+def verify_decision(request: HumanRequest, keys: KeyStore) -> Verification:
     """Check the stored request's signature against its exact arguments, decision, approver
     and time. Never raises for a bad signature; says why it does not verify."""
     payload = decision_payload(request)

@@ -461,6 +461,7 @@ async def assemble_mcp(
     prompt_tools: Collection[str] = (),
     discovery: DiscoveryOptions | None = None,
     human_input: HumanInput | None = None,
+    store_url: str | None = None,
 ) -> McpAssembly:
     """Connect the configured servers and assemble their tools for one agent.
 
@@ -470,16 +471,17 @@ async def assemble_mcp(
     and named in `problems`; the others still work. `consent` is how a login that becomes
     necessary asks an operator (once, in the background); without it the server stays
     `auth_required` until `heron mcp login`. `human_input` answers the servers' requests for
-    user input (`heron.mcp.client.human_input`). Call `aclose()` at the end of the session.
+    user input (`heron.mcp.client.human_input`). With `store_url` the pins and the OAuth tokens
+    are in that shared store. Call `aclose()` at the end of the session.
     """
     from heron.mcp.auth import McpAuth
     from heron.mcp.client import McpClientManager, resource_tools
-    from heron.mcp.trust import SqliteTrustStore
+    from heron.mcp.trust.pin_store import pin_store
 
     manager = McpClientManager(
         cfg,
-        trust=SqliteTrustStore(state_dir),
-        auth=McpAuth(cfg, state_dir=state_dir, consent=consent),
+        trust=pin_store(state_dir, store_url=store_url),
+        auth=McpAuth(cfg, state_dir=state_dir, consent=consent, store_url=store_url),
         builtin_names=tuple(builtin_names),
         human_input=human_input,
     )

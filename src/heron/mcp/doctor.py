@@ -71,7 +71,7 @@ def doctor_checks(
     servers = config.mcp.enabled_servers()
     if not servers:
         return []
-    auth = McpAuth(config.mcp, state_dir=state_dir)
+    auth = McpAuth(config.mcp, state_dir=state_dir, store_url=config.store.url)
     lines = []
     for name in auth.servers():
         if name in servers:

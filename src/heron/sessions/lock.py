@@ -31,6 +31,10 @@ class SessionInUseError(HeronError, RuntimeError):
         )
 
 
+_HOLDER_WIDTH = 24
+"""Bytes of the holder line (`pid N`, space-padded)."""
+
+
 class SessionLock:
     """An exclusive, non-blocking `flock` on a file in the state directory.
 
@@ -47,11 +51,14 @@ class SessionLock:
 
     def acquire(self) -> None:
         """Take the lock or raise `SessionInUseError` naming the holder."""
-        # The state directory is private (see `heron._support.state.open_db`), whoever
-        # creates it first.
-        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.path.parent.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:  # `heron serve` takes a lock at each wake of a session: no mkdir when it exists
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            # The state directory is private (see `heron._support.state.open_db`), whoever
+            # creates it first.
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -61,8 +68,9 @@ class SessionLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        # Padded to a fixed width instead of truncated (a truncate costs a metadata write):
+        # whatever a holder wrote before is overwritten whole.
+        os.pwrite(fd, f"pid {os.getpid()}".ljust(_HOLDER_WIDTH).encode(), 0)
         self._fd = fd
 
     def release(self) -> None:

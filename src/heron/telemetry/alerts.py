@@ -34,8 +34,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any, Literal, Protocol
 
-import httpx
-
 from heron.safety import signing
 from heron.safety.redact import scrub_text
 from heron.telemetry.metrics import Outcome, tool_outcome
@@ -123,6 +121,8 @@ class WebhookChannel:
         secret = self._secret_bytes()
         if secret is not None:
             headers.update(signing.signed_headers(secret, body, time.time()))
+        import httpx  # at the first alert posted: an agent's build does not pay for it
+
         async with httpx.AsyncClient(timeout=self._timeout_s) as client:
             response = await client.post(self.url, content=body, headers=headers)
         response.raise_for_status()

@@ -7,6 +7,9 @@ arguments are shown as executed (including anything the runtime injected, named 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -268,3 +271,25 @@ class EventSink(Protocol):
 
 def discard(_event: BaseEvent) -> None:
     """The sink used when nobody listens."""
+
+
+_ENDING: ContextVar[BaseEvent | None] = ContextVar("heron_turn_ending", default=None)
+
+
+@contextmanager
+def ending(event: BaseEvent | None) -> Iterator[None]:
+    """While the engine appends the history entry a turn's end comes with (the final answer,
+    the answer an error cut off, the results of a cancelled round), `event` is that end,
+    emitted right after the append: a store companion that runs inside the append
+    (`heron.sessions.store.Companion`, the gateway's turn log) reads it with `ending_now` and
+    commits the end with its entry."""
+    token = _ENDING.set(event)
+    try:
+        yield
+    finally:
+        _ENDING.reset(token)
+
+
+def ending_now() -> BaseEvent | None:
+    """The turn end whose history entry is being appended now (see `ending`), if any."""
+    return _ENDING.get()

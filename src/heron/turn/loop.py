@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from heron._support.limits import InputRejected, clean_text, parse_json
+from heron._support.limits import clean_text
 from heron.errors import HeronError
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage, UserMessage
 from heron.models import text_protocol
@@ -41,12 +39,11 @@ from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolSpec
 from heron.turn.bounds import bound_text
 from heron.turn.call_prep import PreparedBatch, TurnGuards, is_excluded, prepare_calls, start_check
-from heron.turn.calls import CallOutcome, ParsedCall, checked_call, result_event, synthetic
+from heron.turn.calls import CallOutcome, ParsedCall, result_event, synthetic
 from heron.turn.cancel import absorb, bind_task, run_task, stop_task, take_absorbed
 from heron.turn.context import ResolvedAgentExecution, SafePoint, TurnState
 from heron.turn.dispatch import execute_batch, should_run_parallel
 from heron.turn.events import (
-    CallIdRenamedEvent,
     CancelledEvent,
     ErrorEvent,
     FinalEvent,
@@ -54,10 +51,12 @@ from heron.turn.events import (
     HistoryTrimmedEvent,
     ReasoningDeltaEvent,
     TextDeltaEvent,
+    ending,
 )
 from heron.turn.faults import guard_sink
 from heron.turn.loop_detector import LoopDetector
 from heron.turn.outcome import EMPTY_RESPONSE, TurnOutcome, TurnReason
+from heron.turn.parsing import CallParser
 from heron.turn.receipts import RECEIPT_PROMPT_NOTE
 from heron.turn.results import collect_results
 
@@ -140,17 +139,7 @@ class _Loop:
         self._system_cache: tuple[int, str] | None = None
         self._last_trim_tokens = 0
         self._reported_drop = 0
-        # Call ids must be unique across the conversation: providers reject a reused id, and a
-        # text-protocol model may copy one it saw in history. A session writer keeps the ids of
-        # its history indexed (`known_call_ids`); without one, the history is scanned once.
-        known = state.known_call_ids
-        if known is None:
-            known = {
-                c.id for m in state.history if isinstance(m, AssistantMessage) for c in m.tool_calls
-            }
-        self.known_call_ids: AbstractSet[str] = known
-        self.call_ids: set[str] = set()
-        """The ids this turn handed out."""
+        self.parser = CallParser(exec_, state)
         self._open: list[ParsedCall] | None = None
         """The calls of the round in progress, until their results are in the history."""
         self._open_batch: PreparedBatch | None = None
@@ -188,9 +177,9 @@ class _Loop:
             specs = self._specs()
             native = exec_.model.native_tools
             response = await self._call_model(specs if native else (), self._system(specs))
-            calls, visible, issue = self._parse(response, specs)
+            calls, visible, issue = self.parser.parse(response.calls, response.text, specs)
 
-            if not calls and issue is not None and self._text_protocol_on(specs):
+            if not calls and issue is not None and self.parser.text_protocol_on(specs):
                 self.malformed += 1
                 if self.malformed > text_protocol.MAX_MALFORMED_RETRIES:
                     return self._final(
@@ -233,12 +222,15 @@ class _Loop:
                 if slot.executed:
                     state.run_budget.record_tool_call()
         collected = collect_results(exec_, state, calls, slots, self.detector)
-        self._append(*collected.messages)
+        aborted = f"loop aborted: {batch.abort}" if batch.abort is not None else None
+        failed = self._error(aborted) if aborted is not None else None
+        cancelled = self._cancelled() if failed is None else None
+        with ending(failed or cancelled):  # an aborted or cancelled round ends with its results
+            self._append(*collected.messages)
         self._open = self._open_batch = None
-        if batch.abort is not None:
-            raise _LoopStopped(self._fail(f"loop aborted: {batch.abort}", reason="aborted"))
-        if state.cancel.cancelled:
-            self._check_cancel()
+        if aborted is not None:
+            raise _LoopStopped(self._fail(aborted, reason="aborted", event=failed))
+        self._check_cancel(cancelled)
         await self._safe_point("after_tools")
         if collected.stop is not None:
             self._check_cancel()
@@ -348,17 +340,22 @@ class _Loop:
         if finished != "done":
             await stop_task(task, state.cancel, exec_.knobs.cancel_grace_s)
             # Thinking is discarded; visible text the user already saw is kept, marked.
+            cancelled = self._cancelled()
             if response.text and live_text:
-                self._append_assistant(response.text + INTERRUPTED_SUFFIX, (), None)
-            self._check_cancel()
+                with ending(cancelled):
+                    self._append_assistant(response.text + INTERRUPTED_SUFFIX, (), None)
+            self._check_cancel(cancelled)
         try:
             task.result()
         except StreamInterrupted as exc:
             # Text the user already saw is kept, marked, so the history matches the screen. Tool
             # calls received before the break are dropped: they could never get results.
+            message = f"model {exec_.model.name} failed: {exc}"
+            failed = self._error(message)
             if response.text and live_text:
-                self._append_assistant(response.text + STREAM_INTERRUPTED_SUFFIX, (), None)
-            raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
+                with ending(failed):
+                    self._append_assistant(response.text + STREAM_INTERRUPTED_SUFFIX, (), None)
+            raise _LoopStopped(self._fail(message, event=failed)) from exc
         except Exception as exc:
             raise _LoopStopped(self._fail(f"model {exec_.model.name} failed: {exc}")) from exc
 
@@ -381,91 +378,13 @@ class _Loop:
             self.state.sink(TextDeltaEvent(turn_id=self.state.turn_id, text=scrub_text(text)))
         return self._final(text, reason)
 
-    # -- parsing ----------------------------------------------------------------------------
-
-    def _text_protocol_on(self, specs: tuple[ToolSpec, ...]) -> bool:
-        return bool(specs) and not self.exec.knobs.strict_tool_parsing
-
-    def _parse(
-        self, response: ModelResponse, specs: tuple[ToolSpec, ...]
-    ) -> tuple[list[ParsedCall], str, str | None]:
-        if response.calls:
-            # Native calls are answered even when no tools are offered ("unknown tool"), so
-            # every call the model made gets its cards and its result.
-            calls = [self._pin(i, c) for i, c in enumerate(response.calls)]
-            return calls, response.text, None
-        if not specs or not self._text_protocol_on(specs):
-            return [], response.text, None
-        known = [s.name for s in specs]
-        if self.exec.catalogue is not None:
-            known += self.exec.catalogue.names()
-        parsed = text_protocol.parse_text_tool_calls(response.text, known)
-        calls = [
-            checked_call(i, self._unique(c.call_id, c.name), c.name, c.arguments)
-            for i, c in enumerate(parsed.calls)
-        ]
-        return calls, parsed.text, parsed.issue
-
-    def _unique(self, call_id: str | None, name: str) -> str:
-        """`call_id`, or a fresh id when it is missing or taken; a rename is reported."""
-        if not call_id:
-            call_id = _new_call_id()
-        elif self._used(call_id):
-            reason: Literal["in_history", "in_turn"] = (
-                "in_turn" if call_id in self.call_ids else "in_history"
-            )
-            new_id = _new_call_id()
-            self.state.sink(
-                CallIdRenamedEvent(
-                    turn_id=self.state.turn_id,
-                    old_id=call_id,
-                    new_id=new_id,
-                    name=name,
-                    reason=reason,
-                )
-            )
-            call_id = new_id
-        self.call_ids.add(call_id)
-        return call_id
-
-    def _used(self, call_id: str) -> bool:
-        return call_id in self.call_ids or call_id in self.known_call_ids
-
-    def _pin(self, index: int, call: ModelToolCall) -> ParsedCall:
-        call_id = self._unique(call.id, call.name)
-        if call.arguments is not None:
-            return checked_call(index, call_id, call.name, call.arguments)
-        raw = call.arguments_json or "{}"
-        try:
-            # The one check of the arguments' depth, size, numbers and text (parse time).
-            value: Any = parse_json(raw)
-        except InputRejected as exc:
-            syntax = exc.kind == "syntax"
-            return ParsedCall(
-                index=index,
-                call_id=call_id,
-                name=call.name,
-                arguments={},
-                arguments_error=exc.message if syntax else None,
-                arguments_problem=None if syntax else exc.problem,
-            )
-        if not isinstance(value, dict):
-            return ParsedCall(
-                index=index,
-                call_id=call_id,
-                name=call.name,
-                arguments={},
-                arguments_error=f"got a JSON {type(value).__name__}",
-            )
-        return ParsedCall(index=index, call_id=call_id, name=call.name, arguments=value)
-
     # -- helpers ----------------------------------------------------------------------------
 
     def _precheck(self, part: ModelToolCall) -> None:
         """Start call checks while the model is still streaming, so safety costs no latency."""
         if not self.exec.checks or part.id is None or part.arguments is None:
             return
-        if self._used(part.id):
+        if self.parser.used(part.id):
             return  # a reused id will be replaced; its checks run during preparation
         tool = self.exec.registry.get(part.name)
         if tool is not None:
@@ -493,7 +412,7 @@ class _Loop:
         if self._system_cache is not None and self._system_cache[0] == len(specs):
             return self._system_cache[1]
         parts = [self.exec.system_prompt] if self.exec.system_prompt else []
-        if not self.exec.model.native_tools and self._text_protocol_on(specs):
+        if not self.exec.model.native_tools and self.parser.text_protocol_on(specs):
             # Tools loaded from the catalogue are described in the results that loaded them:
             # the system prompt stays byte-identical for the provider's prompt cache.
             deferred = {s.name for s in self._deferred_specs()}
@@ -532,18 +451,25 @@ class _Loop:
         while steering:
             self._append(UserMessage(content=known_secrets().mask(steering.popleft())))
 
-    def _check_cancel(self) -> None:
+    def _cancelled(self) -> CancelledEvent | None:
+        """The `cancelled` event that ends the turn, when it is cancelled."""
         cancel = self.state.cancel
-        if cancel.cancelled:
-            reason = cancel.reason or "cancelled"
-            self.state.sink(CancelledEvent(turn_id=self.state.turn_id, reason=reason))
+        if not cancel.cancelled:
+            return None
+        return CancelledEvent(turn_id=self.state.turn_id, reason=cancel.reason or "cancelled")
+
+    def _check_cancel(self, event: CancelledEvent | None = None) -> None:
+        """End the turn if it is cancelled, with `event` when its entry was just appended."""
+        event = event or self._cancelled()
+        if event is not None:
+            self.state.sink(event)
             raise _LoopStopped(
                 TurnOutcome(
                     status="cancelled",
                     text="",
                     reason="cancelled",
                     iterations=self.iterations,
-                    error=reason,
+                    error=event.reason,
                 )
             )
 
@@ -583,18 +509,20 @@ class _Loop:
     def _final(
         self, text: str, reason: FinalReason, *, reasoning: str | None = None
     ) -> TurnOutcome:
-        self._append_assistant(text, (), reasoning)
-        self.state.sink(
-            FinalEvent(turn_id=self.state.turn_id, text=scrub_text(text), reason=reason)
-        )
+        final = FinalEvent(turn_id=self.state.turn_id, text=scrub_text(text), reason=reason)
+        with ending(final):  # the turn's end commits with the answer
+            self._append_assistant(text, (), reasoning)
+        self.state.sink(final)
         return TurnOutcome(status="final", text=text, reason=reason, iterations=self.iterations)
 
-    def _fail(self, message: str, *, reason: TurnReason = "error") -> TurnOutcome:
-        self.state.sink(ErrorEvent(turn_id=self.state.turn_id, message=scrub_text(message)))
+    def _error(self, message: str) -> ErrorEvent:
+        return ErrorEvent(turn_id=self.state.turn_id, message=scrub_text(message))
+
+    def _fail(
+        self, message: str, *, reason: TurnReason = "error", event: ErrorEvent | None = None
+    ) -> TurnOutcome:
+        """End the turn with an error (`event`: its `error` event, already made)."""
+        self.state.sink(event or self._error(message))
         return TurnOutcome(
             status="error", text="", reason=reason, iterations=self.iterations, error=message
         )
-
-
-def _new_call_id() -> str:
-    return "call_" + uuid.uuid4().hex[:16]

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from heron._support.canonical import canonical_json
 
@@ -193,15 +193,63 @@ def verify_receipt(
     return hmac.compare_digest(digest, hmac.digest(key.secret, message, "sha256"))
 
 
+KeyKind = Literal["receipt", "decision", "message"]
+"""What a key signs: tool receipts, decisions on requests to a human, message tokens."""
+
+_FOLDERS: Final[dict[KeyKind, str]] = {
+    "receipt": "receipt-keys",
+    "decision": "decision-keys",
+    "message": "message-keys",
+}
+
+
+class KeyStore(Protocol):
+    """Where signing keys persist (receipts, decisions, message tokens): the state directory's
+    files (`ReceiptKeyStore` and its kin) or a shared store every worker reads
+    (`heron.turn.postgres_keys.PostgresKeyStore`), so what one process signed another verifies.
+    """
+
+    def save(self, key: ReceiptKey) -> None:
+        """Store `key` (again: a no-op); `FileExistsError` when another key has its id."""
+        ...
+
+    def load(self, key_id: str) -> ReceiptKey | None:
+        """The key with this id, or `None`; `ValueError` for a corrupt one."""
+        ...
+
+    def newest(self) -> ReceiptKey | None:
+        """The most recently saved key, if any."""
+        ...
+
+
+def current_key(store: KeyStore) -> ReceiptKey:
+    """The store's newest key, or a new one saved now: every process of a store signs with
+    the same key, so keys do not pile up one per process."""
+    return store.newest() or new_key(store)
+
+
+def new_key(store: KeyStore) -> ReceiptKey:
+    """A fresh key, saved in `store` before it is used."""
+    key = ReceiptKey.generate()
+    while True:
+        try:
+            store.save(key)
+            return key
+        except FileExistsError:
+            # 32-bit ids can collide over many runs; draw again rather than lose an old key.
+            key = ReceiptKey.generate()
+
+
 class ReceiptKeyStore:
     """Persists receipt keys so receipts can be verified after the signing process has ended.
 
     Layout: `<state_dir>/receipt-keys/<key_id>.key`, one hex-encoded secret per file, files mode
-    0600 and the directory 0700. Nothing here logs or prints a secret.
+    0600 and the directory 0700 (the other kinds of keys, `kind`, have their own folder:
+    `decision-keys`, `message-keys`). Nothing here logs or prints a secret.
     """
 
-    def __init__(self, state_dir: Path) -> None:
-        self._dir = state_dir / "receipt-keys"
+    def __init__(self, state_dir: Path, *, kind: KeyKind = "receipt") -> None:
+        self._dir = state_dir / _FOLDERS[kind]
 
     def save(self, key: ReceiptKey) -> None:
         """Store `key`. Saving the same key twice is a no-op.
@@ -252,6 +300,17 @@ class ReceiptKeyStore:
         except ValueError:
             raise ValueError(f"receipt key file is corrupt: {path}") from None
 
+    def newest(self) -> ReceiptKey | None:
+        try:
+            paths = sorted(self._dir.glob("*.key"), key=lambda p: (p.stat().st_mtime, p.name))
+        except FileNotFoundError:
+            return None
+        for path in reversed(paths):
+            key = self.load(path.stem)
+            if key is not None:
+                return key
+        return None
+
 
 ReceiptScopeKind = Literal["run", "runtime"]
 
@@ -271,7 +330,7 @@ class ReceiptScope:
         self,
         kind: ReceiptScopeKind,
         *,
-        store: ReceiptKeyStore | None = None,
+        store: KeyStore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.kind: ReceiptScopeKind = kind
@@ -293,12 +352,5 @@ class ReceiptScope:
         return self._signer
 
     def _fresh_signer(self) -> ReceiptSigner:
-        key = ReceiptKey.generate()
-        while self._store is not None:
-            try:
-                self._store.save(key)
-                break
-            except FileExistsError:
-                # 32-bit ids can collide over many runs; draw again rather than lose an old key.
-                key = ReceiptKey.generate()
+        key = ReceiptKey.generate() if self._store is None else new_key(self._store)
         return ReceiptSigner(key, clock=self._clock)

@@ -64,6 +64,7 @@ EventKind = Literal[
     "system.resource_alert",
     "system.heartbeat",
     "system.dead_letter",
+    "system.workspace_lost",
 ]
 
 URGENT_KINDS: frozenset[str] = frozenset(

@@ -146,7 +146,7 @@ class Quarantine:
 
 
 def _alert(letter: DeadLetter) -> Alert:
-    from heron.telemetry.alerts import Alert  # only when alerts are on: it imports httpx
+    from heron.telemetry.alerts import Alert  # only when alerts are on
 
     return Alert(
         rule="dead_letter",

@@ -243,12 +243,14 @@ class SqliteBusStore:
             where.append("e.session = ?")
             params.append(session)
         if after is not None:
-            where.append("e.seq > ?")
+            where.append("d.seq > ?")
             params.append(after)
+        # Ordered and bounded by the dead letters' own key, so SQLite walks them (a few) and
+        # looks each event up, not every event since `after` (every wake of a session asks).
         rows = self._conn.execute(
             "SELECT e.seq, e.id, e.session, e.kind, e.body, d.attempts, d.error, d.dead_at"
             " FROM bus_dead d JOIN bus_events e ON e.seq = d.seq"
-            f" WHERE {' AND '.join(where)} ORDER BY e.seq DESC LIMIT ?",
+            f" WHERE {' AND '.join(where)} ORDER BY d.seq DESC LIMIT ?",
             [*params, -1 if limit is None else limit],
         ).fetchall()
         letters: list[DeadLetter] = []

@@ -31,7 +31,7 @@ def decode_stored(
             events.append(BusEvent.model_validate_json(body, context=STORED))
         except ValueError as exc:
             events.append(None)
-            unreadable.append((seq, " ".join(str(exc).split())[:500]))
+            unreadable.append((seq, " ".join(str(exc).split())[:1000]))
     return events, unreadable
 
 

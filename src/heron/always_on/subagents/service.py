@@ -7,20 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from heron.always_on.bus.sqlite_store import SqliteBusStore
-from heron.always_on.subagents.child import ChildRunner
 from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
-from heron.always_on.subagents.definitions import load_definitions
-from heron.always_on.subagents.ownership import Ownership
-from heron.always_on.subagents.runtime import SubagentRuntime
-from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
-from heron.always_on.subagents.tools import subagent_tools
-from heron.mcp.trust.sqlite_store import SqliteTrustStore
-from heron.tools.definition import Tool
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the runtime (and tool search, numpy) load only where sub-agents run
     from heron.always_on.bus.postgres_store import PostgresBusStore
+    from heron.always_on.bus.sqlite_store import SqliteBusStore
+    from heron.always_on.subagents.child import ChildRunner
+    from heron.always_on.subagents.ownership import Ownership
     from heron.always_on.subagents.postgres_store import PostgresSubagentStore
+    from heron.always_on.subagents.runtime import SubagentRuntime
+    from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
+    from heron.tools.definition import Tool
 
 __all__ = ["Subagents", "SubagentsSetup", "open_subagents"]
 
@@ -55,6 +52,8 @@ class Subagents:
 
     def tools(self, session: str) -> list[Tool]:
         """The sub-agent tools of hosted session `session`."""
+        from heron.always_on.subagents.tools import subagent_tools
+
         return subagent_tools(self.runtime, self.runner, session=session)
 
     def running(self, session: str) -> str | None:
@@ -85,6 +84,14 @@ def open_subagents(
     results to the hosted session (only where a loop consumes its events; children's
     children always are). `shared`: the records on a store shared by several workers, and
     who owns a child there (`heron serve --store`; the caller closes that store)."""
+    from heron.always_on.bus.sqlite_store import SqliteBusStore
+    from heron.always_on.subagents.child import ChildRunner
+    from heron.always_on.subagents.definitions import load_definitions
+    from heron.always_on.subagents.runtime import SubagentRuntime
+    from heron.always_on.subagents.sqlite_store import SqliteSubagentStore
+    from heron.always_on.subagents.tools import subagent_tools
+    from heron.mcp.trust.sqlite_store import SqliteTrustStore
+
     definitions = load_definitions(
         setup.entries, setup.agents_dir, SqliteTrustStore(state_dir, table="agent_pins")
     )

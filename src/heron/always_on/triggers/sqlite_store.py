@@ -56,6 +56,8 @@ CREATE TABLE IF NOT EXISTS job_monitors (
     created_at         REAL NOT NULL
 )
 """
+# Each session reads its own at every wake: by session, not a scan of every session's.
+_MONITORS_INDEX = "CREATE INDEX IF NOT EXISTS job_monitors_by_session ON job_monitors (session)"
 _MONITOR_COLUMNS = ", ".join(MONITOR_FIELDS)
 
 _SUBSCRIPTIONS = """
@@ -68,6 +70,9 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     created_at REAL NOT NULL
 )
 """
+_SUBSCRIPTIONS_INDEX = (
+    "CREATE INDEX IF NOT EXISTS subscriptions_by_session ON subscriptions (session, created_at)"
+)
 
 
 @sqlite_errors
@@ -144,6 +149,7 @@ class SqliteMonitorStore:
         self._conn = conn
         with conn:
             conn.execute(_MONITORS)
+            conn.execute(_MONITORS_INDEX)
 
     def insert(self, monitor: MonitorRecord) -> None:
         with self._conn:
@@ -181,6 +187,7 @@ class SqliteSubscriptionStore:
         self._conn = conn
         with conn:
             conn.execute(_SUBSCRIPTIONS)
+            conn.execute(_SUBSCRIPTIONS_INDEX)
 
     def insert(self, subscription: Subscription) -> None:
         with self._conn:

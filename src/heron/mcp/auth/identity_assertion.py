@@ -25,7 +25,7 @@ from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuth
 
 from heron.errors import HeronError
 from heron.mcp.auth.scrub import remember_secret, scrub_secrets
-from heron.mcp.auth.storage import FileTokenStorage
+from heron.mcp.auth.storage import TokenStorage
 from heron.mcp.config import McpServerConfig
 
 __all__ = ["ID_JAG", "IdentityAssertionFailed", "exchange_id_token", "identity_provider"]
@@ -83,7 +83,7 @@ async def exchange_id_token(
     return jag
 
 
-def identity_provider(config: McpServerConfig, storage: FileTokenStorage) -> httpx2.Auth:
+def identity_provider(config: McpServerConfig, storage: TokenStorage) -> httpx2.Auth:
     """The SDK's jwt-bearer provider, its assertions from `exchange_id_token`."""
     oauth = config.oauth
     assert config.url is not None and oauth.client_id is not None and oauth.issuer is not None

@@ -17,7 +17,12 @@ when an SDK release moves one of them):
 - `_perform_authorization_code_grant` adds the configured scopes and any scopes a step-up
   asked for to the scopes the SDK chose from the server's challenge;
 - the context's `update_token_expiry` treats a token as expired `refresh_margin_s` early, so
-  it is refreshed before a request can fail with it.
+  it is refreshed before a request can fail with it;
+- a refresh is claimed in the storage first (`TokenStorage.claim_refresh`): a token due for
+  refresh makes the provider read the stored record again (`_initialized` is false while the
+  token is not valid), so when another worker of a shared store refreshed meanwhile its token
+  is used, and two workers never send the same refresh token (`_handle_refresh_response`
+  gives the claim up when the refresh failed).
 
 In `interactive=False` mode (a running agent) the consent step is not taken: the redirect
 handler raises `AuthorizationRequired` and the caller decides whom to ask.
@@ -53,7 +58,7 @@ from pydantic import AnyUrl
 from heron.errors import HeronError
 from heron.mcp.auth.consent import ConsentChannel, ConsentError, ConsentRequest, parse_redirect
 from heron.mcp.auth.scrub import install_log_filter, remember_secret
-from heron.mcp.auth.storage import FileTokenStorage
+from heron.mcp.auth.storage import TokenStorage
 from heron.mcp.config import McpOAuthConfig, McpServerConfig
 
 __all__ = [
@@ -112,7 +117,17 @@ class HeronOAuth:
     """heron's additions to an SDK provider (mixed in ahead of the SDK class)."""
 
     context: OAuthContext
-    _initialized: bool
+    _loaded = False
+
+    @property
+    def _initialized(self) -> bool:
+        # A token that is not valid (due for refresh, or none yet) sends the SDK through
+        # `_initialize` again: the stored record may be newer than ours.
+        return self._loaded and self.context.is_token_valid()
+
+    @_initialized.setter
+    def _initialized(self, value: bool) -> None:
+        self._loaded = value
 
     def _heron_setup(
         self,
@@ -137,7 +152,7 @@ class HeronOAuth:
         """Authorizations (a consent or a client-credentials grant) this provider ran."""
         self.authorization_required: AuthorizationRequired | None = None
         """Set when a consent was needed and not asked for (no channel)."""
-        if isinstance(self.context.storage, FileTokenStorage):
+        if isinstance(self.context.storage, TokenStorage):
             self.context.storage.metadata = self._metadata
 
     def _metadata(self) -> dict[str, str | None]:
@@ -151,6 +166,23 @@ class HeronOAuth:
         }
 
     async def _initialize(self) -> None:
+        await self._load()
+        context, storage = self.context, self.context.storage
+        due = context.current_tokens is not None and not context.is_token_valid()
+        due = due and context.can_refresh_token()
+        if due and isinstance(storage, TokenStorage) and not await storage.claim_refresh():
+            await self._load()  # another worker refreshed while we waited: its token
+
+    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        storage = self.context.storage
+        try:
+            return await super()._handle_refresh_response(response)  # type: ignore[misc,no-any-return]
+        finally:
+            if isinstance(storage, TokenStorage):
+                storage.release_refresh()
+
+    async def _load(self) -> None:
+        """The SDK's load of the stored tokens and registration, with heron's corrections."""
         await super()._initialize()  # type: ignore[misc]
         context = self.context
         if self._fixed_client is not None:
@@ -164,7 +196,7 @@ class HeronOAuth:
             if context.client_info.client_id != self._metadata_url and not wanted <= registered:
                 context.client_info = None
         storage = context.storage
-        loaded = storage.loaded_lifetime if isinstance(storage, FileTokenStorage) else None
+        loaded = storage.loaded_lifetime if isinstance(storage, TokenStorage) else None
         if context.current_tokens is not None and loaded is not None:
             left, lifetime = loaded
             early = context.early(lifetime) if isinstance(context, _Context) and lifetime else 0
@@ -196,7 +228,7 @@ class _PrivateKeyJWT(HeronOAuth, PrivateKeyJWTOAuthProvider):
     pass
 
 
-def _machine_provider(config: McpServerConfig, storage: FileTokenStorage) -> Any:
+def _machine_provider(config: McpServerConfig, storage: TokenStorage) -> Any:
     oauth = config.oauth
     assert config.url is not None and oauth.client_id is not None
     scope = " ".join(oauth.scopes) or None
@@ -235,7 +267,7 @@ def _machine_provider(config: McpServerConfig, storage: FileTokenStorage) -> Any
 def build_provider(
     server: str,
     config: McpServerConfig,
-    storage: FileTokenStorage,
+    storage: TokenStorage,
     *,
     channel: ConsentChannel | None,
     redirect_uri: str | None = None,

@@ -42,7 +42,15 @@ from heron.mcp.auth.causes import find_cause
 from heron.mcp.auth.consent import ConsentChannel, ConsentError, ConsentRefused
 from heron.mcp.auth.provider import AuthorizationRequired, build_provider, registration_kind
 from heron.mcp.auth.scrub import scrub_secrets
-from heron.mcp.auth.storage import FileTokenStorage, TokenCipher, TokenStoreLocked, token_path
+from heron.mcp.auth.storage import (
+    MIN_KEY_CHARS,
+    FileTokenRecords,
+    TokenCipher,
+    TokenRecords,
+    TokenStorage,
+    TokenStoreLocked,
+    token_path,
+)
 from heron.mcp.config import McpConfig, McpServerConfig
 
 __all__ = ["LoginFailed", "LoginState", "LoginStatus", "LogoutResult", "McpAuth"]
@@ -119,7 +127,9 @@ class McpAuth:
 
     `token_key` encrypts tokens at rest; by default it is read from the environment variable
     `McpConfig.token_key_env` names (`HERON_TOKEN_KEY`). `consent` is the default channel of
-    `login()`.
+    `login()`. With `store_url` the records are in that shared PostgreSQL store instead of
+    `state_dir`, where every worker uses them, always encrypted (a server's storage is locked
+    without a key).
     """
 
     def __init__(
@@ -130,6 +140,7 @@ class McpAuth:
         token_key: str | None = None,
         consent: ConsentChannel | None = None,
         clock: Callable[[], float] = time.time,
+        store_url: str | None = None,
     ) -> None:
         if isinstance(config, McpConfig):
             self._servers = dict(config.servers)
@@ -141,6 +152,7 @@ class McpAuth:
         self._key_env = key_env
         self._ciphers: list[TokenCipher] = []
         self.state_dir = state_dir
+        self.store_url = store_url
         self.consent = consent
         self._clock = clock
 
@@ -172,11 +184,24 @@ class McpAuth:
             raise KeyError(f'MCP server {server!r} is not configured with auth = "oauth"')
         return cfg
 
-    def storage(self, server: str, *, fresh: bool = False) -> FileTokenStorage:
+    def storage(self, server: str, *, fresh: bool = False) -> TokenStorage:
+        """The token storage of `server`. Raises `TokenStoreLocked` for a shared store
+        without a token key (tokens never enter it in the clear)."""
         cfg = self.config(server)
         assert cfg.url is not None
-        return FileTokenStorage(
-            token_path(self.state_dir, server),
+        records: TokenRecords = FileTokenRecords(token_path(self.state_dir, server))
+        if self.store_url is not None:
+            if self._cipher is None:
+                raise TokenStoreLocked(
+                    f"a shared store keeps OAuth tokens only encrypted: set {self._key_env} "
+                    f"(at least {MIN_KEY_CHARS} characters, the same on every worker)"
+                )
+            from heron._support.postgres import process_pool
+            from heron.mcp.auth.postgres_storage import PostgresTokenRecords
+
+            records = PostgresTokenRecords(process_pool(self.store_url), server, clock=self._clock)
+        return TokenStorage(
+            records,
             server=server,
             url=cfg.url,
             cipher=self._cipher,

@@ -100,6 +100,12 @@ class LoginGate:
         except TokenStoreLocked as exc:
             raise ServerUnavailable(server, str(exc)) from None
 
+    def tokens_at(self, server: str, config: McpServerConfig) -> float | None:
+        """When `server`'s token file last changed (None without OAuth or tokens)."""
+        if config.auth != "oauth" or self.auth is None:
+            return None
+        return self.auth.storage(server).modified_at()
+
     def need_consent(self, server: str, required: AuthorizationRequired) -> ServerAuthRequired:
         """Record that `server` waits for consent and ask the operator once, in the
         background (when there is a consent channel)."""

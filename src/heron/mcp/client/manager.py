@@ -17,7 +17,9 @@
   call needs more scopes, the server goes `auth_required`: its calls fail at once with that
   reason, the other servers go on, and — when the `McpAuth` has a consent channel — heron asks
   the operator once, in the background; the server is used again as soon as the login
-  completes (or another process, `heron mcp login`, stored new tokens).
+  completes (or another process, `heron mcp login`, stored new tokens). A completed login
+  tells the `on_tools_changed` listeners: a server that could not be listed without it can be
+  now (`heron.mcp.shared` puts its tools into the running sessions).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -108,6 +110,12 @@ class McpClientManager:
         self.human_input = human_input
         """How a server's request for user input reaches a person (`heron serve`); `None`:
         heron declares no elicitation capability."""
+        self._tools_changed: list[Callable[[str], Awaitable[None]]] = []
+
+    def on_tools_changed(self, listener: Callable[[str], Awaitable[None]]) -> None:
+        """Await `listener(server)` whenever `server`'s tools may have changed (a login
+        completed); the listener handles its own failures."""
+        self._tools_changed.append(listener)
 
     async def __aenter__(self) -> McpClientManager:
         return self
@@ -167,6 +175,7 @@ class McpClientManager:
             if problems:
                 slot.last_error = "; ".join(problems)
                 raise ServerUnavailable(server, slot.last_error)
+            tokens_at = self._gate.tokens_at(server, slot.config)
             http_auth = self._http_auth(slot)
             try:
                 conn = await self._open(slot, http_auth)
@@ -180,7 +189,7 @@ class McpClientManager:
                 reason = describe_start_failure(exc)
                 self._note_failure(slot, reason)
                 raise ServerUnavailable(server, reason) from exc
-            slot.conn = conn
+            slot.conn, slot.tokens_at = conn, tokens_at
             slot.starts += 1
             return conn
 
@@ -203,7 +212,17 @@ class McpClientManager:
         slot.last_error = None
         slot.failures = 0
         slot.retry_at = 0.0
-        await self.stop(server)  # the next call connects with the new tokens
+        # Drop a connection that used the old tokens (the next call connects with the new
+        # ones); one a call opened after they were stored is kept, and so is that call.
+        async with slot.lock:
+            current = self._gate.tokens_at(server, slot.config)
+            conn = slot.conn if slot.tokens_at != current else None
+            if conn is not None:
+                slot.conn = None
+        if conn is not None:
+            await conn.close()
+        for listener in self._tools_changed:
+            await listener(server)
 
     async def wait_for_login(self, server: str, within_s: float | None = None) -> bool:
         """Wait (at most `within_s`) for the background login of `server` to end; True when
@@ -447,13 +466,18 @@ class McpClientManager:
                 return pinned
         return (await self._connection(server)).definitions
 
-    async def tools(self) -> tuple[list[McpTool], dict[str, str]]:
-        """heron tools for every configured server that can be listed, in server then tool
-        order, with `enabled_tools` / `disabled_tools` applied. Servers that cannot be listed
-        are returned as `{server: reason}` instead of failing the whole catalogue."""
+    async def tools(
+        self, servers: Sequence[str] | None = None
+    ) -> tuple[list[McpTool], dict[str, str]]:
+        """heron tools for every configured server (or those of `servers`) that can be
+        listed, in server then tool order, with `enabled_tools` / `disabled_tools` applied.
+        Servers that cannot be listed are returned as `{server: reason}` instead of failing
+        the whole catalogue."""
         tools: list[McpTool] = []
         problems: dict[str, str] = {}
         for name, slot in self._slots.items():
+            if servers is not None and name not in servers:
+                continue
             try:
                 definitions = await self.definitions(name)
             except ServerUnavailable as exc:

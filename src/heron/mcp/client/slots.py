@@ -51,6 +51,8 @@ class Slot:
     config: McpServerConfig
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     conn: Connection | None = None
+    tokens_at: float | None = None
+    """The OAuth token file's modification time when `conn` was opened."""
     starts: int = 0
     crashes: int = 0
     failures: int = 0

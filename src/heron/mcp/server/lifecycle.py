@@ -1,11 +1,12 @@
 """One served call through the engine's own lifecycle (`heron.turn`).
 
 `ServedTools` holds the tools a server serves and the engine parts every call runs through —
-hooks, approval, call checks, the observer, receipts, the spill — and runs each `tools/call`
-as a one-call batch: `prepare_calls` (before-hooks, availability, validation, the duplicate and
-repeat guards, checks, the approval gate), `execute_batch` (dispatch, timeout, cancellation,
-observer records, after-hooks, spill) and `collect_results` (loop detection, bounding,
-receipt markers). A `Session` is what lives for one MCP session, the server's "turn".
+hooks, approval, call checks, the observer, the execution audit, receipts, the spill — and
+runs each `tools/call` as a one-call batch: `prepare_calls` (before-hooks, availability,
+validation, the duplicate and repeat guards, checks, the approval gate), `execute_batch`
+(dispatch, timeout, cancellation, observer records, after-hooks, spill) and `collect_results`
+(loop detection, bounding, receipt markers). A `Session` is what lives for one MCP session,
+the server's "turn".
 
 When nobody can be asked, a prompt-required call is refused by policy (`_ServerApproval`) and
 audited as such, instead of waiting for an answer that cannot come.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from heron.audit.executions import ExecutionAuditTrail
 from heron.tools.definition import Tool, ToolContext, ToolResult, ToolSpec
 from heron.tools.registry import Autonomy, ToolRegistry
 from heron.turn.approval import (
@@ -142,8 +144,10 @@ class ServedTools:
         knobs: RuntimeKnobs,
         hooks: tuple[ToolHook, ...],
         checks: tuple[CallCheck, ...],
+        audit: ExecutionAuditTrail | None = None,
     ) -> None:
         self.name = name
+        self.audit = audit
         self.approval = approval
         self.human = human
         self.observer = observer
@@ -210,6 +214,8 @@ class ServedTools:
             workspace=self.workspace,
             agent=self.name,
         )
+        if self.audit is not None:
+            sink = self.audit.watching(sink)  # who approved the call, for its audit row
         state = TurnState(
             history=[], sink=sink, cancel=cancel, turn_id=session.turn_id, channel="mcp"
         )

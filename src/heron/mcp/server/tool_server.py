@@ -4,9 +4,9 @@ A `tools/call` is one call of a one-call batch in the engine's lifecycle (`heron
 before-hooks, availability, delivery defaults, the approval-marker scrub, strict validation,
 the duplicate and repeat guards, call checks, the approval gate, dispatch with its timeout and
 cancellation, observer records, after-hooks, the spill of oversize output, loop detection,
-bounding and receipts — exactly what an agent's own call gets. Each MCP session (the
-`Mcp-Session-Id` of Streamable HTTP; stdio is one session) is one "turn" for the guards, the loop
-detector and the "always" answers.
+bounding, receipts and the execution audit — exactly what an agent's own call gets. Each MCP
+session (the `Mcp-Session-Id` of Streamable HTTP; stdio is one session) is one "turn" for the
+guards, the loop detector and the "always" answers.
 
 Approval asks the human behind the connected client (`asking`): `input_required` rounds on
 protocol 2026-07-28, `elicitation/create` before it. `human` replaces that with another
@@ -40,6 +40,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from heron.artifacts.store import ArtifactStore
+from heron.audit.executions import ExecutionAuditTrail
 from heron.mcp.server.artifacts import ArtifactResources, TrackingSpill
 from heron.mcp.server.asking import (
     APPROVAL_KEY,
@@ -59,7 +60,7 @@ from heron.turn.cancel import CancelScope
 from heron.turn.context import RuntimeKnobs
 from heron.turn.extensions import CallCheck, OutputSpill
 from heron.turn.hooks import ToolHook, sort_hooks
-from heron.turn.observer import NullObserver, Observer
+from heron.turn.observer import FanOutObserver, NullObserver, Observer
 from heron.turn.receipts import ReceiptSigner
 
 __all__ = ["ToolServer", "Transport", "mcp_annotations"]
@@ -98,7 +99,8 @@ class ToolServer:
     `approval` holds the policy (autonomy, `auto_approve`, `always_ask`) and the audit log;
     `human` answers approvals instead of the connected client (default: `approval`'s approver
     when it has one). `hooks`, `checks`, `knobs`, `observer`, `receipts` and `spill` are the
-    engine's; `timeout_s` is the per-call timeout (`knobs.tool_timeout_s`).
+    engine's; `timeout_s` is the per-call timeout (`knobs.tool_timeout_s`). `audit` records
+    every executed call in the execution audit trail (`heron audit`), who approved it included.
     """
 
     def __init__(
@@ -118,6 +120,7 @@ class ToolServer:
         checks: Sequence[CallCheck] = (),
         knobs: RuntimeKnobs | None = None,
         input_ttl_s: float = 600.0,
+        audit: ExecutionAuditTrail | None = None,
     ) -> None:
         self.name = name
         self.approval = approval or ApprovalManager(policy=ApprovalPolicy())
@@ -126,18 +129,22 @@ class ToolServer:
         base = knobs or RuntimeKnobs()
         self.knobs = replace(base, tool_timeout_s=timeout_s) if timeout_s is not None else base
         self.spill = TrackingSpill(spill) if spill is not None else None
+        observer = observer or NullObserver()
+        if audit is not None:
+            observer = FanOutObserver(observer, audit)
         self.served = ServedTools(
             tools,
             name=name,
             approval=self.approval,
             human=self.human,
-            observer=observer or NullObserver(),
+            observer=observer,
             receipts=receipts,
             spill=self.spill,
             workspace=workspace,
             knobs=self.knobs,
             hooks=sort_hooks(hooks),
             checks=tuple(checks),
+            audit=audit,
         )
         self.tools: dict[str, Tool] = self.served.tools
         """The served tools by name (those the autonomy level lets an agent see)."""
