@@ -67,7 +67,7 @@ import os
 import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from heron._support.clock import Clock, RealClock
 from heron._support.state import open_db
@@ -122,7 +122,7 @@ from heron.humans.sqlite_store import SqliteRequestStore
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import make_sandbox
 from heron.sandbox.base import Sandbox
-from heron.sessions.lease import LeaseStore
+from heron.sessions.lease import Fenced, LeaseStore
 from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
@@ -312,7 +312,9 @@ class HeronServer:
         if cfg.subagents is not None:
             shared = None
             if self.shared is not None and leases is not None:
-                shared = (self.shared.subagents(), LeaseOwnership(leases))
+                # The children's histories are fenced by their root session's lease.
+                ownership = LeaseOwnership(leases, fence=cast(Fenced, bus.sessions))
+                shared = (self.shared.subagents(), ownership)
             self.subagents = open_subagents(
                 cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True, shared=shared
             )
