@@ -13,7 +13,7 @@ median, p90 and minimum wall time per call:
   resident memory — and a run's pids cgroup was removed after a first 10 ms wait, though it is
   empty a fraction of a millisecond after the command exits. After: bubblewrap starts held
   (`vfork` through `/bin/sh` joining the cgroup; the limits set with `prlimit` before it may
-  start the command: `heron.sandbox.process.Held`), and the removal retries at 0.5 ms and backs
+  start the command: `heron.sandbox.held`), and the removal retries at 0.5 ms and backs
   off;
 - the profile of a bwrap call: bubblewrap's own command line run bare (namespaces and mounts
   only), then through heron without the per-run pids cgroup (adds heron's spawn: a `fork` — not
@@ -42,7 +42,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import heron.sandbox.process as process_level
+import heron.sandbox.cgroups as cgroups
 from heron.sandbox import BwrapSandbox, ProcessSandbox, ResourceLimits, Sandbox
 
 ENV = {"PATH": "/usr/bin:/bin"}
@@ -81,12 +81,12 @@ def as_before(sandbox: BwrapSandbox, workspace: Path) -> Call:
     sandbox._held = False
 
     async def before() -> object:
-        shipped = process_level._SWEEP_FIRST_S
-        process_level._SWEEP_FIRST_S = process_level._SWEEP_STEP_S
+        shipped = cgroups._SWEEP_FIRST_S
+        cgroups._SWEEP_FIRST_S = cgroups._SWEEP_STEP_S
         try:
             return await sandbox.run(["/bin/true"], cwd=workspace, env=ENV, timeout_s=30)
         finally:
-            process_level._SWEEP_FIRST_S = shipped
+            cgroups._SWEEP_FIRST_S = shipped
 
     return before
 

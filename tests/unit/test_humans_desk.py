@@ -16,14 +16,8 @@ from heron._support.vocabulary import HumanDecision
 from heron.humans.approvers import LOCAL_OPERATOR, Approvers, may_answer
 from heron.humans.config import ApprovalsConfig, QuestionsConfig, clamp_seconds
 from heron.humans.console import ConsoleChannel
-from heron.humans.desk import (
-    AlreadyAnswered,
-    InvalidAnswer,
-    NotAnApprover,
-    RequestDesk,
-    RuleChoice,
-    UnknownRequest,
-)
+from heron.humans.desk import RequestDesk, RuleChoice
+from heron.humans.refusals import AlreadyAnswered, InvalidAnswer, NotAnApprover, UnknownRequest
 from heron.humans.rules import command_words, parse_prefix
 from heron.humans.signing import DecisionKeyStore, DecisionSigner, verify_decision
 from heron.humans.sqlite_store import SqliteRequestStore

@@ -20,7 +20,8 @@ import pytest
 
 from heron.humans.config import ApprovalsConfig
 from heron.humans.console import ConsoleChannel
-from heron.humans.desk import InvalidAnswer, NotAnApprover, RequestDesk
+from heron.humans.desk import RequestDesk
+from heron.humans.refusals import InvalidAnswer, NotAnApprover
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import HumanRequest

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import sqlite3
+import threading
 from pathlib import Path
 
 from heron._support.state import CHECKPOINTS, Checkpointer, checkpoint, open_db, uncopied_frames
@@ -54,3 +56,25 @@ def test_the_thread_checkpoints_past_its_threshold_and_forgets_closed_databases(
     finally:
         conn.close()
     assert db not in checkpointer.followed and db not in CHECKPOINTS.followed
+
+
+def test_a_connection_collected_while_the_checkpointer_holds_its_lock_does_not_deadlock(
+    tmp_path: Path,
+) -> None:
+    # What a garbage collection inside `hold` does: the finalizer of an unreferenced connection
+    # runs in a frame of this thread that already holds the lock.
+    checkpointer = Checkpointer(interval_s=60)
+    db = tmp_path / "heron.db"
+    conns = [open_db(tmp_path)]
+    checkpointer.hold(db, conns[0])
+
+    def collect_while_locked() -> None:
+        with checkpointer._lock:
+            conns.clear()
+            gc.collect()
+
+    worker = threading.Thread(target=collect_while_locked, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "the finalizer waited for a lock its own thread holds"
+    assert db not in checkpointer.followed

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,6 +88,10 @@ class Checkpointer:
         checkpoints, each costing the writers one wait for the last few frames)."""
         self._lock = threading.Lock()
         self._open: dict[Path, int] = {}
+        # A finalizer may run in any frame of this thread, the checkpointer's own locked ones
+        # included (a collection while `hold` hashes a path): it only queues the release, and
+        # the queue is settled under the lock.
+        self._released: deque[Path] = deque()
         self._thread: threading.Thread | None = None
         self.passes = 0
         """Passes over the open databases so far."""
@@ -96,11 +101,13 @@ class Checkpointer:
     def followed(self) -> frozenset[Path]:
         """The databases with an open connection."""
         with self._lock:
+            self._settle()
             return frozenset(self._open)
 
     def hold(self, path: Path, conn: sqlite3.Connection) -> None:
         """Follow `path` while `conn` (from `open_db`) is open, until closed or collected."""
         with self._lock:
+            self._settle()
             self._open[path] = self._open.get(path, 0) + 1
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -117,7 +124,12 @@ class Checkpointer:
         conn.close = closing  # type: ignore[method-assign]
 
     def _release(self, path: Path) -> None:
-        with self._lock:
+        self._released.append(path)
+
+    def _settle(self) -> None:
+        """Apply the queued releases (the lock held)."""
+        while self._released:
+            path = self._released.popleft()
             left = self._open.pop(path, 0) - 1
             if left > 0:
                 self._open[path] = left
@@ -132,6 +144,7 @@ class Checkpointer:
         while True:
             time.sleep(self.interval_s)
             with self._lock:
+                self._settle()
                 paths = list(self._open)
             for path in paths:
                 if uncopied_frames(path) >= self.frames:

@@ -44,14 +44,9 @@ from acp.schema import (
 from heron._support.vocabulary import HumanDecision
 from heron.acp.updates import CallCard
 from heron.humans.approvers import describe, may_answer
-from heron.humans.desk import (
-    AlreadyAnswered,
-    InvalidAnswer,
-    NotAnApprover,
-    RequestDesk,
-    RuleChoice,
-)
+from heron.humans.desk import RequestDesk, RuleChoice
 from heron.humans.gate import rule_approval
+from heron.humans.refusals import AlreadyAnswered, InvalidAnswer, NotAnApprover
 from heron.humans.store import HumanRequest, Settlement
 from heron.safety.redact import scrub_text
 from heron.turn.approval import ApprovalAnswer, ApprovalRequest

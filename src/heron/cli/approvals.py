@@ -141,7 +141,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_approvals(args: argparse.Namespace) -> int:
-    from heron.humans.desk import AlreadyAnswered, InvalidAnswer, NotAnApprover, UnknownRequest
+    from heron.humans.refusals import AlreadyAnswered, InvalidAnswer, NotAnApprover, UnknownRequest
 
     with _desk(args) as desk:
         try:

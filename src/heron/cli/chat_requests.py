@@ -17,7 +17,8 @@ from pathlib import Path
 from heron._support.timefmt import utc_rfc3339
 from heron._support.vocabulary import ACTIVE_STATUSES, HumanDecision
 from heron.humans.config import ApprovalsConfig
-from heron.humans.desk import RequestDesk, RequestError
+from heron.humans.desk import RequestDesk
+from heron.humans.refusals import RequestError
 from heron.humans.signing import DecisionKeyStore, DecisionSigner
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.humans.store import HumanRequest

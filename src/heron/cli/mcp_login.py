@@ -74,7 +74,7 @@ def _read_line(loop: asyncio.AbstractEventLoop, into: asyncio.Future[str]) -> No
 
 
 def _answer(desk: RequestDesk, request: HumanRequest, address: str, name: str) -> bool:
-    from heron.humans.desk import RequestError
+    from heron.humans.refusals import RequestError
 
     try:
         desk.answer(request.id, address.strip(), channel="console", name=name)

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 from heron._support.vocabulary import Urgency
 from heron.humans.approvers import describe
-from heron.humans.desk import RequestDesk, ended_text
+from heron.humans.desk import RequestDesk
+from heron.humans.refusals import ended_text
 from heron.humans.store import HumanRequest
 from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool

@@ -43,7 +43,8 @@ from heron.collaboration.replies import (
 )
 from heron.collaboration.tokens import TokenSigner
 from heron.connectors.mail.send import MailConfig, deliver
-from heron.humans.desk import RequestDesk, RequestError
+from heron.humans.desk import RequestDesk
+from heron.humans.refusals import RequestError
 from heron.humans.store import HumanRequest
 from heron.safety.idempotency import IdempotencyLedger, NotPerformed
 from heron.safety.redact import summarize_args

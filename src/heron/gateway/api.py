@@ -26,13 +26,8 @@ from heron.always_on.jobs.tools import job_summary
 from heron.always_on.triggers.tools import timer_view
 from heron.gateway.auth import COOKIE, ApiError, Principal
 from heron.gateway.config import Role
-from heron.humans.desk import (
-    AlreadyAnswered,
-    InvalidAnswer,
-    NotAnApprover,
-    RuleChoice,
-    UnknownRequest,
-)
+from heron.humans.desk import RuleChoice
+from heron.humans.refusals import AlreadyAnswered, InvalidAnswer, NotAnApprover, UnknownRequest
 from heron.safety.redact import scrub_value
 
 if TYPE_CHECKING:

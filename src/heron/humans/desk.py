@@ -10,10 +10,10 @@ console, ACP) answer them — so the rules hold on every channel:
 - Urgency picks channels: `high` and `urgent` go to every reachable channel at once, `low` and
   `normal` to the first.
 - An answer is checked against the approvers the request was opened with, validated (an edit
-  against the tool's schema, a question's answer against its schema and options), signed
-  (`heron.humans.signing`) and then settled by the store's compare-and-set: the first valid
-  answer wins, a later one is refused with who answered first and when
-  (`AlreadyAnswered`).
+  against the tool's schema, a question's answer against its schema and options:
+  `heron.humans.refusals`), signed (`heron.humans.signing`) and then settled by the store's
+  compare-and-set: the first valid answer wins, a later one is refused with who answered first
+  and when (`AlreadyAnswered`).
 - Every use first applies passed deadlines (`expire`), so an answer that arrives after the
   deadline finds the request ended: silence never approves.
 - A model-supplied timeout or default for a question is clamped by `[approvals.questions]`.
@@ -33,10 +33,16 @@ from typing import Any, Protocol
 from heron._support.clock import Clock, RealClock
 from heron._support.timefmt import utc_rfc3339
 from heron._support.vocabulary import ACTIVE_STATUSES, HumanDecision, Urgency
-from heron.errors import HeronError
 from heron.humans.approvers import Approvers, describe, may_answer
-from heron.humans.binding import bound_refusal
 from heron.humans.config import ApprovalsConfig, clamp_seconds
+from heron.humans.refusals import (
+    AlreadyAnswered,
+    InvalidAnswer,
+    NotAnApprover,
+    UnknownRequest,
+    check_value,
+    checked_edit,
+)
 from heron.humans.rules import command_of, command_words, parse_prefix, rule_covers
 from heron.humans.sealing import seal, sealing_key_of
 from heron.humans.signing import DecisionSigner
@@ -51,56 +57,10 @@ from heron.humans.store import (
     escalation_step,
 )
 from heron.safety.redact import sanitize_replacement, scrub_text, scrub_value, summarize_args
-from heron.tools.definition import ToolArgumentsError
-from heron.tools.validation import SchemaValidator
 
-__all__ = [
-    "AlreadyAnswered",
-    "Channel",
-    "InvalidAnswer",
-    "NotAnApprover",
-    "RequestDesk",
-    "RequestError",
-    "RuleChoice",
-    "UnknownRequest",
-    "ended_text",
-]
+__all__ = ["Channel", "RequestDesk", "RuleChoice"]
 
 NO_APPROVER = "no approver reachable"
-
-
-class RequestError(HeronError):
-    """An answer or a request the desk refused; the message says why, for the person."""
-
-
-class UnknownRequest(RequestError, LookupError):
-    """No request has this id."""
-
-
-class NotAnApprover(RequestError, PermissionError):
-    """The one answering is not among the request's approvers."""
-
-
-class InvalidAnswer(RequestError, ValueError):
-    """The answer does not fit the request (an edit outside the schema, a question's answer
-    outside its options, an "always" for a high-risk call, …)."""
-
-
-class AlreadyAnswered(RequestError):
-    """The request had already ended; `request` says by whom and when."""
-
-    def __init__(self, request: HumanRequest) -> None:
-        self.request = request
-        super().__init__(ended_text(request))
-
-
-def ended_text(request: HumanRequest) -> str:
-    """`already answered by console:alice at 2026-…Z (approved)`, `already ended: …`."""
-    at = "" if request.answered_at is None else f" at {utc_rfc3339(request.answered_at)}"
-    if request.answered_by in (None, "policy"):
-        why = f": {request.reason}" if request.reason else ""
-        return f"{request.id} already ended{at}: {request.status}, {request.outcome}{why}"
-    return f"{request.id} was already answered by {request.answered_by}{at} ({request.outcome})"
 
 
 class Channel(Protocol):
@@ -225,7 +185,7 @@ class RequestDesk:
         if not q.model_defaults:
             default = None
         if default is not None:
-            _check_value(default, schema=schema, options=options, what="the default")
+            check_value(default, schema=schema, options=options, what="the default")
         return await self._open(
             kind="question",
             prefix="ask",
@@ -337,7 +297,7 @@ class RequestDesk:
         if decision.kind == "replace":
             decision = HumanDecision.replace(sanitize_replacement(decision.text or ""))
         if decision.kind == "edit":
-            decision = HumanDecision.edit(self._checked_edit(request, decision.arguments or {}))
+            decision = HumanDecision.edit(checked_edit(request, decision.arguments or {}))
         new_rule = self._rule(request, rule or RuleChoice()) if decision.kind == "always" else None
         settled = self._settle(request, decision.to_data(), channel, name, reason, decision)
         if new_rule is not None:
@@ -374,7 +334,7 @@ class RequestDesk:
     def _fitting(self, request: HumanRequest, value: Any) -> None:
         if request.kind != "question":
             raise InvalidAnswer(f"{request.id} is an approval: approve, deny, replace or edit it")
-        _check_value(value, schema=request.schema, options=request.options, what="the answer")
+        check_value(value, schema=request.schema, options=request.options, what="the answer")
 
     def cancel(self, request_id: str, reason: str) -> HumanRequest:
         """End an active request as cancelled (its run went away); a no-op on ended ones."""
@@ -439,17 +399,6 @@ class RequestDesk:
                 f"{describe(request.approvers)}"
             )
         return request
-
-    def _checked_edit(self, request: HumanRequest, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        edited = dict(arguments)
-        if request.schema is not None:
-            try:
-                SchemaValidator(request.tool, request.schema).validate(edited)
-            except ToolArgumentsError as exc:
-                raise InvalidAnswer(
-                    f"the edited arguments do not fit {request.tool}: " + "; ".join(exc.problems)
-                ) from exc
-        return edited
 
     def _rule(self, request: HumanRequest, choice: RuleChoice) -> AlwaysRule:
         if request.risk == "high":
@@ -584,20 +533,3 @@ class RequestDesk:
                 "latency_s": latency,
                 "signature": r.signature,
             }
-
-
-def _check_value(
-    value: Any, *, schema: Mapping[str, Any] | None, options: Sequence[str], what: str
-) -> None:
-    if options and value not in options:
-        raise InvalidAnswer(f"{what} must be one of {', '.join(map(repr, options))}")
-    unbound = bound_refusal(value, schema) if isinstance(value, str) else None
-    if unbound is not None:
-        raise InvalidAnswer(unbound)
-    if schema is not None:
-        wrapped = {"type": "object", "properties": {"answer": dict(schema)}}
-        try:
-            SchemaValidator("the question", wrapped).validate({"answer": value})
-        except ToolArgumentsError as exc:
-            problems = "; ".join(exc.problems)
-            raise InvalidAnswer(f"{what} does not fit the question: {problems}") from exc

@@ -20,8 +20,9 @@ What binds, and how:
   (a `preexec_fn`), so the limits hold from the command's first instruction.
 - **Process count**: RLIMIT_NPROC does not bind root, so the count is limited by a per-run
   cgroup with `pids.max` when the cgroup file system is writable (cgroup v2, or the v1 `pids`
-  hierarchy). Otherwise, when heron runs as root, RLIMIT_NPROC of the dedicated user binds it;
-  as a normal user RLIMIT_NPROC binds directly (it counts every process of that user).
+  hierarchy; `heron.sandbox.cgroups`). Otherwise, when heron runs as root, RLIMIT_NPROC of
+  the dedicated user binds it; as a normal user RLIMIT_NPROC binds directly (it counts every
+  process of that user).
   `RunResult.metadata["pids_limit"]` says which one bound.
 - **Network**: the host's by default (`network="host"`); `none` and `loopback` put the command
   in its own network namespace where the kernel allows it, and raise `SandboxUnavailable`
@@ -43,11 +44,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import itertools
 import os
 import pwd
 import resource
-import secrets
 import signal
 import subprocess
 import sys
@@ -65,6 +64,7 @@ from heron.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
 )
+from heron.sandbox.cgroups import CgroupTree, RunGroup, probe_cgroup
 from heron.sandbox.held import JOIN, Held, Release
 
 if TYPE_CHECKING:
@@ -75,125 +75,6 @@ __all__ = ["Identity", "PidsLimit", "ProcessSandbox", "python_roots"]
 PidsLimit = Literal["cgroup-v2", "cgroup-v1", "uid-rlimit", "rlimit", "none"]
 """How the process count is bound: a cgroup, RLIMIT_NPROC under a dedicated unprivileged user,
 RLIMIT_NPROC of heron's own (non-root) user, or not at all (`max_processes=None`)."""
-
-_run_numbers = itertools.count(1)
-_SWEEP_FIRST_S = 0.0005  # cgroup membership changes asynchronously after a kill or an exit:
-_SWEEP_STEP_S = 0.01  # retry soon (it is usually a fraction of a millisecond), then back off
-
-
-@dataclass(frozen=True, slots=True)
-class _CgroupTree:
-    """The directory under which heron creates one pids cgroup per run."""
-
-    version: Literal["cgroup-v2", "cgroup-v1"]
-    base: Path
-
-    def new_group(self, max_pids: int) -> _RunGroup:
-        name = f"run-{os.getpid()}-{next(_run_numbers)}-{secrets.token_hex(3)}"
-        path = self.base / name
-        try:
-            path.mkdir()
-            (path / "pids.max").write_text(str(max_pids))
-            procs_fd = os.open(path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                path.rmdir()
-            raise SandboxError(f"cannot create the pids cgroup {path}: {exc}") from exc
-        return _RunGroup(path=path, procs_fd=procs_fd, kill_file=self.version == "cgroup-v2")
-
-
-@dataclass(slots=True)
-class _RunGroup:
-    path: Path
-    procs_fd: int
-    """Open in heron until the child has joined (it writes "0", meaning itself)."""
-    kill_file: bool
-
-    @property
-    def procs_path(self) -> Path:
-        return self.path / "cgroup.procs"
-
-    def close_procs_fd(self) -> None:
-        if self.procs_fd >= 0:
-            os.close(self.procs_fd)
-            self.procs_fd = -1
-
-    def pids(self) -> list[int]:
-        try:
-            text = (self.path / "cgroup.procs").read_text()
-        except OSError:
-            return []
-        return [int(pid) for pid in text.split()]
-
-    def signal(self, sig: int) -> None:
-        if sig == signal.SIGKILL and self.kill_file:
-            with contextlib.suppress(OSError):
-                (self.path / "cgroup.kill").write_text("1")
-        for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-
-    async def remove(self, deadline_s: float) -> None:
-        """Kill every member until the group is empty, then delete it (bounded wait)."""
-        self.close_procs_fd()
-        end = time.monotonic() + deadline_s
-        step = _SWEEP_FIRST_S
-        while True:
-            self.signal(signal.SIGKILL)
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                if time.monotonic() >= end:
-                    return  # left for the next start-up's sweep of empty groups
-            await asyncio.sleep(step)
-            step = min(step * 2, _SWEEP_STEP_S)
-
-
-def probe_cgroup(root: Path) -> _CgroupTree | None:
-    """A writable place for per-run pids cgroups under `root`, or `None`.
-
-    cgroup v2: `root` must offer the `pids` controller and accept `+pids` in its
-    `cgroup.subtree_control` (a container's namespace root usually refuses: it holds
-    processes). cgroup v1: the `pids` hierarchy at `root/pids` must accept a new directory.
-    """
-    controllers = root / "cgroup.controllers"
-    try:
-        if controllers.is_file():
-            if "pids" not in controllers.read_text().split():
-                return None
-            (root / "cgroup.subtree_control").write_text("+pids")
-            base = root / "heron"
-            base.mkdir(exist_ok=True)
-            (base / "cgroup.subtree_control").write_text("+pids")
-            tree = _CgroupTree("cgroup-v2", base)
-        elif (root / "pids" / "cgroup.procs").is_file():
-            base = root / "pids" / "heron"
-            base.mkdir(exist_ok=True)
-            tree = _CgroupTree("cgroup-v1", base)
-        else:
-            return None
-    except OSError:
-        return None
-    if not os.access(base, os.W_OK | os.X_OK):  # made earlier by another user (root)
-        return None
-    for stale in base.glob("run-*"):  # groups left by heron processes that ended abruptly
-        owner = stale.name.split("-")[1]
-        if owner.isdigit() and not pid_alive(int(owner)):
-            with contextlib.suppress(OSError):
-                stale.rmdir()
-    return tree
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists (one this user may not signal counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _Capture(asyncio.SubprocessProtocol):
@@ -262,7 +143,7 @@ def _preexec(
     return confine
 
 
-def _signal_group(pgid: int, group: _RunGroup | None, sig: int) -> None:
+def _signal_group(pgid: int, group: RunGroup | None, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
     if group is not None:
@@ -331,7 +212,7 @@ class ProcessSandbox:
             from heron.sandbox.confine import HostFacts
 
             self.facts = HostFacts.probe()
-        self._cgroups: _CgroupTree | None = None
+        self._cgroups: CgroupTree | None = None
         self.user = _lookup_user(user) if os.geteuid() == 0 else None
         """`(uid, gid)` of the dedicated account when heron runs as root, else None."""
         self.user_problem = (
@@ -630,7 +511,7 @@ class ProcessSandbox:
             metadata=metadata,
         )
 
-    async def _stop(self, pgid: int, group: _RunGroup | None, capture: _Capture) -> None:
+    async def _stop(self, pgid: int, group: RunGroup | None, capture: _Capture) -> None:
         """SIGTERM to the whole tree, SIGKILL after the grace period."""
         _signal_group(pgid, group, signal.SIGTERM)
         try:

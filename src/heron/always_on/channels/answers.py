@@ -46,13 +46,8 @@ from heron.collaboration.outbox import ActionClaim, Outbox, action_data
 from heron.collaboration.replies import first_reply_line, reply_text
 from heron.collaboration.tokens import TokenError, TokenSigner
 from heron.collaboration.webhook_requests import ANSWER_PURPOSE
-from heron.humans.desk import (
-    AlreadyAnswered,
-    NotAnApprover,
-    RequestDesk,
-    RequestError,
-    UnknownRequest,
-)
+from heron.humans.desk import RequestDesk
+from heron.humans.refusals import AlreadyAnswered, NotAnApprover, RequestError, UnknownRequest
 from heron.humans.store import HumanRequest
 from heron.safety import signing
 

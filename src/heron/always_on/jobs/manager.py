@@ -52,7 +52,8 @@ from heron.safety.command_policy import CommandPolicy, CommandVerdict, Decision
 from heron.safety.secrets import known_secrets
 from heron.sandbox.base import ResourceLimits, Sandbox, SandboxUnavailable
 from heron.sandbox.bwrap import BwrapSandbox
-from heron.sandbox.process import ProcessSandbox, probe_cgroup
+from heron.sandbox.cgroups import probe_cgroup
+from heron.sandbox.process import ProcessSandbox
 from heron.toolsets.shell import agent_environment
 
 log = logging.getLogger("heron.always_on.jobs")

@@ -30,7 +30,8 @@ from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
 from heron.always_on.bus.store import BusStore
 from heron.always_on.subagents import prompts
-from heron.always_on.subagents.runtime import Live, Parent, SubagentError, SubagentRuntime
+from heron.always_on.subagents.live import Live, Parent
+from heron.always_on.subagents.runtime import SubagentError, SubagentRuntime
 from heron.always_on.subagents.store import SubagentRecord
 from heron.humans.gate import DurableApprover
 from heron.messages import UserMessage

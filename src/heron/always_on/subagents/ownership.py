@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from heron.always_on.subagents.store import SubagentError, SubagentRecord
-from heron.sandbox.process import pid_alive
+from heron.sandbox.cgroups import pid_alive
 from heron.sessions.lease import LeaseStore
 
 __all__ = ["LeaseOwnership", "Ownership", "ProcessOwnership", "owner_alive"]

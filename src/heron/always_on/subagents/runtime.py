@@ -20,7 +20,8 @@ republishes what it cannot prove was delivered).
 
 Budgets are split down the tree: a child's `RunBudget` is a child of its parent's (so
 everything it spends is spent by its parent, and the tree's usage is reported up), with its own
-limits — explicit per spawn, the definition's, or `budget_share` of what the parent has left.
+limits — explicit per spawn, the definition's, or `budget_share` of what the parent has left
+(`heron.always_on.subagents.budget`).
 Wall time is enforced by the runtime (`asyncio.timeout`), not only checked before model calls.
 Cancel is a tree: cancelling a child (or the parent's turn, by a stop) cancels every
 descendant, queued ones whose spawn is still in flight included. A child never outlives its
@@ -36,32 +37,31 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from heron.agent import Agent
 from heron.always_on.bus.routing import AGENT_SEGMENT
+from heron.always_on.subagents.budget import budget_limits, limits_for, usage_of
 from heron.always_on.subagents.config import SubagentsConfig
 from heron.always_on.subagents.definitions import AgentDefinition
-from heron.always_on.subagents.grant import Grant, grant_tools
+from heron.always_on.subagents.grant import grant_tools
+from heron.always_on.subagents.live import Live, Parent, Spawn, Stop
 from heron.always_on.subagents.ownership import Ownership, ProcessOwnership
 from heron.always_on.subagents.store import (
     Mode,
     SubagentError,
     SubagentRecord,
     SubagentStore,
-    Usage,
     descendants,
 )
 from heron.tools.definition import Tool
-from heron.turn.budgets import BudgetLimits, RunBudget
-from heron.turn.cancel import CancelScope
+from heron.turn.budgets import RunBudget
 from heron.turn.context import TurnHandle, TurnState
 from heron.turn.outcome import EMPTY_RESPONSE
 
 log = logging.getLogger("heron.subagents")
 
-__all__ = ["GENERAL", "Parent", "Spawn", "SubagentError", "SubagentRuntime"]
+__all__ = ["GENERAL", "SubagentError", "SubagentRuntime"]
 
 GENERAL = AgentDefinition(
     name="general",
@@ -70,74 +70,6 @@ GENERAL = AgentDefinition(
     tools=None,
     prompt="",
 )
-ContextMode = Literal["minimal", "distilled"]
-Stop = tuple[Literal["asked", "done"], str]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Parent:
-    """Who calls a sub-agent tool: a hosted session's agent (`child=None`) or a child."""
-
-    session: str
-    """The hosted session at the top of the tree."""
-    child: str | None = None
-    depth: int = 0
-
-    @property
-    def own_session(self) -> str:
-        return self.session if self.child is None else f"{self.session}{AGENT_SEGMENT}{self.child}"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Spawn:
-    """The arguments of one `spawn_subagent` call."""
-
-    task: str
-    agent: str | None = None
-    mode: Mode = "sync"
-    context: ContextMode = "minimal"
-    tools: tuple[str, ...] | None = None
-    budget: Mapping[str, float] | None = None
-    output_schema: Mapping[str, Any] | None = None
-    write: bool = False
-
-
-@dataclass(kw_only=True, eq=False)
-class Live:
-    """A child running in this process."""
-
-    record: SubagentRecord
-    definition: AgentDefinition
-    spawn: Spawn
-    handle: TurnHandle
-    budget: RunBudget
-    grant: Grant
-    """What of the parent's it may use (`grant.grant_tools`), decided at the spawn."""
-    scope: CancelScope = field(default_factory=CancelScope)
-    task: asyncio.Task[None] | None = None
-    stops: asyncio.Queue[Stop] = field(default_factory=asyncio.Queue)
-    """For a sync parent: the child asked a question, or ended."""
-    answer: asyncio.Future[str] | None = None
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when a descendant ends or a message arrives while the child waits for them."""
-    asked: int = 0
-    """Questions the child asked (`ask_parent`)."""
-    waited: bool = False
-    """A sync parent is waiting for this child to ask or end."""
-    reports: int = 0
-    last_report: str = ""
-    question: str = ""
-    """The question it waits on (`ask_parent`), while it waits."""
-    progress: Callable[[str], None] = field(default=lambda _line: None)
-    """A sync parent's progress line for its spawn call (the child's reports)."""
-    cancel_status: Literal["cancelled", "timed_out"] = "cancelled"
-    ended: bool = False
-    """Its run is over (the status is decided); it is closing its subtree and session."""
-    agent: Agent | None = None
-    """Its agent, while it runs (an approved call of its runs through it)."""
-    slot: bool = False
-    """It holds one of the runtime's slots (it is taking turns, not waiting idle)."""
-
 
 Runner = Callable[[Live], Any]
 """Runs one child to its end and returns the engine's last `TurnOutcome` (`child.run_child`)."""
@@ -145,33 +77,6 @@ Deliver = Callable[[SubagentRecord], Awaitable[None]]
 """Hands a finished child's result to its parent's session (`child.publish_result`)."""
 Close = Callable[[SubagentRecord], Awaitable[None]]
 """Closes an ended child's own session (`child.close_session`)."""
-
-
-def _limits(budget: Mapping[str, float]) -> BudgetLimits:
-    return BudgetLimits(
-        model_calls=int(budget["model_calls"]) if "model_calls" in budget else None,
-        total_tokens=int(budget["total_tokens"]) if "total_tokens" in budget else None,
-        cost_usd=budget.get("cost_usd"),
-        wall_time_s=budget.get("wall_time_s"),
-    )
-
-
-def share_of(parent: RunBudget | None, share: float) -> dict[str, float]:
-    """`share` of what `parent` has left of each limit it has."""
-    if parent is None:
-        return {}
-    spent, limits = parent.spent(), parent.limits
-    out: dict[str, float] = {}
-    if limits.model_calls is not None:
-        out["model_calls"] = max(1, int((limits.model_calls - spent.model_calls) * share))
-    if limits.total_tokens is not None:
-        out["total_tokens"] = max(1, int((limits.total_tokens - spent.total_tokens) * share))
-    if limits.cost_usd is not None:
-        out["cost_usd"] = max(0.0, (limits.cost_usd - spent.cost_usd) * share)
-    left = parent.time_left()
-    if left is not None:
-        out["wall_time_s"] = max(1.0, left * share)
-    return out
 
 
 class SubagentRuntime:
@@ -255,21 +160,14 @@ class SubagentRuntime:
             mine = self.live.get(parent.child)
             if mine is None or mine.scope.cancelled:
                 raise SubagentError("this sub-agent is being cancelled; it cannot spawn")
-        budget_data = dict(spawn.budget or {})
-        for key, value in (
-            ("model_calls", definition.model_calls),
-            ("total_tokens", definition.total_tokens),
-            ("wall_time_s", definition.wall_time_s),
-        ):
-            if key not in budget_data and value is not None:
-                budget_data[key] = value
-        if not budget_data:
-            budget_data = share_of(handle.state.run_budget, self.config.budget_share)
+        budget_data = limits_for(
+            spawn.budget, definition, handle.state.run_budget, self.config.budget_share
+        )
         if handle.state.run_budget is None:
             # The parent's turn had no budget: give it one, so the tree's usage is counted.
             handle.state.run_budget = RunBudget(label=parent.own_session)
         subagent_id = uuid.uuid4().hex[:12]
-        budget = handle.state.run_budget.child(_limits(budget_data), label=subagent_id)
+        budget = handle.state.run_budget.child(budget_limits(budget_data), label=subagent_id)
         record = SubagentRecord(
             id=subagent_id,
             agent=definition.name,
@@ -412,7 +310,7 @@ class SubagentRuntime:
             outcome=outcome,
             result=result,
             error=error,
-            usage=_usage(live.budget),
+            usage=usage_of(live.budget),
             ended_at=self._clock(),
         )
         assert ended is not None  # the record was added by `start`
@@ -631,7 +529,7 @@ class SubagentRuntime:
                     if subagent_id in self.live:
                         self.cancel_tree(subagent_id, "cancelled by the operator")
                 for live in list(self.live.values()):
-                    self.store.record_usage(live.record.id, _usage(live.budget))
+                    self.store.record_usage(live.record.id, usage_of(live.budget))
             except Exception:  # a store hiccup: the next poll tries again
                 log.exception("reading cancel requests failed")
 
@@ -652,15 +550,3 @@ class SubagentRuntime:
 
 async def _nothing_to_close(_record: SubagentRecord) -> None:
     """A runner whose children keep no session of their own."""
-
-
-def _usage(budget: RunBudget) -> Usage:
-    """What a child's budget has spent: its own calls and its descendants'."""
-    spent = budget.spent()
-    return Usage(
-        model_calls=spent.model_calls,
-        tool_calls=spent.tool_calls,
-        input_tokens=spent.input_tokens,
-        output_tokens=spent.output_tokens,
-        cost_usd=spent.cost_usd,
-    )

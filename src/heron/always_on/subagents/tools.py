@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from heron.always_on.subagents import prompts
 from heron.always_on.subagents.child import ChildRunner
-from heron.always_on.subagents.runtime import Live, Parent, Spawn, SubagentError, SubagentRuntime
+from heron.always_on.subagents.live import Live, Parent, Spawn
+from heron.always_on.subagents.runtime import SubagentError, SubagentRuntime
 from heron.always_on.subagents.store import Mode, SubagentRecord
 from heron.tools.definition import Tool, ToolContext, ToolResult, ToolSpec
 from heron.tools.function_tool import FunctionTool, tool

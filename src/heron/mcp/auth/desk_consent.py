@@ -31,7 +31,8 @@ from typing import Final
 
 from heron._support.vocabulary import ACTIVE_STATUSES
 from heron.humans.binding import bound_query, digest
-from heron.humans.desk import RequestDesk, ended_text
+from heron.humans.desk import RequestDesk
+from heron.humans.refusals import ended_text
 from heron.humans.sealing import SealingError, SealingKey, sealed_schema
 from heron.humans.store import HumanRequest
 from heron.mcp.auth.consent import ConsentError, ConsentRefused, ConsentRequest

@@ -6,6 +6,7 @@
   identity, definitions and scan findings;
 - `manager`: `McpClientManager` — lazy start, back-off, idle stop, health checks, status,
   approval, calls, resources and prompts;
+- `calls`: one tool call on a connection and what each way it can fail means;
 - `slots`: the manager's record of each server and the `ServerStatus` made from it;
 - `login_gate`: the OAuth side of the manager (the auth hook, waiting for consent);
 - `tool`: `McpTool`, one MCP tool as a heron `Tool`, and the rendering of call results;

@@ -31,11 +31,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import mcp_types
 from mcp.client.session import ElicitationFnT
-from mcp.shared.exceptions import MCPError
 
 import heron.mcp.client.admission as admission
+import heron.mcp.client.calls as calls
 import heron.mcp.client.resources as resources
 from heron.mcp.auth import AuthorizationRequired, LoginState, McpAuth
 from heron.mcp.auth.consent import ConsentChannel
@@ -51,7 +50,7 @@ from heron.mcp.client.resources import (
     McpResourceContent,
 )
 from heron.mcp.client.slots import ServerStatus, Slot, slot_status
-from heron.mcp.client.tool import McpTool, render_call_result
+from heron.mcp.client.tool import McpTool
 from heron.mcp.config import ApprovalMode, McpConfig, McpServerConfig
 from heron.mcp.trust import (
     Finding,
@@ -65,11 +64,6 @@ from heron.mcp.trust import (
 from heron.tools.definition import ToolResult
 
 __all__ = ["McpClientManager", "ServerStatus"]
-
-
-def _progress_line(progress: float, total: float | None, message: str | None) -> str:
-    amount = f"{progress:g}/{total:g}" if total else f"{progress:g}"
-    return f"{message} ({amount})" if message else f"progress {amount}"
 
 
 class McpClientManager:
@@ -498,7 +492,8 @@ class McpClientManager:
         timeout_s: float | None = None,
     ) -> ToolResult:
         """Call one tool of one server; every failure is a failed `ToolResult` that says
-        which kind it is (server unavailable, tool error, protocol error, crash, timeout)."""
+        which kind it is (server unavailable, tool error, protocol error, crash, timeout;
+        see `heron.mcp.client.calls`)."""
         try:
             slot = self._slot(server)
         except ServerUnavailable as exc:
@@ -510,86 +505,15 @@ class McpClientManager:
         except ServerUnavailable as exc:
             return ToolResult.fail(str(exc))
         limit = timeout_s if timeout_s is not None else slot.config.timeout_s
-
-        sink = progress
-
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            if sink is not None:
-                sink(_progress_line(progress, total, message))
-
-        try:
-            with conn.busy() as client:
-                result = await client.call_tool(
-                    tool,
-                    dict(arguments),
-                    read_timeout_seconds=limit,
-                    progress_callback=on_progress,
-                )
-        except ServerUnavailable as exc:
-            return ToolResult.fail(str(exc))
-        except MCPError as exc:
-            if (required := authorization_required(exc, conn.http_auth)) is not None:
-                return self._step_up(slot, conn, tool, required)
-            if exc.code == mcp_types.CONNECTION_CLOSED:
-                return self._crashed(slot, conn, tool)
-            if exc.code == mcp_types.REQUEST_TIMEOUT:
-                return ToolResult.fail(
-                    f"MCP tool {server}__{tool} timed out after {limit:g}s; heron asked the "
-                    "server to cancel it (its effects, if any, are unknown)",
-                    data={"mcp_error": {"kind": "timeout", "code": exc.code}},
-                )
-            return ToolResult.fail(
-                f"MCP protocol error from server {server!r} (code {exc.code}): {exc.message}",
-                data={"mcp_error": {"kind": "protocol", "code": exc.code, "data": exc.data}},
-            )
-        except RuntimeError as exc:
-            # The SDK checks structured content against the tool's output schema.
-            return ToolResult.fail(
-                f"MCP server {server!r} returned an invalid result for {tool!r}: {exc}",
-                data={"mcp_error": {"kind": "invalid_result"}},
-            )
-        except Exception as exc:
-            if (required := authorization_required(exc, conn.http_auth)) is not None:
-                return self._step_up(slot, conn, tool, required)
-            # Transport failures (broken pipe, HTTP connection lost) end the connection.
-            return self._crashed(slot, conn, tool)
-        slot.failures = 0
-        return render_call_result(result)
-
-    def _step_up(
-        self, slot: Slot, conn: Connection, tool: str, required: AuthorizationRequired
-    ) -> ToolResult:
-        """A call the server refused for want of consent (more scopes, or a token that can
-        no longer be refreshed). The connection ended with it; nothing ran."""
-        conn.broken = True
-        refused = self._need_consent(slot, required)
-        return ToolResult.fail(
-            f"MCP tool {slot.name}__{tool} was not run: {refused.reason}",
-            data={"mcp_error": {"kind": "auth_required", "scope": required.scope}},
-        )
-
-    def _crashed(self, slot: Slot, conn: Connection, tool: str) -> ToolResult:
-        if (required := authorization_required(None, conn.http_auth)) is not None:
-            return self._step_up(slot, conn, tool, required)
-        conn.broken = True
-        slot.crashes += 1
-        tail = conn.stderr_summary()
-        if conn.unreadable is not None:  # closed by heron: what the server sent is unreadable
-            self._note_failure(slot, conn.unreadable)
-            return ToolResult.fail(
-                f"MCP server {slot.name!r} sent a message heron cannot read during the call "
-                f"to {tool!r}: {conn.unreadable}; heron closed the connection. Whether the call "
-                "took effect is unknown. The next call restarts the server.",
-                data={"mcp_error": {"kind": "unreadable"}},
-            )
-        self._note_failure(
-            slot, "the connection closed during a call" + (f": {tail}" if tail else "")
-        )
-        return ToolResult.fail(
-            f"MCP server {slot.name!r} stopped during the call to {tool!r}; whether the call "
-            "took effect is unknown. The next call restarts the server."
-            + (f" Server stderr: {tail}" if tail else ""),
-            data={"mcp_error": {"kind": "connection_closed"}},
+        return await calls.call_tool(
+            slot,
+            conn,
+            tool,
+            arguments,
+            limit=limit,
+            progress=progress,
+            need_consent=self._need_consent,
+            note_failure=self._note_failure,
         )
 
     # -- resources and prompts -----------------------------------------------------------------
