@@ -36,7 +36,8 @@ that feeds them:
   deadlines, runs an approved call once and publishes the outcome to the call's session as a
   `tool.result` or `approval.answer` event (which wakes a parked session).
 
-The server is where `heron serve`'s stores are built, all in `<state_dir>/heron.db`: the SQLite
+The server is where `heron serve`'s stores are built (at `start`, by
+`heron.always_on.serve_open`), all in `<state_dir>/heron.db`: the SQLite
 bus with its session store, the host index and the mail thread index on the bus's connection,
 the message store (`heron.always_on.messaging`), and one set of triggers' stores for the
 process, which every awake session's `TriggerRuntime` shares (`TriggerStores.shared()`;
@@ -67,7 +68,7 @@ import os
 import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from heron._support.clock import Clock, RealClock
 from heron._support.state import open_db
@@ -81,28 +82,17 @@ from heron.always_on.channels.mail_inbound import (
     SmtpIngress,
     ThreadIndex,
 )
-from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.channels.webhook import WebhookServer
 from heron.always_on.hooks import HookedAgent, LifecycleHooks
-from heron.always_on.ingress import start_ingress
 from heron.always_on.jobs.manager import JobManager
 from heron.always_on.messaging import ServeMessaging
 from heron.always_on.serve_config import Announce, ServeConfig, ServeError
-from heron.always_on.serve_requests import awaiting, open_requests, tend_requests
+from heron.always_on.serve_open import open_server
 from heron.always_on.served import ServedSession
-from heron.always_on.sessions import HostConfig, HostIndex, SessionHost
-from heron.always_on.shared_store import (
-    SharedRecords,
-    open_shared,
-    reap_children,
-    unowned_due,
-)
-from heron.always_on.sqlite_sessions import SqliteHostIndex
-from heron.always_on.sqlite_workspaces import SqliteWorkspaceBindings
-from heron.always_on.subagents.ownership import LeaseOwnership
-from heron.always_on.subagents.service import Subagents, open_subagents
+from heron.always_on.sessions import SessionHost
+from heron.always_on.shared_store import SharedRecords
+from heron.always_on.subagents.service import Subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
-from heron.always_on.triggers.sqlite_store import open_trigger_stores
 from heron.always_on.triggers.subscriptions import (
     SubscriptionFilter,
     Subscriptions,
@@ -120,10 +110,7 @@ from heron.humans.gate import DurableApprover
 from heron.humans.outcomes import EndingReporter
 from heron.humans.sqlite_store import SqliteRequestStore
 from heron.safety.command_policy import CommandPolicy
-from heron.sandbox import make_sandbox
 from heron.sandbox.base import Sandbox
-from heron.sessions.lease import Fenced, LeaseStore
-from heron.sessions.lock import SessionInUseError
 from heron.sessions.writer import SessionWriter
 from heron.tools.definition import Tool
 from heron.turn.approval_audit import AuditLog
@@ -276,112 +263,10 @@ class HeronServer:
             except ValueError as exc:
                 raise ServeError(str(exc)) from None
         try:
-            await self._open(secret)
+            await open_server(self, secret)
         except BaseException:
             await self.aclose()  # e.g. a port in use: close what was opened
             raise
-
-    async def _open(self, secret: bytes) -> None:
-        cfg = self.config
-        self._workspace = workspace = (cfg.workspace or cfg.state_dir / "workspace").resolve()
-        workspace.mkdir(parents=True, exist_ok=True)
-        self._sandbox = make_sandbox(cfg.sandbox, workspace=workspace)
-        index: HostIndex
-        leases: LeaseStore | None = None
-        bus: SqliteBusStore | PostgresBusStore
-        if cfg.store_url is not None:
-            bus, index, leases = open_shared(self, cfg.store_url)
-        else:
-            self.bus = local = SqliteBusStore.open(cfg.state_dir)
-            bus, index = local, SqliteHostIndex(local.sessions.conn)
-            # The triggers' stores, one set for the process: every session's runtime shares them.
-            self._trigger_stores = open_trigger_stores(cfg.state_dir)
-            self.workspaces = SqliteWorkspaceBindings(local.sessions.conn)
-            if cfg.maildir is not None:
-                self.maildir = Maildir(cfg.maildir)
-                self.threads = SqliteThreadIndex(local.sessions.conn)
-        self.messaging = ServeMessaging.open(
-            cfg.messaging_config(),
-            state_dir=cfg.state_dir,
-            threads=self.threads,
-            clock=self.clock,
-            store_url=cfg.store_url,
-        )
-        if cfg.approvals is not None:
-            open_requests(self, cfg.approvals)
-        if cfg.subagents is not None:
-            shared = None
-            if self.shared is not None and leases is not None:
-                # The children's histories are fenced by their root session's lease.
-                ownership = LeaseOwnership(leases, fence=cast(Fenced, bus.sessions))
-                shared = (self.shared.subagents(), ownership)
-            self.subagents = open_subagents(
-                cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True, shared=shared
-            )
-            desk = self.desk
-            if desk is not None:  # what a lost child asked people can no longer run
-                self.subagents.runtime.on_lost = lambda record: desk.withdraw(
-                    record.session, f"sub-agent {record.id} was lost"
-                )
-            # Children of a process that died (kill -9) end `lost`, each reported to its parent.
-            self.subagents.runtime.recover()
-        if cfg.calendars:
-            from heron.connectors.calendar import CalendarConfig, calendar_tools
-
-            calendars = CalendarConfig.from_files(cfg.calendars)
-            self._calendar_tools = calendar_tools(calendars, offer="availability")
-        for opened in self.on_open:
-            opened()
-        self.host = host = SessionHost(
-            HostConfig(
-                state_dir=cfg.state_dir,
-                default=cfg.session,
-                allowed=cfg.sessions,
-                idle_timeout_s=cfg.idle_timeout_s,
-                max_awake=cfg.max_awake,
-                poll_interval_s=cfg.poll_interval_s,
-            ),
-            bus=bus,
-            sessions=bus.sessions,
-            index=index,
-            build=self._build,
-            dormant=self._dormant,
-            prepare=self._standing_subscriptions,
-            clock=self.clock,
-            announce=self.announce,
-            awaiting=(lambda name: awaiting(self, name)) if self.desk is not None else None,
-            leases=leases,
-            unowned_due=unowned_due(self) if leases is not None else None,
-            defer=self._pinned_elsewhere if leases is not None else None,
-        )
-        try:
-            await host.start()  # wakes the default session: one writer per session
-        except SessionInUseError as exc:
-            raise ServeError(str(exc)) from exc
-        await start_ingress(self, secret)
-        if self._reporter is not None and self.desk is not None:
-            watch = self._reporter.watch(
-                expire=lambda: tend_requests(self), clock=self.clock, interval_s=cfg.poll_interval_s
-            )
-            self._tasks.append(asyncio.ensure_future(watch))
-        if self.subagents is not None and self.shared is not None:
-            sweep = reap_children(self.subagents.runtime, every_s=cfg.lease_s, clock=self.clock)
-            self._tasks.append(asyncio.ensure_future(sweep))
-        self._started = True
-        default = self._default()
-        assert default is not None  # woken by `host.start`
-        webhook = self.webhook.url if self.webhook and cfg.webhook_port is not None else None
-        started: dict[str, Any] = {
-            "type": "serve_started",
-            "pid": os.getpid(),
-            "session": cfg.session,
-            "webhook": webhook,
-            "smtp": self.smtp.port if self.smtp else None,
-            "tools": default.loop.agent.registry.names(),
-        }
-        if cfg.http_port is not None:
-            started["http"] = self.http_url  # the gateway's address
-        self.announce(started)
 
     # -- requests to a human -----------------------------------------------------------------
 

@@ -59,6 +59,7 @@ from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.bus.routing import check_hosted_name
 from heron.always_on.bus.store import BusStore, Unwatch
+from heron.always_on.host_sweeps import make_room, poll, reap, renew, ring_alarms
 from heron.sessions.lease import Fenced, LeaseHold, LeaseStore
 from heron.sessions.lock import SessionInUseError, SessionLock
 from heron.sessions.store import SessionStore
@@ -308,11 +309,11 @@ class SessionHost:
         for name in dict.fromkeys(wake):
             self._schedule_wake(name)
         if self.config.poll_interval_s:
-            self._tasks.append(asyncio.ensure_future(self._poll(self.config.poll_interval_s)))
-        self._tasks.append(asyncio.ensure_future(self._alarms()))
-        self._tasks.append(asyncio.ensure_future(self._reap()))
+            self._tasks.append(asyncio.ensure_future(poll(self, self.config.poll_interval_s)))
+        self._tasks.append(asyncio.ensure_future(ring_alarms(self)))
+        self._tasks.append(asyncio.ensure_future(reap(self)))
         if self.leases is not None:
-            self._tasks.append(asyncio.ensure_future(self._renew(self.leases)))
+            self._tasks.append(asyncio.ensure_future(renew(self, self.leases)))
 
     async def serve(self) -> None:
         """Run every awake session's loop (and those woken later) until `stop()`, then wait
@@ -416,92 +417,6 @@ class SessionHost:
         self.claim(name)
         return True
 
-    async def _poll(self, interval: float) -> None:
-        """Events other processes wrote: one query for every session."""
-        while True:
-            await self.clock.sleep(interval)
-            try:
-                for name in await self.bus.pending_sessions():
-                    awake = self._awake.get(name)
-                    if awake is not None and name not in self._transitions:
-                        await awake.runtime.loop.check_pending()
-                    elif self._takes(name):
-                        self._schedule_wake(name)
-                if self._unowned_due is not None:
-                    # A dead worker's timers: no alarm here knows them, and no event wakes them.
-                    due = await asyncio.to_thread(self._unowned_due, self.clock.time())
-                    for name in due:
-                        if name not in self._awake and self._takes(name):
-                            self._schedule_wake(name)
-            except Exception:
-                log.exception("looking for pending events failed; trying again")
-
-    async def _alarms(self) -> None:
-        """Wake parked sessions when their next timer falls due."""
-        while True:
-            self._alarm_changed.clear()
-            due = [(p.alarm, p.name) for p in self._parked.values() if p.alarm is not None]
-            changed = asyncio.ensure_future(self._alarm_changed.wait())
-            waits: list[asyncio.Future[Any]] = [changed]
-            if due:
-                waits.append(asyncio.ensure_future(self.clock.sleep_until(min(due)[0])))
-            try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for waiting in waits:
-                    waiting.cancel()
-            now = self.clock.time()
-            for alarm, name in due:
-                if alarm <= now and name in self._parked:
-                    self._schedule_wake(name)
-
-    async def _reap(self) -> None:
-        """Park what has been idle for the timeout; while wakes are queued (`max_awake`), park
-        the sessions that became idle every 50 ms instead."""
-        timeout = self.config.idle_timeout_s
-        every = min(max(timeout / 4, 0.05), 5.0)
-        while True:
-            await self.clock.sleep(min(every, 0.05) if self._queued else every)
-            if self._queued:
-                self._make_room()
-            for name in list(self._awake):
-                if name == self.config.default or name in self._transitions:
-                    continue
-                try:
-                    if await self._parkable(name, force=False):
-                        self._begin(name, self._park(name))
-                except Exception:
-                    log.exception("session %r could not be checked for parking", name)
-
-    async def _renew(self, leases: LeaseStore) -> None:
-        """Keep the awake sessions' leases; drop a session whose lease was taken over."""
-        every = leases.ttl_s / 3
-        while True:
-            await self.clock.sleep(every)
-            for name, awake in list(self._awake.items()):
-                hold = awake.lock
-                if not isinstance(hold, LeaseHold) or name in self._transitions:
-                    continue
-                try:
-                    kept = await asyncio.to_thread(hold.renew)
-                except Exception:
-                    log.exception("renewing the lease of session %r failed; trying again", name)
-                    continue
-                if not kept:
-                    log.warning("session %r: its lease was taken over; dropping it", name)
-                    self._begin(name, self._lose(name))
-
-    async def _lose(self, name: str) -> bool:
-        """Drop a session another worker took over: stop it now (its writes are refused
-        anyway) and keep it parked, so its next event tries to take it back."""
-        awake = self._awake.pop(name, None)
-        if awake is None:
-            return False
-        await self._release(awake, cancel=True)
-        self._parked[name] = Parked(name=name, last_active=awake.last_active)
-        self._announce({"type": "session_lost", "session": name})
-        return True
-
     # -- transitions ------------------------------------------------------------------------
 
     def _schedule_wake(self, name: str) -> None:
@@ -510,7 +425,7 @@ class SessionHost:
         elif name not in self._awake and not self._stop.is_set():
             if self._full():  # its events wait, durable, until a session is parked
                 self._queued[name] = None
-                self._make_room()
+                make_room(self)
             else:
                 self._begin(name, self._wake(name))
 
@@ -578,28 +493,6 @@ class SessionHost:
             self._announce({"type": "session_woken", "session": name})
         return True
 
-    def _make_room(self) -> None:
-        """Park the least recently active sessions with nothing in flight, one for each queued
-        wake (not the default; `_parkable` has the last word)."""
-        assert self.config.max_awake is not None
-        parking = sum(1 for n in self._transitions if n in self._awake)
-        waking = len(self._transitions) - parking
-        needed = len(self._awake) + waking + len(self._queued) - parking - self.config.max_awake
-        if needed <= 0:
-            return
-        oldest = sorted(
-            (awake.last_active, name)
-            for name, awake in self._awake.items()
-            if name != self.config.default
-            and name not in self._transitions
-            and awake.runtime.loop.idle
-        )
-        for _, name in oldest[:needed]:
-            self._begin(name, self._park_now(name))
-
-    async def _park_now(self, name: str) -> bool:
-        return await self._parkable(name, force=True) and await self._park(name)
-
     async def _run(self, awake: Awake) -> None:
         """The session's loop; a non-default session that fails is logged and parked."""
         try:
@@ -645,6 +538,17 @@ class SessionHost:
         self._announce({"type": "session_parked", "session": name})
         if not failed and await self.bus.pending(name, limit=1):
             self._again.add(name)  # arrived while it was being parked
+        return True
+
+    async def _lose(self, name: str) -> bool:
+        """Drop a session another worker took over: stop it now (its writes are refused
+        anyway) and keep it parked, so its next event tries to take it back."""
+        awake = self._awake.pop(name, None)
+        if awake is None:
+            return False
+        await self._release(awake, cancel=True)
+        self._parked[name] = Parked(name=name, last_active=awake.last_active)
+        self._announce({"type": "session_lost", "session": name})
         return True
 
     async def _release(self, awake: Awake, *, cancel: bool = False) -> None:
