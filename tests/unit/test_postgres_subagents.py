@@ -64,6 +64,33 @@ def child(subagent_id: str, owner: int) -> SubagentRecord:
     )
 
 
+def recovering_runtime(
+    store: PostgresSubagentStore,
+    leases: PostgresLeases,
+    clock: FakeClock,
+    delivered: list[SubagentRecord],
+) -> SubagentRuntime:
+    """Worker B's runtime: it runs no child, it only recovers (each report lands in
+    `delivered`)."""
+
+    async def deliver(record: SubagentRecord) -> None:
+        delivered.append(record)
+        store.claim_delivery(record.id)
+
+    async def never_run(_: object) -> None:
+        raise AssertionError("recovery runs no child")
+
+    return SubagentRuntime(
+        store=store,
+        definitions={},
+        config=SubagentsConfig(),
+        run_child=never_run,
+        deliver=deliver,
+        events_at_top=True,
+        ownership=LeaseOwnership(leases, clock=clock.time),
+    )
+
+
 async def test_a_takeover_ends_the_old_owners_children_lost_and_reports_each_once(
     pools: list[Pool],
 ) -> None:
@@ -76,23 +103,7 @@ async def test_a_takeover_ends_the_old_owners_children_lost_and_reports_each_onc
 
     delivered: list[SubagentRecord] = []
     store_b = PostgresSubagentStore(pools[1])
-
-    async def deliver(record: SubagentRecord) -> None:
-        delivered.append(record)
-        store_b.claim_delivery(record.id)
-
-    async def never_run(_: object) -> None:
-        raise AssertionError("recovery runs no child")
-
-    runtime_b = SubagentRuntime(
-        store=store_b,
-        definitions={},
-        config=SubagentsConfig(),
-        run_child=never_run,
-        deliver=deliver,
-        events_at_top=True,
-        ownership=LeaseOwnership(leases_b, clock=clock.time),
-    )
+    runtime_b = recovering_runtime(store_b, leases_b, clock, delivered)
     assert runtime_b.recover(root_session="main") == []  # A holds the lease: its child lives
     await runtime_b.flush()
 
@@ -188,23 +199,7 @@ async def test_a_paused_workers_child_is_refused_after_a_takeover_and_delivers_n
     )
     delivered: list[SubagentRecord] = []
     store_b = PostgresSubagentStore(pools[1])
-
-    async def deliver(record: SubagentRecord) -> None:
-        delivered.append(record)
-        store_b.claim_delivery(record.id)
-
-    async def never_run(_: object) -> None:
-        raise AssertionError("recovery runs no child")
-
-    runtime_b = SubagentRuntime(
-        store=store_b,
-        definitions={},
-        config=SubagentsConfig(),
-        run_child=never_run,
-        deliver=deliver,
-        events_at_top=True,
-        ownership=LeaseOwnership(leases_b, clock=clock.time),
-    )
+    runtime_b = recovering_runtime(store_b, leases_b, clock, delivered)
     try:
         await parent.run("go")
         await asyncio.wait_for(started.wait(), 10)  # A's child works, in the tool call
