@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
@@ -25,7 +25,7 @@ from heron.always_on.subagents.service import open_subagents
 from heron.always_on.triggers.sqlite_store import open_trigger_stores
 from heron.connectors.mail.maildir import Maildir
 from heron.sandbox import make_sandbox
-from heron.sessions.lease import LeaseStore
+from heron.sessions.lease import Fenced, LeaseStore
 from heron.sessions.lock import SessionInUseError
 
 if TYPE_CHECKING:
@@ -64,7 +64,9 @@ async def open_server(server: HeronServer, secret: bytes) -> None:
     if cfg.subagents is not None:
         shared = None
         if server.shared is not None and leases is not None:
-            shared = (server.shared.subagents(), LeaseOwnership(leases))
+            # The children's histories are fenced by their root session's lease.
+            ownership = LeaseOwnership(leases, fence=cast(Fenced, bus.sessions))
+            shared = (server.shared.subagents(), ownership)
         server.subagents = open_subagents(
             cfg.subagents, state_dir=cfg.state_dir, bus=bus, deliver=True, shared=shared
         )

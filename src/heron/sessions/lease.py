@@ -84,7 +84,9 @@ class LeaseStore(Protocol):
 class Fenced(Protocol):
     """A store whose writes of a session check the epoch of the lease it was told."""
 
-    def fence(self, lease: Lease) -> None: ...
+    def fence(self, lease: Lease, *, session: str | None = None) -> None:
+        """Fence `session` (by default `lease.session`) with the epoch of `lease`."""
+        ...
 
     def unfence(self, session: str) -> None: ...
 

@@ -9,7 +9,8 @@ together.
 Fencing: a store told a session's lease (`fence`) checks in every append of that session that
 the lease's epoch is still the stored one, under a share lock of the lease row (a takeover
 waits for the write, or the write sees the takeover), and raises
-`heron.sessions.lease.StaleEpochError` otherwise.
+`heron.sessions.lease.StaleEpochError` otherwise. A sub-agent's session is fenced by its root
+session's lease (`fence(lease, session=child)`): it has no lease of its own.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class PostgresSessionStore:
     def __init__(self, pool: Pool, *, now: Callable[[], float] = time.time) -> None:
         self._pool = pool
         self._now = now
-        self._epochs: dict[str, int] = {}
+        self._epochs: dict[str, tuple[str, int]] = {}
+        """Per fenced session: the session whose lease fences it, and that lease's epoch."""
         self.companions: list[Companion] = []
         """Run inside every append's transaction, after its rows (see
         `heron.sessions.store.Companion`); on the thread that
@@ -67,9 +69,10 @@ class PostgresSessionStore:
 
     # -- fencing ----------------------------------------------------------------------------
 
-    def fence(self, lease: Lease) -> None:
-        """From now on, write `lease.session` only while `lease.epoch` is its current epoch."""
-        self._epochs[lease.session] = lease.epoch
+    def fence(self, lease: Lease, *, session: str | None = None) -> None:
+        """From now on, write `session` (by default `lease.session`) only while `lease.epoch`
+        is the current epoch of `lease.session`."""
+        self._epochs[session or lease.session] = (lease.session, lease.epoch)
 
     def unfence(self, session: str) -> None:
         """Stop checking the session's epoch (its lease was released)."""
@@ -78,11 +81,12 @@ class PostgresSessionStore:
     def check_fence(self, conn: Conn, session: str) -> None:
         """Raise `StaleEpochError` when this store holds an epoch for `session` that is no
         longer current; inside the caller's write transaction."""
-        epoch = self._epochs.get(session)
-        if epoch is None:
+        fenced = self._epochs.get(session)
+        if fenced is None:
             return
+        leased, epoch = fenced
         row = conn.execute(
-            "SELECT epoch FROM session_leases WHERE session = %s FOR SHARE", (session,)
+            "SELECT epoch FROM session_leases WHERE session = %s FOR SHARE", (leased,)
         ).fetchone()
         current = None if row is None else int(row[0])
         if current != epoch:

@@ -10,6 +10,10 @@ dead runner from a living one:
   host, so the owner is the epoch of the root session's lease when the child was spawned — the
   child runs in the worker holding that lease, and lives while that same lease does. A worker
   that took the session over (a new epoch) knows at once that the old owner's children are gone.
+  Every write of a child's history carries that epoch too (`fence`): a worker paused past its
+  lease whose session was taken over has its children's writes refused (`StaleEpochError`),
+  and such a child ends without a result (`superseded`), left to the new owner to report
+  `lost`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Protocol
 
 from heron.always_on.subagents.store import SubagentError, SubagentRecord
 from heron.sandbox.cgroups import pid_alive
-from heron.sessions.lease import LeaseStore
+from heron.sessions.lease import Fenced, Lease, LeaseStore
 
 __all__ = ["LeaseOwnership", "Ownership", "ProcessOwnership", "owner_alive"]
 
@@ -33,6 +37,19 @@ class Ownership(Protocol):
 
     def alive(self, record: SubagentRecord) -> bool:
         """Whether the runner of `record` may still be running it."""
+        ...
+
+    def fence(self, record: SubagentRecord) -> None:
+        """From now on, the writes of the child's session carry its owner (while it runs)."""
+        ...
+
+    def unfence(self, record: SubagentRecord) -> None:
+        """The child has ended: stop fencing its session."""
+        ...
+
+    def superseded(self, record: SubagentRecord) -> bool:
+        """Whether another runner took the child's root session over: the child must end
+        without a word (its writes are refused; the new owner reports it `lost`)."""
         ...
 
 
@@ -50,13 +67,32 @@ class ProcessOwnership:
     def alive(self, record: SubagentRecord) -> bool:
         return owner_alive(record.owner)
 
+    # One process holds its sessions through a file lock: nothing else writes them.
+    def fence(self, record: SubagentRecord) -> None:
+        pass
+
+    def unfence(self, record: SubagentRecord) -> None:
+        pass
+
+    def superseded(self, record: SubagentRecord) -> bool:
+        return False
+
 
 class LeaseOwnership:
     """Several workers: the owner is the epoch of the root session's lease (see the module
     docstring)."""
 
-    def __init__(self, leases: LeaseStore, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        leases: LeaseStore,
+        *,
+        fence: Fenced | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`fence`: the session store the children write (`None` where no child runs, as in
+        `heron agents`)."""
         self.leases = leases
+        self._fence = fence
         self._clock = clock
 
     def owner(self, root_session: str) -> int:
@@ -72,3 +108,21 @@ class LeaseOwnership:
         return (
             lease is not None and lease.epoch == record.owner and lease.expires_at > self._clock()
         )
+
+    def fence(self, record: SubagentRecord) -> None:
+        if self._fence is not None:
+            lease = Lease(
+                session=record.root_session,
+                owner=self.leases.owner,
+                epoch=record.owner,
+                expires_at=0.0,  # only the epoch fences
+            )
+            self._fence.fence(lease, session=record.session)
+
+    def unfence(self, record: SubagentRecord) -> None:
+        if self._fence is not None:
+            self._fence.unfence(record.session)
+
+    def superseded(self, record: SubagentRecord) -> bool:
+        lease = self.leases.current(record.root_session)
+        return lease is None or lease.epoch != record.owner

@@ -183,6 +183,7 @@ class SubagentRuntime:
             owner=self.ownership.owner(parent.session),
         )
         self.store.add(record)
+        self.ownership.fence(record)
         live = Live(
             record=record,
             definition=definition,
@@ -276,7 +277,8 @@ class SubagentRuntime:
         live.ended = True  # its status is decided: a cancel from here on has nothing to stop
         try:
             await self.end_descendants(live)
-            await self._close(record)
+            if not self._superseded(live):  # else its session's writes are refused anyway
+                await self._close(record)
         except Exception:  # a store hiccup must not leave the record unfinished
             log.exception("closing sub-agent %s failed", record.id)
         self._finish(live, status=status, outcome=outcome, result=result, error=error)
@@ -301,9 +303,25 @@ class SubagentRuntime:
             reason = live.scope.reason or "cancelled"
             self._finish(live, status=live.cancel_status, outcome=None, result="", error=reason)
 
+    def _superseded(self, live: Live) -> bool:
+        try:
+            return self.ownership.superseded(live.record)
+        except Exception:  # the store is unreachable: finish as usual (a finished record stays)
+            log.exception("checking the owner of sub-agent %s failed", live.record.id)
+            return False
+
     def _finish(
         self, live: Live, *, status: Any, outcome: Any, result: str, error: str
     ) -> SubagentRecord:
+        self.ownership.unfence(live.record)
+        if self._superseded(live):
+            # Another worker took the root session over: the child ends here without a result
+            # (its writes were refused); the new owner ends its record `lost` and reports it.
+            log.warning("sub-agent %s: its root session was taken over; dropped", live.record.id)
+            self.live.pop(live.record.id, None)
+            if live.record.mode == "sync" and live.waited:
+                live.stops.put_nowait(("done", live.record.id))
+            return live.record
         ended = self.store.finish(
             live.record.id,
             status=status,
