@@ -26,6 +26,8 @@ CHANNEL = "heron_turns"
 _RECONNECT_S = 1.0
 _STOP_CHECK_S = 0.05
 """How often the listener looks whether the log is closing (a socket wait, no round trip)."""
+_READY_S = 5.0
+"""How long opening a listening log waits for its `LISTEN` before it goes on."""
 
 Conn = psycopg.Connection[Any]
 
@@ -42,6 +44,7 @@ class PostgresTurnLog:
             row = conn.execute("SELECT value FROM gateway_meta WHERE key = 'epoch'").fetchone()
         self._epoch = str(row[0]) if row else ""
         self._stopped = threading.Event()
+        self._listening = threading.Event()
         self._thread: threading.Thread | None = None
         if news is not None:
             conninfo = pool.conninfo
@@ -50,6 +53,10 @@ class PostgresTurnLog:
                 target=self._listen, args=(conninfo, news), name="heron-turns-listen", daemon=True
             )
             self._thread.start()
+            # A commit notified before `LISTEN` ran would reach this worker's streams only at
+            # their next poll: the log is ready once it listens (or, with the server away, at
+            # once: polling covers that gap anyway).
+            self._listening.wait(_READY_S)
 
     @property
     def epoch(self) -> str:
@@ -107,9 +114,11 @@ class PostgresTurnLog:
             try:
                 with psycopg.connect(conninfo, autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    self._listening.set()
                     while not self._stopped.is_set():
                         for note in conn.notifies(timeout=_STOP_CHECK_S):
                             news(note.payload)
             except psycopg.Error:
                 # The server went away: the streams' polling covers the gap until it is back.
+                self._listening.set()
                 self._stopped.wait(_RECONNECT_S)
