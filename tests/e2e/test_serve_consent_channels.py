@@ -175,21 +175,24 @@ def _whoami(call: str, asked: str, then: dict[str, Any]) -> list[dict[str, Any]]
     ]
 
 
+def _whoami_twice(heron: Heron, first: str, then: dict[str, Any]) -> str:
+    """The script of a turn asking the server who the user is (answered `first`) and of a
+    later one asking again (answered `then`)."""
+    return heron.script(
+        "serve.yaml",
+        [*_whoami("w1", "who am I", {"text": first}), *_whoami("w2", "and now", then)],
+    )
+
+
 async def test_the_operator_consents_by_mail_reply_and_refused_replies_lose_nothing(
     heron: Heron,
 ) -> None:
     from heron.mcp.auth import token_path
 
-    model = heron.script(
-        "serve.yaml",
-        [
-            *_whoami("w1", "who am I", {"text": "Waiting for the login."}),
-            *_whoami(
-                "w2",
-                "and now",
-                {"text": "You are in.", "expect": {"last_message_contains": "you are authorised"}},
-            ),
-        ],
+    model = _whoami_twice(
+        heron,
+        "Waiting for the login.",
+        {"text": "You are in.", "expect": {"last_message_contains": "you are authorised"}},
     )
     async with smtp_sink() as smtp, protected_server(scopes=["tickets:read"]) as srv:
         _configure(heron, srv, smtp)
@@ -257,13 +260,7 @@ async def test_the_operator_consents_by_mail_reply_and_refused_replies_lose_noth
 
 
 async def test_a_no_by_mail_refuses_the_login_and_the_agent_is_told(heron: Heron) -> None:
-    model = heron.script(
-        "serve.yaml",
-        [
-            *_whoami("w1", "who am I", {"text": "Waiting for the login."}),
-            *_whoami("w2", "and now", {"text": "Still refused."}),
-        ],
-    )
+    model = _whoami_twice(heron, "Waiting for the login.", {"text": "Still refused."})
     async with smtp_sink() as smtp, protected_server(scopes=["tickets:read"]) as srv:
         _configure(heron, srv, smtp)
         serve, started = await _logged_in_then_revoked(heron, srv, model, *MAIL_FLAGS)
@@ -295,13 +292,7 @@ async def test_an_operator_pastes_the_address_in_the_web_console_and_a_wrong_one
     from heron.mcp.auth.desk_consent import CONSENT_TOOL
 
     token = "operator-token-for-the-consent-test"
-    model = heron.script(
-        "serve.yaml",
-        [
-            *_whoami("w1", "who am I", {"text": "Waiting for the login."}),
-            *_whoami("w2", "and now", {"text": "You are in."}),
-        ],
-    )
+    model = _whoami_twice(heron, "Waiting for the login.", {"text": "You are in."})
     async with protected_server(scopes=["tickets:read"]) as srv:
         heron.env["HERON_WEBHOOK_SECRET"] = SECRET
         heron.write(
@@ -370,13 +361,7 @@ async def test_a_server_without_tokens_at_start_joins_the_session_once_its_conse
     from heron.humans.sqlite_store import SqliteRequestStore
     from heron.mcp.auth.desk_consent import CONSENT_TOOL
 
-    model = heron.script(
-        "serve.yaml",
-        [
-            *_whoami("w1", "who am I", {"text": "No such tool yet."}),
-            *_whoami("w2", "and now", {"text": "You are in."}),
-        ],
-    )
+    model = _whoami_twice(heron, "No such tool yet.", {"text": "You are in."})
     async with protected_server(scopes=["tickets:read"]) as srv:
         heron.env["HERON_WEBHOOK_SECRET"] = SECRET
         heron.write(
