@@ -80,7 +80,7 @@ async def _logged_in_then_revoked(
     servers = {"tickets": McpServerConfig(url=srv.url, auth="oauth")}
     auth = McpAuth(servers, state_dir=heron.state_dir, token_key="")
     await auth.login("tickets", channel=FollowRedirectConsent(redirect_uri=CALLBACK))
-    serve = _start(heron, model, *flags)
+    serve = heron.start_serve(model, *flags)
     started = await asyncio.to_thread(serve.wait_for_event, "serve_started")
     srv.auth.access.clear()
     srv.auth.refresh.clear()
@@ -88,21 +88,6 @@ async def _logged_in_then_revoked(
 
 
 MAIL_FLAGS = ("--maildir", "Maildir", "--smtp-port", "0", "--mail-domain", "example.com")
-
-
-def _start(heron: Heron, model: str, *flags: str) -> Running:
-    return heron.start(
-        "serve",
-        "--model",
-        model,
-        "--webhook-port",
-        "0",
-        "--subscribe",
-        "webhook",
-        "--poll-interval",
-        "0.1",
-        *flags,
-    )
 
 
 def _sent_to(sink: SmtpSink, address: str) -> list[EmailMessage]:
@@ -378,7 +363,7 @@ url = "{srv.url}"
 auth = "oauth"
 """,
         )
-        serve = _start(heron, model)
+        serve = heron.start_serve(model)
         started = await asyncio.to_thread(serve.wait_for_event, "serve_started")
         await asyncio.to_thread(serve.wait_for_stderr, "needs your consent")
         await _post(started["webhook"], {"id": "m1", "text": "who am I at tickets?"})
