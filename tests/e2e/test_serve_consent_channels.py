@@ -80,7 +80,7 @@ async def _logged_in_then_revoked(
     servers = {"tickets": McpServerConfig(url=srv.url, auth="oauth")}
     auth = McpAuth(servers, state_dir=heron.state_dir, token_key="")
     await auth.login("tickets", channel=FollowRedirectConsent(redirect_uri=CALLBACK))
-    serve = _start(heron, model, *flags)
+    serve = heron.start_serve(model, *flags)
     started = await asyncio.to_thread(serve.wait_for_event, "serve_started")
     srv.auth.access.clear()
     srv.auth.refresh.clear()
@@ -88,21 +88,6 @@ async def _logged_in_then_revoked(
 
 
 MAIL_FLAGS = ("--maildir", "Maildir", "--smtp-port", "0", "--mail-domain", "example.com")
-
-
-def _start(heron: Heron, model: str, *flags: str) -> Running:
-    return heron.start(
-        "serve",
-        "--model",
-        model,
-        "--webhook-port",
-        "0",
-        "--subscribe",
-        "webhook",
-        "--poll-interval",
-        "0.1",
-        *flags,
-    )
 
 
 def _sent_to(sink: SmtpSink, address: str) -> list[EmailMessage]:
@@ -175,21 +160,24 @@ def _whoami(call: str, asked: str, then: dict[str, Any]) -> list[dict[str, Any]]
     ]
 
 
+def _whoami_twice(heron: Heron, first: str, then: dict[str, Any]) -> str:
+    """The script of a turn asking the server who the user is (answered `first`) and of a
+    later one asking again (answered `then`)."""
+    return heron.script(
+        "serve.yaml",
+        [*_whoami("w1", "who am I", {"text": first}), *_whoami("w2", "and now", then)],
+    )
+
+
 async def test_the_operator_consents_by_mail_reply_and_refused_replies_lose_nothing(
     heron: Heron,
 ) -> None:
     from heron.mcp.auth import token_path
 
-    model = heron.script(
-        "serve.yaml",
-        [
-            *_whoami("w1", "who am I", {"text": "Waiting for the login."}),
-            *_whoami(
-                "w2",
-                "and now",
-                {"text": "You are in.", "expect": {"last_message_contains": "you are authorised"}},
-            ),
-        ],
+    model = _whoami_twice(
+        heron,
+        "Waiting for the login.",
+        {"text": "You are in.", "expect": {"last_message_contains": "you are authorised"}},
     )
     async with smtp_sink() as smtp, protected_server(scopes=["tickets:read"]) as srv:
         _configure(heron, srv, smtp)
@@ -257,13 +245,7 @@ async def test_the_operator_consents_by_mail_reply_and_refused_replies_lose_noth
 
 
 async def test_a_no_by_mail_refuses_the_login_and_the_agent_is_told(heron: Heron) -> None:
-    model = heron.script(
-        "serve.yaml",
-        [
-            *_whoami("w1", "who am I", {"text": "Waiting for the login."}),
-            *_whoami("w2", "and now", {"text": "Still refused."}),
-        ],
-    )
+    model = _whoami_twice(heron, "Waiting for the login.", {"text": "Still refused."})
     async with smtp_sink() as smtp, protected_server(scopes=["tickets:read"]) as srv:
         _configure(heron, srv, smtp)
         serve, started = await _logged_in_then_revoked(heron, srv, model, *MAIL_FLAGS)
@@ -295,13 +277,7 @@ async def test_an_operator_pastes_the_address_in_the_web_console_and_a_wrong_one
     from heron.mcp.auth.desk_consent import CONSENT_TOOL
 
     token = "operator-token-for-the-consent-test"
-    model = heron.script(
-        "serve.yaml",
-        [
-            *_whoami("w1", "who am I", {"text": "Waiting for the login."}),
-            *_whoami("w2", "and now", {"text": "You are in."}),
-        ],
-    )
+    model = _whoami_twice(heron, "Waiting for the login.", {"text": "You are in."})
     async with protected_server(scopes=["tickets:read"]) as srv:
         heron.env["HERON_WEBHOOK_SECRET"] = SECRET
         heron.write(
@@ -370,13 +346,7 @@ async def test_a_server_without_tokens_at_start_joins_the_session_once_its_conse
     from heron.humans.sqlite_store import SqliteRequestStore
     from heron.mcp.auth.desk_consent import CONSENT_TOOL
 
-    model = heron.script(
-        "serve.yaml",
-        [
-            *_whoami("w1", "who am I", {"text": "No such tool yet."}),
-            *_whoami("w2", "and now", {"text": "You are in."}),
-        ],
-    )
+    model = _whoami_twice(heron, "No such tool yet.", {"text": "You are in."})
     async with protected_server(scopes=["tickets:read"]) as srv:
         heron.env["HERON_WEBHOOK_SECRET"] = SECRET
         heron.write(
@@ -393,7 +363,7 @@ url = "{srv.url}"
 auth = "oauth"
 """,
         )
-        serve = _start(heron, model)
+        serve = heron.start_serve(model)
         started = await asyncio.to_thread(serve.wait_for_event, "serve_started")
         await asyncio.to_thread(serve.wait_for_stderr, "needs your consent")
         await _post(started["webhook"], {"id": "m1", "text": "who am I at tickets?"})

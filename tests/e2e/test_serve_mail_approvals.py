@@ -110,24 +110,17 @@ starttls = false
             ],
         )
         heron.write("Maildir/.keep", "")
-        serve = heron.start(
-            "serve",
-            "--model",
+        serve = heron.start_serve(
             model,
             "--tools",
             "pay.py",
-            "--webhook-port",
-            "0",
-            "--subscribe",
-            "im",
             "--maildir",
             "Maildir",
             "--smtp-port",
             "0",
             "--mail-domain",
             "example.com",
-            "--poll-interval",
-            "0.1",
+            subscribe="im",
         )
         started = serve.wait_for_event("serve_started")
         body = json.dumps(

@@ -61,17 +61,7 @@ args = {json.dumps(server["args"])}
             {"text": "K2 is booked.", "expect": {"last_message_contains": "booked K2 on"}},
         ],
     )
-    serve = heron.start(
-        "serve",
-        "--model",
-        model,
-        "--webhook-port",
-        "0",
-        "--subscribe",
-        "webhook",
-        "--poll-interval",
-        "0.1",
-    )
+    serve = heron.start_serve(model)
     url = serve.wait_for_event("serve_started")["webhook"]
     post(url, {"id": "w1", "text": "please book K2"})
 

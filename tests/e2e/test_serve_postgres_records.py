@@ -91,6 +91,25 @@ def history(url: str) -> list[Any]:
         bus.close()
 
 
+def handover_scripts(
+    heron: Heron, first: tuple[dict[str, Any], str, str], second: tuple[str, str]
+) -> tuple[str, str]:
+    """Worker a's script (`first`: a call made on the user's words, then its reply) and
+    worker b's (`second`: the reply it gives once it sees the words it expects)."""
+    call, asked, said = first
+    answer, seen = second
+    return (
+        heron.script(
+            "a.yaml",
+            [
+                {"tool_calls": [call], "expect": {"last_message_contains": asked}},
+                {"text": said},
+            ],
+        ),
+        heron.script("b.yaml", [{"text": answer, "expect": {"last_message_contains": seen}}]),
+    )
+
+
 def wait(condition: Any, what: str) -> None:
     asyncio.run(poll_until(condition, what, within_s=60, every_s=0.2))
 
@@ -100,21 +119,11 @@ def test_an_approval_raised_on_one_worker_is_answered_from_a_terminal_and_run_on
 ) -> None:
     heron.write("pay.py", PAY_TOOL)
     heron.write("heron.toml", '[approvals.approvers]\nconsole = ["alice"]\n')
-    first = heron.script(
-        "a.yaml",
-        [
-            {
-                "tool_calls": [
-                    {"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": 120}}
-                ],
-                "expect": {"last_message_contains": "pay ACME"},
-            },
-            {"text": "I asked for approval to pay ACME."},
-        ],
-    )
-    second = heron.script(
-        "b.yaml",
-        [{"text": "Paid ACME 120.", "expect": {"last_message_contains": "paid 120 to ACME"}}],
+    pay = {"id": "c_pay", "name": "pay", "arguments": {"to": "ACME", "amount": 120}}
+    first, second = handover_scripts(
+        heron,
+        (pay, "pay ACME", "I asked for approval to pay ACME."),
+        ("Paid ACME 120.", "paid 120 to ACME"),
     )
     a = worker(heron, "worker-a", postgres_url, first, "--tools", "pay.py")
     a.wait_for_event("serve_started")
@@ -227,16 +236,10 @@ def test_a_child_of_a_killed_worker_ends_lost_and_its_parent_is_told_once_elsewh
         "name": "spawn_subagent",
         "arguments": {"task": "take your time", "agent": "helper", "mode": "async"},
     }
-    first = heron.script(
-        "a.yaml",
-        [
-            {"tool_calls": [spawn], "expect": {"last_message_contains": "ask the helper"}},
-            {"text": "The helper is on it."},
-        ],
-    )
-    second = heron.script(
-        "b.yaml",
-        [{"text": "The helper was lost.", "expect": {"last_message_contains": "status=lost"}}],
+    first, second = handover_scripts(
+        heron,
+        (spawn, "ask the helper", "The helper is on it."),
+        ("The helper was lost.", "status=lost"),
     )
     a = worker(heron, "worker-a", postgres_url, first, "--autonomy", "full")
     a.wait_for_event("serve_started")

@@ -232,6 +232,22 @@ class Heron:
         """`run_turn`, left running in the background."""
         return self.start("run", prompt, *self._turn_args(model), *flags)
 
+    def start_serve(self, model: str, *flags: str, subscribe: str = "webhook") -> Running:
+        """`heron serve --model MODEL --webhook-port 0 --subscribe SUBSCRIBE --poll-interval 0.1
+        FLAGS...`: the always-on agent on a free webhook port, polling its channels often."""
+        return self.start(
+            "serve",
+            "--model",
+            model,
+            "--webhook-port",
+            "0",
+            "--subscribe",
+            subscribe,
+            "--poll-interval",
+            "0.1",
+            *flags,
+        )
+
     def _turn_args(self, model: str) -> list[str]:
         return ["--model", model, "--tools", self.tools(), "--events", "jsonl"]
 

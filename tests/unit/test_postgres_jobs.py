@@ -18,6 +18,7 @@ from heron._support.postgres import Pool, open_pool
 from heron.always_on.bus.postgres_store import PostgresBusStore
 from heron.always_on.jobs.manager import JobConfig, JobManager
 from heron.always_on.jobs.postgres_store import PostgresJobStore
+from heron.always_on.jobs.store import JobRecord
 from heron.safety.command_policy import CommandPolicy
 from heron.sandbox import ProcessSandbox, ResourceLimits
 from support.postgres import postgres_server, postgres_url
@@ -56,6 +57,17 @@ class Workers:
         self.managers.append(manager)
         return manager
 
+    async def orphaned_job(self, command: str) -> tuple[Path, JobRecord]:
+        """A job of `command` (reading the fifo it returns, `gate`) that worker "a" started
+        before it went away: the job runs on, supervised."""
+        gate = self.workspace / "gate"
+        os.mkfifo(gate)
+        a = self.worker("a")
+        await a.start()
+        job = await a.start_job(command, call_id="c1")
+        await a.aclose()
+        return gate, job
+
     async def kinds(self) -> list[str]:
         return [e.kind for e in await self.bus.pending("main")]
 
@@ -85,12 +97,7 @@ async def release(gate: Path) -> None:
 async def test_a_dead_workers_job_is_re_attached_on_the_same_host_and_reported_once(
     workers: Workers,
 ) -> None:
-    gate = workers.workspace / "gate"
-    os.mkfifo(gate)
-    a = workers.worker("a")
-    await a.start()
-    job = await a.start_job("read x < gate && echo done", call_id="c1")
-    await a.aclose()  # worker A is gone; its job runs on, supervised
+    gate, job = await workers.orphaned_job("read x < gate && echo done")
 
     b = workers.worker("b")
     await b.start()
@@ -104,12 +111,7 @@ async def test_a_dead_workers_job_is_re_attached_on_the_same_host_and_reported_o
 async def test_a_job_of_a_host_that_is_gone_is_reported_lost_by_the_worker_taking_over(
     workers: Workers,
 ) -> None:
-    gate = workers.workspace / "gate"
-    os.mkfifo(gate)
-    a = workers.worker("a")
-    await a.start()
-    job = await a.start_job("read x < gate", call_id="c1")
-    await a.aclose()
+    gate, job = await workers.orphaned_job("read x < gate")
     # The record as a worker on another machine wrote it: that boot is not this host's.
     PostgresJobStore(workers.bus.sessions.pool).update(job.id, boot_id="boot-of-a-lost-host")
 

@@ -12,7 +12,14 @@ from typing import Any
 import psycopg
 
 from heron._support.postgres import Pool, open_pool, pg_errors, run
-from heron.collaboration.store import COLUMNS, Delivery, StoredMessage, message_of_row, message_row
+from heron.collaboration.store import (
+    COLUMNS,
+    Delivery,
+    StoredMessage,
+    list_filter,
+    message_of_row,
+    message_row,
+)
 
 Conn = psycopg.Connection[Any]
 
@@ -62,22 +69,14 @@ class PostgresMessageStore:
         thread: str | None = None,
         limit: int = 100,
     ) -> builtins.list[StoredMessage]:
-        if limit < 0:
-            raise ValueError("limit must not be negative")
-        where, params = ["TRUE"], []
-        if unread_only:
-            where.append("read_at IS NULL")
-        if session is not None:
-            where.append("session = %s")
-            params.append(session)
-        if thread is not None:
-            where.append("thread = %s")
-            params.append(thread)
+        clause, params = list_filter(
+            "%s", unread_only=unread_only, session=session, thread=thread, limit=limit
+        )
         with self._pool.connection() as conn:
             rows = conn.execute(
-                f"SELECT {COLUMNS} FROM messages WHERE {' AND '.join(where)}"
+                f"SELECT {COLUMNS} FROM messages WHERE {clause}"
                 " ORDER BY created DESC, seq DESC LIMIT %s",
-                (*params, limit),
+                params,
             ).fetchall()
             return [_message(conn, row) for row in reversed(rows)]
 

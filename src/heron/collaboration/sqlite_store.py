@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from heron._support.state import open_db, sqlite_errors, transaction
-from heron.collaboration.store import COLUMNS, Delivery, StoredMessage, message_of_row, message_row
+from heron.collaboration.store import (
+    COLUMNS,
+    Delivery,
+    StoredMessage,
+    list_filter,
+    message_of_row,
+    message_row,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -91,21 +98,13 @@ class SqliteMessageStore:
         thread: str | None = None,
         limit: int = 100,
     ) -> builtins.list[StoredMessage]:
-        if limit < 0:
-            raise ValueError("limit must not be negative")
-        where, params = ["1"], []
-        if unread_only:
-            where.append("read_at IS NULL")
-        if session is not None:
-            where.append("session = ?")
-            params.append(session)
-        if thread is not None:
-            where.append("thread = ?")
-            params.append(thread)
+        clause, params = list_filter(
+            "?", unread_only=unread_only, session=session, thread=thread, limit=limit
+        )
         rows = self._conn.execute(
-            f"SELECT {COLUMNS} FROM messages WHERE {' AND '.join(where)}"
+            f"SELECT {COLUMNS} FROM messages WHERE {clause}"
             " ORDER BY created DESC, rowid DESC LIMIT ?",
-            (*params, limit),
+            params,
         ).fetchall()
         return [self._message(row) for row in reversed(rows)]
 

@@ -156,6 +156,26 @@ COLUMNS = (
 """The `messages` table's columns, in the order of `message_row` (both back ends)."""
 
 
+def list_filter(
+    mark: str, *, unread_only: bool, session: str | None, thread: str | None, limit: int
+) -> tuple[str, list[Any]]:
+    """The `WHERE` clause of `MessageStore.list` and its parameters, `limit` last, with `mark`
+    as the back end's placeholder."""
+    if limit < 0:
+        raise ValueError("limit must not be negative")
+    where: list[str] = ["1 = 1"]
+    params: list[Any] = []
+    if unread_only:
+        where.append("read_at IS NULL")
+    if session is not None:
+        where.append(f"session = {mark}")
+        params.append(session)
+    if thread is not None:
+        where.append(f"thread = {mark}")
+        params.append(thread)
+    return " AND ".join(where), [*params, limit]
+
+
 def message_row(message: StoredMessage) -> tuple[Any, ...]:
     """A message as a row of `COLUMNS` (JSON for the card, attachments and pending)."""
     card = None if message.card is None else json.dumps(message.card, ensure_ascii=False)

@@ -37,8 +37,8 @@ from heron.turn.events import (
     ToolStatus,
 )
 from heron.turn.extensions import CheckRequest, CheckVerdict
-from heron.turn.faults import hook_failed
-from heron.turn.hooks import HookCall, run_before_hooks
+from heron.turn.faults import hook_call, hook_failed
+from heron.turn.hooks import run_before_hooks
 
 MAX_LISTED_TOOLS = 25
 NOT_STARTED = "[interrupted: the turn was cancelled before this call started; it did not run]"
@@ -185,13 +185,7 @@ async def prepare_calls(
             try:
                 name, args, cancel_reason = await run_before_hooks(
                     exec_.hooks,
-                    HookCall(
-                        call_id=call.call_id,
-                        name=call.name,
-                        arguments=call.arguments,
-                        turn_id=state.turn_id,
-                        channel=state.channel,
-                    ),
+                    hook_call(state, call.call_id, call.name, call.arguments),
                     hook_failed(state, call.call_id),
                 )
             except asyncio.CancelledError as exc:

@@ -61,8 +61,8 @@ from heron.turn.context import (
     TurnState,
 )
 from heron.turn.events import ProgressEvent, ToolCallEvent
-from heron.turn.faults import hook_failed, notify, observer_failed
-from heron.turn.hooks import HookCall, HookOutcome, run_after_hooks
+from heron.turn.faults import hook_call, hook_failed, notify, observer_failed
+from heron.turn.hooks import HookOutcome, run_after_hooks
 from heron.turn.observer import NullObserver, ToolCallRecord, ToolCallStartRecord
 
 SEARCH_TOOLS = frozenset({"tool_search", "discover_tools"})
@@ -271,13 +271,7 @@ async def execute_one(
         try:
             await run_after_hooks(
                 exec_.hooks,
-                HookCall(
-                    call_id=call.call_id,
-                    name=call.name,
-                    arguments=call.arguments,
-                    turn_id=state.turn_id,
-                    channel=state.channel,
-                ),
+                hook_call(state, call.call_id, call.name, call.arguments),
                 HookOutcome(
                     status=outcome.status,
                     success=outcome.success,

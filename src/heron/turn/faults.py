@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from heron.safety.redact import scrub_text
 from heron.turn.bounds import render_bounded
 from heron.turn.context import TurnState
 from heron.turn.events import BaseEvent, EventSink, ExtensionErrorEvent, discard
-from heron.turn.hooks import HookErrorHandler, ToolHook
+from heron.turn.hooks import HookCall, HookErrorHandler, ToolHook
 from heron.turn.observer import FanOutObserver, Observer, ToolCallRecord, ToolCallStartRecord
 
 log = logging.getLogger("heron.turn")
@@ -100,6 +100,18 @@ def guard_sink(raw: EventSink, turn_id: str) -> EventSink:
 
 
 ObserverErrorHandler = Callable[[Observer, str, Exception], None]
+
+
+def hook_call(state: TurnState, call_id: str, name: str, arguments: dict[str, Any]) -> HookCall:
+    """What a call's hooks are shown of it (before and after it runs); `hook_failed` is their
+    `on_error`."""
+    return HookCall(
+        call_id=call_id,
+        name=name,
+        arguments=arguments,
+        turn_id=state.turn_id,
+        channel=state.channel,
+    )
 
 
 def hook_failed(state: TurnState, call_id: str) -> HookErrorHandler:
