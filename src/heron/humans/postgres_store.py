@@ -28,6 +28,7 @@ from heron.humans.sqlite_store import (
     _request,
     _row,
     _rule,
+    _rule_row,
 )
 from heron.humans.store import AlwaysRule, HumanRequest, Settlement, SettleResult
 from heron.turn.approval_audit import check_limit
@@ -241,18 +242,7 @@ class PostgresRequestStore:
         with self._pool.connection() as conn:
             conn.execute(
                 f"INSERT INTO approval_rules ({_RULE_COLUMNS}) VALUES ({', '.join(['%s'] * 10)})",
-                (
-                    rule.id,
-                    rule.tool,
-                    rule.scope,
-                    rule.session,
-                    None if rule.command_prefix is None else _dump(list(rule.command_prefix)),
-                    rule.created_at,
-                    rule.expires_at,
-                    rule.created_by,
-                    rule.request_id,
-                    rule.revoked_at,
-                ),
+                _rule_row(rule),
             )
 
     def rules(

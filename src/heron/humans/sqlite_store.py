@@ -266,6 +266,23 @@ def _rule(row: tuple[Any, ...]) -> AlwaysRule:
     )
 
 
+def _rule_row(rule: AlwaysRule) -> tuple[Any, ...]:
+    """The columns of `_RULE_COLUMNS`, in order (`_rule` reads them back)."""
+    prefix = None if rule.command_prefix is None else _dump(list(rule.command_prefix))
+    return (
+        rule.id,
+        rule.tool,
+        rule.scope,
+        rule.session,
+        prefix,
+        rule.created_at,
+        rule.expires_at,
+        rule.created_by,
+        rule.request_id,
+        rule.revoked_at,
+    )
+
+
 @sqlite_errors
 class SqliteRequestStore:
     """`RequestStore` on one SQLite connection (explicit transactions)."""
@@ -463,18 +480,7 @@ class SqliteRequestStore:
         with transaction(self._conn) as conn:
             conn.execute(
                 f"INSERT INTO approval_rules ({_RULE_COLUMNS}) VALUES ({', '.join('?' * 10)})",
-                (
-                    rule.id,
-                    rule.tool,
-                    rule.scope,
-                    rule.session,
-                    None if rule.command_prefix is None else _dump(list(rule.command_prefix)),
-                    rule.created_at,
-                    rule.expires_at,
-                    rule.created_by,
-                    rule.request_id,
-                    rule.revoked_at,
-                ),
+                _rule_row(rule),
             )
 
     def rules(
