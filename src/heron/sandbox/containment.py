@@ -367,7 +367,9 @@ def _process(sandbox: ProcessSandbox, writable: Path) -> ContainmentReport:
         add(
             "other_processes",
             True,
-            "/proc is mounted with hidepid: it lists only the command's own processes",
+            f"/proc is mounted with hidepid: it lists only processes of uid {run_as[0]}, the "
+            "command's own and those of other sandboxed commands running at that moment "
+            "(there is no PID namespace at this level; bwrap has one)",
         )
     else:
         add(

@@ -196,7 +196,9 @@ def lay_out(outside: Path, token: str) -> None:
 def canaries() -> tuple[str, ...]:
     """Entries of heron's environment block, except those that also appear on the command line
     of heron or one of its parents (`FOO=bar heron run`): reading a command line is
-    `other_processes`, not the environment."""
+    `other_processes`, not the environment. A value under 8 characters is no evidence either:
+    heron itself hands flags such as `PYTHONDONTWRITEBYTECODE=1` to the commands it runs, and
+    a concurrent command of the same user may show them."""
     try:
         block = Path("/proc/self/environ").read_bytes().decode(errors="replace")
     except OSError:
@@ -206,7 +208,9 @@ def canaries() -> tuple[str, ...]:
     return tuple(
         e
         for e in entries
-        if e.split("=", 1)[0] not in _NOT_CANARIES and len(e) >= 8 and e not in lines
+        if e.split("=", 1)[0] not in _NOT_CANARIES
+        and len(e.split("=", 1)[1]) >= 8
+        and e not in lines
     )
 
 
