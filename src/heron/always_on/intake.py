@@ -212,14 +212,23 @@ async def open_intake(
 ) -> Intake:
     """The intake on `<state_dir>/heron.db` (SQLite: the bus, the host index and the
     subscriptions on one connection), listening. Raises `ServeError` (and leaves nothing
-    open) when a port cannot be bound."""
+    open) when the default session is held by another process or a port cannot be bound."""
     from heron.always_on.bus.sqlite_store import SqliteBusStore
     from heron.always_on.sqlite_sessions import SqliteHostIndex
     from heron.always_on.triggers.sqlite_subscriptions import SqliteSubscriptionStore
+    from heron.sessions.lock import SessionInUseError, SessionLock
 
     bus = SqliteBusStore.open(config.state_dir)
     conn = bus.sessions.conn
     try:
+        # A second server on the same default session fails before it listens: a look at
+        # the lock, released at once (the host takes it for good when it wakes the session).
+        probe = SessionLock(config.state_dir, config.session)
+        try:
+            probe.acquire()
+        except SessionInUseError as exc:
+            raise ServeError(str(exc)) from exc
+        probe.release()
         intake = Intake(
             config,
             bus=bus,
