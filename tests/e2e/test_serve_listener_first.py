@@ -23,6 +23,7 @@ from heron.safety.signing import signed_headers
 from support.cli import TIMEOUT_S, Heron, Running
 
 SECRET = "listener-first-test-secret"
+SIGNING = "alerts-signing-value-0123456789"
 GATED_TOOLS = '''
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def noop() -> str:
 
 
 def serve(heron: Heron) -> Running:
-    model = heron.script("script.yaml", [{"text": "done"}, {"text": "done"}])
+    model = heron.script("script.yaml", [{"text": "done"} for _ in range(4)])
     return heron.start_serve(model, "--session", "main", "--tools", "gated_tools.py")
 
 
@@ -92,6 +93,9 @@ def test_webhooks_accepted_while_the_agent_side_starts_are_processed_once_after(
     heron: Heron,
 ) -> None:
     heron.env["HERON_WEBHOOK_SECRET"] = SECRET
+    # A secret only the configuration names (not secret-shaped by its variable's name).
+    heron.env["ALERTS_SIGNING"] = SIGNING
+    heron.write("heron.toml", '[telemetry]\nalerts_webhook_secret_env = "ALERTS_SIGNING"\n')
     heron.write("gated_tools.py", GATED_TOOLS)
     os.mkfifo(heron.root / "gate")
     running = serve(heron)
@@ -114,10 +118,15 @@ def test_webhooks_accepted_while_the_agent_side_starts_are_processed_once_after(
         card = post(url, "/card", b"{}")
         assert (card.status_code, card.json()["status"]) == (503, "starting")
         assert card.headers["retry-after"] == "1"
-        assert stored(heron.state_dir) == [
+        leaked = post(url, "/webhook", webhook("e4", f"the signing key is {SIGNING}"))
+        assert leaked.status_code == 202, leaked.text
+        assert stored(heron.state_dir)[:2] == [
             ("main", "first while starting", False),
             ("other", "second, to another session", False),
         ]
+        # Masked as it was stored, though the agent side has not registered anything yet.
+        [(_, masked, _)] = stored(heron.state_dir)[2:]
+        assert SIGNING not in masked and masked.startswith("the signing key is ")
 
         open_gate(heron)
         started = running.wait_for_event("serve_started")

@@ -216,13 +216,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from heron._support.clock import RealClock
     from heron.always_on.intake import check_serve, open_intake
     from heron.always_on.serve_config import ServeConfig, ServeError
-    from heron.safety.secrets import known_secrets
+    from heron.safety.secrets import known_secrets, register_secrets
 
     config = _serve_config(common.require_model(common.load_config(args)))
     gateway_config = config.gateway
+    # Before anything is accepted: events are masked with the known secrets as they are stored.
     known_secrets().add_env(
         [args.webhook_secret_env, args.notify_secret_env or "", gateway_config.token_env]
     )
+    register_secrets(config)
     http_port = args.http_port if args.http_port is not None else gateway_config.port
     # Background jobs run in the built-in tools' workspace when one is given.
     builtin_cfg = config.tools.builtin
@@ -351,7 +353,7 @@ async def _serve(
     from heron._support.state import open_db
     from heron.always_on.server import HeronServer, ServeError
     from heron.audit.sqlite_store import SqliteApprovalAudit
-    from heron.config.build import build_agent, open_builtin, open_mcp, register_secrets
+    from heron.config.build import build_agent, open_builtin, open_mcp
     from heron.turn.approval import NoApprover
     from heron.turn.events import discard
 
@@ -393,9 +395,8 @@ async def _serve(
     if gateway is not None:
         stack.callback(gateway.close)
 
-    # Every session's agent records its approvals on one connection, and the secrets
-    # are registered once: an agent is built at each wake of a session.
-    register_secrets(config)
+    # Every session's agent records its approvals on one connection (the secrets were
+    # registered before the intake opened): an agent is built at each wake of a session.
     audit_db = open_db(config.state.path())
     stack.callback(audit_db.close)
     audit = SqliteApprovalAudit(audit_db)
