@@ -95,7 +95,10 @@ def test_webhooks_accepted_while_the_agent_side_starts_are_processed_once_after(
     heron.env["HERON_WEBHOOK_SECRET"] = SECRET
     # A secret only the configuration names (not secret-shaped by its variable's name).
     heron.env["ALERTS_SIGNING"] = SIGNING
-    heron.write("heron.toml", '[telemetry]\nalerts_webhook_secret_env = "ALERTS_SIGNING"\n')
+    heron.write(
+        "heron.toml",
+        '[telemetry]\nalerts_webhook_secret_env = "ALERTS_SIGNING"\n\n[limits]\nmax_depth = 8\n',
+    )
     heron.write("gated_tools.py", GATED_TOOLS)
     os.mkfifo(heron.root / "gate")
     running = serve(heron)
@@ -114,6 +117,8 @@ def test_webhooks_accepted_while_the_agent_side_starts_are_processed_once_after(
         forged = post(url, "/webhook", webhook("e3", "forged"), secret="not-the-secret")
         assert forged.status_code == 401
         assert post(url, "/webhook", b"{not json").status_code == 400
+        deep = {"id": "e5", "text": "too deep", "data": [[[[[[[[[]]]]]]]]]}  # 10 levels
+        assert post(url, "/webhook", json.dumps(deep).encode()).status_code == 422  # [limits]
         # A route of the agent side is not taken yet: "retry later", not "no such path".
         card = post(url, "/card", b"{}")
         assert (card.status_code, card.json()["status"]) == (503, "starting")

@@ -214,17 +214,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from contextlib import AsyncExitStack
 
     from heron._support.clock import RealClock
+    from heron._support.limits import set_input_limits
     from heron.always_on.intake import check_serve, open_intake
     from heron.always_on.serve_config import ServeConfig, ServeError
     from heron.safety.secrets import known_secrets, register_secrets
 
     config = _serve_config(common.require_model(common.load_config(args)))
     gateway_config = config.gateway
-    # Before anything is accepted: events are masked with the known secrets as they are stored.
+    # Before anything is accepted: events are masked with the known secrets as they are
+    # stored, and webhook bodies are held to `[limits]` (building an agent applies it too).
     known_secrets().add_env(
         [args.webhook_secret_env, args.notify_secret_env or "", gateway_config.token_env]
     )
     register_secrets(config)
+    set_input_limits(config.limits.to_limits())
     http_port = args.http_port if args.http_port is not None else gateway_config.port
     # Background jobs run in the built-in tools' workspace when one is given.
     builtin_cfg = config.tools.builtin

@@ -414,7 +414,8 @@ def lifecycle_parts(
     if audit is None:
         register_secrets(config)
     state_dir = config.state.path()
-    set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
+    # Where `[limits]` takes effect (and in `heron serve`, before its intake listens).
+    set_input_limits(config.limits.to_limits())
     a = config.agent
     approval = ApprovalManager(
         policy=ApprovalPolicy(

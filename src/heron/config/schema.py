@@ -122,7 +122,8 @@ class ToolsConfig(_Section):
 
 class LimitsConfig(_Section):
     """`[limits]`: the one limit on data from outside (`heron._support.limits.InputLimits`),
-    process-wide, applied when an agent is built (`heron.config.build_agent`)."""
+    process-wide, applied when an agent is built (`heron.config.build_agent`) and by `heron
+    serve` before it accepts webhooks."""
 
     max_depth: int = Field(default=DEFAULT_LIMITS.max_depth, ge=1, le=MAX_DEPTH_CEILING)
     """Objects and arrays nested inside each other in tool arguments, tool data, webhook bodies."""
