@@ -26,6 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from heron.always_on.bus.routing import check_hosted_name, hosting_refusal, quiet_session_name
 from heron.always_on.serve_config import Announce, ServeConfig, ServeError
+from heron.always_on.triggers.subscriptions import (
+    SubscriptionFilter,
+    Subscriptions,
+    SubscriptionStore,
+)
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -37,7 +42,6 @@ if TYPE_CHECKING:
     from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
     from heron.always_on.http import HttpFront
     from heron.always_on.sessions import HostIndex, SessionHost
-    from heron.always_on.triggers.subscriptions import SubscriptionStore
 
 _STANDING = "standing subscription of heron serve"
 
@@ -94,8 +98,6 @@ class Intake:
     def should_wake(self, event: BusEvent) -> bool:
         """The ingress's filter: the event's session becomes one of this server's (created on
         its first event), and its subscriptions decide."""
-        from heron.always_on.triggers.subscriptions import Subscriptions
-
         self.claim(event.session)
         return Subscriptions(self.subscriptions, session=event.session).should_wake(event)
 
@@ -103,8 +105,6 @@ class Intake:
         """The session's standing subscriptions (`heron serve --subscribe`), added once."""
         if not self.config.subscribe:
             return
-        from heron.always_on.triggers.subscriptions import SubscriptionFilter, Subscriptions
-
         store = Subscriptions(self.subscriptions, session=session)
         have = {s.source for s in store.list() if s.note == _STANDING}
         for source in dict.fromkeys(self.config.subscribe):

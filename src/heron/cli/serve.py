@@ -292,7 +292,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     raise UsageError(str(exc)) from exc
                 stack.push_async_callback(intake.aclose)
             # Accepting from here: the agent side's imports and builds run off the event loop.
-            side = await asyncio.to_thread(_agent_side, config, args.heartbeat)
+            gateway = serve_config.http_port is not None
+            side = await asyncio.to_thread(_agent_side, config, args.heartbeat, gateway)
             server_config = dataclasses.replace(
                 serve_config,
                 messaging=side.messaging,
@@ -318,9 +319,10 @@ class _AgentSide:
     triggers: TriggerConfig | None
 
 
-def _agent_side(config: HeronConfig, heartbeat: float | None) -> _AgentSide:
-    """The agent side's imports (most of a start: the server, the agent, providers, tools)
-    and what is built from the configuration alone, in a worker thread."""
+def _agent_side(config: HeronConfig, heartbeat: float | None, gateway: bool) -> _AgentSide:
+    """The agent side's imports (most of a start: the server, the agent, providers, tools;
+    the gateway's with an HTTP port) and what is built from the configuration alone, in a
+    worker thread."""
     import heron.always_on.server  # imported here, off the event loop
     from heron.always_on.triggers.heartbeat import HeartbeatConfig
     from heron.always_on.triggers.runtime import TriggerConfig
@@ -329,7 +331,7 @@ def _agent_side(config: HeronConfig, heartbeat: float | None) -> _AgentSide:
     user_tools = common.user_tools(config)
     with common.library_errors():
         model = agent_model(config)
-    if config.gateway.port is not None or config.mcp.enabled_servers():
+    if gateway:
         import heron.gateway.app  # noqa: F401  # built on the event loop, imported here
 
     return _AgentSide(
