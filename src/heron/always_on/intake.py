@@ -120,7 +120,7 @@ class Intake:
 
     async def listen(self, secret: bytes) -> None:
         """Start the HTTP front on the webhook port and the HTTP port (one socket when they
-        are the same) with the webhooks (when `secret` is set), then announce
+        are the same) with the webhooks (when `secret` is set), then, with webhooks, announce
         `serve_accepting`. A port that cannot be bound is a `ServeError`."""
         from heron.always_on.http import HttpFront, ListenError
 
@@ -153,9 +153,9 @@ class Intake:
             self.webhook.port = front.addresses[0][1]
             webhook = self.webhook.url
         http = front.url(len(front.addresses) - 1) if cfg.http_port is not None else None
-        self.announce(
-            {"type": "serve_accepting", "pid": os.getpid(), "webhook": webhook, "http": http}
-        )
+        if self.webhook is not None:  # without webhooks, nothing is accepted before processing
+            accepting = {"type": "serve_accepting", "pid": os.getpid()}
+            self.announce({**accepting, "webhook": webhook, "http": http})
 
     def _webhooks(self, secret: bytes) -> WebhookServer:
         from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
