@@ -134,6 +134,7 @@ class HttpFront:
         addresses: Sequence[tuple[str, int]],
         max_body: int = DEFAULT_MAX_BODY,
         starting: bool = False,
+        websockets: bool = True,
     ) -> None:
         self.routes = list(routes)
         self.addresses = list(addresses)
@@ -142,6 +143,9 @@ class HttpFront:
         self.max_body = max_body
         self.starting = starting
         """More routes are to be `mount`ed: an unknown path is answered 503, not 404."""
+        self.websockets = websockets
+        """Serve WebSocket routes (the gateway's); without, uvicorn does not import its
+        WebSocket protocol (tens of ms of a start)."""
         self._app: Any = None
         self._server: Any = None
         self._sockets: list[socket.socket] = []
@@ -185,7 +189,7 @@ class HttpFront:
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=2,
-            ws="websockets-sansio",
+            ws="websockets-sansio" if self.websockets else "none",
         )
         config.load()
         server = uvicorn.Server(config)

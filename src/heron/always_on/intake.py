@@ -140,7 +140,14 @@ class Intake:
         if secret:
             self.webhook = self._webhooks(secret)
             routes += self.webhook.asgi_routes()
-        front = HttpFront(routes, addresses=addresses, max_body=cfg.http_max_body, starting=True)
+        # WebSockets are the gateway's, which only an HTTP port carries.
+        front = HttpFront(
+            routes,
+            addresses=addresses,
+            max_body=cfg.http_max_body,
+            starting=True,
+            websockets=cfg.http_port is not None,
+        )
         try:
             await front.start()
         except ListenError as exc:
