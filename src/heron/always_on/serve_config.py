@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from heron.humans.config import ApprovalsConfig
 
 Announce = Callable[[dict[str, Any]], None]
-"""Receives the server's own lifecycle records (`serve_started`, `session_woken`,
-`session_parked`, `session_failed`, `session_lost`, `serve_stopped`)."""
+"""Receives the server's own lifecycle records (`serve_accepting`, `serve_started`,
+`session_woken`, `session_parked`, `session_failed`, `session_lost`, `serve_stopped`)."""
 
 
 class ServeError(HeronError, RuntimeError):
