@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from heron.discovery.documents import DenseView, ToolDoc, identifier_words
+from heron.discovery.documents import DenseView, ToolDoc
 from heron.discovery.embeddings import Embedder, Vectors, load_embedder
 from heron.discovery.fusion import FusionMethod, fuse, minmax
 from heron.discovery.lexical import FloatArray, LexicalParams, LexicalRanker, normalised
@@ -55,8 +55,10 @@ __all__ = [
 
 Mode = Literal["hybrid", "lexical"]
 BoolArray = npt.NDArray[np.bool_]
-TEXT_FORMAT = "t1"
-"""Version of `ToolDoc.embedding_text()` and of the server summary text (in cache keys)."""
+TEXT_FORMAT = "t2"
+"""Version of the texts embedded (`ToolDoc.view_text()`, the server summaries, the null
+passages): part of every cache key, so a changed template is embedded afresh, never mixed in.
+t2: run-together names split into words (`ToolDoc.name_words`)."""
 NULL_PASSAGES = (
     "A tool.",
     "An app that helps you with many things.",
@@ -217,7 +219,7 @@ class DiscoveryIndex:
         self._lexical = LexicalRanker(
             [
                 (
-                    f"{d.name} {d.title or ''}",
+                    f"{d.name_words} {d.title or ''}",
                     " ".join((d.server, d.description, " ".join(d.parameters))),
                 )
                 for d in self.docs
@@ -434,7 +436,7 @@ class DiscoveryIndex:
 
 
 def _view_key(view: DenseView, doc: ToolDoc) -> str:
-    # The full view keeps the key phase 1 used, so existing caches stay warm.
+    # `tool:` alone is the full view (the shape of the key before there were other views).
     prefix = "tool" if view == "full" else f"tool-{view}"
     return f"{prefix}:{TEXT_FORMAT}:{doc.fingerprint()}"
 
@@ -446,7 +448,7 @@ def _text_key(text: str) -> str:
 def _server_summary(description: str | None, docs: Sequence[ToolDoc]) -> str:
     if description and description.strip():
         return " ".join(description.split())[:_SUMMARY_CHARS]
-    names = [identifier_words(d.name) for d in docs]
+    names = [d.name_words for d in docs]
     shown = ", ".join(names[:_SUMMARY_TOOLS])
     more = f" and {len(names) - _SUMMARY_TOOLS} more" if len(names) > _SUMMARY_TOOLS else ""
     return f"tools: {shown}{more}"
