@@ -526,7 +526,7 @@ def preapproved_tools(tools: Sequence[Tool], builtin: Builtin | None) -> list[st
     `[people.*]`), never an address the model chooses, asking grants nothing, and a sub-agent
     gets nothing its parent does not have (its own calls are approved like the parent's).
     `[approval] always_ask` still wins."""
-    from heron.always_on.subagents.grant import SUBAGENT_TOOLS
+    from heron.always_on.subagents.names import SUBAGENT_TOOLS
     from heron.collaboration.tools import MESSAGE_TOOLS
 
     names = MESSAGE_TOOLS | ASKING_TOOLS | SUBAGENT_TOOLS

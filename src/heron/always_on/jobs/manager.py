@@ -21,7 +21,8 @@ Deadlines: a job past its deadline gets one `system.process_timeout` event and, 
 grace period) and ends as `failed`.
 
 Timing: the supervisor's exit wakes the manager at once through a pidfd; otherwise it polls
-every `poll_interval_s` on its `Clock`, and sooner when a deadline falls due.
+every `poll_interval_s` on its `Clock`, and sooner when a deadline falls due. A session with no
+open job is not polled: its next `start_job` wakes the loop.
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ class JobManager:
             raise JobError(error)
         job = self.store.update(job_id, **sup.identity(report))
         self._arm(job)
+        self._wake.set()  # the watching loop has an open job again
         return job
 
     def get(self, job_id: str) -> JobRecord | None:
@@ -263,24 +265,29 @@ class JobManager:
             return job
 
     async def _run(self) -> None:
-        while True:
+        while True:  # `start` has just polled
+            delay = self.config.poll_interval_s
+            now = self.clock.time()
+            watching = bool(self._waiters)
+            for job in self.store.open_jobs(self.session):
+                watching = True
+                if job.deadline is not None and not job.timed_out:
+                    delay = min(delay, max(job.deadline - now, 0.0))
+            if watching:
+                sleeper = asyncio.ensure_future(self.clock.sleep(delay))
+                waker = asyncio.ensure_future(self._wake.wait())
+                try:
+                    await asyncio.wait([sleeper, waker], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    sleeper.cancel()
+                    waker.cancel()
+            else:  # no open job: nothing to poll until one starts (most sessions, most wakes)
+                await self._wake.wait()
             self._wake.clear()
             try:
                 await self.poll()
             except (OSError, StoreError):
                 log.exception("job poll failed; retrying")
-            delay = self.config.poll_interval_s
-            now = self.clock.time()
-            for job in self.store.open_jobs(self.session):
-                if job.deadline is not None and not job.timed_out:
-                    delay = min(delay, max(job.deadline - now, 0.0))
-            sleeper = asyncio.ensure_future(self.clock.sleep(delay))
-            waker = asyncio.ensure_future(self._wake.wait())
-            try:
-                await asyncio.wait([sleeper, waker], return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                sleeper.cancel()
-                waker.cancel()
 
     async def _reconcile(self, job: JobRecord) -> JobRecord:
         if job.supervisor_pid is None:  # heron stopped between storing and launching
