@@ -422,6 +422,8 @@ class SessionHost:
     def _schedule_wake(self, name: str) -> None:
         if name in self._transitions:
             self._again.add(name)
+        elif name in self._queued:
+            return  # room was asked for it already (each poll names it again)
         elif name not in self._awake and not self._stop.is_set():
             if self._full():  # its events wait, durable, until a session is parked
                 self._queued[name] = None
