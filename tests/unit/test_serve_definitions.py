@@ -1,8 +1,8 @@
 """What a wake of a session reuses and what it must not: the tool definitions (schemas,
 validators, descriptions) are made once and shared by every session of a server, while each
 session's tools act on that session only, and a server with another configuration never gets
-the first one's definitions. Real `HeronServer`s on real SQLite state directories, events
-published on their buses; only the model is scripted."""
+the first one's definitions, nor a sub-agent its parent's whole set. Real `HeronServer`s on
+real SQLite state directories, events published on their buses; only the model is scripted."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ from heron.agent import Agent
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.jobs.manager import JobConfig
 from heron.always_on.server import HeronServer, ServeConfig
+from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
+from heron.always_on.subagents.names import SUBAGENT_TOOLS
+from heron.always_on.subagents.service import SubagentsSetup
 from heron.always_on.triggers.runtime import TriggerConfig
 from heron.messages import ToolResultMessage, UserMessage
 from heron.models.base import ModelRequest
@@ -138,3 +141,61 @@ async def test_a_server_with_another_configuration_gets_definitions_of_its_own(
     assert start_job(hour, "beta") is start_job(hour, "alpha")
     assert start_job(minute, "alpha") is not start_job(hour, "alpha")
     assert minute.listed == {"alpha": ["alpha timer"]}  # and its own sessions' timers
+
+
+async def test_a_child_gets_its_narrowed_grant_and_the_next_session_its_full_set(
+    tmp_path: Path,
+) -> None:
+    offered: dict[str, list[str]] = {}
+
+    def decide(request: ModelRequest) -> str | ModelTurn:
+        names = sorted(spec.name for spec in request.tools)
+        if "You are the sub-agent" in request.system:
+            offered.setdefault("child", names)
+            return "status: done\nresult: ok\nopen: nothing"
+        first = request.messages[0]
+        assert isinstance(first, UserMessage)
+        session = first.content.split("hello ", 1)[1].split()[0]
+        offered.setdefault(session, names)
+        if len(request.messages) > 1:
+            return "done"
+        arguments = {"task": "look", "agent": "helper", "tools": ["list_timers"]}
+        return ModelTurn(tool_calls=[ScriptedCall(name="spawn_subagent", arguments=arguments)])
+
+    setup = SubagentsSetup(
+        config=SubagentsConfig(), entries={"helper": AgentEntry()}, agents_dir=None
+    )
+    server = HeronServer(
+        ServeConfig(
+            state_dir=tmp_path / "state", workspace=tmp_path, poll_interval_s=0.05, subagents=setup
+        ),
+        lambda tools: Agent(model=FunctionModel(decide), tools=tools, autonomy="full"),
+    )
+    await server.start()
+    serving = asyncio.ensure_future(server.serve())
+    try:
+        host, bus = server.host, server.bus
+        assert host is not None and bus is not None
+        for session in ("parent", "sibling"):
+            host.claim(session)
+            await bus.publish(
+                BusEvent(
+                    kind="webhook.received",
+                    source="system",
+                    channel="webhook",
+                    session=session,
+                    content=EventContent(text=f"hello {session}"),
+                )
+            )
+            if session == "parent":  # the child is spawned, and woken, before the sibling
+                await until(lambda: "child" in offered, "the child's first model call")
+        await until(lambda: "sibling" in offered, "the sibling's first model call")
+    finally:
+        server.stop()
+        await asyncio.wait_for(serving, BOUND)
+
+    # The child's tools are the grant, narrowed to one of its parent's (plus its own); the
+    # session woken after it is built from the same definitions, with everything.
+    assert set(offered["child"]) - SUBAGENT_TOOLS == {"list_timers"}
+    assert offered["sibling"] == offered["parent"]
+    assert {"set_timer", "start_job", "spawn_subagent"} <= set(offered["sibling"])
