@@ -134,9 +134,9 @@ class JobManager:
     async def start(self) -> None:
         """Re-attach to this session's jobs (reconcile and report what ended) and start
         watching. Jobs keep running whether or not a manager watches them."""
-        await self.poll()
+        watched = await self.poll()
         if self._loop_task is None:
-            self._loop_task = asyncio.ensure_future(self._run())
+            self._loop_task = asyncio.ensure_future(self._run(watched))
 
     async def aclose(self) -> None:
         """Stop watching. Running jobs are not touched: the next `start()` finds them."""
@@ -246,11 +246,15 @@ class JobManager:
 
     # -- watching -----------------------------------------------------------------------------
 
-    async def poll(self) -> None:
-        """Check every open job of the session once."""
+    async def poll(self) -> list[JobRecord]:
+        """Check every open job of the session once; the jobs still open after it."""
+        still: list[JobRecord] = []
         for job in self.store.open_jobs(self.session):
             if job.id not in self._launching:
-                await self.check(job.id)
+                job = await self.check(job.id)
+            if not job.finished or not job.reported:
+                still.append(job)
+        return still
 
     async def check(self, job_id: str) -> JobRecord:
         """Reconcile one job with its processes and files; publish its end if due."""
@@ -264,16 +268,15 @@ class JobManager:
                 job = await self._announce(job)
             return job
 
-    async def _run(self) -> None:
-        while True:  # `start` has just polled
+    async def _run(self, watched: list[JobRecord]) -> None:
+        """Watch `watched` (the open jobs `start` has just polled), and the jobs started later."""
+        while True:
             delay = self.config.poll_interval_s
             now = self.clock.time()
-            watching = bool(self._waiters)
-            for job in self.store.open_jobs(self.session):
-                watching = True
+            for job in watched:
                 if job.deadline is not None and not job.timed_out:
                     delay = min(delay, max(job.deadline - now, 0.0))
-            if watching:
+            if watched or self._waiters:
                 sleeper = asyncio.ensure_future(self.clock.sleep(delay))
                 waker = asyncio.ensure_future(self._wake.wait())
                 try:
@@ -285,7 +288,7 @@ class JobManager:
                 await self._wake.wait()
             self._wake.clear()
             try:
-                await self.poll()
+                watched = await self.poll()
             except (OSError, StoreError):
                 log.exception("job poll failed; retrying")
 
