@@ -432,7 +432,6 @@ def lifecycle_parts(
     one on a new connection, and the configured secrets are registered."""
     if audit is None:
         register_secrets(config)
-    state_dir = config.state.path()
     set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
     a = config.agent
     approval = ApprovalManager(
@@ -444,11 +443,11 @@ def lifecycle_parts(
             record_auto_approvals=config.approval.record_auto_approvals,
         ),
         approver=approver or NoApprover(),
-        audit=audit if audit is not None else SqliteApprovalAudit(open_db(state_dir)),
+        audit=audit if audit is not None else SqliteApprovalAudit(open_db(config.state.path())),
     )
     scope = None
     if a.receipts:  # workers of a shared store share the keys: any of them verifies
-        keys = key_store("receipt", state_dir=state_dir, store_url=config.store.url)
+        keys = key_store("receipt", state_dir=config.state.path(), store_url=config.store.url)
         scope = ReceiptScope(receipts, store=keys)
     observer, telemetry = _telemetry(config, metrics)
     return LifecycleParts(
