@@ -30,6 +30,22 @@ from support.waiting import until
 BOUND = 10.0
 
 
+async def hello(server: HeronServer, session: str) -> None:
+    """Publish `hello <session>` to `session`, one of the server's from now on."""
+    host, bus = server.host, server.bus
+    assert host is not None and bus is not None
+    host.claim(session)
+    await bus.publish(
+        BusEvent(
+            kind="webhook.received",
+            source="system",
+            channel="webhook",
+            session=session,
+            content=EventContent(text=f"hello {session}"),
+        )
+    )
+
+
 class Served:
     """One server whose model, in each session, sets a timer named after the session, then
     lists the timers; it keeps the tool specs each request offered and what was listed."""
@@ -65,19 +81,8 @@ class Served:
 
     async def tell(self, session: str) -> None:
         """Wake `session` with an event and wait until its model listed the timers."""
-        host, bus = self.server.host, self.server.bus
-        assert host is not None and bus is not None
-        host.claim(session)
         self.listed.pop(session, None)
-        await bus.publish(
-            BusEvent(
-                kind="webhook.received",
-                source="system",
-                channel="webhook",
-                session=session,
-                content=EventContent(text=f"hello {session}"),
-            )
-        )
+        await hello(self.server, session)
         await until(lambda: session in self.listed, f"{session}'s model to list its timers")
 
     async def parked(self, session: str) -> None:
@@ -174,19 +179,8 @@ async def test_a_child_gets_its_narrowed_grant_and_the_next_session_its_full_set
     await server.start()
     serving = asyncio.ensure_future(server.serve())
     try:
-        host, bus = server.host, server.bus
-        assert host is not None and bus is not None
         for session in ("parent", "sibling"):
-            host.claim(session)
-            await bus.publish(
-                BusEvent(
-                    kind="webhook.received",
-                    source="system",
-                    channel="webhook",
-                    session=session,
-                    content=EventContent(text=f"hello {session}"),
-                )
-            )
+            await hello(server, session)
             if session == "parent":  # the child is spawned, and woken, before the sibling
                 await until(lambda: "child" in offered, "the child's first model call")
         await until(lambda: "sibling" in offered, "the sibling's first model call")
