@@ -244,7 +244,7 @@ class McpAssembly:
             tool = self.tool_catalogue.get(name)
             if tool is not None:
                 activated.activate(tool)
-        if self.catalogue is None:  # direct exposure: nothing reads the set but a refresh
+        if self.catalogue is None:  # direct exposure: the tools are in the bundles
             return dataclasses.replace(self, activated=activated)
         bundles = {
             bundle: tuple(t.over(activated) if isinstance(t, ToolSearchTool) else t for t in tools)

@@ -302,7 +302,7 @@ def tool(
         code = getattr(function, "__code__", None)
         shape = _shape(function)
         hit = known.get(code)
-        if hit is not None and hit[0] == shape:
+        if hit is not None and _same(hit[0], shape):
             return _from_definition(function, hit[1], approval_for)
         definition = _define(
             function, name, description, annotations, owner, examples, runtime_args, placement
@@ -330,6 +330,13 @@ def _shape(fn: Callable[..., Any]) -> tuple[Any, ...]:
         getattr(fn, "__doc__", None),
         getattr(fn, "__name__", None),
     )
+
+
+def _same(known: tuple[Any, ...], shape: tuple[Any, ...]) -> bool:
+    try:
+        return bool(known == shape)
+    except Exception:  # a default that cannot be compared (an array): defined again
+        return False
 
 
 def _define(
