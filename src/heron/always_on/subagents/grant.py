@@ -24,9 +24,9 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from heron.always_on.subagents.names import PARENT_TOOLS, SUBAGENT_TOOLS
 from heron.always_on.subagents.prompts import escape_labels
 from heron.always_on.subagents.store import SubagentError
-from heron.always_on.subagents.tool_names import PARENT_TOOLS, SUBAGENT_TOOLS
 from heron.mcp.assembly import McpToolCatalogue, deferred_grant
 from heron.mcp.catalogue import McpCatalogue
 from heron.mcp.tool_search import SEARCH_TOOL_NAMES, ToolSearchTool

@@ -1,8 +1,9 @@
-"""The names of the sub-agent tools: apart from `heron.always_on.subagents.grant` (which
-re-exports them), so building an agent that only needs the names (`heron.config.build`
-`preapproved_tools`) does not import the grant's MCP and tool-search machinery."""
+"""The names of the sub-agent tools, apart from the grant: whoever only needs the names (the
+approval policy of every wake) does not import the grant's MCP and discovery machinery."""
 
 from __future__ import annotations
+
+__all__ = ["PARENT_TOOLS", "SUBAGENT_TOOLS"]
 
 PARENT_TOOLS = frozenset(
     {
