@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import heron.always_on.channels.webhook as webhook_module
+import heron.always_on.http as http_module
 from heron.cli.main import build_parser
 from support.docs import extract, match_lines, run_page
 from support.protocol_servers import ProtocolServer, Reply, openai_stream
@@ -104,6 +105,10 @@ def test_the_response_code_table_lists_every_status_the_webhook_listener_sends()
     sent_codes = {HTTPStatus[name].value for name in re.findall(r"HTTPStatus\.([A-Z_]+)", source)}
     # `_answer(outcome, ...)` calls, and the outcomes spread over lines by the formatter.
     sent_words = set(re.findall(r'_answer\(\s*"(\w+)"', source))
+    # And the front's own answers before any route (no such path, too large, starting).
+    front = Path(http_module.__file__).read_text(encoding="utf-8")
+    sent_codes |= {int(code) for code in re.findall(r'(?:status_code=|"status": )(\d{3})', front)}
+    sent_words |= set(re.findall(r'"status": "(\w+)"', front))
     assert documented_codes == sent_codes
     assert documented_words == sent_words
 

@@ -6,6 +6,11 @@ is a Starlette route of one app on one uvicorn server, which may listen on sever
 (`--webhook-port` and `--http-port`). Starlette and uvicorn are a small, well-kept ASGI stack
 (the MCP SDK's HTTP transport runs on the same pair), so heron keeps no HTTP parser of its own.
 
+`heron serve` starts the front listener-first (`heron.always_on.intake`): with the webhooks
+alone, while the agent side is still being built; the other routes are `mount`ed once it is
+up, and until then a request no route takes is answered 503 `starting` (with `Retry-After`)
+rather than 404, since its route may be one of those.
+
 One body limit for all of them, applied here before any route reads a byte: a request whose
 `Content-Length` is over `max_body`, or whose streamed body grows past it, is answered 413.
 The nesting and size rules of JSON are the one `heron._support.limits` check, where each route
@@ -87,12 +92,21 @@ class BodyLimit:
             await _too_large(send)
 
 
-async def _not_found(_request: Any, _exc: Exception) -> Any:
-    """No route here: the JSON answer every route of the front gives, not a text page."""
+def _not_found(front: HttpFront) -> Any:
+    """No route here: the JSON answer every route of the front gives, not a text page; while
+    routes are still to be mounted, 503 `starting`."""
     from starlette.responses import Response
 
-    body = json.dumps({"status": "invalid", "error": "nothing at this path"})
-    return Response(body, status_code=404, media_type="application/json")
+    async def answer(_request: Any, _exc: Exception) -> Any:
+        if front.starting:
+            error = "heron serve is starting and does not take this path yet; retry later"
+            body = json.dumps({"status": "starting", "error": error})
+            headers = {"Retry-After": "1"}
+            return Response(body, status_code=503, media_type="application/json", headers=headers)
+        body = json.dumps({"status": "invalid", "error": "nothing at this path"})
+        return Response(body, status_code=404, media_type="application/json")
+
+    return answer
 
 
 async def _too_large(send: Send) -> None:
@@ -119,12 +133,20 @@ class HttpFront:
         *,
         addresses: Sequence[tuple[str, int]],
         max_body: int = DEFAULT_MAX_BODY,
+        starting: bool = False,
+        websockets: bool = True,
     ) -> None:
         self.routes = list(routes)
         self.addresses = list(addresses)
         """`(host, port)` to bind; port 0 picks a free one, and holds the bound port after
         `start()`."""
         self.max_body = max_body
+        self.starting = starting
+        """More routes are to be `mount`ed: an unknown path is answered 503, not 404."""
+        self.websockets = websockets
+        """Serve WebSocket routes (the gateway's); without, uvicorn does not import its
+        WebSocket protocol (tens of ms of a start)."""
+        self._app: Any = None
         self._server: Any = None
         self._sockets: list[socket.socket] = []
         self._loop_task: asyncio.Task[None] | None = None
@@ -136,8 +158,15 @@ class HttpFront:
     def app(self) -> ASGIApp:
         from starlette.applications import Starlette
 
-        app = Starlette(routes=self.routes, exception_handlers={404: _not_found})
-        return BodyLimit(app, max_body=self.max_body)
+        self._app = Starlette(routes=self.routes, exception_handlers={404: _not_found(self)})
+        return BodyLimit(self._app, max_body=self.max_body)
+
+    def mount(self, routes: Sequence[BaseRoute]) -> None:
+        """Add `routes` to the running app, and end `starting`: a path none takes is 404."""
+        self.routes += routes
+        if self._app is not None:
+            self._app.router.routes.extend(routes)
+        self.starting = False
 
     async def start(self) -> None:
         """Bind every address (a refusal raises `ListenError` and binds nothing), then serve."""
@@ -160,7 +189,7 @@ class HttpFront:
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=2,
-            ws="websockets-sansio",
+            ws="websockets-sansio" if self.websockets else "none",
         )
         config.load()
         server = uvicorn.Server(config)

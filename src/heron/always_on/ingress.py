@@ -1,6 +1,7 @@
-"""Ingress of `heron serve`: the mail listener and scan, and the one HTTP front
-(`heron.always_on.http.HttpFront`) carrying the signed webhooks and every route mounted on the
-server (`HeronServer.http_routes`: the gateway's API and console, an OAuth callback)."""
+"""Ingress of `heron serve` once its agent side is up: the mail listener and scan, and the
+routes that join the intake's HTTP front (`heron.always_on.intake`, already listening with the
+signed webhooks): `/card`, `/approval` and every route mounted on the server
+(`HeronServer.http_routes`: the gateway's API and console, an OAuth callback)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from heron.always_on.bus.routing import quiet_session_name
-from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
 from heron.always_on.channels.answers import (
     CardActionAdapter,
     MailAnswers,
     RequestAnswerAdapter,
 )
 from heron.always_on.channels.mail_inbound import MaildirSource, MailIngressConfig, SmtpIngress
-from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
+from heron.always_on.channels.webhook import WebhookRoute
 from heron.always_on.serve_config import ServeError
 from heron.always_on.serve_requests import mail_answers
 
@@ -59,66 +58,19 @@ async def start_ingress(server: HeronServer, secret: bytes) -> None:
             server.mail, host=cfg.smtp_host, port=cfg.smtp_port, domains=cfg.mail_domains
         )
         await _listen("mail (SMTP)", cfg.smtp_host, cfg.smtp_port, server.smtp.start)
-    await _start_http(server, secret)
+    _mount(server, secret)
 
 
-async def _start_http(server: HeronServer, secret: bytes) -> None:
-    """One front for the webhooks and the mounted routes, on the webhook port and the HTTP
-    port (one socket when they are the same)."""
-    from heron.always_on.http import HttpFront, ListenError
-
-    cfg = server.config
-    assert server.bus is not None and server.host is not None and server.messaging is not None
-    addresses: list[tuple[str, int]] = []
-    names: list[str] = []
-    for what, host, port in (
-        ("webhooks", cfg.webhook_host, cfg.webhook_port),
-        ("HTTP (the gateway)", cfg.http_host, cfg.http_port),
-    ):
-        if port is not None and (port == 0 or (host, port) not in addresses):
-            addresses.append((host, port))
-            names.append(what)
-    if not addresses:
-        return
-    routes: list[Any] = []
+def _mount(server: HeronServer, secret: bytes) -> None:
+    """The routes that need the agent side join the intake's front: `/card`, `/approval`
+    and the mounted ones (`HeronServer.http_routes`)."""
+    assert server.intake is not None and server.messaging is not None
+    webhooks: list[WebhookRoute] = []
     if secret:
-        contacts = cfg.contacts
-        server.webhook = WebhookServer(
-            [
-                WebhookRoute(
-                    path="/github", adapter=GitHubAdapter(contacts=contacts), secret=secret
-                ),
-                WebhookRoute(path="/im", adapter=ImAdapter(contacts=contacts), secret=secret),
-                WebhookRoute(path="/webhook", adapter=GenericAdapter(), secret=secret),
-                WebhookRoute(
-                    path="/card",
-                    adapter=CardActionAdapter(server.messaging.outbox, clock=server.clock),
-                    secret=secret,
-                ),
-                *_answer_route(server, secret),
-            ],
-            server.bus.publish,
-            session=cfg.session,
-            wake=server._should_wake,
-            quiet_session=quiet_session_name,
-            admit=server.host.admit,
-            key_session=server.bus.key_session,
-            clock=server.clock,
-            host=cfg.webhook_host,
-            port=cfg.webhook_port or 0,
-            max_body=cfg.http_max_body,
-        )
-        routes += server.webhook.asgi_routes()
-    routes += server.http_routes
-    server.http = front = HttpFront(routes, addresses=addresses, max_body=cfg.http_max_body)
-    try:
-        await front.start()
-    except ListenError as exc:
-        raise ServeError(
-            f"cannot listen for {names[exc.index]} on {exc.address}: {exc.reason}"
-        ) from None
-    if server.webhook is not None and cfg.webhook_port is not None:
-        server.webhook.port = front.addresses[0][1]
+        card = CardActionAdapter(server.messaging.outbox, clock=server.clock)
+        webhooks = [WebhookRoute(path="/card", adapter=card, secret=secret)]
+        webhooks += _answer_route(server, secret)
+    server.intake.mount(webhooks, server.http_routes)
 
 
 def _answer_route(server: HeronServer, secret: bytes) -> list[WebhookRoute]:

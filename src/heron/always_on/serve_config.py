@@ -7,20 +7,23 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from heron.always_on.http import DEFAULT_MAX_BODY
-from heron.always_on.messaging import MessagingConfig
-from heron.always_on.subagents.service import SubagentsSetup
-from heron.always_on.triggers.runtime import TriggerConfig
-from heron.always_on.triggers.subscriptions import SubscriptionSource
-from heron.collaboration.config import PersonConfig, SignedPostConfig
 from heron.errors import HeronError
-from heron.humans.config import ApprovalsConfig
+
+if TYPE_CHECKING:
+    # Types of fields only: `heron serve` builds a `ServeConfig` before it listens, and these
+    # modules are the agent side's, imported after (docs/performance.md, start-up).
+    from heron.always_on.subagents.service import SubagentsSetup
+    from heron.always_on.triggers.runtime import TriggerConfig
+    from heron.always_on.triggers.subscriptions import SubscriptionSource
+    from heron.collaboration.setup import MessagingConfig
+    from heron.humans.config import ApprovalsConfig
 
 Announce = Callable[[dict[str, Any]], None]
-"""Receives the server's own lifecycle records (`serve_started`, `session_woken`,
-`session_parked`, `session_failed`, `session_lost`, `serve_stopped`)."""
+"""Receives the server's own lifecycle records (`serve_accepting`, `serve_started`,
+`session_woken`, `session_parked`, `session_failed`, `session_lost`, `serve_stopped`)."""
 
 
 class ServeError(HeronError, RuntimeError):
@@ -82,8 +85,9 @@ class ServeConfig:
     shutdown_grace_s: float = 10.0
     max_attempts: int = 3
     """Failed attempts to consume an event before it is quarantined (a dead letter)."""
-    messaging: MessagingConfig = dataclasses.field(default_factory=MessagingConfig)
-    """The agent's identity, the people it writes to, the channels and notices."""
+    messaging: MessagingConfig | None = None
+    """The agent's identity, the people it writes to, the channels and notices (`None`: the
+    defaults)."""
     store_url: str | None = None
     """A PostgreSQL store shared with other workers (`None`: SQLite in `state_dir`); see
     docs/deployment.md."""
@@ -93,9 +97,13 @@ class ServeConfig:
 
     def messaging_config(self) -> MessagingConfig:
         """`messaging` with `notify_webhook` folded into the user's channels."""
-        m = self.messaging
+        from heron.collaboration.config import PersonConfig, SignedPostConfig
+        from heron.collaboration.setup import MessagingConfig
+
+        m = self.messaging or MessagingConfig()
         if self.notify_webhook is None:
             return m
+
         user = m.people.get(m.user, PersonConfig())
         channels = [*user.channels, *(["webhook"] if "webhook" not in user.channels else [])]
         people = {
@@ -107,7 +115,7 @@ class ServeConfig:
         )
         return dataclasses.replace(m, people=people, channels=posts)
 
-    approvals: ApprovalsConfig | None = field(default_factory=ApprovalsConfig)
+    approvals: ApprovalsConfig | None = field(default_factory=lambda: _approvals())
     """`[approvals]`: who answers requests to a human (by default the local operator with
     `heron approvals`); `None`: no durable requests, calls that need approval are denied."""
     approval_timeout_s: float = 300.0
@@ -117,3 +125,9 @@ class ServeConfig:
     subagents: SubagentsSetup | None = None
     """`[subagents]` and the agent definitions: every session gets the sub-agent tools, and
     each child runs as a session on this server's bus; `None`: no sub-agents."""
+
+
+def _approvals() -> ApprovalsConfig:
+    from heron.humans.config import ApprovalsConfig
+
+    return ApprovalsConfig()

@@ -1,7 +1,9 @@
-"""Opening `heron serve` (`HeronServer.start`, after its checks): the stores
-(`<state_dir>/heron.db`, or the shared PostgreSQL database of `store_url`), the messaging, the
-requests to a human, the sub-agents and the calendars, then the `SessionHost` (which wakes the
-default session), the ingress and the watchers; `serve_started` is announced last. What fails
+"""Opening `heron serve` (`HeronServer.start`, after its checks): the intake first — the bus
+(`<state_dir>/heron.db`, or the shared PostgreSQL database of `store_url`) and the webhook
+listener, `serve_accepting` (`heron.always_on.intake`; `heron serve` opens it ahead, before it
+imports the agent side) — then the messaging, the requests to a human, the sub-agents and the
+calendars, the `SessionHost` (which wakes the default session), the rest of the ingress and
+the watchers; `serve_started` is announced last. What fails
 here is closed by the caller (`HeronServer.aclose`)."""
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ from typing import TYPE_CHECKING, Any, cast
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.ingress import start_ingress
+from heron.always_on.intake import Intake, open_intake
 from heron.always_on.messaging import ServeMessaging
 from heron.always_on.serve_config import ServeError
 from heron.always_on.serve_requests import awaiting, open_requests, tend_requests
 from heron.always_on.sessions import HostConfig, HostIndex, SessionHost
 from heron.always_on.shared_store import open_shared, reap_children, unowned_due
-from heron.always_on.sqlite_sessions import SqliteHostIndex
 from heron.always_on.sqlite_workspaces import SqliteWorkspaceBindings
 from heron.always_on.subagents.ownership import LeaseOwnership
 from heron.always_on.subagents.service import open_subagents
@@ -35,23 +37,43 @@ if TYPE_CHECKING:
 
 async def open_server(server: HeronServer, secret: bytes) -> None:
     cfg = server.config
-    server._workspace = workspace = (cfg.workspace or cfg.state_dir / "workspace").resolve()
-    workspace.mkdir(parents=True, exist_ok=True)
-    server._sandbox = make_sandbox(cfg.sandbox, workspace=workspace)
     index: HostIndex
     leases: LeaseStore | None = None
     bus: SqliteBusStore | PostgresBusStore
     if cfg.store_url is not None:
+        assert server.intake is None  # `heron serve` opens an intake ahead on SQLite only
         bus, index, leases = open_shared(server, cfg.store_url)
+        assert server._trigger_stores is not None
+        server.intake = intake = Intake(
+            cfg,
+            bus=bus,
+            index=index,
+            subscriptions=server._trigger_stores.subscriptions,
+            clock=server.clock,
+            announce=server.announce,
+        )
+        intake.hand_over()  # opened as the server's: `aclose` closes them
+        await intake.listen(secret)
     else:
-        server.bus = local = SqliteBusStore.open(cfg.state_dir)
-        bus, index = local, SqliteHostIndex(local.sessions.conn)
+        # Listener-first: accepting before anything else is built (`heron.always_on.intake`).
+        intake = server.intake or await open_intake(
+            cfg, secret=secret, clock=server.clock, announce=server.announce
+        )
+        server.intake = intake
+        intake.hand_over()
+        local = intake.bus
+        assert isinstance(local, SqliteBusStore)
+        server.bus, bus, index = local, local, intake.index
         # The triggers' stores, one set for the process: every session's runtime shares them.
         server._trigger_stores = open_trigger_stores(cfg.state_dir)
         server.workspaces = SqliteWorkspaceBindings(local.sessions.conn)
         if cfg.maildir is not None:
             server.maildir = Maildir(cfg.maildir)
             server.threads = SqliteThreadIndex(local.sessions.conn)
+    server.http, server.webhook = intake.http, intake.webhook
+    server._workspace = workspace = (cfg.workspace or cfg.state_dir / "workspace").resolve()
+    workspace.mkdir(parents=True, exist_ok=True)
+    server._sandbox = make_sandbox(cfg.sandbox, workspace=workspace)
     server.messaging = ServeMessaging.open(
         cfg.messaging_config(),
         state_dir=cfg.state_dir,
@@ -98,7 +120,7 @@ async def open_server(server: HeronServer, secret: bytes) -> None:
         index=index,
         build=server._build,
         dormant=server._dormant,
-        prepare=server._standing_subscriptions,
+        prepare=intake.standing,
         clock=server.clock,
         announce=server.announce,
         awaiting=(lambda name: awaiting(server, name)) if server.desk is not None else None,
@@ -106,6 +128,7 @@ async def open_server(server: HeronServer, secret: bytes) -> None:
         unowned_due=unowned_due(server) if leases is not None else None,
         defer=server._pinned_elsewhere if leases is not None else None,
     )
+    intake.attach(host)
     try:
         await host.start()  # wakes the default session: one writer per session
     except SessionInUseError as exc:

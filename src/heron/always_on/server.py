@@ -75,7 +75,6 @@ from heron._support.state import open_db
 from heron.agent import Agent
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent
-from heron.always_on.bus.routing import check_hosted_name
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.mail_inbound import (
     MaildirSource,
@@ -84,6 +83,7 @@ from heron.always_on.channels.mail_inbound import (
 )
 from heron.always_on.channels.webhook import WebhookServer
 from heron.always_on.hooks import HookedAgent, LifecycleHooks
+from heron.always_on.intake import Intake, check_serve
 from heron.always_on.jobs.manager import JobManager
 from heron.always_on.messaging import ServeMessaging
 from heron.always_on.serve_config import Announce, ServeConfig, ServeError
@@ -93,10 +93,6 @@ from heron.always_on.sessions import SessionHost
 from heron.always_on.shared_store import SharedRecords
 from heron.always_on.subagents.service import Subagents
 from heron.always_on.triggers.runtime import TriggerConfig, TriggerRuntime, TriggerStores
-from heron.always_on.triggers.subscriptions import (
-    SubscriptionFilter,
-    Subscriptions,
-)
 from heron.always_on.workspaces import WorkspaceBindings, bind_session, workspace_id
 from heron.audit.executions import ExecutionAuditTrail, ExecutionStore
 from heron.audit.sqlite_store import SqliteApprovalAudit, SqliteExecutionStore
@@ -144,6 +140,7 @@ class HeronServer:
         session_sink: Callable[[str], EventSink] | None = None,
         http_routes: Sequence[BaseRoute] = (),
         request_channels: Sequence[Channel] = (),
+        intake: Intake | None = None,
     ) -> None:
         """`make_agent` receives a session's tools and returns the agent to run with them; it
         is called each time a session wakes, so each session has its own. The server runs it
@@ -151,8 +148,12 @@ class HeronServer:
         session's trigger runtime runs the start and stop hooks). Turn events go to
         `session_sink(session)`, else to `sink`. `http_routes` are served on the HTTP front
         beside the webhooks (the gateway's API and console, an OAuth callback);
-        `request_channels` reach approvers besides the console and mail (the gateway's)."""
+        `request_channels` reach approvers besides the console and mail (the gateway's).
+        `intake`: the bus and webhook listener `heron serve` opened before building the agent
+        side (`heron.always_on.intake.open_intake`, on the same state directory); `start`
+        opens one itself otherwise, first."""
         self.config = config
+        self.intake = intake
         self.hooks = hooks or LifecycleHooks()
         self._make_agent = make_agent
         self.sink = sink
@@ -254,17 +255,11 @@ class HeronServer:
     # -- assembly ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open the stores, wake the default session, start the listeners. Raises
-        `ServeError` (and leaves nothing open) for an impossible configuration."""
-        cfg = self.config
-        secret = self._secret(required=cfg.webhook_port is not None)
-        if cfg.smtp_port is not None and cfg.maildir is None:
-            raise ServeError("the SMTP listener needs a Maildir to deliver into (--maildir)")
-        for name in (cfg.session, *(cfg.sessions or ())):
-            try:
-                check_hosted_name(name)
-            except ValueError as exc:
-                raise ServeError(str(exc)) from None
+        """Open the intake (the bus and the webhook listener: accepting, `serve_accepting`)
+        unless given, then the other stores, wake the default session (processing,
+        `serve_started`) and start the other listeners. Raises `ServeError` (and leaves
+        nothing open, the given intake included) for an impossible configuration."""
+        secret = check_serve(self.config)
         try:
             await open_server(self, secret)
         except BaseException:
@@ -296,15 +291,6 @@ class HeronServer:
                 else SqliteExecutionStore(self._audit_conn())
             )
         return self._execution_store
-
-    def _secret(self, *, required: bool) -> bytes:
-        secret = os.environ.get(self.config.webhook_secret_env, "")
-        if not secret and required:
-            raise ServeError(
-                f"webhooks need a signing secret in ${self.config.webhook_secret_env}; "
-                "heron never accepts unsigned webhooks"
-            )
-        return secret.encode()
 
     async def _build(self, name: str, writer: SessionWriter) -> ServedSession:
         """Everything one session runs while it is awake (`SessionHost` calls it at each
@@ -414,23 +400,10 @@ class HeronServer:
         busy = any(True for _ in stores.jobs.open_jobs(name))
         return busy, stores.timers.next_fire(name)
 
-    def _standing_subscriptions(self, session: str) -> None:
-        if not self.config.subscribe:
-            return
-        assert self._trigger_stores is not None
-        store = Subscriptions(self._trigger_stores.subscriptions, session=session)
-        have = {s.source for s in store.list() if s.note == _STANDING}
-        for source in dict.fromkeys(self.config.subscribe):
-            if source not in have:
-                store.add(source, SubscriptionFilter(), note=_STANDING, now=self.clock.time())
-
     def _should_wake(self, event: BusEvent) -> bool:
-        """The ingress's filter: the event's session becomes one of this server's (created on
-        its first event), and its subscriptions decide."""
-        assert self.host is not None and self._trigger_stores is not None
-        self.host.claim(event.session)
-        subscriptions = Subscriptions(self._trigger_stores.subscriptions, session=event.session)
-        return subscriptions.should_wake(event)
+        """The ingress's filter (`Intake.should_wake`)."""
+        assert self.intake is not None
+        return self.intake.should_wake(event)
 
     def _tools(self, session: str) -> list[Tool]:
         assert self.messaging is not None  # start() opens the stores first
@@ -497,6 +470,8 @@ class HeronServer:
         published; jobs keep running; locks are released last), close the stores."""
         if self._grace is not None:
             self._grace.cancel()
+        if self.intake is not None:  # not handed over yet (opened ahead, failed since)
+            await self.intake.aclose()
         for closing in self.on_close:
             closing()
         for server in (self.http, self.smtp):
@@ -533,9 +508,6 @@ class HeronServer:
         if self._started:
             self._started = False
             self.announce({"type": "serve_stopped", "pid": os.getpid()})
-
-
-_STANDING = "standing subscription of heron serve"
 
 
 class _SentMail:

@@ -57,7 +57,7 @@ from typing import Any, Protocol, cast
 from heron._support.clock import Clock, RealClock
 from heron.always_on.bus.loop import EventDrivenAgent
 from heron.always_on.bus.model import BusEvent
-from heron.always_on.bus.routing import check_hosted_name
+from heron.always_on.bus.routing import check_hosted_name, hosting_refusal
 from heron.always_on.bus.store import BusStore, Unwatch
 from heron.always_on.host_sweeps import make_room, poll, reap, renew, ring_alarms
 from heron.sessions.lease import Fenced, LeaseHold, LeaseStore
@@ -283,14 +283,7 @@ class SessionHost:
 
     def admit(self, name: str) -> str | None:
         """Why `name` cannot be hosted here, or `None` when it can."""
-        try:
-            check_hosted_name(name)
-        except ValueError as exc:
-            return str(exc)
-        allowed = self.config.allowed
-        if allowed is not None and name != self.config.default and name not in allowed:
-            return f"session {name!r} is not served here"
-        return None
+        return hosting_refusal(name, default=self.config.default, allowed=self.config.allowed)
 
     def claim(self, name: str) -> None:
         """An event is being routed to `name` (admitted): from now on it is one of this

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +23,20 @@ from heron.cli.common import EXIT_OK, UsageError
 from heron.safety.redact import scrub_text, scrub_value
 
 if TYPE_CHECKING:
+    from contextlib import AsyncExitStack
+
+    from heron._support.clock import Clock
     from heron.agent import Agent
     from heron.always_on.bus.store import BusStore, DeadLetter, StoredEvent
-    from heron.always_on.triggers.runtime import TriggerStores
+    from heron.always_on.intake import Intake
+    from heron.always_on.serve_config import ServeConfig
+    from heron.always_on.subagents.service import SubagentsSetup
+    from heron.always_on.triggers.runtime import TriggerConfig, TriggerStores
+    from heron.collaboration.setup import MessagingConfig
     from heron.config.schema import HeronConfig
     from heron.mcp.assembly import McpAssembly
     from heron.mcp.shared import SharedMcp
+    from heron.models.base import Model
     from heron.tools.definition import Tool
     from heron.turn.events import BaseEvent, EventSink
 
@@ -196,36 +206,29 @@ def _shared_mcp(config: HeronConfig, shared: McpAssembly) -> SharedMcp:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """Listener-first (`heron.always_on.intake`): the bus and the webhook listener are up,
+    accepting, before the agent side is imported and built (off the event loop, which answers
+    webhooks meanwhile); then the server starts processing what was accepted."""
     import asyncio
+    import dataclasses
     from contextlib import AsyncExitStack
 
-    from heron._support.state import open_db
-    from heron.always_on.server import HeronServer, ServeConfig, ServeError
-    from heron.always_on.triggers.heartbeat import HeartbeatConfig
-    from heron.always_on.triggers.runtime import TriggerConfig
-    from heron.audit.sqlite_store import SqliteApprovalAudit
-    from heron.config.build import (
-        agent_model,
-        build_agent,
-        messaging_config,
-        open_builtin,
-        open_mcp,
-        register_secrets,
-        subagents_setup,
-    )
-    from heron.safety.secrets import known_secrets
-    from heron.turn.approval import NoApprover
-    from heron.turn.events import discard
+    from heron._support.clock import RealClock
+    from heron._support.limits import set_input_limits
+    from heron.always_on.intake import check_serve, open_intake
+    from heron.always_on.serve_config import ServeConfig, ServeError
+    from heron.safety.secrets import known_secrets, register_secrets
 
     config = _serve_config(common.require_model(common.load_config(args)))
     gateway_config = config.gateway
+    # Before anything is accepted: events are masked with the known secrets as they are
+    # stored, and webhook bodies are held to `[limits]` (building an agent applies it too).
     known_secrets().add_env(
         [args.webhook_secret_env, args.notify_secret_env or "", gateway_config.token_env]
     )
+    register_secrets(config)
+    set_input_limits(config.limits.to_limits())
     http_port = args.http_port if args.http_port is not None else gateway_config.port
-    user_tools = common.user_tools(config)
-    with common.library_errors():
-        model = agent_model(config)
     # Background jobs run in the built-in tools' workspace when one is given.
     builtin_cfg = config.tools.builtin
     workspace = builtin_cfg.workspace_path() if builtin_cfg.workspace else None
@@ -236,7 +239,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.max_awake < 0:
         raise UsageError("--max-awake must be 0 (no bound) or more")
     sessions = None if "any" in args.sessions else frozenset(args.sessions)
-    subagents = subagents_setup(config)
     serve_config = ServeConfig(
         state_dir=config.state.path(),
         session=args.session,
@@ -259,7 +261,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         calendars=tuple(args.calendar),
         notify_webhook=args.notify_webhook,
         notify_secret_env=args.notify_secret_env,
-        messaging=messaging_config(config),
         workspace=workspace,
         sandbox=builtin_cfg.sandbox,
         shutdown_grace_s=args.shutdown_grace,
@@ -267,104 +268,195 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store_url=common.store_url(args),
         lease_s=args.lease,
         subscribe=tuple(args.subscribe),
-        triggers=TriggerConfig(heartbeat=HeartbeatConfig(every_s=args.heartbeat))
-        if args.heartbeat
-        else None,
         approvals=config.approvals if config.approvals.durable else None,
         approval_timeout_s=config.approval.timeout_s,
         approval_announce=True,
-        subagents=subagents if subagents.enabled else None,
     )
+    try:
+        secret = check_serve(serve_config)
+    except ServeError as exc:
+        raise UsageError(str(exc)) from exc
     session_sink = _session_events if args.events == "jsonl" else None
 
     async def run() -> int:
         asyncio.get_running_loop().set_default_executor(common.DaemonThreadExecutor())
+        clock = RealClock()
         async with AsyncExitStack() as stack:
-            with common.library_errors():
-                builtin = await open_builtin(config)
-                if builtin is not None:
-                    stack.push_async_callback(builtin.aclose)
-                # One set of MCP clients for the process, started lazily under their pins;
-                # every session gets its own view of them.
-                known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
-                # An OAuth login that becomes necessary asks once, on the durable desk.
-                consent = common.serve_consent(config)
-                # A server's request for user input becomes a durable question on the
-                # server's desk (opened by `start`, looked up when a server asks). The
-                # MCP SDK is imported only when there are servers: it is most of a start.
-                human_input = None
-                if config.mcp.enabled_servers():
-                    from heron.mcp.client.human_input import HumanInput
-
-                    human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
-                mcp = await open_mcp(config, known, consent=consent, human_input=human_input)
-            shared_mcp = None
-            if mcp is not None:
-                stack.push_async_callback(mcp.aclose)
-                for problem in mcp.problems:
-                    common.err(f"mcp: {problem}")
-                shared_mcp = _shared_mcp(config, mcp)
-
-            # The browser's redirect of an OAuth login comes back here (`[gateway] public_url`
-            # names this process), on the same HTTP front, with no token: the login's state
-            # is its proof.
-            callback: list[Any] = []
-            if consent is not None:
-                from heron.mcp.auth.callback import oauth_callback_routes
-
-                callback = oauth_callback_routes(lambda: consent.desk)
-            gateway, metrics = _gateway(config, http_port, args.poll_interval)
-            if gateway is not None:
-                stack.callback(gateway.close)
-
-            # Every session's agent records its approvals on one connection, and the secrets
-            # are registered once: an agent is built at each wake of a session.
-            register_secrets(config)
-            audit_db = open_db(config.state.path())
-            stack.callback(audit_db.close)
-            audit = SqliteApprovalAudit(audit_db)
-
-            def make_agent(tools: list[Tool]) -> Agent:
-                # A daemon has no terminal: the server gives each session the durable
-                # approver (`heron approvals` answers), or with `[approvals] durable = false`
-                # approval-required calls are denied by policy.
-                return build_agent(
-                    config,
-                    approver=NoApprover(),
-                    tools=[*user_tools, *tools],
-                    model=model,
-                    builtin=builtin,
-                    mcp=shared_mcp.session() if shared_mcp is not None else None,
-                    metrics=metrics,
-                    audit=audit,
-                )
-
-            server = HeronServer(
-                serve_config,
-                make_agent,
-                sink=discard,
-                session_sink=gateway.sinks(session_sink) if gateway else session_sink,
-                announce=_emit,
-                http_routes=[*(gateway.routes() if gateway else ()), *callback],
-                request_channels=[gateway.channel] if gateway else (),
-            )
-            if gateway is not None:
-                gateway.server = server
-                server.on_open.append(gateway.attach)
-                server.on_close.append(gateway.end_streams)
+            intake = None
+            if serve_config.store_url is None:  # a shared store is opened by the server
+                try:
+                    intake = await open_intake(
+                        serve_config, secret=secret, clock=clock, announce=_emit
+                    )
+                except ServeError as exc:
+                    raise UsageError(str(exc)) from exc
+                stack.push_async_callback(intake.aclose)
+            # Accepting from here: the agent side's imports and builds run off the event loop,
+            # which takes the GIL back from them within 1 ms (not 5) to answer a webhook.
+            gateway = serve_config.http_port is not None
+            interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(interval, _LISTENER_SWITCH_S))
             try:
-                with common.library_errors():
-                    await server.start()
-            except ServeError as exc:
-                raise UsageError(str(exc)) from exc
-            if consent is not None:
-                assert server.desk is not None  # durable approvals: the server opened its desk
-                consent.open_on(server.desk)
-            server.install_signal_handlers()
-            await server.serve()
-        return EXIT_OK
+                side = await asyncio.to_thread(_agent_side, config, args.heartbeat, gateway)
+            finally:
+                sys.setswitchinterval(interval)
+            server_config = dataclasses.replace(
+                serve_config,
+                messaging=side.messaging,
+                triggers=side.triggers,
+                subagents=side.subagents if side.subagents.enabled else None,
+            )
+            return await _serve(
+                stack, config, server_config, side, intake, clock, session_sink, args
+            )
 
     return asyncio.run(run())
+
+
+_LISTENER_SWITCH_S = 0.001
+"""The GIL's switch interval while the agent side loads in a thread beside the listener."""
+
+
+@dataclass(frozen=True, slots=True)
+class _AgentSide:
+    """What `heron serve` builds while its intake already accepts: imported and read off the
+    event loop (`_agent_side`)."""
+
+    user_tools: list[Tool]
+    model: Model
+    messaging: MessagingConfig
+    subagents: SubagentsSetup
+    triggers: TriggerConfig | None
+
+
+def _agent_side(config: HeronConfig, heartbeat: float | None, gateway: bool) -> _AgentSide:
+    """The agent side's imports (most of a start: the server, the agent, providers, tools;
+    the gateway's with an HTTP port) and what is built from the configuration alone, in a
+    worker thread."""
+    import heron.always_on.server  # imported here, off the event loop
+    from heron.always_on.triggers.heartbeat import HeartbeatConfig
+    from heron.always_on.triggers.runtime import TriggerConfig
+    from heron.config.build import agent_model, messaging_config, subagents_setup
+
+    user_tools = common.user_tools(config)
+    with common.library_errors():
+        model = agent_model(config)
+    if gateway:
+        import heron.gateway.app  # noqa: F401  # built on the event loop, imported here
+
+    return _AgentSide(
+        user_tools=user_tools,
+        model=model,
+        messaging=messaging_config(config),
+        subagents=subagents_setup(config),
+        triggers=TriggerConfig(heartbeat=HeartbeatConfig(every_s=heartbeat)) if heartbeat else None,
+    )
+
+
+async def _serve(
+    stack: AsyncExitStack,
+    config: HeronConfig,
+    serve_config: ServeConfig,
+    side: _AgentSide,
+    intake: Intake | None,
+    clock: Clock,
+    session_sink: Callable[[str], EventSink] | None,
+    args: argparse.Namespace,
+) -> int:
+    """The agent side on the event loop (built-in tools, MCP clients, the gateway), then the
+    server, which takes the intake over and processes what it accepted."""
+    from heron._support.state import open_db
+    from heron.always_on.server import HeronServer, ServeError
+    from heron.audit.sqlite_store import SqliteApprovalAudit
+    from heron.config.build import build_agent, open_builtin, open_mcp
+    from heron.turn.approval import NoApprover
+    from heron.turn.events import discard
+
+    user_tools, model = side.user_tools, side.model
+    with common.library_errors():
+        builtin = await open_builtin(config)
+        if builtin is not None:
+            stack.push_async_callback(builtin.aclose)
+        # One set of MCP clients for the process, started lazily under their pins;
+        # every session gets its own view of them.
+        known = [*user_tools, *(builtin.all_tools() if builtin is not None else [])]
+        # An OAuth login that becomes necessary asks once, on the durable desk.
+        consent = common.serve_consent(config)
+        # A server's request for user input becomes a durable question on the
+        # server's desk (opened by `start`, looked up when a server asks). The
+        # MCP SDK is imported only when there are servers: it is most of a start.
+        human_input = None
+        if config.mcp.enabled_servers():
+            from heron.mcp.client.human_input import HumanInput
+
+            human_input = HumanInput(lambda: server.desk, poll_s=args.poll_interval)
+        mcp = await open_mcp(config, known, consent=consent, human_input=human_input)
+    shared_mcp = None
+    if mcp is not None:
+        stack.push_async_callback(mcp.aclose)
+        for problem in mcp.problems:
+            common.err(f"mcp: {problem}")
+        shared_mcp = _shared_mcp(config, mcp)
+
+    # The browser's redirect of an OAuth login comes back here (`[gateway] public_url`
+    # names this process), on the same HTTP front, with no token: the login's state
+    # is its proof.
+    callback: list[Any] = []
+    if consent is not None:
+        from heron.mcp.auth.callback import oauth_callback_routes
+
+        callback = oauth_callback_routes(lambda: consent.desk)
+    gateway, metrics = _gateway(config, serve_config.http_port, args.poll_interval)
+    if gateway is not None:
+        stack.callback(gateway.close)
+
+    # Every session's agent records its approvals on one connection (the secrets were
+    # registered before the intake opened): an agent is built at each wake of a session.
+    audit_db = open_db(config.state.path())
+    stack.callback(audit_db.close)
+    audit = SqliteApprovalAudit(audit_db)
+
+    def make_agent(tools: list[Tool]) -> Agent:
+        # A daemon has no terminal: the server gives each session the durable
+        # approver (`heron approvals` answers), or with `[approvals] durable = false`
+        # approval-required calls are denied by policy.
+        return build_agent(
+            config,
+            approver=NoApprover(),
+            tools=[*user_tools, *tools],
+            model=model,
+            builtin=builtin,
+            mcp=shared_mcp.session() if shared_mcp is not None else None,
+            metrics=metrics,
+            audit=audit,
+        )
+
+    server = HeronServer(
+        serve_config,
+        make_agent,
+        sink=discard,
+        session_sink=gateway.sinks(session_sink) if gateway else session_sink,
+        announce=_emit,
+        clock=clock,
+        http_routes=[*(gateway.routes() if gateway else ()), *callback],
+        request_channels=[gateway.channel] if gateway else (),
+        intake=intake,
+    )
+    if gateway is not None:
+        gateway.server = server
+        server.on_open.append(gateway.attach)
+        server.on_close.append(gateway.end_streams)
+    try:
+        with common.library_errors():
+            await server.start()
+    except ServeError as exc:
+        raise UsageError(str(exc)) from exc
+    if consent is not None:
+        assert server.desk is not None  # durable approvals: the server opened its desk
+        consent.open_on(server.desk)
+    server.install_signal_handlers()
+    await server.serve()
+    return EXIT_OK
 
 
 def _gateway(config: HeronConfig, port: int | None, poll_s: float) -> tuple[Any, Any]:

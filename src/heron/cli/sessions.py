@@ -139,7 +139,7 @@ def _entries(store: SessionStore, name: str) -> list[SessionEntry]:
 
 def _fork(args: argparse.Namespace, store: SessionStore) -> int:
     from heron.sessions.export import SessionImportError, fork_session
-    from heron.sessions.session import check_session_name
+    from heron.sessions.names import check_session_name
 
     try:
         check_session_name(args.target)
@@ -173,7 +173,7 @@ def _export(args: argparse.Namespace, store: SessionStore) -> int:
 
 def _import(args: argparse.Namespace, store: SessionStore) -> int:
     from heron.sessions.export import SessionImportError, import_session, parse_export
-    from heron.sessions.session import check_session_name
+    from heron.sessions.names import check_session_name
 
     try:
         if str(args.file) == "-":

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -45,6 +44,7 @@ from heron.collaboration.prompt import ASKING_TOOLS, collaboration_section
 from heron.config.discovery import add_skills, deferred_tools, discovery_options, open_skills
 from heron.config.schema import ConfigError, HeronConfig
 from heron.models.base import Model, ModelError
+from heron.safety.secrets import register_secrets as register_secrets
 from heron.tools.definition import Tool, ToolDefinitionError
 from heron.tools.loader import load_tools
 from heron.tools.registry import ActivatedToolSet, ToolRegistry
@@ -293,25 +293,6 @@ async def open_mcp(
 # -- secrets ------------------------------------------------------------------------------
 
 
-def register_secrets(config: HeronConfig, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Register the secrets `config` names with the process's known secrets: every `*_env`
-    setting that names a secret (`password_env`, `token_env`, `secret_env`,
-    `client_secret_env`, `private_key_env`, `alerts_webhook_secret_env`, MCP credentials'
-    `from_env`, the MCP token files' `token_key_env`) and the values of MCP servers' `env`
-    and `headers` entries under secret-like names. Returns the variables' names."""
-    from heron.safety.redact import is_secret_key
-    from heron.safety.secrets import known_secrets, secret_env_names
-
-    known = known_secrets()
-    names = secret_env_names(config)
-    known.add_env(names, environ)
-    for server, cfg in config.mcp.servers.items():
-        for key, value in [*cfg.env.items(), *cfg.headers.items()]:
-            if is_secret_key(key):
-                known.add(re.sub(r"[^A-Za-z0-9_.-]", "_", f"mcp.{server}.{key}"), value)
-    return names
-
-
 # -- the agent ----------------------------------------------------------------------------
 
 
@@ -432,7 +413,8 @@ def lifecycle_parts(
     one on a new connection, and the configured secrets are registered."""
     if audit is None:
         register_secrets(config)
-    set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
+    # Where `[limits]` takes effect (and in `heron serve`, before its intake listens).
+    set_input_limits(config.limits.to_limits())
     a = config.agent
     approval = ApprovalManager(
         policy=ApprovalPolicy(

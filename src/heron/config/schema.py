@@ -10,7 +10,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -30,7 +30,10 @@ from heron.gateway.config import GatewayConfig
 from heron.humans.config import ApprovalsConfig
 from heron.mcp.config import McpConfig
 from heron.tools.registry import Autonomy
-from heron.turn.context import LoopDetectionKnobs, ParallelMode, RuntimeKnobs
+from heron.turn.modes import ParallelMode
+
+if TYPE_CHECKING:
+    from heron.turn.context import RuntimeKnobs
 
 PROJECT_FILE = "heron.toml"
 MIN_DERIVED_RESULT_CHARS = 24_000
@@ -119,7 +122,8 @@ class ToolsConfig(_Section):
 
 class LimitsConfig(_Section):
     """`[limits]`: the one limit on data from outside (`heron._support.limits.InputLimits`),
-    process-wide, applied when an agent is built (`heron.config.build_agent`)."""
+    process-wide, applied when an agent is built (`heron.config.build_agent`) and by `heron
+    serve` before it accepts webhooks."""
 
     max_depth: int = Field(default=DEFAULT_LIMITS.max_depth, ge=1, le=MAX_DEPTH_CEILING)
     """Objects and arrays nested inside each other in tool arguments, tool data, webhook bodies."""
@@ -244,6 +248,8 @@ class HeronConfig(_Section):
         return max(derived, MIN_DERIVED_RESULT_CHARS)
 
     def knobs(self) -> RuntimeKnobs:
+        from heron.turn.context import LoopDetectionKnobs, RuntimeKnobs
+
         a, ld = self.agent, self.loop_detection
         return RuntimeKnobs(
             max_iterations=a.max_iterations,

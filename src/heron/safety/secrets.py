@@ -258,7 +258,7 @@ def known_secrets() -> KnownSecrets:
     """The process's registry, built on first use from the environment: the provider key
     variables, heron's own secret settings and every variable named like a secret
     (`SECRET_NAME_SUFFIXES`). The configuration adds the variables it names
-    (`heron.config.build.register_secrets`)."""
+    (`register_secrets`)."""
     global _registry
     if _registry is None:
         with _registry_lock:
@@ -366,3 +366,21 @@ class Secret:
         return f"Secret('{REDACTED}')"
 
     __str__ = __repr__
+
+
+def register_secrets(config: Any, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Register the secrets `config` names with the process's known secrets: every `*_env`
+    setting that names a secret (`password_env`, `token_env`, `secret_env`,
+    `client_secret_env`, `private_key_env`, `alerts_webhook_secret_env`, MCP credentials'
+    `from_env`, the MCP token files' `token_key_env`) and the values of MCP servers' `env`
+    and `headers` entries under secret-like names. Returns the variables' names. (Here, not in
+    `heron.config.build`, which re-exports it: `heron serve` registers them before it listens,
+    without importing the agent.)"""
+    known = known_secrets()
+    names = secret_env_names(config)
+    known.add_env(names, environ)
+    for server, cfg in config.mcp.servers.items():
+        for key, value in [*cfg.env.items(), *cfg.headers.items()]:
+            if is_secret_key(key):
+                known.add(re.sub(r"[^A-Za-z0-9_.-]", "_", f"mcp.{server}.{key}"), value)
+    return names

@@ -12,7 +12,9 @@ virtualenv is not a sandbox; a microVM back end plugs in through the `Sandbox` p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from heron._support.lazy import lazy_getattr
 from heron.sandbox.base import (
     NETWORK_MODES,
     NetworkMode,
@@ -23,8 +25,19 @@ from heron.sandbox.base import (
     SandboxLevel,
     SandboxUnavailable,
 )
-from heron.sandbox.bwrap import BwrapSandbox
-from heron.sandbox.process import PidsLimit, ProcessSandbox
+
+if TYPE_CHECKING:
+    from heron.sandbox.bwrap import BwrapSandbox
+    from heron.sandbox.process import PidsLimit, ProcessSandbox
+
+# The back ends are imported on first use: the configuration imports `heron.sandbox.base`,
+# and `heron serve` reads its configuration before it listens (docs/performance.md).
+_EXPORTS = {
+    "BwrapSandbox": "heron.sandbox.bwrap",
+    "PidsLimit": "heron.sandbox.process",
+    "ProcessSandbox": "heron.sandbox.process",
+}
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 
 __all__ = [
     "NETWORK_MODES",
@@ -59,6 +72,9 @@ def make_sandbox(
     sandbox its own network namespace where the kernel allows it). heron never pretends to
     isolate what it cannot.
     """
+    from heron.sandbox.bwrap import BwrapSandbox
+    from heron.sandbox.process import ProcessSandbox
+
     if level == "bwrap":
         mode: NetworkMode = "none" if network in (None, True, False) else network  # type: ignore[assignment]
         return BwrapSandbox(workspace=workspace, limits=limits, network=mode)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import getpass
-import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +32,7 @@ from heron.audit.sqlite_store import SqliteExecutionStore
 from heron.messages import MediaPart, Message, ToolResultMessage, UserMessage
 from heron.safety.secrets import known_secrets
 from heron.sessions.lock import SessionLock
+from heron.sessions.names import check_session_name as check_session_name
 from heron.sessions.sqlite_store import SqliteSessionStore
 from heron.sessions.writer import SessionWriter
 from heron.turn.cancel import CancelScope
@@ -40,24 +40,11 @@ from heron.turn.events import EventSink
 from heron.turn.observer import FanOutObserver
 from heron.turn.outcome import TurnOutcome
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
-
 
 def new_session_name(now: float | None = None) -> str:
     """A fresh, sortable session id: `YYYYMMDD-HHMMSS-xxxxxx` (local time, random suffix)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     return f"{stamp}-{secrets.token_hex(3)}"
-
-
-def check_session_name(name: str) -> str:
-    """`name` if it can name a new session (letters, digits, `._:@/-`, at most 128 characters,
-    starting with a letter or digit); else `ValueError`."""
-    if not _NAME.fullmatch(name):
-        raise ValueError(
-            f"invalid session name {name!r}: use letters, digits and . _ : @ / - "
-            "(at most 128 characters, starting with a letter or digit)"
-        )
-    return name
 
 
 class CliSession:

@@ -27,6 +27,7 @@ from heron.turn.cancel import CancelScope
 from heron.turn.events import EventSink, discard
 from heron.turn.extensions import CallCheck, OutputSpill, ResultCache, ToolCatalogue
 from heron.turn.hooks import ToolHook
+from heron.turn.modes import ParallelMode as ParallelMode
 from heron.turn.observer import NullObserver, Observer
 from heron.turn.receipts import ReceiptSigner
 
@@ -37,8 +38,6 @@ if TYPE_CHECKING:  # imported lazily where used: telemetry and token counting ar
     from heron.telemetry.otel import OtelTracer
     from heron.turn.budgets import RunBudget
 
-ParallelMode = Literal["off", "read-only", "all"]
-"""Which batches of calls may run concurrently: none, read-only ones only, or all."""
 CapBehavior = Literal["summary", "error"]
 """What hitting the iteration cap or a budget does: ask for a summary, or end with an error."""
 SafePoint = Literal["after_model", "after_tools"]

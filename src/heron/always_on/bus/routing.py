@@ -7,7 +7,7 @@ explicit session), else the session in the path (`/webhook/<session>`, `/im/<ses
 `/github/<session>`), else the session of the thread the event answers (a mail's
 `In-Reply-To` / `References`, looked up by the caller), else the default session (`heron serve
 --session`). `check_hosted_name` says which names can be hosted: a valid session name
-(`heron.sessions.session.check_session_name`) that is not one of a session's own stores
+(`heron.sessions.names.check_session_name`) that is not one of a session's own stores
 (`<session>/quiet`, `<session>/side/<event id>`).
 
 **Which strategy:**
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from heron.always_on.bus.model import URGENT_KINDS, BusEvent
-from heron.sessions.session import check_session_name
+from heron.sessions.names import check_session_name
 from heron.turn.cancel import CancelMode
 
 Strategy = Literal["cancel", "queue", "parallel"]
@@ -94,6 +94,18 @@ def check_hosted_name(name: str) -> str:
             "questions or sub-agents; it cannot be addressed"
         )
     return name
+
+
+def hosting_refusal(name: str, *, default: str, allowed: frozenset[str] | None) -> str | None:
+    """Why a server whose own session is `default` and that takes `allowed` (`None`: any)
+    besides cannot host `name`, or `None` when it can."""
+    try:
+        check_hosted_name(name)
+    except ValueError as exc:
+        return str(exc)
+    if allowed is not None and name != default and name not in allowed:
+        return f"session {name!r} is not served here"
+    return None
 
 
 def quiet_session_name(session: str) -> str:

@@ -224,10 +224,22 @@ class WebhookServer:
     def asgi_routes(self) -> list[Any]:
         """The routes of this listener for `heron.always_on.http.HttpFront`: every path, and
         the same path followed by `/<session>`, for any method (405 is answered here)."""
+        return self._asgi_routes(list(self.routes))
+
+    def add_routes(self, routes: Sequence[WebhookRoute]) -> list[Any]:
+        """Take `routes` too, from now on (the ones `heron serve` mounts once its agent side
+        is up, `heron.always_on.intake`); their routes for the `HttpFront`."""
+        for route in routes:
+            if route.path in self.routes:
+                raise ValueError("two webhook routes share a path")
+            self.routes[route.path] = route
+        return self._asgi_routes([route.path for route in routes])
+
+    def _asgi_routes(self, paths: list[str]) -> list[Any]:
         from starlette.routing import Route
 
         routes: list[Any] = []
-        for path in self.routes:
+        for path in paths:
             for pattern in (path, path + "/{rest:path}"):
                 routes.append(Route(pattern, self._asgi, methods=_METHODS))
         return routes

@@ -1,5 +1,6 @@
 """The triggers' stores in heron's SQLite database: timers (table `timers`), shell monitors
-(`job_monitors`) and subscriptions (`subscriptions`).
+(`job_monitors`) and, from `heron.always_on.triggers.sqlite_subscriptions`, subscriptions
+(`subscriptions`).
 
 Each takes a connection from `heron._support.state.open_db` (the caller closes it);
 `open_trigger_stores` gives all three, and the job store, one connection. Not thread-safe: use
@@ -8,7 +9,6 @@ them from the event loop's thread.
 
 from __future__ import annotations
 
-import builtins
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from heron._support.state import open_db, sqlite_errors, update_row
 from heron.always_on.jobs.sqlite_store import SqliteJobStore
 from heron.always_on.triggers.monitor import MONITOR_FIELDS, MonitorRecord
 from heron.always_on.triggers.runtime import TriggerStores
-from heron.always_on.triggers.subscriptions import Subscription, SubscriptionFilter
+from heron.always_on.triggers.sqlite_subscriptions import SqliteSubscriptionStore
 from heron.always_on.triggers.timers import TIMER_FIELDS, TimerRecord
 
 _TIMERS = """
@@ -59,20 +59,6 @@ CREATE TABLE IF NOT EXISTS job_monitors (
 # Each session reads its own at every wake: by session, not a scan of every session's.
 _MONITORS_INDEX = "CREATE INDEX IF NOT EXISTS job_monitors_by_session ON job_monitors (session)"
 _MONITOR_COLUMNS = ", ".join(MONITOR_FIELDS)
-
-_SUBSCRIPTIONS = """
-CREATE TABLE IF NOT EXISTS subscriptions (
-    id         TEXT PRIMARY KEY,
-    session    TEXT NOT NULL,
-    source     TEXT NOT NULL,
-    filter     TEXT NOT NULL,
-    note       TEXT NOT NULL,
-    created_at REAL NOT NULL
-)
-"""
-_SUBSCRIPTIONS_INDEX = (
-    "CREATE INDEX IF NOT EXISTS subscriptions_by_session ON subscriptions (session, created_at)"
-)
 
 
 @sqlite_errors
@@ -177,58 +163,6 @@ class SqliteMonitorStore:
             query += " AND state = 'active'"
         rows = self._conn.execute(query + " ORDER BY created_at, rowid", (session,))
         return [MonitorRecord(**dict(zip(MONITOR_FIELDS, row, strict=True))) for row in rows]
-
-
-@sqlite_errors
-class SqliteSubscriptionStore:
-    """`SubscriptionStore` on SQLite; the filter is stored as JSON."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-        with conn:
-            conn.execute(_SUBSCRIPTIONS)
-            conn.execute(_SUBSCRIPTIONS_INDEX)
-
-    def insert(self, subscription: Subscription) -> None:
-        with self._conn:
-            self._conn.execute(
-                "INSERT INTO subscriptions (id, session, source, filter, note, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    subscription.id,
-                    subscription.session,
-                    subscription.source,
-                    subscription.filter.model_dump_json(exclude_none=True),
-                    subscription.note,
-                    subscription.created_at,
-                ),
-            )
-
-    def remove(self, session: str, subscription_id: str) -> bool:
-        with self._conn:
-            cursor = self._conn.execute(
-                "DELETE FROM subscriptions WHERE id = ? AND session = ?",
-                (subscription_id, session),
-            )
-        return cursor.rowcount == 1
-
-    def list(self, session: str) -> builtins.list[Subscription]:
-        rows = self._conn.execute(
-            "SELECT id, source, filter, note, created_at FROM subscriptions WHERE session = ?"
-            " ORDER BY created_at, rowid",
-            (session,),
-        )
-        return [
-            Subscription(
-                id=row[0],
-                session=session,
-                source=row[1],
-                filter=SubscriptionFilter.model_validate_json(row[2]),
-                note=row[3],
-                created_at=row[4],
-            )
-            for row in rows
-        ]
 
 
 def open_trigger_stores(state_dir: Path) -> TriggerStores:
