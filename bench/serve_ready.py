@@ -19,8 +19,6 @@ hits every tree alike. The load average is printed before and after.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import hmac
 import json
 import os
 import socket
@@ -32,26 +30,17 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from webhook_request import signed_webhook
+
 SECRET = "bench-serve-ready-secret"
-
-
-def _request(port: int) -> bytes:
-    body = json.dumps({"id": "ready-1", "text": "ping"}).encode()
-    ts = str(int(time.time()))
-    mac = hmac.new(SECRET.encode(), ts.encode() + b"." + body, hashlib.sha256).hexdigest()
-    return (
-        f"POST /webhook HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-        f"X-Heron-Timestamp: {ts}\r\nX-Heron-Signature: sha256={mac}\r\n"
-        "Connection: close\r\n\r\n"
-    ).encode() + body
 
 
 def _post(port: int) -> int | None:
     """The status of one signed webhook, or `None` while nothing listens."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-            sock.sendall(_request(port))
+            sock.sendall(signed_webhook(port, "/webhook", "ready-1", SECRET))
             status = sock.makefile("rb").readline()
     except OSError:
         return None

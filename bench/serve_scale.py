@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import json
 import os
 import socket
@@ -40,6 +38,9 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from webhook_request import signed_webhook
 
 SECRET = "bench-serve-scale-secret"
 DEADLINE_S = 240.0
@@ -146,22 +147,10 @@ class Server:
             self.proc.wait()
 
 
-def signed_request(port: int, session: str, event_id: str) -> bytes:
-    body = json.dumps({"id": event_id, "text": "ping"}).encode()
-    ts = str(int(time.time()))
-    mac = hmac.new(SECRET.encode(), ts.encode() + b"." + body, hashlib.sha256).hexdigest()
-    return (
-        f"POST /webhook/{session} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-        f"X-Heron-Timestamp: {ts}\r\nX-Heron-Signature: sha256={mac}\r\n"
-        "Connection: close\r\n\r\n"
-    ).encode() + body
-
-
 async def post(port: int, session: str, event_id: str) -> int:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        writer.write(signed_request(port, session, event_id))
+        writer.write(signed_webhook(port, f"/webhook/{session}", event_id, SECRET))
         await writer.drain()
         status = await reader.readline()
         return int(status.split()[1])
