@@ -46,6 +46,24 @@ NETWORK_MODES: tuple[NetworkMode, ...] = ("none", "loopback", "host")
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
+AGENT_ENV: Mapping[str, str] = {
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+    "SYSTEMD_PAGER": "cat",
+    "NO_COLOR": "1",
+    "TERM": "dumb",
+    "CI": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "PIP_NO_INPUT": "1",
+    "PYTHONUNBUFFERED": "1",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+}
+"""Variables that keep command-line tools non-interactive and their output plain (the shell tool
+hands them to every command)."""
+
 
 class SandboxError(HeronError, RuntimeError):
     """A sandbox could not run a command (as opposed to the command failing)."""

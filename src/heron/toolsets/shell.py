@@ -36,7 +36,7 @@ from typing import Any, Literal, Protocol
 from heron.safety.command_policy import CommandPolicy, CommandVerdict
 from heron.safety.redact import scrub_text
 from heron.safety.secrets import known_secrets
-from heron.sandbox.base import NetworkMode, RunResult, Sandbox, SandboxUnavailable
+from heron.sandbox.base import AGENT_ENV, NetworkMode, RunResult, Sandbox, SandboxUnavailable
 from heron.sandbox.containment import ContainmentReport, containment_report
 from heron.tools.definition import CallApproval, Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
@@ -56,22 +56,6 @@ __all__ = [
     "with_network",
 ]
 
-AGENT_ENV: Mapping[str, str] = {
-    "PAGER": "cat",
-    "GIT_PAGER": "cat",
-    "MANPAGER": "cat",
-    "SYSTEMD_PAGER": "cat",
-    "NO_COLOR": "1",
-    "TERM": "dumb",
-    "CI": "1",
-    "GIT_TERMINAL_PROMPT": "0",
-    "DEBIAN_FRONTEND": "noninteractive",
-    "PIP_NO_INPUT": "1",
-    "PYTHONUNBUFFERED": "1",
-    "LANG": "C.UTF-8",
-    "LC_ALL": "C.UTF-8",
-}
-"""Variables that keep command-line tools non-interactive and their output plain."""
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 OUTPUT_DIR = Path(".heron") / "outputs"

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from heron.sandbox.base import MIB, ResourceLimits
+from heron.sandbox.base import AGENT_ENV, MIB, ResourceLimits
 from heron.sandbox.bwrap import BwrapSandbox
 from heron.sandbox.process import ProcessSandbox, python_roots
 
@@ -196,20 +196,22 @@ def lay_out(outside: Path, token: str) -> None:
 def canaries() -> tuple[str, ...]:
     """Entries of heron's environment block, except those that also appear on the command line
     of heron or one of its parents (`FOO=bar heron run`): reading a command line is
-    `other_processes`, not the environment. A value under 8 characters is no evidence either:
-    heron itself hands flags such as `PYTHONDONTWRITEBYTECODE=1` to the commands it runs, and
-    a concurrent command of the same user may show them."""
+    `other_processes`, not the environment. Nor are entries heron itself hands the commands
+    it runs (`AGENT_ENV`, and flags: a value under 8 characters such as
+    `PYTHONDONTWRITEBYTECODE=1`): a concurrent command of the same user may show them."""
     try:
         block = Path("/proc/self/environ").read_bytes().decode(errors="replace")
     except OSError:
         return ()
     lines = " ".join(cmdline(pid) for pid in ancestry())
+    passed = {f"{name}={value}" for name, value in AGENT_ENV.items()}
     entries = [e for e in block.split("\0") if "=" in e]
     return tuple(
         e
         for e in entries
         if e.split("=", 1)[0] not in _NOT_CANARIES
         and len(e.split("=", 1)[1]) >= 8
+        and e not in passed
         and e not in lines
     )
 
