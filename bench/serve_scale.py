@@ -8,12 +8,18 @@ on loopback, both bounded in count and time. Prints:
   and parked again, minus its RSS before, divided by the sessions (target ≤ 20 KiB);
 - **event → model call**: from sending a webhook to the model's first streamed text for that
   session on the server's event stream, p50 / p99 / max, with every event to a parked session
-  (so each one wakes it), at the offered rates (target p99 ≤ 20 ms at 1,000 events/s).
+  (so each one wakes it), at the offered rates (target p99 ≤ 20 ms at 1,000 events/s);
+- **server CPU per event**: the server process's user + system time (`/proc/<pid>/stat`) over a
+  round, from its first event until every session it woke is parked again (HTTP, wake, turn,
+  park, event stream), divided by the events.
+
+`--profile FILE` runs the load's server under cProfile timed by its CPU clock (written to FILE
+when it stops; the profile inflates every figure, so read it for proportions).
 
 The scripted model is one for the process and keeps every request it saw (a test double's
 record), which the memory figure includes.
 
-    python bench/serve_scale.py [--sessions 1000] [--rates 100 1000]
+    python bench/serve_scale.py [--sessions 1000] [--rates 100 1000] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -40,10 +46,26 @@ DEADLINE_S = 240.0
 """The whole bench stops after this, whatever is left."""
 
 
+_PROFILED = """
+import cProfile, runpy, sys, time
+out, sys.argv = sys.argv[1], sys.argv[2:]
+profile = cProfile.Profile(time.process_time)  # CPU, not the wall time other agents take
+try:
+    profile.runcall(runpy.run_module, sys.argv[0], run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+finally:
+    profile.dump_stats(out)
+"""
+"""Runs a module under cProfile timed by the process's CPU clock: `-c _PROFILED OUT MODULE`."""
+
+
 class Server:
     """`heron serve` in a subprocess, with a thread that timestamps its JSON-lines events."""
 
-    def __init__(self, root: Path, turns: int, idle_timeout_s: float) -> None:
+    def __init__(
+        self, root: Path, turns: int, idle_timeout_s: float, profile: str | None = None
+    ) -> None:
         (root / "script.yaml").write_text("turns:\n" + "  - text: ok\n" * turns, encoding="utf-8")
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -55,9 +77,10 @@ class Server:
             "HERON_WEBHOOK_SECRET": SECRET,
         }
         self.spawned = time.perf_counter()
+        launch = ["-c", _PROFILED, str(Path(profile).resolve())] if profile else ["-m"]
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "heron.cli.main", "serve",
+                sys.executable, *launch, "heron.cli.main", "serve",
                 "--model", "scripted:script.yaml",
                 "--webhook-port", str(self.port),
                 "--subscribe", "webhook",
@@ -103,6 +126,12 @@ class Server:
         return int(
             next(line for line in status.splitlines() if line.startswith(f"{field}:")).split()[1]
         )
+
+    def cpu_s(self) -> float:
+        """The server's user + system CPU time so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text(encoding="ascii")
+        utime, stime = fields.rsplit(")", 1)[1].split()[11:13]
+        return (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
 
     def wait(self, done: Any, timeout_s: float) -> bool:
         with self.changed:
@@ -186,7 +215,7 @@ def report(label: str, latencies: list[float], expected: int) -> None:
     )
 
 
-async def run(sessions_n: int, rates: list[float]) -> None:
+async def run(sessions_n: int, rates: list[float], profile: str | None) -> None:
     names = [f"s{i:04d}" for i in range(sessions_n)]
     idle_s = 1.0
     with tempfile.TemporaryDirectory() as tmp:
@@ -201,7 +230,10 @@ async def run(sessions_n: int, rates: list[float]) -> None:
         print(f"heron serve ready (spawn → first 202)  {ready:7.0f} ms   target ≤ 500")
         (Path(tmp) / "load").mkdir()
         server = Server(
-            Path(tmp) / "load", turns=sessions_n * (2 + len(rates)) + 10, idle_timeout_s=idle_s
+            Path(tmp) / "load",
+            turns=sessions_n * (2 + len(rates)) + 10,
+            idle_timeout_s=idle_s,
+            profile=profile,
         )
         try:
             await ready_ms(server)
@@ -220,9 +252,13 @@ async def run(sessions_n: int, rates: list[float]) -> None:
             )
             report("first wake of each (500/s)", warm, sessions_n)
             for round_no, rate in enumerate(rates, start=1):
+                cpu = server.cpu_s()
                 latencies = await offer(server, names, rate, f"r{round_no}")
                 report(f"event → model call at {rate:g}/s", latencies, sessions_n)
                 await asyncio.to_thread(server.wait, lambda: server.parked.issuperset(names), 60)
+                # Parking waits out the idle timeout: the CPU of a loop at rest is in it too.
+                per_event = (server.cpu_s() - cpu) * 1000 / sessions_n
+                print(f"{'':34} server CPU per event (HTTP, wake, turn, park): {per_event:.2f} ms")
                 # Growing again per round means memory kept per wake, flat means allocator peak.
                 print(f"{'':34} RSS after the round, all parked: {server.rss_kib()} KiB")
             print("target: p99 ≤ 20 ms at 1,000 events/s")
@@ -234,9 +270,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--rates", type=float, nargs="+", default=[100.0, 1000.0])
+    parser.add_argument("--profile", help="run the load's server under cProfile into this file")
     args = parser.parse_args()
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    asyncio.run(asyncio.wait_for(run(args.sessions, args.rates), DEADLINE_S))
+    asyncio.run(asyncio.wait_for(run(args.sessions, args.rates, args.profile), DEADLINE_S))
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -579,3 +579,37 @@ async def test_unknown_keys_in_nested_models_are_refused_not_dropped() -> None:
     with pytest.raises(ToolArgumentsError) as info:
         plot.validate({"point": {"x": 1, "y": 2, "z": 3}})
     assert any("z" in problem for problem in info.value.problems)
+
+
+_GREET = tool(name="greet", read_only=True, examples=[{"who": "Ada"}])
+
+
+def _greeter(session: str, punctuation: str = "!") -> FunctionTool:
+    """A tool closing over one session, made with a decorator made once (as `heron serve`'s
+    session tools are)."""
+
+    @_GREET
+    async def greet(who: str, loud: bool = punctuation == "!") -> str:
+        """Greet someone.
+
+        Args:
+            who: Whom to greet.
+            loud: Shout.
+        """
+        return f"{session}: hello {who}{punctuation if loud else '.'}"
+
+    return greet
+
+
+async def test_a_decorator_made_once_binds_each_closure_and_shares_one_definition() -> None:
+    one, two = _greeter("alpha"), _greeter("beta")
+    # One definition (spec, argument model) for both, each running its own closure.
+    assert one.spec is two.spec and one.fn is not two.fn
+    assert (await one.execute(one.validate({"who": "Ada"}), CTX)).output == "alpha: hello Ada!"
+    assert (await two.execute(two.validate({"who": "Bo"}), CTX)).output == "beta: hello Bo!"
+    # The same code with another default is another definition: its schema says so.
+    quiet = _greeter("gamma", punctuation="?")
+    assert quiet.spec is not one.spec
+    assert quiet.spec.parameters["properties"]["loud"]["default"] is False
+    assert one.spec.parameters["properties"]["loud"]["default"] is True
+    assert (await quiet.execute(quiet.validate({"who": "Cy"}), CTX)).output == "gamma: hello Cy."

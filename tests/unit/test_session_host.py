@@ -657,10 +657,11 @@ def test_the_tail_of_a_history_is_its_last_round_however_long(tmp_path: Path) ->
         store.close()
 
 
-def test_each_session_gets_its_own_view_of_the_processs_mcp_servers() -> None:
+async def test_each_session_gets_its_own_view_of_the_processs_mcp_servers() -> None:
     from heron.config.schema import HeronConfig
-    from heron.mcp.assembly import assemble_tools
+    from heron.mcp.assembly import CAPABILITY_BUNDLE, assemble_tools
     from heron.mcp.shared import SharedMcp
+    from heron.mcp.tool_search import ToolSearchTool
     from heron.tools.definition import ToolContext, ToolResult, ToolSpec
     from heron.tools.registry import ActivatedToolSet
     from heron.tools.validation import SchemaValidator
@@ -700,3 +701,17 @@ def test_each_session_gets_its_own_view_of_the_processs_mcp_servers() -> None:
     assert one.activated.names() == ["srv__tool1"] and two.activated.names() == []
     assert one.prompt_section == shared.prompt_section == two.prompt_section
     assert one.manager is None  # closing a session's view never stops the shared servers
+    # One assembly for every view (its engine and catalogue), a search tool per session: what
+    # a session's search loads is in its own set, never in another session's.
+    assert one.engine is two.engine and one.tool_catalogue is two.tool_catalogue
+    search_one, search_two = (
+        next(t for t in v.bundles[CAPABILITY_BUNDLE] if isinstance(t, ToolSearchTool))
+        for v in (one, two)
+    )
+    assert search_one is not search_two and search_one.engine is search_two.engine
+    ctx = ToolContext(call_id="c1", turn_id="t1")
+    found = await search_two.execute({"query": "select:srv__tool2"}, ctx)
+    assert found.success, found.error
+    assert two.activated.names() == ["srv__tool2"] and one.activated.names() == ["srv__tool1"]
+    three = views.session()  # woken later: the same assembly, an empty set of its own
+    assert three.activated.names() == [] and three.engine is one.engine

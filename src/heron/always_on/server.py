@@ -184,6 +184,9 @@ class HeronServer:
         self.workspaces: WorkspaceBindings | None = None
         """Which workspace each session last ran in (`heron.always_on.workspaces`)."""
         self._workspace = Path()
+        self._workspace_key: str | None = None
+        self._policy: CommandPolicy | None = None
+        self._host = os.uname().nodename
         self._sandbox: Sandbox | None = None
         self._calendar_tools: list[Tool] = []
         self._tasks: list[asyncio.Task[Any]] = []
@@ -310,9 +313,13 @@ class HeronServer:
         stores = self._trigger_stores
         assert self.bus is not None and stores is not None and self._sandbox is not None
         assert self.workspaces is not None
-        host = os.uname().nodename
         lost = bind_session(
-            self.workspaces, name, root=self._workspace, host=host, clock=self.clock
+            self.workspaces,
+            name,
+            root=self._workspace,
+            workspace=self._workspace_id(),
+            host=self._host,
+            clock=self.clock,
         )
         if lost is not None:  # its files are in a workspace this worker cannot reach
             await self.bus.publish(lost)
@@ -326,7 +333,7 @@ class HeronServer:
             bus=self.bus,
             workspace=self._workspace,
             sandbox=self._sandbox,
-            policy=CommandPolicy(workspace=self._workspace),
+            policy=self._command_policy(),
             session=name,
             clock=self.clock,
             config=triggers_config,
@@ -377,8 +384,20 @@ class HeronServer:
     def _pinned_elsewhere(self, name: str) -> bool:
         """A session whose workspace a live worker holds is that worker's to wake."""
         assert self.workspaces is not None
-        here = workspace_id(self._workspace)
-        return self.workspaces.held_elsewhere(name, here, now=self.clock.time())
+        return self.workspaces.held_elsewhere(name, self._workspace_id(), now=self.clock.time())
+
+    def _workspace_id(self) -> str:
+        """The id of this server's workspace, read (or written) once: its root is fixed."""
+        if self._workspace_key is None:
+            self._workspace_key = workspace_id(self._workspace)
+        return self._workspace_key
+
+    def _command_policy(self) -> CommandPolicy:
+        """The command policy of this server's workspace, made once for every session (it
+        keeps no state between calls)."""
+        if self._policy is None:
+            self._policy = CommandPolicy(workspace=self._workspace)
+        return self._policy
 
     def _follow(self, name: str) -> Callable[[TurnState], None] | None:
         """A stop of a session's turn reaches the session's sub-agents too."""

@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -176,6 +176,30 @@ class Awake:
         self.runtime = runtime
         self.task: asyncio.Task[None] | None = None
         self.last_active = now
+
+
+class _Awaiting(Mapping[str, str]):
+    """`awaiting(session)`, asked at its first use: only a woken history that ends in open
+    calls reads it (most end in an answer), and asking is queries and a write."""
+
+    def __init__(self, awaiting: Callable[[str], Mapping[str, str]], session: str) -> None:
+        self._awaiting = awaiting
+        self._session = session
+        self._found: Mapping[str, str] | None = None
+
+    def _placeholders(self) -> Mapping[str, str]:
+        if self._found is None:
+            self._found = self._awaiting(self._session)
+        return self._found
+
+    def __getitem__(self, call_id: str) -> str:
+        return self._placeholders()[call_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._placeholders())
+
+    def __len__(self) -> int:
+        return len(self._placeholders())
 
 
 class SessionHost:
@@ -422,6 +446,8 @@ class SessionHost:
     def _schedule_wake(self, name: str) -> None:
         if name in self._transitions:
             self._again.add(name)
+        elif name in self._queued:
+            return  # room was asked for it already (each poll names it again)
         elif name not in self._awake and not self._stop.is_set():
             if self._full():  # its events wait, durable, until a session is parked
                 self._queued[name] = None
@@ -472,7 +498,7 @@ class SessionHost:
             return False
         self._blocked.discard(name)
         try:
-            waiting = self._awaiting(name) if self._awaiting is not None else None
+            waiting = _Awaiting(self._awaiting, name) if self._awaiting is not None else None
             writer = SessionWriter.wake(self.sessions, name, awaiting=waiting)
             runtime = await self._build(name, writer)
             await runtime.start()

@@ -123,13 +123,19 @@ def lost_event(previous: WorkspaceBinding, current: WorkspaceBinding, *, when: s
 
 
 def bind_session(
-    bindings: WorkspaceBindings, session: str, *, root: Path, host: str, clock: Clock
+    bindings: WorkspaceBindings,
+    session: str,
+    *,
+    root: Path,
+    workspace: str,
+    host: str,
+    clock: Clock,
 ) -> BusEvent | None:
-    """Bind a waking session to the workspace at `root`: the `workspace_lost` event to
-    publish when it last ran in another one, else `None`."""
+    """Bind a waking session to the workspace at `root` (its `workspace_id`): the
+    `workspace_lost` event to publish when it last ran in another one, else `None`."""
     here = WorkspaceBinding(
         session=session,
-        workspace=workspace_id(root),
+        workspace=workspace,
         host=host,
         path=str(root),
         bound_at=clock.time(),

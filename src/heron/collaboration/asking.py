@@ -60,10 +60,15 @@ class HumanRequests(Protocol):
     ) -> ToolResult: ...
 
 
+# The decorators are made once: each session's closures reuse their definitions.
+_REQUEST_HUMAN_APPROVAL = tool(owner="builtin")
+_REQUEST_HUMAN_INPUT = tool(owner="builtin")
+
+
 def asking_tools(requests: HumanRequests, *, session: str) -> list[Tool]:
     """The two tools of `session` over `requests`."""
 
-    @tool(owner="builtin")
+    @_REQUEST_HUMAN_APPROVAL
     async def request_human_approval(
         ctx: ToolContext,
         question: str,
@@ -92,7 +97,7 @@ def asking_tools(requests: HumanRequests, *, session: str) -> list[Tool]:
         except ValueError as exc:
             return ToolResult.fail(str(exc))
 
-    @tool(owner="builtin")
+    @_REQUEST_HUMAN_INPUT
     async def request_human_input(
         ctx: ToolContext,
         question: str,

@@ -59,6 +59,48 @@ def _result(message: StoredMessage) -> ToolResult:
     return ToolResult.ok(json.dumps(data, ensure_ascii=False), data=data)
 
 
+# The decorators are made once: each session's closures reuse their definitions.
+_SEND_MESSAGE = tool(
+    owner="builtin",
+    examples=[
+        {
+            "text": "The Q3 report is ready; the charts are attached.",
+            "attachments": ["reports/q3-charts.png"],
+        },
+    ],
+)
+_SEND_CARD = tool(
+    owner="builtin",
+    examples=[
+        {
+            "card": {
+                "title": "Deploy web-2?",
+                "summary": "Build 1432 passed; web-2 is ready to deploy.",
+                "blocks": [
+                    {
+                        "type": "fields",
+                        "fields": [
+                            {"label": "Build", "value": "1432"},
+                            {"label": "Tests", "value": "812 passed"},
+                        ],
+                    }
+                ],
+                "actions": [
+                    {"type": "button", "id": "deploy", "label": "Deploy", "style": "primary"},
+                    {"type": "button", "id": "wait", "label": "Wait"},
+                ],
+            }
+        }
+    ],
+)
+_SEND_NOTIFICATION = tool(
+    owner="builtin",
+    examples=[
+        {"text": "db-1's disk is 95% full; writes fail within the hour.", "urgency": "urgent"}
+    ],
+)
+
+
 def messaging_tools(
     outbox: Outbox, *, session: str | None = None, workspace: Path | None = None
 ) -> list[Tool]:
@@ -100,15 +142,7 @@ def messaging_tools(
             return ToolResult.fail(str(exc))
         return _result(message)
 
-    @tool(
-        owner="builtin",
-        examples=[
-            {
-                "text": "The Q3 report is ready; the charts are attached.",
-                "attachments": ["reports/q3-charts.png"],
-            },
-        ],
-    )
+    @_SEND_MESSAGE
     async def send_message(
         text: str, attachments: list[str] | None = None, to: str | None = None
     ) -> ToolResult:
@@ -127,30 +161,7 @@ def messaging_tools(
             return ToolResult.fail("the message is empty")
         return await send("message", text, attachments=attachments, to=to)
 
-    @tool(
-        owner="builtin",
-        examples=[
-            {
-                "card": {
-                    "title": "Deploy web-2?",
-                    "summary": "Build 1432 passed; web-2 is ready to deploy.",
-                    "blocks": [
-                        {
-                            "type": "fields",
-                            "fields": [
-                                {"label": "Build", "value": "1432"},
-                                {"label": "Tests", "value": "812 passed"},
-                            ],
-                        }
-                    ],
-                    "actions": [
-                        {"type": "button", "id": "deploy", "label": "Deploy", "style": "primary"},
-                        {"type": "button", "id": "wait", "label": "Wait"},
-                    ],
-                }
-            }
-        ],
-    )
+    @_SEND_CARD
     async def send_card(
         card: Card, to: str | None = None, urgency: Urgency = "normal"
     ) -> ToolResult:
@@ -173,12 +184,7 @@ def messaging_tools(
             attachments=card.files(),
         )
 
-    @tool(
-        owner="builtin",
-        examples=[
-            {"text": "db-1's disk is 95% full; writes fail within the hour.", "urgency": "urgent"}
-        ],
-    )
+    @_SEND_NOTIFICATION
     async def send_notification(
         text: str, urgency: Urgency = "normal", to: str | None = None
     ) -> ToolResult:

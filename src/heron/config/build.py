@@ -432,7 +432,6 @@ def lifecycle_parts(
     one on a new connection, and the configured secrets are registered."""
     if audit is None:
         register_secrets(config)
-    state_dir = config.state.path()
     set_input_limits(config.limits.to_limits())  # the one place `[limits]` takes effect
     a = config.agent
     approval = ApprovalManager(
@@ -444,11 +443,11 @@ def lifecycle_parts(
             record_auto_approvals=config.approval.record_auto_approvals,
         ),
         approver=approver or NoApprover(),
-        audit=audit if audit is not None else SqliteApprovalAudit(open_db(state_dir)),
+        audit=audit if audit is not None else SqliteApprovalAudit(open_db(config.state.path())),
     )
     scope = None
     if a.receipts:  # workers of a shared store share the keys: any of them verifies
-        keys = key_store("receipt", state_dir=state_dir, store_url=config.store.url)
+        keys = key_store("receipt", state_dir=config.state.path(), store_url=config.store.url)
         scope = ReceiptScope(receipts, store=keys)
     observer, telemetry = _telemetry(config, metrics)
     return LifecycleParts(
@@ -526,7 +525,7 @@ def preapproved_tools(tools: Sequence[Tool], builtin: Builtin | None) -> list[st
     `[people.*]`), never an address the model chooses, asking grants nothing, and a sub-agent
     gets nothing its parent does not have (its own calls are approved like the parent's).
     `[approval] always_ask` still wins."""
-    from heron.always_on.subagents.grant import SUBAGENT_TOOLS
+    from heron.always_on.subagents.names import SUBAGENT_TOOLS
     from heron.collaboration.tools import MESSAGE_TOOLS
 
     names = MESSAGE_TOOLS | ASKING_TOOLS | SUBAGENT_TOOLS

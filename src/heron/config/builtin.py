@@ -207,6 +207,7 @@ class Builtin:
     spill: ArtifactSpill
     cache: WorkspaceResultCache
     _closers: list[Closer] = field(default_factory=list)
+    _section: str | None = field(default=None, init=False, repr=False)
 
     def all_tools(self) -> list[Tool]:
         """Every tool of every built set, in set order."""
@@ -214,12 +215,15 @@ class Builtin:
 
     def catalogue_section(self) -> str:
         """The system-prompt section listing the read-only tools of the `perception` and
-        `connectors` sets by kind (search, read, parse, query); empty without those sets."""
-        from heron.connectors.public_data import perception_catalogue_section
+        `connectors` sets by kind (search, read, parse, query); empty without those sets.
+        Rendered once: `heron serve` builds an agent over the same sets at each wake."""
+        if self._section is None:
+            from heron.connectors.public_data import perception_catalogue_section
 
-        sets: tuple[BuiltinSet, ...] = ("perception", "connectors")
-        tools = [t for s in sets for t in self.tools.get(s, []) if t.spec.annotations.read_only]
-        return perception_catalogue_section(tools)
+            sets: tuple[BuiltinSet, ...] = ("perception", "connectors")
+            tools = [t for s in sets for t in self.tools.get(s, []) if t.spec.annotations.read_only]
+            self._section = perception_catalogue_section(tools)
+        return self._section
 
     async def aclose(self) -> None:
         """Close in reverse order of opening; safe to call twice."""

@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from heron.discovery.documents import DenseView, ToolDoc, identifier_words
+from heron.discovery.documents import DenseView, ToolDoc
 from heron.discovery.embeddings import Embedder, Vectors, load_embedder
 from heron.discovery.fusion import FusionMethod, fuse, minmax
 from heron.discovery.lexical import FloatArray, LexicalParams, LexicalRanker, normalised
@@ -55,8 +55,10 @@ __all__ = [
 
 Mode = Literal["hybrid", "lexical"]
 BoolArray = npt.NDArray[np.bool_]
-TEXT_FORMAT = "t1"
-"""Version of `ToolDoc.embedding_text()` and of the server summary text (in cache keys)."""
+TEXT_FORMAT = "t2"
+"""Version of the texts embedded (`ToolDoc.view_text()`, the server summaries, the null
+passages): part of every cache key, so a changed template is embedded afresh, never mixed in.
+t2: run-together names split into words (`ToolDoc.name_words`)."""
 NULL_PASSAGES = (
     "A tool.",
     "An app that helps you with many things.",
@@ -85,17 +87,18 @@ class DiscoveryParams:
     with them (one stored vector: their mean). Three views beat the full text alone by 1.9
     points of fused recall@5 on the tune split (docs/discovery.md)."""
     rrf_k: float = 60.0
-    min_margin: float = -0.005
+    min_margin: float = -0.0075
     """The "nothing close" gate, dense half: the best tool's cosine must beat the query's
     cosine with contentless descriptions (`NULL_PASSAGES`) by this much. e5 cosines sit in a
     narrow band (0.7–0.9) that moves with the query, so a fixed cosine threshold fails."""
     min_relevance: float = 2.0
     """The gate's lexical half: or the best word-level BM25 of the query's own words.
 
-    Both chosen on the tune split (with the three dense views). The dense half must work alone
-    (a Chinese request shares no word with an English catalogue): at most 10 % false "nothing
-    close" by itself (9.1 %); then the lexical threshold with the fewest wrong "found" answers
-    while the gate as a whole stays under 2 % false "nothing close" (1.8 %)."""
+    Both chosen on the tune split, with the default engine (onnxruntime) and the three dense
+    views. The dense half must work alone (a Chinese request shares no word with an English
+    catalogue): the strictest margin with at most 10 % false "nothing close" by itself (8.6 %);
+    then the lexical threshold with the fewest wrong "found" answers while the gate as a whole
+    stays under 2 % false "nothing close" (1.6 %)."""
     tool_floor: float = -0.04
     """Below the gate, per tool: a tool whose margin is under this and that shares no word with
     the query is never a candidate (keeps 98 % of the right tools on the tune split)."""
@@ -217,7 +220,7 @@ class DiscoveryIndex:
         self._lexical = LexicalRanker(
             [
                 (
-                    f"{d.name} {d.title or ''}",
+                    f"{d.name_words} {d.title or ''}",
                     " ".join((d.server, d.description, " ".join(d.parameters))),
                 )
                 for d in self.docs
@@ -434,7 +437,7 @@ class DiscoveryIndex:
 
 
 def _view_key(view: DenseView, doc: ToolDoc) -> str:
-    # The full view keeps the key phase 1 used, so existing caches stay warm.
+    # `tool:` alone is the full view (the shape of the key before there were other views).
     prefix = "tool" if view == "full" else f"tool-{view}"
     return f"{prefix}:{TEXT_FORMAT}:{doc.fingerprint()}"
 
@@ -446,7 +449,7 @@ def _text_key(text: str) -> str:
 def _server_summary(description: str | None, docs: Sequence[ToolDoc]) -> str:
     if description and description.strip():
         return " ".join(description.split())[:_SUMMARY_CHARS]
-    names = [identifier_words(d.name) for d in docs]
+    names = [d.name_words for d in docs]
     shown = ", ".join(names[:_SUMMARY_TOOLS])
     more = f" and {len(names) - _SUMMARY_TOOLS} more" if len(names) > _SUMMARY_TOOLS else ""
     return f"tools: {shown}{more}"

@@ -4,7 +4,8 @@ Word-level BM25 (name tokens weighted double, words reduced by a light suffix st
 character n-gram BM25 for compound and misspelt names (`airqualityforecast`, `get-env`).
 Request words that say nothing about the capability (`find`, `help`, `please`, `tool`) are
 dropped from the query. A hand-written lexicon of related words per common tool domain
-expands the query at a lower weight (it still helps once embeddings are on, docs/discovery.md).
+expands the query at a lower weight (re-measured with the three dense views, it still adds
+2.5 points of fused recall@5 on the tune split, docs/discovery.md).
 
 `relevance` (the word-level score, direct plus expanded terms) is what the lexical-only
 "nothing close" threshold compares, `direct` (the query's own words) what the hybrid one

@@ -37,6 +37,7 @@ Typical use (the CLI does exactly this)::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,6 +234,30 @@ class McpAssembly:
         if not self.prompt_section or (strict_tool_parsing and not native_tools):
             return base
         return f"{base}\n\n{self.prompt_section}" if base else self.prompt_section
+
+    def over(self, activated: ActivatedToolSet) -> McpAssembly:
+        """This assembly for another session, whose activated set is `activated` (empty): the
+        catalogue, its ranking engine, the tools' schemas and the prompt section are shared;
+        the set, the search tool loading into it and the resolver over it are its own, and the
+        preloaded tools are activated in it."""
+        for name in self.preloaded:
+            tool = self.tool_catalogue.get(name)
+            if tool is not None:
+                activated.activate(tool)
+        if self.catalogue is None:  # direct exposure: the tools are in the bundles
+            return dataclasses.replace(self, activated=activated)
+        bundles = {
+            bundle: tuple(t.over(activated) if isinstance(t, ToolSearchTool) else t for t in tools)
+            for bundle, tools in self.bundles.items()
+        }
+        return dataclasses.replace(
+            self,
+            bundles=bundles,
+            activated=activated,
+            catalogue=McpToolCatalogue(
+                self.tool_catalogue, activated, self.policy, preloaded=self.preloaded
+            ),
+        )
 
     def grant(self, allowed_tools: Collection[str] | None = None) -> McpGrant:
         """What a sub-agent may use: the parent's activated tools that `allowed_tools` (names

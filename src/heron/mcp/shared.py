@@ -55,6 +55,7 @@ class SharedMcp:
         )
         self._announce = announce
         self._listed: list[Tool] = list(shared.tool_catalogue.tools())
+        self._assembly: McpAssembly | None = None
         # Parked sessions drop their agent, and with it their set: no registration to undo.
         self._views: weakref.WeakSet[ActivatedToolSet] = weakref.WeakSet()
         if shared.manager is not None:
@@ -62,20 +63,28 @@ class SharedMcp:
 
     def session(self) -> McpAssembly:
         """One session's view: every tool listed so far, an activated set of its own."""
-        from heron.mcp.client import resource_tools
-
-        manager = self.shared.manager
-        view = assemble_tools(
-            self._cfg,
-            self._listed,
-            autonomy=self._autonomy,
-            allowed_tools=self._allowed,
-            excluded_tools=self._excluded,
-            activated=ActivatedToolSet(),
-            capability_tools=resource_tools(manager) if manager is not None else (),
-        )
+        view = self._assembled().over(ActivatedToolSet())
         self._views.add(view.activated)
         return view
+
+    def _assembled(self) -> McpAssembly:
+        """The assembly of every tool listed so far, made once per listing (a wake of a
+        session only binds it to the session's activated set): its catalogue, ranking engine
+        and prompt section are the same for every session."""
+        if self._assembly is None:
+            from heron.mcp.client import resource_tools
+
+            manager = self.shared.manager
+            self._assembly = assemble_tools(
+                self._cfg,
+                self._listed,
+                autonomy=self._autonomy,
+                allowed_tools=self._allowed,
+                excluded_tools=self._excluded,
+                activated=ActivatedToolSet(),  # no session's: each view gets its own
+                capability_tools=resource_tools(manager) if manager is not None else (),
+            )
+        return self._assembly
 
     async def refresh(self, server: str) -> None:
         """List `server` again; its tools no session has yet join every live session."""
@@ -91,6 +100,8 @@ class SharedMcp:
         known = {t.spec.name for t in self._listed}
         added = [t for t in tools if t.spec.name not in known and self._policy.allows(t.spec)]
         self._listed.extend(added)
+        if added:
+            self._assembly = None  # sessions woken from now on have them listed
         for view in list(self._views):
             for tool in added:
                 view.activate(tool)

@@ -24,6 +24,7 @@ appear, never activate and never use up a result slot.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import difflib
 import json
@@ -362,6 +363,13 @@ class ToolSearchTool:
     @property
     def spec(self) -> ToolSpec:
         return self._spec
+
+    def over(self, activated: ActivatedToolSet) -> ToolSearchTool:
+        """This search tool (catalogue, engine, schema, validator) loading into another
+        session's activated set."""
+        twin = copy.copy(self)
+        twin.activated = activated
+        return twin
 
     def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         return self._validator.validate(arguments)

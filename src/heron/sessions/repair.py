@@ -69,7 +69,8 @@ def interrupted_results(
     A call in `awaiting` (call id → placeholder text) waits on an open request to a human: it
     did not run and is not interrupted, so it gets that placeholder instead — its outcome
     still arrives as an event."""
-    waiting = awaiting or {}
+    calls = open_calls(history)
+    waiting = (awaiting or {}) if calls else {}  # read only when there is a call to close
     return [
         ToolResultMessage(
             call_id=c.id,
@@ -77,7 +78,7 @@ def interrupted_results(
             content=waiting.get(c.id, INTERRUPTED_RESULT),
             is_error=True,
         )
-        for c in open_calls(history)
+        for c in calls
     ]
 
 

@@ -293,23 +293,53 @@ def tool(
         workspace_only=workspace_only,
     )
 
+    placement = _Placement(thread=thread, runs_in=runs_in, timeout_s=timeout_s)
+    # By function definition, for this decorator's own arguments: a decorator made once (at
+    # import) and applied to a closure per session skips the introspection and its key.
+    known: dict[Any, tuple[tuple[Any, ...], _Definition]] = {}
+
     def build(function: Callable[..., Any]) -> FunctionTool:
-        return _build(
-            function,
-            name,
-            description,
-            annotations,
-            owner,
-            examples,
-            runtime_args,
-            _Placement(thread=thread, runs_in=runs_in, timeout_s=timeout_s),
-            approval_for=approval_for,
+        code = getattr(function, "__code__", None)
+        shape = _shape(function)
+        hit = known.get(code)
+        if hit is not None and _same(hit[0], shape):
+            return _from_definition(function, hit[1], approval_for)
+        definition = _define(
+            function, name, description, annotations, owner, examples, runtime_args, placement
         )
+        if code is not None:
+            if len(known) >= _MAX_SHAPES:
+                known.clear()
+            known[code] = (shape, definition)
+        return _from_definition(function, definition, approval_for)
 
     return build if fn is None else build(fn)
 
 
-def _build(
+_MAX_SHAPES = 8
+
+
+def _shape(fn: Callable[..., Any]) -> tuple[Any, ...]:
+    """What of a function `_define` reads besides its code: the same code with another shape
+    (other defaults, a renamed function) is defined again."""
+    kwdefaults = getattr(fn, "__kwdefaults__", None)
+    return (
+        getattr(fn, "__defaults__", None),
+        tuple(sorted(kwdefaults.items())) if kwdefaults else None,
+        tuple(getattr(fn, "__annotations__", {}).items()),
+        getattr(fn, "__doc__", None),
+        getattr(fn, "__name__", None),
+    )
+
+
+def _same(known: tuple[Any, ...], shape: tuple[Any, ...]) -> bool:
+    try:
+        return bool(known == shape)
+    except Exception:  # a default that cannot be compared (an array): defined again
+        return False
+
+
+def _define(
     fn: Callable[..., Any],
     name: str | None,
     description: str | None,
@@ -318,15 +348,13 @@ def _build(
     examples: Sequence[Mapping[str, Any] | ToolExample],
     runtime_args: Sequence[RuntimeArg],
     placement: _Placement,
-    *,
-    approval_for: Callable[[Mapping[str, Any]], CallApproval] | None = None,
-) -> FunctionTool:
+) -> _Definition:
     key = _definition_key(
         fn, name, description, annotations, owner, examples, runtime_args, placement
     )
     defined = _DEFINITIONS.get(key) if key is not None else None
     if defined is not None:
-        return _from_definition(fn, defined, approval_for)
+        return defined
     problems: list[str] = []
     tool_name = name if name is not None else str(getattr(fn, "__name__", ""))
     if not _NAME.match(tool_name):
@@ -401,7 +429,7 @@ def _build(
             timeout_s=placement.timeout_s,
         )
         definition = (spec, model, fields, context_param, target)
-        built = _from_definition(fn, definition, approval_for)
+        built = _from_definition(fn, definition, None)
     for number, example in enumerate(parsed, start=1):
         leaked = sorted(set(example.arguments) & set(hidden))
         if leaked:
@@ -417,13 +445,13 @@ def _build(
         if len(_DEFINITIONS) >= _MAX_DEFINITIONS:
             _DEFINITIONS.clear()
         _DEFINITIONS[key] = definition
-    return built
+    return definition
 
 
 _Definition = tuple[ToolSpec, type[BaseModel], Mapping[str, str], str | None, ProcessTarget | None]
 _DEFINITIONS: dict[tuple[Any, ...], _Definition] = {}
-"""What `_build` worked out, by function definition: a tool defined in a function (one per
-session of `heron serve`, closing over that session) is introspected once, not on every wake."""
+"""What `_define` worked out, by function definition and decorator arguments: a tool defined in
+a function with a decorator made there too is introspected once, not on every call."""
 _MAX_DEFINITIONS = 1024
 
 
@@ -454,7 +482,7 @@ def _definition_key(
     runtime_args: Sequence[RuntimeArg],
     placement: _Placement,
 ) -> tuple[Any, ...] | None:
-    """Everything `_build` reads from a definition, as a key; None when a part is not
+    """Everything `_define` reads from a definition, as a key; None when a part is not
     hashable (a list default): such a tool is introspected each time."""
     code = getattr(fn, "__code__", None)
     if code is None:

@@ -236,7 +236,8 @@ class WebhookServer:
         from starlette.requests import ClientDisconnect
 
         try:
-            body = await asyncio.wait_for(request.body(), READ_TIMEOUT_S)
+            async with asyncio.timeout(READ_TIMEOUT_S):  # no task of its own, as `wait_for` has
+                body = await request.body()
         except (TimeoutError, ClientDisconnect):
             response = self._answer("invalid", HTTPStatus.BAD_REQUEST, error="incomplete request")
         else:

@@ -21,7 +21,8 @@ Deadlines: a job past its deadline gets one `system.process_timeout` event and, 
 grace period) and ends as `failed`.
 
 Timing: the supervisor's exit wakes the manager at once through a pidfd; otherwise it polls
-every `poll_interval_s` on its `Clock`, and sooner when a deadline falls due.
+every `poll_interval_s` on its `Clock`, and sooner when a deadline falls due. A session with no
+open job is not polled: its next `start_job` wakes the loop.
 """
 
 from __future__ import annotations
@@ -133,9 +134,9 @@ class JobManager:
     async def start(self) -> None:
         """Re-attach to this session's jobs (reconcile and report what ended) and start
         watching. Jobs keep running whether or not a manager watches them."""
-        await self.poll()
+        watched = await self.poll()
         if self._loop_task is None:
-            self._loop_task = asyncio.ensure_future(self._run())
+            self._loop_task = asyncio.ensure_future(self._run(watched))
 
     async def aclose(self) -> None:
         """Stop watching. Running jobs are not touched: the next `start()` finds them."""
@@ -207,6 +208,7 @@ class JobManager:
             raise JobError(error)
         job = self.store.update(job_id, **sup.identity(report))
         self._arm(job)
+        self._wake.set()  # the watching loop has an open job again
         return job
 
     def get(self, job_id: str) -> JobRecord | None:
@@ -244,11 +246,15 @@ class JobManager:
 
     # -- watching -----------------------------------------------------------------------------
 
-    async def poll(self) -> None:
-        """Check every open job of the session once."""
+    async def poll(self) -> list[JobRecord]:
+        """Check every open job of the session once; the jobs still open after it."""
+        still: list[JobRecord] = []
         for job in self.store.open_jobs(self.session):
             if job.id not in self._launching:
-                await self.check(job.id)
+                job = await self.check(job.id)
+            if not job.finished or not job.reported:
+                still.append(job)
+        return still
 
     async def check(self, job_id: str) -> JobRecord:
         """Reconcile one job with its processes and files; publish its end if due."""
@@ -262,25 +268,29 @@ class JobManager:
                 job = await self._announce(job)
             return job
 
-    async def _run(self) -> None:
+    async def _run(self, watched: list[JobRecord]) -> None:
+        """Watch `watched` (the open jobs `start` has just polled), and the jobs started later."""
         while True:
-            self._wake.clear()
-            try:
-                await self.poll()
-            except (OSError, StoreError):
-                log.exception("job poll failed; retrying")
             delay = self.config.poll_interval_s
             now = self.clock.time()
-            for job in self.store.open_jobs(self.session):
+            for job in watched:
                 if job.deadline is not None and not job.timed_out:
                     delay = min(delay, max(job.deadline - now, 0.0))
-            sleeper = asyncio.ensure_future(self.clock.sleep(delay))
-            waker = asyncio.ensure_future(self._wake.wait())
+            if watched or self._waiters:
+                sleeper = asyncio.ensure_future(self.clock.sleep(delay))
+                waker = asyncio.ensure_future(self._wake.wait())
+                try:
+                    await asyncio.wait([sleeper, waker], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    sleeper.cancel()
+                    waker.cancel()
+            else:  # no open job: nothing to poll until one starts (most sessions, most wakes)
+                await self._wake.wait()
+            self._wake.clear()
             try:
-                await asyncio.wait([sleeper, waker], return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                sleeper.cancel()
-                waker.cancel()
+                watched = await self.poll()
+            except (OSError, StoreError):
+                log.exception("job poll failed; retrying")
 
     async def _reconcile(self, job: JobRecord) -> JobRecord:
         if job.supervisor_pid is None:  # heron stopped between storing and launching

@@ -8,6 +8,8 @@ id and the job id. Task states follow the MCP tasks model: `working`, `input_req
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from heron._support.timefmt import utc_rfc3339
@@ -63,6 +65,30 @@ def _start_description(deadline_text: str) -> str:
     )
 
 
+# The decorators are made once: each session's closures reuse their definitions.
+@functools.lru_cache(maxsize=8)
+def _start_job(deadline_text: str, network: bool) -> Callable[[Callable[..., Any]], Tool]:
+    """`start_job`'s decorator for a deadline rule and a sandbox's network."""
+    return tool(
+        name="start_job",
+        description=_start_description(deadline_text),
+        destructive=True,
+        open_world=network,
+        owner="builtin",
+        runtime_args=["approved"],
+        examples=[
+            {"command": "make test 2>&1", "timeout_s": 1800},
+            {"command": "python train.py --epochs 10", "cwd": "experiments"},
+        ],
+    )
+
+
+_JOB_STATUS = tool(name="job_status", read_only=True, owner="builtin")
+_JOB_OUTPUT = tool(name="job_output", read_only=True, owner="builtin")
+_CANCEL_JOB = tool(name="cancel_job", destructive=True, idempotent=True, owner="builtin")
+_LIST_JOBS = tool(name="list_jobs", read_only=True, owner="builtin")
+
+
 def job_tools(manager: JobManager) -> list[Tool]:
     """The five job tools, bound to one `JobManager`."""
     default_timeout = manager.config.default_timeout_s
@@ -74,18 +100,7 @@ def job_tools(manager: JobManager) -> list[Tool]:
     if manager.config.on_timeout == "kill":
         deadline_text += "; a job past its deadline is stopped"
 
-    @tool(
-        name="start_job",
-        description=_start_description(deadline_text),
-        destructive=True,
-        open_world=manager.sandbox.network,
-        owner="builtin",
-        runtime_args=["approved"],
-        examples=[
-            {"command": "make test 2>&1", "timeout_s": 1800},
-            {"command": "python train.py --epochs 10", "cwd": "experiments"},
-        ],
-    )
+    @_start_job(deadline_text, manager.sandbox.network)
     async def start_job(
         command: str,
         ctx: ToolContext,
@@ -126,7 +141,7 @@ def job_tools(manager: JobManager) -> list[Tool]:
             data={**summary, "task_id": job.id, "call_id": ctx.call_id},
         )
 
-    @tool(name="job_status", read_only=True, owner="builtin")
+    @_JOB_STATUS
     async def job_status(job_id: str) -> ToolResult:
         """State of a background job: working, completed, failed, cancelled or lost, its exit
         code, times, output size and its last lines of output.
@@ -146,7 +161,7 @@ def job_tools(manager: JobManager) -> list[Tool]:
         text = "\n".join([head, *tail]) if tail else head
         return ToolResult.ok(text, data=summary)
 
-    @tool(name="job_output", read_only=True, owner="builtin")
+    @_JOB_OUTPUT
     async def job_output(
         job_id: str, offset: int | None = None, limit: int = DEFAULT_OUTPUT_BYTES
     ) -> ToolResult:
@@ -177,7 +192,7 @@ def job_tools(manager: JobManager) -> list[Tool]:
         }
         return ToolResult.ok(f"{head}\n{chunk.text}" if chunk.text else head, data=data)
 
-    @tool(name="cancel_job", destructive=True, idempotent=True, owner="builtin")
+    @_CANCEL_JOB
     async def cancel_job(job_id: str) -> ToolResult:
         """Stop a background job and every process it started (SIGTERM, then SIGKILL after a
         grace period). A job that already ended is left as it is.
@@ -193,7 +208,7 @@ def job_tools(manager: JobManager) -> list[Tool]:
         job = await manager.cancel(job_id)
         return ToolResult.ok(f"{job.id} is now {job.state}", data=job_summary(job))
 
-    @tool(name="list_jobs", read_only=True, owner="builtin")
+    @_LIST_JOBS
     async def list_jobs() -> ToolResult:
         """List this session's background jobs, newest first, with their states."""
         jobs = manager.jobs()

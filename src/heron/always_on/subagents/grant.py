@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from heron.always_on.subagents.names import PARENT_TOOLS, SUBAGENT_TOOLS
 from heron.always_on.subagents.prompts import escape_labels
 from heron.always_on.subagents.store import SubagentError
 from heron.mcp.assembly import McpToolCatalogue, deferred_grant
@@ -44,18 +45,6 @@ __all__ = [
     "keeps_read_only",
 ]
 
-PARENT_TOOLS = frozenset(
-    {
-        "spawn_subagent",
-        "send_message_to_subagent",
-        "get_subagent_status",
-        "cancel_subagent",
-        "list_agents",
-    }
-)
-"""The tools that start and steer children."""
-SUBAGENT_TOOLS = PARENT_TOOLS | {"report_to_parent", "ask_parent"}
-"""Every sub-agent tool: never inherited, each child gets its own, bound to itself."""
 _OWN = SUBAGENT_TOOLS | set(SEARCH_TOOL_NAMES)
 """Tools a child never inherits: it gets its own, bound to itself or to its grant."""
 

@@ -180,6 +180,7 @@ class ShellMonitors:
         self._publish = publish
         self._batchers: dict[str, LineBatcher] = {}
         self._lock = asyncio.Lock()
+        self._added = asyncio.Event()
         self._loop = BackgroundLoop(self._run, name="shell monitors", scope=tasks)
         jobs.add_finish_listener(self._job_finished)
 
@@ -228,6 +229,7 @@ class ShellMonitors:
             created_at=self.clock.time(),
         )
         self.store.insert(record)
+        self._added.set()
         return record
 
     def monitors(self, *, active_only: bool = True) -> list[MonitorRecord]:
@@ -241,8 +243,14 @@ class ShellMonitors:
 
     async def _run(self) -> None:
         while True:
-            await self.poll()
-            await self.clock.sleep(self.poll_interval_s)
+            active = self.monitors()
+            for monitor in active:
+                await self._pump(monitor, final=False)
+            if active:
+                await self.clock.sleep(self.poll_interval_s)
+            else:  # nothing to watch until `add` (most sessions, most wakes): no polling
+                await self._added.wait()
+                self._added.clear()
 
     async def _job_finished(self, job: JobRecord) -> None:
         for monitor in self.monitors():

@@ -45,19 +45,25 @@ def timer_view(timer: TimerRecord) -> dict[str, Any]:
     }
 
 
+# The decorators are made once: each session's closures reuse their definitions.
+_SET_TIMER = tool(
+    name="set_timer",
+    idempotent=False,
+    owner="builtin",
+    examples=[
+        {"message": "check whether the deploy finished", "after_s": 600},
+        {"message": "daily report", "cron": "0 9 * * 1-5", "tz": "Europe/Berlin"},
+        {"message": "call Alice back", "at": "2025-06-02T15:30:00+02:00"},
+    ],
+)
+_CANCEL_TIMER = tool(name="cancel_timer", destructive=True, idempotent=True, owner="builtin")
+_LIST_TIMERS = tool(name="list_timers", read_only=True, owner="builtin")
+
+
 def timer_tools(scheduler: TimerScheduler) -> list[Tool]:
     """`set_timer`, `cancel_timer` and `list_timers` for one scheduler."""
 
-    @tool(
-        name="set_timer",
-        idempotent=False,
-        owner="builtin",
-        examples=[
-            {"message": "check whether the deploy finished", "after_s": 600},
-            {"message": "daily report", "cron": "0 9 * * 1-5", "tz": "Europe/Berlin"},
-            {"message": "call Alice back", "at": "2025-06-02T15:30:00+02:00"},
-        ],
-    )
+    @_SET_TIMER
     async def set_timer(
         message: str,
         ctx: ToolContext,
@@ -103,7 +109,7 @@ def timer_tools(scheduler: TimerScheduler) -> list[Tool]:
             f"timer {timer.id} set: {timer.describe()}, next fire {view['next_fire']}", data=view
         )
 
-    @tool(name="cancel_timer", destructive=True, idempotent=True, owner="builtin")
+    @_CANCEL_TIMER
     async def cancel_timer(timer_id: str) -> ToolResult:
         """Cancel a timer so it never fires again.
 
@@ -115,7 +121,7 @@ def timer_tools(scheduler: TimerScheduler) -> list[Tool]:
             return ToolResult.fail(f"no timer {timer_id!r}; list_timers shows the active ones")
         return ToolResult.ok(f"timer {timer.id} is {timer.state}", data=timer_view(timer))
 
-    @tool(name="list_timers", read_only=True, owner="builtin")
+    @_LIST_TIMERS
     async def list_timers() -> ToolResult:
         """List the active timers, soonest first."""
         timers = scheduler.timers()
@@ -127,17 +133,20 @@ def timer_tools(scheduler: TimerScheduler) -> list[Tool]:
     return [set_timer, cancel_timer, list_timers]
 
 
+_MONITOR_SHELL = tool(
+    name="monitor_shell",
+    owner="builtin",
+    examples=[
+        {"job_id": "job-1a2b3c4d", "pattern": "(?i)error|failed"},
+        {"job_id": "job-1a2b3c4d", "coalesce_s": 10, "max_events_per_min": 2},
+    ],
+)
+
+
 def monitor_tools(monitors: ShellMonitors) -> list[Tool]:
     """`monitor_shell` for one set of shell monitors."""
 
-    @tool(
-        name="monitor_shell",
-        owner="builtin",
-        examples=[
-            {"job_id": "job-1a2b3c4d", "pattern": "(?i)error|failed"},
-            {"job_id": "job-1a2b3c4d", "coalesce_s": 10, "max_events_per_min": 2},
-        ],
-    )
+    @_MONITOR_SHELL
     async def monitor_shell(
         job_id: str,
         ctx: ToolContext,
@@ -187,17 +196,22 @@ def _subscription_view(sub: Subscription) -> dict[str, Any]:
     }
 
 
+_SUBSCRIBE = tool(
+    name="subscribe",
+    owner="builtin",
+    examples=[
+        {"source": "mail", "filter": {"sender": "*@acme.example"}},
+        {"source": "webhook", "filter": {"text_regex": "(?i)deploy (failed|succeeded)"}},
+    ],
+)
+_UNSUBSCRIBE = tool(name="unsubscribe", destructive=True, idempotent=True, owner="builtin")
+_LIST_SUBSCRIPTIONS = tool(name="list_subscriptions", read_only=True, owner="builtin")
+
+
 def subscription_tools(store: Subscriptions, clock: Clock) -> list[Tool]:
     """`subscribe`, `unsubscribe` and `list_subscriptions` for one session."""
 
-    @tool(
-        name="subscribe",
-        owner="builtin",
-        examples=[
-            {"source": "mail", "filter": {"sender": "*@acme.example"}},
-            {"source": "webhook", "filter": {"text_regex": "(?i)deploy (failed|succeeded)"}},
-        ],
-    )
+    @_SUBSCRIBE
     async def subscribe(
         source: SubscriptionSource, filter: SubscriptionFilter, note: str = ""
     ) -> ToolResult:
@@ -218,7 +232,7 @@ def subscription_tools(store: Subscriptions, clock: Clock) -> list[Tool]:
             return ToolResult.fail(f"{exc}; nothing was subscribed")
         return ToolResult.ok(f"subscribed {sub.id} to {source}", data=_subscription_view(sub))
 
-    @tool(name="unsubscribe", destructive=True, idempotent=True, owner="builtin")
+    @_UNSUBSCRIBE
     async def unsubscribe(subscription_id: str) -> ToolResult:
         """Stop being woken by a subscription.
 
@@ -229,7 +243,7 @@ def subscription_tools(store: Subscriptions, clock: Clock) -> list[Tool]:
             return ToolResult.fail(f"no subscription {subscription_id!r}")
         return ToolResult.ok(f"unsubscribed {subscription_id}")
 
-    @tool(name="list_subscriptions", read_only=True, owner="builtin")
+    @_LIST_SUBSCRIPTIONS
     async def list_subscriptions() -> ToolResult:
         """List the subscriptions that decide which inbound events wake you."""
         subs = store.list()
