@@ -170,14 +170,7 @@ class PostgresSubscriptionStore:
             conn.execute(
                 "INSERT INTO subscriptions (id, session, source, filter, note, created_at)"
                 " VALUES (%s, %s, %s, %s, %s, %s)",
-                (
-                    subscription.id,
-                    subscription.session,
-                    subscription.source,
-                    subscription.filter.model_dump_json(exclude_none=True),
-                    subscription.note,
-                    subscription.created_at,
-                ),
+                subscription.row(),
             )
 
     def remove(self, session: str, subscription_id: str) -> bool:

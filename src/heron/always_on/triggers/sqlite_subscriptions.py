@@ -40,14 +40,7 @@ class SqliteSubscriptionStore:
             self._conn.execute(
                 "INSERT INTO subscriptions (id, session, source, filter, note, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    subscription.id,
-                    subscription.session,
-                    subscription.source,
-                    subscription.filter.model_dump_json(exclude_none=True),
-                    subscription.note,
-                    subscription.created_at,
-                ),
+                subscription.row(),
             )
 
     def remove(self, session: str, subscription_id: str) -> bool:

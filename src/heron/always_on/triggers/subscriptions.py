@@ -83,6 +83,12 @@ class Subscription(BaseModel):
     note: str = ""
     created_at: float
 
+    def row(self) -> tuple[str, str, str, str, str, float]:
+        """The stored row, `(id, session, source, filter, note, created_at)`, the filter as
+        JSON: the same for both back ends."""
+        filter_json = self.filter.model_dump_json(exclude_none=True)
+        return (self.id, self.session, self.source, filter_json, self.note, self.created_at)
+
     def matches(self, event: BusEvent) -> bool:
         """Whether `event` meets this subscription's source and every condition of its filter."""
         rule = self.filter
