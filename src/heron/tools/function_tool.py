@@ -48,7 +48,12 @@ from heron.tools.definition import (
 from heron.tools.docstrings import parse_docstring
 from heron.tools.parameters import parameter_fields, visible_schema
 from heron.tools.validation import check_input, pydantic_problems
-from heron.tools.worker_process import ProcessTarget, process_target, run_in_process
+from heron.tools.worker_process import (
+    ProcessTarget,
+    process_target,
+    run_in_process,
+    unpicklable_types,
+)
 
 __all__ = ["FunctionTool", "tool"]
 
@@ -562,40 +567,17 @@ def _process_checks(
             "(progress and call_tool do not cross a process boundary)"
         )
     for param in parameters:
-        for where in _unpicklable_types(hints.get(param.name), set()):
+        for where in unpicklable_types(hints.get(param.name), set()):
             problems.append(
                 f"parameter '{param.name}': type {where}, so its values cannot be pickled to the "
                 "worker process; define it at module level in an importable module"
             )
-    for where in _unpicklable_types(hints.get("return"), set()):
+    for where in unpicklable_types(hints.get("return"), set()):
         problems.append(
             f"return type {where}, so it cannot be pickled back from the worker process; define "
             "it at module level in an importable module"
         )
     return target
-
-
-def _unpicklable_types(hint: Any, seen: set[int]) -> list[str]:
-    """Classes in `hint` (nested models included) that the worker and heron cannot both find
-    by name: defined inside a function, or in the main script."""
-    if hint is None or id(hint) in seen:
-        return []
-    seen.add(id(hint))
-    found: list[str] = []
-    for arg in typing.get_args(hint):
-        found += _unpicklable_types(arg, seen)
-    if isinstance(hint, type):
-        if "<locals>" in hint.__qualname__:
-            found.append(f"{hint.__qualname__} is defined inside a function")
-        elif hint.__module__ == "__main__":
-            found.append(f"{hint.__qualname__} is defined in the main script")
-        if issubclass(hint, BaseModel):
-            for info in hint.model_fields.values():
-                found += _unpicklable_types(info.annotation, seen)
-        elif issubclass(hint, dict) and hasattr(hint, "__required_keys__"):  # a TypedDict
-            for value in typing.get_type_hints(hint).values():
-                found += _unpicklable_types(value, seen)
-    return found
 
 
 def _render_example(example: ToolExample) -> str:

@@ -29,13 +29,22 @@ import os
 import pickle
 import signal
 import sys
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from heron.errors import HeronError
 
-__all__ = ["ProcessTarget", "ToolWorkerError", "process_target", "run_in_process"]
+__all__ = [
+    "ProcessTarget",
+    "ToolWorkerError",
+    "process_target",
+    "run_in_process",
+    "unpicklable_types",
+]
 
 _REAP_S = 1.0
 MAIN_ALIAS = "__heron_main__"
@@ -206,3 +215,26 @@ def _die_with_parent() -> None:
 
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def unpicklable_types(hint: Any, seen: set[int]) -> list[str]:
+    """Classes in `hint` (nested models included) that the worker and heron cannot both find
+    by name: defined inside a function, or in the main script."""
+    if hint is None or id(hint) in seen:
+        return []
+    seen.add(id(hint))
+    found: list[str] = []
+    for arg in typing.get_args(hint):
+        found += unpicklable_types(arg, seen)
+    if isinstance(hint, type):
+        if "<locals>" in hint.__qualname__:
+            found.append(f"{hint.__qualname__} is defined inside a function")
+        elif hint.__module__ == "__main__":
+            found.append(f"{hint.__qualname__} is defined in the main script")
+        if issubclass(hint, BaseModel):
+            for info in hint.model_fields.values():
+                found += unpicklable_types(info.annotation, seen)
+        elif issubclass(hint, dict) and hasattr(hint, "__required_keys__"):  # a TypedDict
+            for value in typing.get_type_hints(hint).values():
+                found += unpicklable_types(value, seen)
+    return found
