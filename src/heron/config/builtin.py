@@ -214,9 +214,8 @@ class Builtin:
         return [t for tools in self.tools.values() for t in tools]
 
     def catalogue_section(self) -> str:
-        """The system-prompt section listing the read-only tools of the `perception` and
-        `connectors` sets by kind (search, read, parse, query); empty without those sets.
-        Rendered once: `heron serve` builds an agent over the same sets at each wake."""
+        """The prompt section of the read-only `perception` / `connectors` tools by kind (search,
+        read, parse, query; empty without them). Rendered once: each wake builds an agent anew."""
         if self._section is None:
             from heron.connectors.public_data import perception_catalogue_section
 
