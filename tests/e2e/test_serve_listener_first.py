@@ -1,6 +1,6 @@
 """`heron serve` starts listener-first: webhooks are durably accepted while the agent side is
 still being built, and processed exactly once when it is up — or by the next start, when the
-process is killed -9 before that.
+process is killed -9 before that. On the embedded SQLite store and on a shared PostgreSQL one.
 
 The slow part of the start is made slow deterministically: the user's tool module (`--tools`)
 opens the FIFO `gate` at import, which blocks until the test opens it for writing. The agent
@@ -17,10 +17,15 @@ from pathlib import Path
 
 import httpx
 
+from heron.always_on.bus.postgres_store import PostgresBusStore
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.messages import UserMessage
 from heron.safety.signing import signed_headers
+from heron.sessions.postgres_store import PostgresSessionStore
 from support.cli import TIMEOUT_S, Heron, Running
+from support.postgres import PostgresServer, postgres_server, postgres_url
+
+__all__ = ["postgres_server", "postgres_url"]  # fixtures, found by pytest here
 
 SECRET = "listener-first-test-secret"
 SIGNING = "alerts-signing-value-0123456789"
@@ -39,9 +44,9 @@ def noop() -> str:
 '''
 
 
-def serve(heron: Heron) -> Running:
+def serve(heron: Heron, *flags: str) -> Running:
     model = heron.script("script.yaml", [{"text": "done"} for _ in range(4)])
-    return heron.start_serve(model, "--session", "main", "--tools", "gated_tools.py")
+    return heron.start_serve(model, "--session", "main", "--tools", "gated_tools.py", *flags)
 
 
 def post(url: str, path: str, body: bytes, *, secret: str = SECRET) -> httpx.Response:
@@ -55,7 +60,10 @@ def webhook(event_id: str, text: str) -> bytes:
 
 def stored(state_dir: Path) -> list[tuple[str, str, bool]]:
     """(session, text, consumed) of every bus event, in order."""
-    bus = SqliteBusStore.open(state_dir)
+    return _stored(SqliteBusStore.open(state_dir))
+
+
+def _stored(bus: SqliteBusStore | PostgresBusStore) -> list[tuple[str, str, bool]]:
     try:
         return [
             (s.event.session, s.event.content.text, s.consumed)
@@ -180,3 +188,55 @@ def test_kill_9_while_the_agent_side_starts_loses_no_accepted_event(heron: Heron
     assert all(consumed for _, _, consumed in stored(heron.state_dir))
     assert turns_on(heron.state_dir, "main", "accepted before the kill") == 1
     assert turns_on(heron.state_dir, "other", "and this one too") == 1
+
+
+def test_on_a_shared_postgresql_store_webhooks_are_accepted_before_the_agent_side(
+    heron: Heron, postgres_url: str
+) -> None:
+    heron.env["HERON_WEBHOOK_SECRET"] = SECRET
+    heron.write("gated_tools.py", GATED_TOOLS)
+    os.mkfifo(heron.root / "gate")
+    running = serve(heron, "--store", postgres_url)
+    try:
+        url = running.wait_for_event("serve_accepting")["webhook"]
+        # The agent side waits on the gate: the intake alone answers, into the shared bus.
+        first = post(url, "/webhook", webhook("p1", "accepted into postgres"))
+        assert first.status_code == 202, first.text
+        again = post(url, "/webhook", webhook("p1", "accepted into postgres"))
+        assert (again.status_code, again.json()["status"]) == (200, "duplicate")
+        assert post(url, "/webhook", webhook("p2", "x"), secret="wrong").status_code == 401
+        card = post(url, "/card", b"{}")
+        assert (card.status_code, card.json()["status"]) == (503, "starting")
+        shared = PostgresBusStore(PostgresSessionStore.open(postgres_url))
+        assert _stored(shared) == [("main", "accepted into postgres", False)]
+        open_gate(heron)
+        running.wait_for_event("serve_started")
+        finals(running, {"main"})
+        running.proc.terminate()
+        finished = running.finish()
+    finally:
+        if (heron.root / "gate").is_fifo():
+            (heron.root / "gate").unlink()
+    assert finished.code == 0, finished.stderr
+    shared = PostgresBusStore(PostgresSessionStore.open(postgres_url))
+    assert _stored(shared) == [("main", "accepted into postgres", True)]
+    sessions = PostgresSessionStore.open(postgres_url)
+    try:
+        history = sessions.load("main")
+    finally:
+        sessions.close()
+    texts = [m.content for m in history if isinstance(m, UserMessage)]
+    assert sum("accepted into postgres" in text for text in texts) == 1
+
+
+def test_serve_on_a_store_it_cannot_use_says_so_before_listening(
+    heron: Heron, postgres_server: PostgresServer
+) -> None:
+    heron.env["HERON_WEBHOOK_SECRET"] = SECRET
+    model = heron.script("script.yaml", [{"text": "done"}])
+    unmigrated = postgres_server.empty_database()  # no heron schema: refused, not written
+    finished = heron.start_serve(model, "--store", unmigrated).finish()
+    assert finished.code == 2, finished.stderr
+    assert "run `heron db migrate --store <url>`" in finished.stderr, finished.stderr
+    assert "Traceback" not in finished.stderr
+    assert "serve_accepting" not in finished.stdout

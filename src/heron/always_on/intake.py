@@ -1,7 +1,8 @@
 """The intake of `heron serve`: what durably accepts events, up before the agent side.
 
-`heron serve` starts listener-first. The intake is the bus (with the host index and the
-triggers' stores on its database) and the one HTTP front (`heron.always_on.http.HttpFront`)
+`heron serve` starts listener-first, on the embedded SQLite store and on a shared PostgreSQL
+one alike. The intake is the bus (with the host index and the triggers' stores on its
+database) and the one HTTP front (`heron.always_on.http.HttpFront`)
 with the signed webhooks — `/github`, `/im`, `/webhook`, and below each `/<session>` — and
 this module imports only what those take. Once `listen` returns, a webhook is answered as
 always: a 4xx for a bad request, `202` once the event is durable in the bus; `serve_accepting`
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
     from heron.always_on.http import HttpFront
     from heron.always_on.sessions import HostIndex, SessionHost
+    from heron.always_on.triggers.runtime import TriggerStores
 
 _STANDING = "standing subscription of heron serve"
 
@@ -59,12 +61,16 @@ class Intake:
         subscriptions: SubscriptionStore,
         clock: Clock,
         announce: Announce | None = None,
+        triggers: TriggerStores | None = None,
     ) -> None:
         self.config = config
         self.bus = bus
         self.index = index
         self.subscriptions = subscriptions
         """The subscriptions' store (on the bus's connection with SQLite)."""
+        self.triggers = triggers
+        """On a shared store: the triggers' stores, `subscriptions` among them (the server
+        takes them over with the bus)."""
         self.clock = clock
         self.announce = announce or (lambda _record: None)
         self.webhook: WebhookServer | None = None
@@ -211,15 +217,32 @@ class Intake:
         self._owned = False
         if self.http is not None:
             await self.http.aclose()
+        if self.triggers is not None:
+            self.triggers.close()
         self.bus.close()
 
 
 async def open_intake(
     config: ServeConfig, *, secret: bytes, clock: Clock, announce: Announce | None = None
 ) -> Intake:
-    """The intake on `<state_dir>/heron.db` (SQLite: the bus, the host index and the
-    subscriptions on one connection), listening. Raises `ServeError` (and leaves nothing
-    open) when the default session is held by another process or a port cannot be bound."""
+    """The intake, listening: on `<state_dir>/heron.db` (SQLite: the bus, the host index and
+    the subscriptions on one connection), or on the shared PostgreSQL database of
+    `store_url`. Raises `ServeError` (and leaves nothing open) when the default session is
+    held by another process or a port cannot be bound; a shared store that cannot be opened
+    raises `StoreError`."""
+    if config.store_url is not None:
+        intake = _shared_intake(config, config.store_url, clock, announce)
+    else:
+        intake = _local_intake(config, clock, announce)
+    try:
+        await intake.listen(secret)
+    except BaseException:
+        await intake.aclose()
+        raise
+    return intake
+
+
+def _local_intake(config: ServeConfig, clock: Clock, announce: Announce | None) -> Intake:
     from heron.always_on.bus.sqlite_store import SqliteBusStore
     from heron.always_on.sqlite_sessions import SqliteHostIndex
     from heron.always_on.triggers.sqlite_subscriptions import SqliteSubscriptionStore
@@ -236,7 +259,7 @@ async def open_intake(
         except SessionInUseError as exc:
             raise ServeError(str(exc)) from exc
         probe.release()
-        intake = Intake(
+        return Intake(
             config,
             bus=bus,
             index=SqliteHostIndex(conn),
@@ -247,12 +270,35 @@ async def open_intake(
     except BaseException:
         bus.close()
         raise
+
+
+def _shared_intake(
+    config: ServeConfig, url: str, clock: Clock, announce: Announce | None
+) -> Intake:
+    """The bus and the host index on one pool to `url`, the triggers' stores (subscriptions
+    among them) on a pool of their own, as the server goes on to use them."""
+    from heron._support.postgres import open_pool
+    from heron.always_on.bus.postgres_store import PostgresBusStore
+    from heron.always_on.postgres_sessions import PostgresHostIndex
+    from heron.always_on.triggers.postgres_store import open_pg_trigger_stores
+    from heron.sessions.postgres_store import PostgresSessionStore
+
+    pool = open_pool(url, max_size=16)
+    bus = PostgresBusStore(PostgresSessionStore(pool))
     try:
-        await intake.listen(secret)
+        triggers = open_pg_trigger_stores(url, fence=bus.sessions)
     except BaseException:
-        await intake.aclose()
+        bus.close()
         raise
-    return intake
+    return Intake(
+        config,
+        bus=bus,
+        index=PostgresHostIndex(pool),
+        subscriptions=triggers.subscriptions,
+        clock=clock,
+        announce=announce,
+        triggers=triggers,
+    )
 
 
 def check_serve(config: ServeConfig) -> bytes:

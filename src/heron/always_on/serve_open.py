@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.ingress import start_ingress
-from heron.always_on.intake import Intake, open_intake
+from heron.always_on.intake import open_intake
 from heron.always_on.messaging import ServeMessaging
 from heron.always_on.serve_config import ServeError
 from heron.always_on.serve_requests import awaiting, open_requests, tend_requests
@@ -40,27 +40,16 @@ async def open_server(server: HeronServer, secret: bytes) -> None:
     index: HostIndex
     leases: LeaseStore | None = None
     bus: SqliteBusStore | PostgresBusStore
+    # Listener-first: accepting before anything else is built (`heron.always_on.intake`).
+    intake = server.intake or await open_intake(
+        cfg, secret=secret, clock=server.clock, announce=server.announce
+    )
+    server.intake = intake
+    intake.hand_over()  # opened as the server's: `aclose` closes them
     if cfg.store_url is not None:
-        assert server.intake is None  # `heron serve` opens an intake ahead on SQLite only
-        bus, index, leases = open_shared(server, cfg.store_url)
-        assert server._trigger_stores is not None
-        server.intake = intake = Intake(
-            cfg,
-            bus=bus,
-            index=index,
-            subscriptions=server._trigger_stores.subscriptions,
-            clock=server.clock,
-            announce=server.announce,
-        )
-        intake.hand_over()  # opened as the server's: `aclose` closes them
-        await intake.listen(secret)
+        index, leases = open_shared(server, intake)
+        bus = intake.bus
     else:
-        # Listener-first: accepting before anything else is built (`heron.always_on.intake`).
-        intake = server.intake or await open_intake(
-            cfg, secret=secret, clock=server.clock, announce=server.announce
-        )
-        server.intake = intake
-        intake.hand_over()
         local = intake.bus
         assert isinstance(local, SqliteBusStore)
         server.bus, bus, index = local, local, intake.index

@@ -150,7 +150,7 @@ class HeronServer:
         beside the webhooks (the gateway's API and console, an OAuth callback);
         `request_channels` reach approvers besides the console and mail (the gateway's).
         `intake`: the bus and webhook listener `heron serve` opened before building the agent
-        side (`heron.always_on.intake.open_intake`, on the same state directory); `start`
+        side (`heron.always_on.intake.open_intake`, on the same store); `start`
         opens one itself otherwise, first."""
         self.config = config
         self.intake = intake

@@ -16,7 +16,7 @@ from heron.sessions.lease import LeaseStore
 if TYPE_CHECKING:
     from heron._support.clock import Clock
     from heron._support.postgres import Pool
-    from heron.always_on.bus.postgres_store import PostgresBusStore
+    from heron.always_on.intake import Intake
     from heron.always_on.server import HeronServer
     from heron.always_on.subagents.postgres_store import PostgresSubagentStore
     from heron.always_on.subagents.runtime import SubagentRuntime
@@ -65,29 +65,27 @@ class SharedRecords:
         return PostgresSubagentStore(self.pool)
 
 
-def open_shared(server: HeronServer, url: str) -> tuple[PostgresBusStore, HostIndex, LeaseStore]:
-    """The stores on the shared PostgreSQL database, with this worker's leases; the other
-    records on it in `server.shared`."""
-    from heron._support.postgres import open_pool
+def open_shared(server: HeronServer, intake: Intake) -> tuple[HostIndex, LeaseStore]:
+    """Take over the shared stores the intake opened (`open_intake` on `store_url`), with
+    this worker's leases; the other records on the bus's database in `server.shared`."""
     from heron.always_on.bus.postgres_store import PostgresBusStore
     from heron.always_on.channels.postgres_mail_inbound import PostgresThreadIndex
-    from heron.always_on.postgres_sessions import PostgresHostIndex
     from heron.always_on.postgres_workspaces import PostgresWorkspaceBindings
-    from heron.always_on.triggers.postgres_store import open_pg_trigger_stores
     from heron.sessions.postgres_leases import PostgresLeases
-    from heron.sessions.postgres_store import PostgresSessionStore
 
     cfg = server.config
-    pool = open_pool(url, max_size=16)
+    bus = intake.bus
+    assert isinstance(bus, PostgresBusStore) and intake.triggers is not None
+    pool = bus.sessions.pool
     if cfg.maildir is not None:
         server.maildir = Maildir(cfg.maildir)
         server.threads = PostgresThreadIndex(pool)
-    server.bus = bus = PostgresBusStore(PostgresSessionStore(pool))
+    server.bus = bus
     server.shared = SharedRecords(pool)
-    server._trigger_stores = open_pg_trigger_stores(url, fence=bus.sessions)
+    server._trigger_stores = intake.triggers
     server.workspaces = PostgresWorkspaceBindings(pool)
     owner = f"{os.uname().nodename}:{os.getpid()}:{os.urandom(3).hex()}"
-    return bus, PostgresHostIndex(pool), PostgresLeases(pool, owner=owner, ttl_s=cfg.lease_s)
+    return intake.index, PostgresLeases(pool, owner=owner, ttl_s=cfg.lease_s)
 
 
 def unowned_due(server: HeronServer) -> Callable[[float], list[str]]:

@@ -181,6 +181,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from heron._support.limits import set_input_limits
     from heron.always_on.intake import check_serve, open_intake
     from heron.always_on.serve_config import ServeConfig, ServeError
+    from heron.errors import StoreError
     from heron.safety.secrets import known_secrets, register_secrets
 
     config = _serve_config(common.require_model(common.load_config(args)))
@@ -246,15 +247,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         asyncio.get_running_loop().set_default_executor(common.DaemonThreadExecutor())
         clock = RealClock()
         async with AsyncExitStack() as stack:
-            intake = None
-            if serve_config.store_url is None:  # a shared store is opened by the server
-                try:
-                    intake = await open_intake(
-                        serve_config, secret=secret, clock=clock, announce=_emit
-                    )
-                except ServeError as exc:
-                    raise UsageError(str(exc)) from exc
-                stack.push_async_callback(intake.aclose)
+            try:
+                intake = await open_intake(serve_config, secret=secret, clock=clock, announce=_emit)
+            except (ServeError, StoreError) as exc:  # a port taken, a store out of reach
+                raise UsageError(str(exc)) from exc
+            stack.push_async_callback(intake.aclose)
             # Accepting from here: the agent side's imports and builds run off the event loop,
             # which takes the GIL back from them within 1 ms (not 5) to answer a webhook.
             gateway = serve_config.http_port is not None
@@ -322,7 +319,7 @@ async def _serve(
     config: HeronConfig,
     serve_config: ServeConfig,
     side: _AgentSide,
-    intake: Intake | None,
+    intake: Intake,
     clock: Clock,
     session_sink: Callable[[str], EventSink] | None,
     args: argparse.Namespace,
