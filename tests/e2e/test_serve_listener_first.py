@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import smtplib
 import time
+from email.message import EmailMessage
 from pathlib import Path
 
 import httpx
@@ -188,6 +190,44 @@ def test_kill_9_while_the_agent_side_starts_loses_no_accepted_event(heron: Heron
     assert all(consumed for _, _, consumed in stored(heron.state_dir))
     assert turns_on(heron.state_dir, "main", "accepted before the kill") == 1
     assert turns_on(heron.state_dir, "other", "and this one too") == 1
+
+
+def test_mail_over_smtp_is_accepted_while_the_agent_side_starts_and_processed_once_after(
+    heron: Heron,
+) -> None:
+    heron.env["HERON_WEBHOOK_SECRET"] = SECRET
+    heron.write("gated_tools.py", GATED_TOOLS)
+    os.mkfifo(heron.root / "gate")
+    model = heron.script("script.yaml", [{"text": "done"} for _ in range(2)])
+    mail_flags = ("--maildir", "Maildir", "--smtp-port", "0", "--mail-domain", "example.com")
+    running = heron.start_serve(
+        model, "--session", "main", "--tools", "gated_tools.py", *mail_flags, subscribe="mail"
+    )
+    try:
+        accepting = running.wait_for_event("serve_accepting")
+        mail = EmailMessage()
+        mail["From"] = "Ana <ana@example.com>"
+        mail["To"] = "heron@example.com"
+        mail["Subject"] = "sent while starting"
+        mail["Message-ID"] = "<early-1@example.com>"
+        mail.set_content("Is the report ready?")
+        with smtplib.SMTP("127.0.0.1", accepting["smtp"], timeout=TIMEOUT_S) as client:
+            refused = client.sendmail("ana@example.com", ["heron@example.com"], mail.as_bytes())
+        assert refused == {}
+        assert len(list((heron.root / "Maildir" / "new").iterdir())) == 1  # stored, not yet taken
+        open_gate(heron)
+        started = running.wait_for_event("serve_started")
+        assert started["smtp"] == accepting["smtp"]  # the one listener, taken over
+        finals(running, {"main"})
+        running.proc.terminate()
+        finished = running.finish()
+    finally:
+        if (heron.root / "gate").is_fifo():
+            (heron.root / "gate").unlink()
+    assert finished.code == 0, finished.stderr
+    assert list((heron.root / "Maildir" / "new").iterdir()) == []
+    assert [(s, consumed) for s, _, consumed in stored(heron.state_dir)] == [("main", True)]
+    assert turns_on(heron.state_dir, "main", "Is the report ready?") == 1
 
 
 def test_on_a_shared_postgresql_store_webhooks_are_accepted_before_the_agent_side(

@@ -43,7 +43,8 @@ def source(box: Maildir, bus: SqliteBusStore) -> MaildirSource:
 
 @pytest.fixture
 async def smtp(source: MaildirSource) -> AsyncIterator[SmtpIngress]:
-    ingress = SmtpIngress(source, domains=frozenset({"home.test"}))
+    ingress = SmtpIngress(source.box, domains=frozenset({"home.test"}))
+    ingress.attach(source)
     await ingress.start()
     yield ingress
     await ingress.aclose()
@@ -88,6 +89,30 @@ async def test_mail_sent_over_smtp_is_stored_and_on_the_bus_before_the_sender_he
     assert event.context.reply_to == "<a1@x>"
     stored = (box.root / "cur" / f"{data['id']}:2,").read_bytes()
     assert stored.startswith(b"Return-Path: <ana@example.com>\r\nReceived: from client.test")
+
+
+async def test_mail_accepted_before_a_source_is_attached_waits_in_the_maildir_for_its_scan(
+    box: Maildir, source: MaildirSource, bus: SqliteBusStore
+) -> None:
+    # `heron serve` listens for mail before its agent side (and the source) is up.
+    early = SmtpIngress(Maildir(box.root), domains=frozenset({"home.test"}))
+    await early.start()
+    try:
+        await send(early.port, message("Before the agent"))
+        assert len(files(box, "new")) == 1 and await bus.pending("main") == []
+        with pytest.raises(ValueError, match="another Maildir"):
+            early.attach(MaildirSource(Maildir(box.root / "elsewhere"), bus.publish_many))
+        early.attach(source)
+        [first] = await source.scan()  # what the source's run does first
+        assert first.content.data["subject"] == "Before the agent"
+        await send(early.port, message("After", message_id="<a2@x>"))
+        assert [e.content.data["subject"] for e in await bus.pending("main")] == [
+            "Before the agent",
+            "After",
+        ]
+        assert files(box, "new") == []
+    finally:
+        await early.aclose()
 
 
 async def test_the_same_message_id_delivered_twice_is_published_once(

@@ -1,5 +1,6 @@
 """`heron serve` listens before it imports its agent side: opening the intake (config, bus,
-webhook listener) in a fresh interpreter leaves the engine, the server and MCP unimported."""
+webhook and SMTP listeners) in a fresh interpreter leaves the engine, the server and MCP
+unimported."""
 
 from __future__ import annotations
 
@@ -34,7 +35,10 @@ from heron.config import load_config
 import heron.cli.main, heron.cli.serve
 
 load_config()
-config = ServeConfig(state_dir=Path(sys.argv[1]), webhook_port=0, subscribe=("webhook",))
+state = Path(sys.argv[1])
+config = ServeConfig(
+    state_dir=state, webhook_port=0, subscribe=("webhook",), maildir=state / "Maildir", smtp_port=0
+)
 records = []
 
 
@@ -69,4 +73,5 @@ def test_opening_the_intake_imports_nothing_of_the_agent_side(tmp_path: Path) ->
     found = json.loads(done.stdout)
     [accepting] = found["records"]
     assert accepting["type"] == "serve_accepting" and accepting["webhook"].startswith("http://")
+    assert accepting["smtp"] > 0  # the mail listener is part of the intake too
     assert [m for m in AGENT_SIDE if m in found["modules"]] == []

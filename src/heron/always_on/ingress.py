@@ -6,18 +6,15 @@ signed webhooks): `/card`, `/approval` and every route mounted on the server
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from heron.always_on.channels.answers import (
     CardActionAdapter,
     MailAnswers,
     RequestAnswerAdapter,
 )
-from heron.always_on.channels.mail_inbound import MaildirSource, MailIngressConfig, SmtpIngress
+from heron.always_on.channels.mail_inbound import MaildirSource, MailIngressConfig
 from heron.always_on.channels.webhook import WebhookRoute
-from heron.always_on.serve_config import ServeError
 from heron.always_on.serve_requests import mail_answers
 
 if TYPE_CHECKING:
@@ -52,12 +49,9 @@ async def start_ingress(server: HeronServer, secret: bytes) -> None:
             ),
         )
         server._tasks.append(asyncio.ensure_future(server.mail.run()))
-    if cfg.smtp_port is not None:
+    if server.smtp is not None:  # listening since the intake: from now on it publishes too
         assert server.mail is not None  # checked by start(): SMTP needs a Maildir
-        server.smtp = SmtpIngress(
-            server.mail, host=cfg.smtp_host, port=cfg.smtp_port, domains=cfg.mail_domains
-        )
-        await _listen("mail (SMTP)", cfg.smtp_host, cfg.smtp_port, server.smtp.start)
+        server.smtp.attach(server.mail)
     _mount(server, secret)
 
 
@@ -81,13 +75,3 @@ def _answer_route(server: HeronServer, secret: bytes) -> list[WebhookRoute]:
         return []
     answers = RequestAnswerAdapter(server.desk, signer)
     return [WebhookRoute(path="/approval", adapter=answers, secret=secret)]
-
-
-async def _listen(what: str, host: str, port: int, start: Callable[[], Any]) -> None:
-    """Start a listener; a port in use (or any other refusal to bind) is a `ServeError`."""
-    try:
-        await start()
-    except OSError as exc:
-        # asyncio words it "error while attempting to bind on address …": say it once.
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        raise ServeError(f"cannot listen for {what} on {host}:{port}: {reason}") from None

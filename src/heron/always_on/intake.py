@@ -23,6 +23,7 @@ once the host is built (`attach`), `claim` is the host's.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from heron.always_on.bus.routing import check_hosted_name, hosting_refusal, quiet_session_name
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from heron.always_on.bus.model import BusEvent
     from heron.always_on.bus.postgres_store import PostgresBusStore
     from heron.always_on.bus.sqlite_store import SqliteBusStore
+    from heron.always_on.channels.mail_inbound import SmtpIngress
     from heron.always_on.channels.webhook import WebhookRoute, WebhookServer
     from heron.always_on.http import HttpFront
     from heron.always_on.sessions import HostIndex, SessionHost
@@ -75,6 +77,7 @@ class Intake:
         self.announce = announce or (lambda _record: None)
         self.webhook: WebhookServer | None = None
         self.http: HttpFront | None = None
+        self.smtp: SmtpIngress | None = None
         self.host: SessionHost | None = None
         """The sessions' host, once `attach`ed: `claim` is its own from then on."""
         self._claimed: set[str] = set()
@@ -125,9 +128,42 @@ class Intake:
     # -- listening --------------------------------------------------------------------------
 
     async def listen(self, secret: bytes) -> None:
-        """Start the HTTP front on the webhook port and the HTTP port (one socket when they
-        are the same) with the webhooks (when `secret` is set), then, with webhooks, announce
-        `serve_accepting`. A port that cannot be bound is a `ServeError`."""
+        """Start the SMTP listener (with `smtp_port`), the HTTP front on the webhook port and
+        the HTTP port (one socket when they are the same) with the webhooks (when `secret` is
+        set), then, with webhooks or SMTP, announce `serve_accepting`. A port that cannot be
+        bound is a `ServeError`."""
+        cfg = self.config
+        if cfg.smtp_port is not None and cfg.maildir is not None:
+            await self._listen_for_mail(cfg.maildir, cfg.smtp_port)
+        webhook, http = await self._listen_http(secret)
+        if self.webhook is not None or self.smtp is not None:
+            # Without either, nothing is accepted before processing.
+            accepting = {"type": "serve_accepting", "pid": os.getpid()}
+            smtp = self.smtp.port if self.smtp is not None else None
+            self.announce({**accepting, "webhook": webhook, "http": http, "smtp": smtp})
+
+    async def _listen_for_mail(self, maildir: Path, port: int) -> None:
+        """Mail accepted now is stored in the Maildir; the server's source, attached when the
+        agent side is up, publishes it (`heron.always_on.channels.mail_inbound`)."""
+        from heron.always_on.channels.mail_inbound import SmtpIngress
+        from heron.connectors.mail.maildir import Maildir
+
+        cfg = self.config
+        smtp = SmtpIngress(
+            Maildir(maildir), host=cfg.smtp_host, port=port, domains=cfg.mail_domains
+        )
+        try:
+            await smtp.start()
+        except OSError as exc:
+            # asyncio words it "error while attempting to bind on address …": say it once.
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise ServeError(
+                f"cannot listen for mail (SMTP) on {cfg.smtp_host}:{port}: {reason}"
+            ) from None
+        self.smtp = smtp
+
+    async def _listen_http(self, secret: bytes) -> tuple[str | None, str | None]:
+        """The HTTP front, if a port is configured; its webhook and gateway URLs."""
         from heron.always_on.http import HttpFront, ListenError
 
         cfg = self.config
@@ -141,7 +177,7 @@ class Intake:
                 addresses.append((host, port))
                 names.append(what)
         if not addresses:
-            return
+            return None, None
         routes: list[Any] = []
         if secret:
             self.webhook = self._webhooks(secret)
@@ -166,9 +202,7 @@ class Intake:
             self.webhook.port = front.addresses[0][1]
             webhook = self.webhook.url
         http = front.url(len(front.addresses) - 1) if cfg.http_port is not None else None
-        if self.webhook is not None:  # without webhooks, nothing is accepted before processing
-            accepting = {"type": "serve_accepting", "pid": os.getpid()}
-            self.announce({**accepting, "webhook": webhook, "http": http})
+        return webhook, http
 
     def _webhooks(self, secret: bytes) -> WebhookServer:
         from heron.always_on.channels.adapters import GenericAdapter, GitHubAdapter, ImAdapter
@@ -217,6 +251,8 @@ class Intake:
         self._owned = False
         if self.http is not None:
             await self.http.aclose()
+        if self.smtp is not None:
+            await self.smtp.aclose()
         if self.triggers is not None:
             self.triggers.close()
         self.bus.close()

@@ -59,7 +59,7 @@ async def open_server(server: HeronServer, secret: bytes) -> None:
         if cfg.maildir is not None:
             server.maildir = Maildir(cfg.maildir)
             server.threads = SqliteThreadIndex(local.sessions.conn)
-    server.http, server.webhook = intake.http, intake.webhook
+    server.http, server.webhook, server.smtp = intake.http, intake.webhook, intake.smtp
     server._workspace = workspace = (cfg.workspace or cfg.state_dir / "workspace").resolve()
     workspace.mkdir(parents=True, exist_ok=True)
     server._sandbox = make_sandbox(cfg.sandbox, workspace=workspace)

@@ -17,8 +17,10 @@ Every mail taken in is recorded with its session, so the replies to it follow; s
 agent sends (`record`).
 
 `SmtpIngress` is a real SMTP server (aiosmtpd, on the caller's event loop): it stores each
-accepted message in the Maildir, then runs a scan before answering `250`, so a sender that got
-`250` knows its mail is on the bus.
+accepted message in the Maildir, then — once a source is `attach`ed — runs a scan before
+answering `250`, so a sender that got `250` knows its mail is on the bus. `heron serve` starts
+it with its intake, before the agent side (listener-first): a message accepted before the
+source is attached is already durable in the Maildir, and the source's first scan publishes it.
 
 Mail is third-party content: events say `source="contact"` for a sender address in `contacts`
 and `"stranger"` otherwise — never `"user"` (a From header is trivially forged).
@@ -201,9 +203,11 @@ class MaildirSource:
 class _Handler:
     """aiosmtpd hooks: which recipients to accept, and where DATA goes."""
 
-    def __init__(self, source: MaildirSource, domains: frozenset[str]) -> None:
-        self.source = source
+    def __init__(self, box: Maildir, domains: frozenset[str]) -> None:
+        self.box = box
         self.domains = domains
+        self.source: MaildirSource | None = None
+        """Scans after each delivery, once attached (`SmtpIngress.attach`)."""
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: Any
@@ -221,7 +225,9 @@ class _Handler:
         _, sender = (getaddresses([envelope.mail_from or ""]) or [("", "")])[0]
         received = f"Received: from {session.host_name or 'unknown'} ({session.peer!s})"
         trace = f"Return-Path: <{sender}>\r\n{received}\r\n\tby heron; envelope\r\n".encode()
-        key = self.source.box.deliver(trace + raw)
+        key = self.box.deliver(trace + raw)
+        if self.source is None:
+            return f"250 2.0.0 stored as {key}"  # the source's first scan publishes it
         try:
             await self.source.scan()
         except Exception:
@@ -236,7 +242,7 @@ class SmtpIngress:
 
     def __init__(
         self,
-        source: MaildirSource,
+        box: Maildir,
         *,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -245,13 +251,20 @@ class SmtpIngress:
         max_size: int = 10 * 1024 * 1024,
     ) -> None:
         """`domains`: recipient domains accepted (empty: any, for a private loopback relay)."""
-        self.source = source
+        self.box = box
         self.host = host
         self.port = port
         self.hostname = hostname
         self.max_size = max_size
-        self._handler = _Handler(source, frozenset(d.casefold() for d in domains))
+        self._handler = _Handler(box, frozenset(d.casefold() for d in domains))
         self._server: asyncio.Server | None = None
+
+    def attach(self, source: MaildirSource) -> None:
+        """From now on each delivery is scanned by `source` (on the same Maildir) before the
+        `250`."""
+        if source.box.root != self.box.root:
+            raise ValueError("the source watches another Maildir than the listener fills")
+        self._handler.source = source
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
