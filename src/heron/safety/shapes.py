@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import string
 
-__all__ = ["PLACEHOLDER_PREFIX", "REDACTED", "is_secret_key", "mask_shapes"]
+__all__ = ["PLACEHOLDER_PREFIX", "REDACTED", "is_secret_key", "json_has_shapes", "mask_shapes"]
 
 PLACEHOLDER_PREFIX = "«secret:"
 """How every placeholder for a known secret begins (`«secret:OPENAI_API_KEY»`)."""
@@ -179,6 +179,18 @@ def mask_shapes(text: str) -> str:
     # `forbearer xyz` is a word, not an auth scheme.
     text = _mask_values(text, _BEARER_RE, word_start=True)
     return _TOKEN_RE.sub(_mask_token, text)
+
+
+def json_has_shapes(text: str) -> bool:
+    """Whether a value whose JSON is `text` may hold a credential shape or a secret key.
+
+    False only when no string or key of the value holds one: what the patterns look for has
+    no character JSON escapes (quotes, backslashes, controls), so a match inside a string or
+    a key is a match in its JSON. One scan of the text instead of a walk of the value.
+    """
+    if "PRIVATE KEY-----" in text or _ANY_SHAPE_RE.search(text.translate(_ASCII_LOWER)):
+        return True
+    return _SECRET_KEY_RE.search(text.lower().replace("-", "_")) is not None
 
 
 def is_secret_key(key: str) -> bool:
