@@ -342,6 +342,8 @@ QUOTED_SECRET = 'ab"c\\d\nefgh-1'
         {"nested": {"deeper": [{"X-Api-Key": 3}]}},
         {"DBPassword": "short"},
         {"auth": "x"},
+        {"Session-Id": 7, "user": "alice"},
+        {"TO\u212aEN": "a Kelvin sign lowercases to k"},
         {"list": ["see sk-abcdef0123456789abcdef"]},
         {"h": "Authorization: Bearer abcdefgh12345678"},
         {"pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----"},

@@ -241,7 +241,8 @@ class KnownSecrets:
         """Whether a known secret may occur in the value whose JSON (`ensure_ascii=False`) is
         `text`. JSON escapes a string character by character, so a string holding a secret
         holds its escaped form: a text without any escaped form holds none."""
-        return any(value in text for value in self._json_values)
+        values = self._json_values
+        return bool(values) and any(value in text for value in values)
 
     def names_in(self, value: Any) -> list[str]:
         """The names of the known secrets whose values appear in a JSON-like value."""
