@@ -241,6 +241,22 @@ def test_no_progress_counts_only_calls_inside_the_window() -> None:
     assert verdicts == [None] * 6
 
 
+def test_no_progress_is_counted_again_after_the_window_turned_over() -> None:
+    detector = LoopDetector(window=6)
+    for i in range(3):
+        detector.record("search", {"query": f"old{i}"}, "none", success=True)
+    for i in range(6):  # pushes every earlier call out of the window
+        detector.record("file_read", {"path": f"/f{i}"}, f"body {i}", success=True)
+    verdicts = [
+        detector.record("search", {"query": f"q{i}"}, "none", success=True) for i in range(5)
+    ]
+    assert verdicts[:4] == [None] * 4
+    assert verdicts[4] is not None
+    assert (verdicts[4].kind, verdicts[4].count) == ("no_progress", 5)
+    detector.reset()
+    assert detector.record("search", {"query": "q9"}, "none", success=True) is None
+
+
 # --- precedence, failures, ignored tools, reset --------------------------------------------------
 
 

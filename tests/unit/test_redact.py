@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+import heron.safety.secrets as secrets_module
+from heron._support.canonical import canonical_json
 from heron.safety.redact import (
     REDACTED,
     is_secret_key,
     sanitize_replacement,
+    scrub_encoded,
     scrub_text,
     scrub_value,
     summarize_args,
@@ -322,3 +327,45 @@ def test_replacement_within_the_cap_is_unchanged() -> None:
 def test_replacement_rejects_a_negative_cap() -> None:
     with pytest.raises(ValueError, match="max_bytes"):
         sanitize_replacement("x", max_bytes=-1)
+
+
+# --- scrub_encoded: the scan of a value's JSON stands for the walk ------------------------------
+
+QUOTED_SECRET = 'ab"c\\d\nefgh-1'
+"""A known secret JSON escapes three ways: only its escaped form is in the JSON text."""
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": 1, "b": [True, None, 2.5], "c": {"d": "plain text é"}},
+        {"nested": {"deeper": [{"X-Api-Key": 3}]}},
+        {"DBPassword": "short"},
+        {"auth": "x"},
+        {"Session-Id": 7, "user": "alice"},
+        {"TO\u212aEN": "a Kelvin sign lowercases to k"},
+        {"list": ["see sk-abcdef0123456789abcdef"]},
+        {"h": "Authorization: Bearer abcdefgh12345678"},
+        {"pem": "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----"},
+        {"text": "Token: QWxhZGRpbjpvcGVuIHNlc2FtZQ=="},
+        {"q": f"say {QUOTED_SECRET} twice"},
+        {QUOTED_SECRET: "as a key"},
+    ],
+)
+def test_scrub_encoded_agrees_with_scrub_value(
+    value: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        secrets_module, "_registry", secrets_module.KnownSecrets({"QUOTED": QUOTED_SECRET})
+    )
+    assert scrub_encoded(value, canonical_json(value)) == scrub_value(value)
+
+
+def test_scrub_encoded_returns_a_clean_value_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        secrets_module, "_registry", secrets_module.KnownSecrets({"QUOTED": QUOTED_SECRET})
+    )
+    value = {"a": 1, "path": "notes/today.md", "items": ["ab", "c\\d"]}
+    assert scrub_encoded(value, canonical_json(value)) is value
+    masked = {"x": f"..{QUOTED_SECRET}.."}
+    assert scrub_encoded(masked, canonical_json(masked)) == {"x": "..«secret:QUOTED».."}

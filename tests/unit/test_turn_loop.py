@@ -23,6 +23,7 @@ from heron.models import text_protocol
 from heron.models.base import InvalidHistoryError
 from heron.models.history_rules import HistoryChecker
 from heron.models.scripted import ScriptMismatchError
+from heron.turn.events import ErrorEvent, ending, ending_now
 from support.engine import Events, call, calls_turn
 
 counter: dict[str, int] = {"n": 0}
@@ -538,3 +539,18 @@ async def test_missing_call_ids_are_filled_in_without_a_rename_event(events: Eve
     await Agent(model=ScriptedModel(turns), tools=[tick]).run("go", sink=events)
     assert events.of("call_id_renamed") == []
     assert len(events.of("tool_call")) == 1
+
+
+def test_an_ending_is_seen_inside_its_block_only_and_none_hides_an_outer_one() -> None:
+    outer, inner = ErrorEvent(message="outer"), ErrorEvent(message="inner")
+    assert ending_now() is None
+    with ending(outer):
+        assert ending_now() is outer
+        with ending(None):
+            assert ending_now() is None
+        with ending(inner):
+            assert ending_now() is inner
+        assert ending_now() is outer
+    with ending(None):
+        assert ending_now() is None
+    assert ending_now() is None

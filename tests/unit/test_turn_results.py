@@ -19,6 +19,7 @@ from heron import (
     tool,
 )
 from heron.messages import ToolResultMessage
+from heron.turn.bounds import render_bounded, render_bounded_twice
 from heron.turn.observer import ToolCallRecord
 from heron.turn.receipts import ReceiptKeyStore, ReceiptScope, parse_receipt, verify_receipt
 from support.engine import Events, call, calls_turn
@@ -474,3 +475,28 @@ async def test_mcp_structured_content_without_text_is_the_text(events: Events) -
     result = await run([calls_turn(call("wx__now")), {"text": "ok"}], [_mcp_tool(answer)], events)
     assert tool_messages(result.history)["c_wx__now"].content == '{"n": 1}'
     assert events.results()["c_wx__now"].data == {"n": 1}
+
+
+# --- one scrub for a call's card and its observer record -------------------------------------
+
+SHAPED = "token=QWxhZGRpbjpvcGVuIHNlc2FtZQ== "
+
+
+@pytest.mark.parametrize(
+    ("text", "card", "record"),
+    [
+        ("4", 20_000, 1000),
+        (SHAPED * 3, 20_000, 1000),
+        (SHAPED * 5, 20_000, 30),  # cut by the record's limit, pre-cut by neither
+        (SHAPED * 400, 20_000, 1000),  # pre-cut for the record only
+        (SHAPED * 400, 0, 1000),  # an unbounded card
+        ("x" * 50 + SHAPED, 10, 10),  # pre-cut for both
+    ],
+)
+def test_render_bounded_twice_is_render_bounded_for_each_limit(
+    text: str, card: int, record: int
+) -> None:
+    assert render_bounded_twice(text, card, record) == (
+        render_bounded(text, card),
+        render_bounded(text, record),
+    )

@@ -25,12 +25,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from heron.safety.secrets import known_secrets
-from heron.safety.shapes import REDACTED, is_secret_key, mask_shapes
+from heron.safety.shapes import REDACTED, is_secret_key, json_has_shapes, mask_shapes
 
 __all__ = [
     "REDACTED",
     "is_secret_key",
     "sanitize_replacement",
+    "scrub_encoded",
     "scrub_text",
     "scrub_value",
     "summarize_args",
@@ -83,6 +84,16 @@ def scrub_value(value: Any) -> Any:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def scrub_encoded(value: Any, encoded: str) -> Any:
+    """`scrub_value(value)`, given `encoded`, the compact JSON of `value` (`ensure_ascii=False`):
+    `value` itself when that text shows neither a known secret nor a credential shape nor a
+    secret key (then scrubbing would change nothing), so a clean value costs scans of its JSON
+    instead of a walk."""
+    if known_secrets().in_json(encoded) or json_has_shapes(encoded):
+        return scrub_value(value)
+    return value
 
 
 # Controls and invisible formatting characters in a one-line summary could break the approval

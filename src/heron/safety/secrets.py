@@ -28,6 +28,7 @@ it with `reveal()`, and every error message that might quote it goes through `sc
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -150,6 +151,7 @@ class KnownSecrets:
         self._names: dict[str, str] = {}  # value -> name
         self._entries: tuple[tuple[str, str], ...] = ()  # (value, placeholder), longest first
         self._byte_entries: tuple[tuple[bytes, bytes], ...] = ()
+        self._json_values: tuple[str, ...] = ()  # each value as it reads inside a JSON string
         for name, value in (values or {}).items():
             self.add(name, value)
 
@@ -168,6 +170,7 @@ class KnownSecrets:
             self._byte_entries = tuple(
                 (v.encode("utf-8", "surrogatepass"), p.encode("utf-8")) for v, p in self._entries
             )
+            self._json_values = tuple(json.dumps(v, ensure_ascii=False)[1:-1] for v, _ in ordered)
         return True
 
     def add_env(self, names: Iterable[str], environ: Mapping[str, str] | None = None) -> None:
@@ -233,6 +236,13 @@ class KnownSecrets:
         if isinstance(value, tuple):
             return tuple(self.mask_value(item) for item in value)
         return value
+
+    def in_json(self, text: str) -> bool:
+        """Whether a known secret may occur in the value whose JSON (`ensure_ascii=False`) is
+        `text`. JSON escapes a string character by character, so a string holding a secret
+        holds its escaped form: a text without any escaped form holds none."""
+        values = self._json_values
+        return bool(values) and any(value in text for value in values)
 
     def names_in(self, value: Any) -> list[str]:
         """The names of the known secrets whose values appear in a JSON-like value."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import string
 
-__all__ = ["PLACEHOLDER_PREFIX", "REDACTED", "is_secret_key", "mask_shapes"]
+__all__ = ["PLACEHOLDER_PREFIX", "REDACTED", "is_secret_key", "json_has_shapes", "mask_shapes"]
 
 PLACEHOLDER_PREFIX = "«secret:"
 """How every placeholder for a known secret begins (`«secret:OPENAI_API_KEY»`)."""
@@ -179,6 +179,22 @@ def mask_shapes(text: str) -> str:
     # `forbearer xyz` is a word, not an auth scheme.
     text = _mask_values(text, _BEARER_RE, word_start=True)
     return _TOKEN_RE.sub(_mask_token, text)
+
+
+def json_has_shapes(text: str) -> bool:
+    """Whether a value whose JSON is `text` may hold a credential shape or a secret key.
+
+    False only when no string or key of the value holds one: what the patterns look for has
+    no character JSON escapes (quotes, backslashes, controls), so a match inside a string or
+    a key is a match in its JSON. One scan of the text instead of a walk of the value. Text
+    that is not ASCII may lowercase differently (`is_secret_key` lowercases all of Unicode):
+    it may hold anything.
+    """
+    if not text.isascii():
+        return True
+    lowered = text.lower()
+    # `auth` is the one secret-key part the shapes' prefilter does not begin with.
+    return "auth" in lowered or "private key-----" in lowered or bool(_ANY_SHAPE_RE.search(lowered))
 
 
 def is_secret_key(key: str) -> bool:

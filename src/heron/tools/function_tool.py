@@ -160,7 +160,9 @@ class FunctionTool:
         """
         check_input(self._spec.name, arguments)
         try:
-            text = _ARGUMENTS_ENCODER.encode(dict(arguments))
+            text = _ARGUMENTS_ENCODER.encode(
+                arguments if type(arguments) is dict else dict(arguments)
+            )
         except (TypeError, ValueError) as exc:
             raise ToolArgumentsError(self._spec.name, [f"arguments are not JSON: {exc}"]) from None
         try:
@@ -177,7 +179,7 @@ class FunctionTool:
         if self._context_param is not None:
             kwargs[self._context_param] = ctx
         if self._is_async:
-            value = await typing.cast(Awaitable[Any], self.fn(**kwargs))
+            value = await typing.cast("Awaitable[Any]", self.fn(**kwargs))
             return _to_result(value)
         match self._spec.runs_in:
             case "thread":

@@ -42,7 +42,23 @@ def render_bounded(text: str, max_chars: int) -> str:
     """
     from heron.safety.redact import scrub_text
 
-    window = 4 * max_chars if max_chars > 0 else 0
-    if window and len(text) > 2 * window:
+    if _precuts(text, max_chars):
+        window = 4 * max_chars
         text = text[:window] + truncation_marker(len(text) - 2 * window) + text[-window:]
     return bound_text(scrub_text(text), max_chars)[0]
+
+
+def render_bounded_twice(text: str, first: int, second: int) -> tuple[str, str]:
+    """`render_bounded(text, first)` and `render_bounded(text, second)` (a call's card and its
+    observer record), scrubbing `text` once when neither limit pre-cuts it."""
+    if _precuts(text, first) or _precuts(text, second):
+        return render_bounded(text, first), render_bounded(text, second)
+    from heron.safety.redact import scrub_text
+
+    scrubbed = scrub_text(text)
+    return bound_text(scrubbed, first)[0], bound_text(scrubbed, second)[0]
+
+
+def _precuts(text: str, max_chars: int) -> bool:
+    # Beyond twice the window of 4 × `max_chars` on each side, only the windows are scrubbed.
+    return max_chars > 0 and len(text) > 8 * max_chars

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from heron._support.canonical import canonical_json
-from heron.safety.secrets import known_secrets, placeholders_in
+from heron.safety.secrets import PLACEHOLDER_PREFIX, known_secrets, placeholders_in
 from heron.tools.definition import CallApproval, Tool, ToolArgumentsError, ToolSpec
 from heron.tools.registry import normalize_name
 from heron.turn.approval import ApprovalManager, ApprovalRequest, GateResult
@@ -236,13 +236,14 @@ async def prepare_calls(
             )
             continue
 
-        refusal = _secret_refusal(spec, args)
+        arguments_json = canonical_json(args)
+        refusal = _secret_refusal(spec, args, arguments_json)
         if refusal is not None:
             status, text = refusal
             refuse(call, name, args, status, text)
             continue
 
-        encoded: str | None = canonical_json(args)
+        encoded: str | None = arguments_json
         sig = call_signature(name, args, encoded)
         # Duplicates are dropped before anyone is asked: an operator never approves a call
         # that would then be skipped.
@@ -391,9 +392,11 @@ async def prepare_calls(
     return batch
 
 
-def _secret_refusal(spec: ToolSpec, args: dict[str, Any]) -> tuple[ToolStatus, str] | None:
+def _secret_refusal(
+    spec: ToolSpec, args: dict[str, Any], encoded: str
+) -> tuple[ToolStatus, str] | None:
     """Why a call that carries a known secret, or a placeholder to a tool that changes
-    something, does not run; None when it may."""
+    something, does not run; None when it may. `encoded` is `canonical_json(args)`."""
     names = known_secrets().names_in(args)
     if names:
         listed = ", ".join(names)
@@ -401,7 +404,8 @@ def _secret_refusal(spec: ToolSpec, args: dict[str, Any]) -> tuple[ToolStatus, s
             f"Not run: the arguments of '{spec.name}' contain the value of {listed}, a secret "
             "heron holds for its own consumer only; heron passes it to no tool. Nothing was run."
         )
-    if spec.annotations.read_only:
+    # JSON escapes none of the prefix's characters: text without it has no placeholder.
+    if spec.annotations.read_only or PLACEHOLDER_PREFIX not in encoded:
         return None
     marks = placeholders_in(args)
     if not marks:

@@ -94,15 +94,20 @@ class CallOutcome:
     """The result is protected from history trimming (`ToolResult.keep_in_context`)."""
 
 
-def result_event(state: TurnState, outcome: CallOutcome, max_chars: int) -> ToolResultEvent:
-    """The terminal card: the output as the model sees it, scrubbed, then bounded."""
+def result_event(
+    state: TurnState, outcome: CallOutcome, max_chars: int, *, shown: str | None = None
+) -> ToolResultEvent:
+    """The terminal card: the output as the model sees it, scrubbed, then bounded (`shown`,
+    when the caller rendered it already)."""
+    if shown is None:
+        shown = render_bounded(outcome.visible or outcome.output, max_chars)
     return ToolResultEvent(
         turn_id=state.turn_id,
         id=outcome.call_id,
         name=outcome.name,
         success=outcome.success,
         status=outcome.status,
-        output=render_bounded(outcome.visible or outcome.output, max_chars),
+        output=shown,
         duration_ms=round(outcome.duration_ms, 3),
         receipt=outcome.receipt,
         phase=outcome.phase,

@@ -28,10 +28,10 @@ from typing import Any, assert_never
 
 from heron._support.canonical import canonical_json
 from heron._support.limits import clean_text
-from heron.safety.redact import scrub_text, scrub_value
+from heron.safety.redact import scrub_encoded, scrub_text
 from heron.safety.secrets import known_secrets
 from heron.tools.definition import ToolContext, ToolResult
-from heron.turn.bounds import render_bounded
+from heron.turn.bounds import render_bounded, render_bounded_twice
 from heron.turn.call_endings import (
     busy_text,
     interrupted,
@@ -153,8 +153,9 @@ async def execute_one(
         )
         emit_synthetic_pair(state, call.arguments, outcome, max_chars=knobs.max_tool_result_chars)
         return outcome
-    # One scrub serves the card and the observer record.
-    shown = scrub_value(call.arguments)
+    # One scrub serves the card and the observer record; arguments whose JSON shows nothing
+    # to mask are shown as they are.
+    shown = scrub_encoded(call.arguments, call.arguments_json)
     state.sink(
         ToolCallEvent(
             turn_id=state.turn_id,
@@ -172,9 +173,11 @@ async def execute_one(
             tool=call.name,
             call_id=call.call_id,
             # Scrubbing changes only text, so an equal copy has the same JSON.
-            arguments=(call.arguments_json if shown == call.arguments else canonical_json(shown))[
-                :OBSERVER_MAX_CHARS
-            ],
+            arguments=(
+                call.arguments_json
+                if shown is call.arguments or shown == call.arguments
+                else canonical_json(shown)
+            )[:OBSERVER_MAX_CHARS],
             turn_id=state.turn_id,
             owner=spec.owner,
             channel=state.channel,
@@ -393,18 +396,24 @@ def _finish(
     started_record: ToolCallStartRecord | None,
 ) -> CallOutcome:
     """Observer terminal record, spill of oversize output, terminal event."""
+    max_chars = exec_.knobs.max_tool_result_chars
+    shown = None
     if started_record is not None:
+        if exec_.spill is None:  # the card shows the output too: one scrub serves both
+            shown, result = render_bounded_twice(outcome.output, max_chars, OBSERVER_MAX_CHARS)
+        else:
+            result = render_bounded(outcome.output, OBSERVER_MAX_CHARS)
         record = ToolCallRecord.ending(
             started_record,
             duration_ms=outcome.duration_ms,
             success=outcome.success,
             status=outcome.status,
-            result=render_bounded(outcome.output, OBSERVER_MAX_CHARS),
+            result=result,
         )
         notify(exec_.observer, record, observer_failed(state, call.call_id))
     if exec_.spill is not None and outcome.status in ("ok", "error"):
         outcome.visible = exec_.spill.spill(call.name, call.call_id, outcome.output)
-    state.sink(result_event(state, outcome, exec_.knobs.max_tool_result_chars))
+    state.sink(result_event(state, outcome, max_chars, shown=shown))
     plan = plan_event(state, call, outcome)
     if plan is not None:
         state.sink(plan)

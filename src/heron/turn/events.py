@@ -7,9 +7,7 @@ arguments are shown as executed (including anything the runtime injected, named 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -276,18 +274,27 @@ def discard(_event: BaseEvent) -> None:
 _ENDING: ContextVar[BaseEvent | None] = ContextVar("heron_turn_ending", default=None)
 
 
-@contextmanager
-def ending(event: BaseEvent | None) -> Iterator[None]:
+class ending:
     """While the engine appends the history entry a turn's end comes with (the final answer,
     the answer an error cut off, the results of a cancelled round), `event` is that end,
     emitted right after the append: a store companion that runs inside the append
     (`heron.sessions.store.Companion`, the gateway's turn log) reads it with `ending_now` and
-    commits the end with its entry."""
-    token = _ENDING.set(event)
-    try:
-        yield
-    finally:
-        _ENDING.reset(token)
+    commits the end with its entry. A class, not a generator context manager: it wraps every
+    round's append, and `None` where none is set costs no context-variable write."""
+
+    __slots__ = ("_event", "_token")
+
+    def __init__(self, event: BaseEvent | None) -> None:
+        self._event = event
+        self._token: Token[BaseEvent | None] | None = None
+
+    def __enter__(self) -> None:
+        if self._event is not None or _ENDING.get() is not None:
+            self._token = _ENDING.set(self._event)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _ENDING.reset(self._token)
 
 
 def ending_now() -> BaseEvent | None:

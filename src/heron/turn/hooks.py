@@ -85,14 +85,16 @@ async def run_before_hooks(
 ) -> tuple[str, dict[str, Any], str | None]:
     """Returns the (possibly rewritten) name and arguments, and a cancel reason or None."""
     name, arguments = call.name, call.arguments
+    current = call
     for hook in hooks:
-        current = HookCall(
-            call_id=call.call_id,
-            name=name,
-            arguments=arguments,
-            turn_id=call.turn_id,
-            channel=call.channel,
-        )
+        if current.name is not name or current.arguments is not arguments:
+            current = HookCall(
+                call_id=call.call_id,
+                name=name,
+                arguments=arguments,
+                turn_id=call.turn_id,
+                channel=call.channel,
+            )
         try:
             decision = await hook.before_tool_call(current)
         except Exception as exc:

@@ -166,6 +166,9 @@ class LoopDetector:
         self._max_repeats = max_repeats
         self._ignore = frozenset(ignore_tools)
         self._calls: deque[_Call] = deque(maxlen=window)
+        self._same_results: dict[tuple[str, str], int] = {}
+        """How many calls in the window gave each (tool, output digest): no-progress checks
+        look at the window only when one reaches the warning count."""
 
     def record(
         self, tool: str, arguments: Any, output: str, *, success: bool
@@ -177,12 +180,24 @@ class LoopDetector:
         """
         if not success or tool in self._ignore:
             return None
-        self._calls.append(_Call(tool, args_fingerprint(arguments), _digest(output)))
+        calls, same = self._calls, self._same_results
+        if len(calls) == calls.maxlen:
+            dropped = calls[0]
+            key = (dropped.tool, dropped.output)
+            if same[key] == 1:
+                del same[key]
+            else:
+                same[key] -= 1
+        call = _Call(tool, args_fingerprint(arguments), _digest(output))
+        calls.append(call)
+        key = (tool, call.output)
+        same[key] = same.get(key, 0) + 1
         return self._exact_repeat() or self._ping_pong() or self._no_progress()
 
     def reset(self) -> None:
         """Forget every recorded call."""
         self._calls.clear()
+        self._same_results.clear()
 
     def _exact_repeat(self) -> LoopVerdict | None:
         last = self._calls[-1]
@@ -239,6 +254,8 @@ class LoopDetector:
 
     def _no_progress(self) -> LoopVerdict | None:
         last = self._calls[-1]
+        if self._same_results[last.tool, last.output] < _NO_PROGRESS_WARN:
+            return None
         # The whole window counts, not just a consecutive tail: interleaving other calls must
         # not hide a tool that keeps returning the same answer.
         same = [c.args for c in self._calls if c.tool == last.tool and c.output == last.output]
