@@ -22,17 +22,22 @@ session writer, the event loop between turns) call them in line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import gc
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Protocol
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
-from heron.errors import HeronError
+from heron.errors import HeronError, StoreError
 from heron.messages import Message
 
 MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 """Validates and serialises one history message (the `role` field discriminates)."""
+_HISTORY: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+_BODY = itemgetter(-1)
 
 Companion = Callable[[Any, str, Sequence[Message]], None]
 """A write that joins every append's transaction: a store's `companions` run inside it, after
@@ -60,6 +65,59 @@ class SessionExistsError(HeronError, ValueError):
         self.session = session
         self.entries = entries
         super().__init__(f"session {session!r} already exists ({entries} entries)")
+
+
+class CorruptEntryError(StoreError):
+    """A stored entry is not one valid message (the database was written by something else,
+    or damaged); nothing of the history is returned."""
+
+    def __init__(self, session: str, entry_id: int, error: ValidationError) -> None:
+        self.session = session
+        self.entry_id = entry_id
+        # The reasons without the stored input, which is outside data.
+        reasons = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in error.errors()[:3]
+        )
+        super().__init__(
+            f"stored entry {entry_id} of session {session!r} is not a valid message ({reasons})"
+        )
+
+
+@contextmanager
+def reading_history() -> Iterator[None]:
+    """Pause the cyclic garbage collector around the read of a whole history.
+
+    Decoding thousands of entries makes hundreds of thousands of objects, none in a cycle
+    (reference counting frees them); meanwhile the collector would run every 700 allocations
+    and walk the growing heap again and again: half the time of a 3,000-turn load. It runs
+    again afterwards as it did (it stays off if something else had turned it off)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def decode_history(session: str, rows: Sequence[Sequence[Any]]) -> list[Message]:
+    """The messages of stored rows `(entry_id, ..., message JSON)`, oldest first, validated
+    in one call over all of them (several times faster than one call per row).
+
+    Raises `CorruptEntryError` naming the first row that is not one valid message: also a row
+    holding two (the joined text would parse, with more messages than rows)."""
+    try:
+        messages = _HISTORY.validate_json("[" + ",".join(map(_BODY, rows)) + "]")
+    except ValidationError:
+        messages = []
+    if len(messages) == len(rows):
+        return messages
+    for row in rows:  # only for a damaged history: find the entry to name
+        try:
+            MESSAGE.validate_json(row[-1])
+        except ValidationError as exc:
+            raise CorruptEntryError(session, int(row[0]), exc) from None
+    raise AssertionError("rows that are each one valid message join into as many messages")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -116,7 +174,10 @@ class SessionStore(Protocol):
         ...
 
     def load(self, session: str) -> list[Message]:
-        """The session's history, oldest first (empty for an unknown session)."""
+        """The session's history, oldest first (empty for an unknown session).
+
+        Every read of entries raises `CorruptEntryError` for a stored entry that is not one
+        valid message."""
         ...
 
     def load_with_head(self, session: str) -> tuple[list[Message], int]:
@@ -148,8 +209,11 @@ __all__ = [
     "MESSAGE",
     "Companion",
     "ConcurrentWriteError",
+    "CorruptEntryError",
     "SessionEntry",
     "SessionExistsError",
     "SessionInfo",
     "SessionStore",
+    "decode_history",
+    "reading_history",
 ]
