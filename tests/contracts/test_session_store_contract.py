@@ -177,7 +177,7 @@ def _damage(store: SessionStore, entry_id: int, body: str) -> None:
         ('{"role": "user", "content": ["sk-1"]}', r"user\.content: Input should be a valid string"),
         ('{"role": "user", "content": "cut', r"message: Invalid JSON"),
         ('{"role": "robot", "content": "hi"}', r"message: Input tag 'robot' .* does not match"),
-        # Two messages in one row: the rows joined would parse, with one message too many.
+        # Two messages in one row (rows joined into one array would parse as two).
         ('{"role": "user", "content": "a"}, {"role": "system", "content": "b"}', "Invalid JSON"),
     ],
     ids=["wrong type", "cut short", "unknown role", "two messages"],

@@ -29,14 +29,15 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Protocol
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Json, TypeAdapter, ValidationError
 
 from heron.errors import HeronError, StoreError
 from heron.messages import Message
 
 MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 """Validates and serialises one history message (the `role` field discriminates)."""
-_HISTORY: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+_HISTORY: TypeAdapter[list[Message]] = TypeAdapter(list[Json[Message]])
+"""Stored rows' JSON texts, each one message."""
 _BODY = itemgetter(-1)
 
 Companion = Callable[[Any, str, Sequence[Message]], None]
@@ -71,13 +72,9 @@ class CorruptEntryError(StoreError):
     """A stored entry is not one valid message (the database was written by something else,
     or damaged); nothing of the history is returned."""
 
-    def __init__(self, session: str, entry_id: int, error: ValidationError) -> None:
+    def __init__(self, session: str, entry_id: int, reasons: str) -> None:
         self.session = session
         self.entry_id = entry_id
-        # The reasons without the stored input, which is outside data.
-        reasons = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in error.errors()[:3]
-        )
         super().__init__(
             f"stored entry {entry_id} of session {session!r} is not a valid message ({reasons})"
         )
@@ -126,23 +123,24 @@ def reading_history() -> _FullCollectionsHeld:
 
 
 def decode_history(session: str, rows: Sequence[Sequence[Any]]) -> list[Message]:
-    """The messages of stored rows `(entry_id, ..., message JSON)`, oldest first, validated
-    in one call over all of them (several times faster than one call per row).
+    """The messages of stored rows `(entry_id, ..., message JSON)`, oldest first, parsed and
+    validated in one call over all of them (several times faster than one call per row, and
+    faster than joining the rows into one JSON array: no copy of the whole text).
 
-    Raises `CorruptEntryError` naming the first row that is not one valid message: also a row
-    holding two (the joined text would parse, with more messages than rows)."""
+    Raises `CorruptEntryError` naming the first row that is not one valid message."""
     try:
-        messages = _HISTORY.validate_json("[" + ",".join(map(_BODY, rows)) + "]")
-    except ValidationError:
-        messages = []
-    if len(messages) == len(rows):
-        return messages
-    for row in rows:  # only for a damaged history: find the entry to name
-        try:
-            MESSAGE.validate_json(row[-1])
-        except ValidationError as exc:
-            raise CorruptEntryError(session, int(row[0]), exc) from None
-    raise AssertionError("rows that are each one valid message join into as many messages")
+        return _HISTORY.validate_python(list(map(_BODY, rows)))
+    except ValidationError as exc:
+        errors = exc.errors()
+        at = errors[0]["loc"][0]  # a list's errors are located by the item's index first
+        assert isinstance(at, int)
+        # The first bad row's reasons, without the stored input (outside data).
+        reasons = "; ".join(
+            f"{'.'.join(map(str, e['loc'][1:])) or 'message'}: {e['msg']}"
+            for e in errors[:3]
+            if e["loc"][0] == at
+        )
+        raise CorruptEntryError(session, int(rows[at][0]), reasons) from None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
