@@ -12,7 +12,14 @@ from heron.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from heron.sessions.store import ConcurrentWriteError, SessionExistsError, SessionStore
+from heron.sessions.postgres_store import PostgresSessionStore
+from heron.sessions.sqlite_store import SqliteSessionStore
+from heron.sessions.store import (
+    ConcurrentWriteError,
+    CorruptEntryError,
+    SessionExistsError,
+    SessionStore,
+)
 from support.stores import StoreBackend
 
 CONVERSATION: list[Message] = [
@@ -151,3 +158,42 @@ def test_load_tail_of_a_history_of_results_only_is_the_whole_history(
     results = [ToolResultMessage(call_id=f"r{i}", name="t", content="ok") for i in range(20)]
     head = store.append("orphans", results)
     assert store.load_tail("orphans") == (results, head)
+
+
+def _damage(store: SessionStore, entry_id: int, body: str) -> None:
+    """Overwrite a stored row from outside, as another program on the database could."""
+    sql = "UPDATE session_entries SET message = {p} WHERE entry_id = {p}"
+    if isinstance(store, SqliteSessionStore):
+        store.conn.execute(sql.format(p="?"), (body, entry_id))
+    else:
+        assert isinstance(store, PostgresSessionStore)
+        with store.pool.connection() as conn:
+            conn.execute(sql.format(p="%s"), (body, entry_id))
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ('{"role": "user", "content": ["sk-1"]}', r"user\.content: Input should be a valid string"),
+        ('{"role": "user", "content": "cut', r"message: Invalid JSON"),
+        ('{"role": "robot", "content": "hi"}', r"message: Input tag 'robot' .* does not match"),
+        # Two messages in one row (rows joined into one array would parse as two).
+        ('{"role": "user", "content": "a"}, {"role": "system", "content": "b"}', "Invalid JSON"),
+    ],
+    ids=["wrong type", "cut short", "unknown role", "two messages"],
+)
+def test_a_stored_entry_that_is_not_one_valid_message_is_refused_by_every_read(
+    store: SessionStore, backend: StoreBackend, body: str, reason: str
+) -> None:
+    head = store.append("s", CONVERSATION)
+    _damage(store, head - 1, body)
+    reader = backend.sessions()
+    expected = rf"stored entry {head - 1} of session 's' is not a valid message \(.*{reason}"
+    for read in (reader.load, reader.load_with_head, reader.entries):
+        with pytest.raises(CorruptEntryError, match=expected) as refused:
+            read("s")
+        assert (refused.value.session, refused.value.entry_id) == ("s", head - 1)
+        assert "sk-1" not in str(refused.value)  # the stored input is not echoed
+    _damage(store, head, body)  # the tail: the last entry
+    with pytest.raises(CorruptEntryError, match=f"stored entry {head} "):
+        reader.load_tail("s")

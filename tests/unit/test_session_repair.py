@@ -42,7 +42,7 @@ FIRST_RESULT = ToolResultMessage(call_id="c1", name="read", content="alpha")
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SessionStore]:
+def store(tmp_path: Path) -> Iterator[SqliteSessionStore]:
     sessions = SqliteSessionStore.open(tmp_path)
     yield sessions
     sessions.close()
@@ -109,6 +109,22 @@ def test_a_history_broken_in_the_middle_is_refused_with_the_reason(store: Sessio
     ):
         SessionWriter.open(store, "s")
     assert len(store.entries("s")) == 3
+
+
+def test_a_session_with_a_damaged_entry_is_refused_naming_the_entry(
+    store: SqliteSessionStore,
+) -> None:
+    head = store.append("s", [UserMessage(content="go"), AssistantMessage(text="done")])
+    store.conn.execute(
+        'UPDATE session_entries SET message = \'{"role": "user"}\' WHERE entry_id = ?', (head,)
+    )
+    with pytest.raises(
+        SessionRepairError,
+        match=rf"session 's' cannot be resumed: stored entry {head} of session 's' is not a "
+        r"valid message \(user\.content: Field required\)",
+    ):
+        SessionWriter.open(store, "s")
+    assert store.head("s") == head  # nothing was appended to it
 
 
 def test_a_second_writer_is_refused_not_interleaved(store: SessionStore) -> None:

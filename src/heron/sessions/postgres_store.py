@@ -20,22 +20,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
-from pydantic import TypeAdapter
 
 from heron._support.limits import model_json
 from heron._support.postgres import Pool, open_pool, pg_errors, run
 from heron.messages import Message
 from heron.sessions.lease import Lease, StaleEpochError
 from heron.sessions.store import (
-    MESSAGE,
     Companion,
     ConcurrentWriteError,
     SessionEntry,
     SessionExistsError,
     SessionInfo,
+    decode_history,
+    reading_history,
 )
-
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 Conn = psycopg.Connection[Any]
 
@@ -184,30 +182,32 @@ class PostgresSessionStore:
                 (session,),
             ).fetchone()
             rows = conn.execute(
-                "SELECT message FROM session_entries WHERE session = %s AND entry_id >= %s"
-                " ORDER BY entry_id",
+                "SELECT entry_id, message FROM session_entries WHERE session = %s"
+                " AND entry_id >= %s ORDER BY entry_id",
                 (session, int(start[0]) if start else 0),
             ).fetchall()
             head = _head(conn, session)
-        return _MESSAGES.validate_json("[" + ",".join(r[0] for r in rows) + "]"), head
+        return decode_history(session, rows), head
 
     def entries(self, session: str) -> list[SessionEntry]:
-        with self._pool.connection() as conn:
+        with reading_history(), self._pool.connection() as conn:
             rows = conn.execute(
                 "SELECT entry_id, parent_id, ts, message FROM session_entries"
                 " WHERE session = %s ORDER BY entry_id",
                 (session,),
             ).fetchall()
-        return [
-            SessionEntry(
-                entry_id=int(entry_id),
-                session=session,
-                parent_id=None if parent_id is None else int(parent_id),
-                timestamp=float(ts),
-                message=MESSAGE.validate_json(body),
-            )
-            for entry_id, parent_id, ts, body in rows
-        ]
+            return [
+                SessionEntry(
+                    entry_id=int(entry_id),
+                    session=session,
+                    parent_id=None if parent_id is None else int(parent_id),
+                    timestamp=float(ts),
+                    message=message,
+                )
+                for (entry_id, parent_id, ts, _), message in zip(
+                    rows, decode_history(session, rows), strict=True
+                )
+            ]
 
     def list_sessions(self) -> list[SessionInfo]:
         with self._pool.connection() as conn:
@@ -235,11 +235,12 @@ class _snapshot:
 
 
 def _load(conn: Conn, session: str) -> list[Message]:
-    rows = conn.execute(
-        "SELECT message FROM session_entries WHERE session = %s ORDER BY entry_id", (session,)
-    ).fetchall()
-    # One validation call for the whole history is several times faster than one per row.
-    return _MESSAGES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
+    with reading_history():
+        rows = conn.execute(
+            "SELECT entry_id, message FROM session_entries WHERE session = %s ORDER BY entry_id",
+            (session,),
+        ).fetchall()
+        return decode_history(session, rows)
 
 
 def _head(conn: Conn, session: str) -> int:

@@ -14,21 +14,19 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pydantic import TypeAdapter
-
 from heron._support.limits import model_json
 from heron._support.state import open_db, sqlite_errors, transaction
 from heron.messages import Message
 from heron.sessions.store import (
-    MESSAGE,
     Companion,
     ConcurrentWriteError,
     SessionEntry,
     SessionExistsError,
     SessionInfo,
+    decode_history,
+    reading_history,
 )
 
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 _TAIL_CHUNK = 16
 """Rows read per step of `load_tail` (most tool rounds fit in one)."""
 
@@ -128,11 +126,12 @@ class SqliteSessionStore:
         return first, head
 
     def load(self, session: str) -> list[Message]:
-        rows = self._conn.execute(
-            "SELECT message FROM session_entries WHERE session = ? ORDER BY entry_id", (session,)
-        ).fetchall()
-        # One validation call for the whole history is several times faster than one per row.
-        return _MESSAGES.validate_json("[" + ",".join(r[0] for r in rows) + "]")
+        with reading_history():
+            rows = self._conn.execute(
+                "SELECT entry_id, message FROM session_entries WHERE session = ? ORDER BY entry_id",
+                (session,),
+            ).fetchall()
+            return decode_history(session, rows)
 
     def load_with_head(self, session: str) -> tuple[list[Message], int]:
         self._conn.execute("BEGIN")
@@ -142,7 +141,7 @@ class SqliteSessionStore:
             self._conn.execute("COMMIT")
 
     def load_tail(self, session: str) -> tuple[list[Message], int]:
-        tail: list[str] = []
+        tail: list[tuple[int, str]] = []
         head = 0
         self._conn.execute("BEGIN")
         try:
@@ -158,7 +157,7 @@ class SqliteSessionStore:
                 for entry_id, role, body in cursor:
                     rows += 1
                     head = head or entry_id
-                    tail.append(body)
+                    tail.append((entry_id, body))
                     before = entry_id
                     if role != "tool":
                         started = True
@@ -168,24 +167,27 @@ class SqliteSessionStore:
                     break
         finally:
             self._conn.execute("COMMIT")
-        return _MESSAGES.validate_json("[" + ",".join(reversed(tail)) + "]"), head
+        return decode_history(session, tail[::-1]), head
 
     def entries(self, session: str) -> list[SessionEntry]:
-        rows = self._conn.execute(
-            "SELECT entry_id, parent_id, ts, message FROM session_entries"
-            " WHERE session = ? ORDER BY entry_id",
-            (session,),
-        ).fetchall()
-        return [
-            SessionEntry(
-                entry_id=entry_id,
-                session=session,
-                parent_id=parent_id,
-                timestamp=ts,
-                message=MESSAGE.validate_json(body),
-            )
-            for entry_id, parent_id, ts, body in rows
-        ]
+        with reading_history():
+            rows = self._conn.execute(
+                "SELECT entry_id, parent_id, ts, message FROM session_entries"
+                " WHERE session = ? ORDER BY entry_id",
+                (session,),
+            ).fetchall()
+            return [
+                SessionEntry(
+                    entry_id=entry_id,
+                    session=session,
+                    parent_id=parent_id,
+                    timestamp=ts,
+                    message=message,
+                )
+                for (entry_id, parent_id, ts, _), message in zip(
+                    rows, decode_history(session, rows), strict=True
+                )
+            ]
 
     def list_sessions(self) -> list[SessionInfo]:
         rows = self._conn.execute(

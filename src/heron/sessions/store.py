@@ -22,17 +22,23 @@ session writer, the event loop between turns) call them in line.
 
 from __future__ import annotations
 
+import gc
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Protocol
 
-from pydantic import TypeAdapter
+from pydantic import Json, TypeAdapter, ValidationError
 
-from heron.errors import HeronError
+from heron.errors import HeronError, StoreError
 from heron.messages import Message
 
 MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 """Validates and serialises one history message (the `role` field discriminates)."""
+_HISTORY: TypeAdapter[list[Message]] = TypeAdapter(list[Json[Message]])
+"""Stored rows' JSON texts, each one message."""
+_BODY = itemgetter(-1)
 
 Companion = Callable[[Any, str, Sequence[Message]], None]
 """A write that joins every append's transaction: a store's `companions` run inside it, after
@@ -60,6 +66,81 @@ class SessionExistsError(HeronError, ValueError):
         self.session = session
         self.entries = entries
         super().__init__(f"session {session!r} already exists ({entries} entries)")
+
+
+class CorruptEntryError(StoreError):
+    """A stored entry is not one valid message (the database was written by something else,
+    or damaged); nothing of the history is returned."""
+
+    def __init__(self, session: str, entry_id: int, reasons: str) -> None:
+        self.session = session
+        self.entry_id = entry_id
+        super().__init__(
+            f"stored entry {entry_id} of session {session!r} is not a valid message ({reasons})"
+        )
+
+
+class _FullCollectionsHeld:
+    """`reading_history()`: no full collection while any thread reads a whole history.
+
+    Decoding thousands of entries makes tens of thousands of objects that live on, none in
+    a cycle. The cyclic collector's young generations take them in small, cache-warm steps,
+    but each full collection meanwhile walks every live object of the process (every other
+    history in memory included), again and again as the read grows: a third to a half of a
+    3,000-turn read, more at 100,000 entries. Pausing the collector altogether was slower: one
+    pass over all the new objects at the end, with cold caches. The oldest generation's
+    threshold is held high from the first reader in to the last reader out, then restored."""
+
+    _HELD = 1_000_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._readers = 0
+        self._threshold = gc.get_threshold()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if not self._readers:
+                self._threshold = gc.get_threshold()
+                young, middle, *_ = self._threshold
+                gc.set_threshold(young, middle, self._HELD)
+            self._readers += 1
+
+    def __exit__(self, *_exc: object) -> None:
+        with self._lock:
+            self._readers -= 1
+            if not self._readers:
+                gc.set_threshold(*self._threshold)
+
+
+_FULL_COLLECTIONS_HELD = _FullCollectionsHeld()
+
+
+def reading_history() -> _FullCollectionsHeld:
+    """Hold off full garbage collections while a whole history is read (`with
+    reading_history(): ...`; see `_FullCollectionsHeld`)."""
+    return _FULL_COLLECTIONS_HELD
+
+
+def decode_history(session: str, rows: Sequence[Sequence[Any]]) -> list[Message]:
+    """The messages of stored rows `(entry_id, ..., message JSON)`, oldest first, parsed and
+    validated in one call over all of them (several times faster than one call per row, and
+    faster than joining the rows into one JSON array: no copy of the whole text).
+
+    Raises `CorruptEntryError` naming the first row that is not one valid message."""
+    try:
+        return _HISTORY.validate_python(list(map(_BODY, rows)))
+    except ValidationError as exc:
+        errors = exc.errors()
+        at = errors[0]["loc"][0]  # a list's errors are located by the item's index first
+        assert isinstance(at, int)
+        # The first bad row's reasons, without the stored input (outside data).
+        reasons = "; ".join(
+            f"{'.'.join(map(str, e['loc'][1:])) or 'message'}: {e['msg']}"
+            for e in errors[:3]
+            if e["loc"][0] == at
+        )
+        raise CorruptEntryError(session, int(rows[at][0]), reasons) from None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -116,7 +197,10 @@ class SessionStore(Protocol):
         ...
 
     def load(self, session: str) -> list[Message]:
-        """The session's history, oldest first (empty for an unknown session)."""
+        """The session's history, oldest first (empty for an unknown session).
+
+        Every read of entries raises `CorruptEntryError` for a stored entry that is not one
+        valid message."""
         ...
 
     def load_with_head(self, session: str) -> tuple[list[Message], int]:
@@ -148,8 +232,11 @@ __all__ = [
     "MESSAGE",
     "Companion",
     "ConcurrentWriteError",
+    "CorruptEntryError",
     "SessionEntry",
     "SessionExistsError",
     "SessionInfo",
     "SessionStore",
+    "decode_history",
+    "reading_history",
 ]

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence, Set
 
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage
 from heron.sessions.repair import SessionRepairError, interrupted_results, repair_messages
-from heron.sessions.store import ConcurrentWriteError, SessionStore
+from heron.sessions.store import ConcurrentWriteError, CorruptEntryError, SessionStore
 
 
 class CallIndex:
@@ -93,12 +93,13 @@ class SessionWriter:
         """Load `name` (empty if unknown), store the repairs it needs, and hold it. `awaiting`:
         the placeholders of calls that wait on an open request (`repair.interrupted_results`).
 
-        Raises `SessionRepairError` for a history appending cannot mend.
+        Raises `SessionRepairError` for a history appending cannot mend, a stored entry that
+        is not a valid message included.
         """
-        history, head = store.load_with_head(name)
         try:
+            history, head = store.load_with_head(name)
             repairs = repair_messages(history, awaiting)
-        except SessionRepairError as exc:
+        except (CorruptEntryError, SessionRepairError) as exc:
             raise SessionRepairError(f"session {name!r} cannot be resumed: {exc}") from exc
         if repairs:
             head = store.append(name, repairs, expected_last_entry=head)
