@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from typing import Any
 
 from heron.messages import (
@@ -235,3 +236,29 @@ def test_a_history_broken_before_its_end_is_refused_with_a_way_out(heron: Heron)
         "entries; `heron sessions fork NAME NEW --at ENTRY` copies its valid start into a new "
         "session)\n"
     )
+
+
+def test_a_damaged_stored_entry_is_named_not_shown_and_nothing_is_appended(heron: Heron) -> None:
+    store = SqliteSessionStore.open(heron.state_dir)
+    store.append("s", [UserMessage(content="go"), AssistantMessage(text="went")])
+    store.close()
+    db = sqlite3.connect(heron.state_dir / "heron.db")
+    with db:  # another program wrote the second entry
+        db.execute(
+            "UPDATE session_entries SET message = ? WHERE session = 's' AND entry_id = 2",
+            ['{"role": "assistant", "text": 7, "note": "injected text"}'],
+        )
+    db.close()
+
+    shown = heron.run("sessions", "show", "s")
+    resumed = heron.run_turn(heron.script("s.yaml", ECHO), "--session", "s")
+
+    assert shown.code == 1 and shown.stdout == ""
+    assert shown.stderr.startswith("heron: stored entry 2 of session 's' is not a valid message")
+    assert resumed.code == 1
+    assert resumed.stderr.startswith("heron: session 's' cannot be resumed: stored entry 2")
+    for done in (shown, resumed):
+        assert "Traceback" not in done.stderr and "injected" not in done.stderr
+    db = sqlite3.connect(heron.state_dir / "heron.db")
+    assert db.execute("SELECT count(*) FROM session_entries WHERE session = 's'").fetchone() == (2,)
+    db.close()

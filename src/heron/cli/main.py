@@ -126,7 +126,8 @@ def _run(argv: Sequence[str] | None) -> int:
     first = words[0] if words else None
     if first is None or first in ("-h", "--help"):
         overview_parser().parse_args(words)  # prints the overview or the usage error, exits
-    from heron.cli.common import EXIT_USAGE, UsageError, err
+    from heron.cli.common import EXIT_ERROR, EXIT_USAGE, UsageError, err
+    from heron.errors import StoreError
     from heron.safety.secrets import install_log_masking
 
     install_log_masking()  # no known secret in a log line, whoever logs it
@@ -136,6 +137,9 @@ def _run(argv: Sequence[str] | None) -> int:
     except UsageError as exc:
         err(str(exc))
         return EXIT_USAGE
+    except StoreError as exc:  # a damaged entry, a store out of reach: its message, no trace
+        err(str(exc))
+        return EXIT_ERROR
     return code
 
 
