@@ -16,6 +16,7 @@ import smtplib
 import time
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -24,7 +25,7 @@ from heron.always_on.bus.sqlite_store import SqliteBusStore
 from heron.messages import UserMessage
 from heron.safety.signing import signed_headers
 from heron.sessions.postgres_store import PostgresSessionStore
-from support.cli import TIMEOUT_S, Heron, Running
+from support.cli import TIMEOUT_S, Finished, Heron, Running
 from support.postgres import PostgresServer, postgres_server, postgres_url
 
 __all__ = ["postgres_server", "postgres_url"]  # fixtures, found by pytest here
@@ -97,6 +98,17 @@ def finals(running: Running, sessions: set[str]) -> None:
         event = running.next_event()
         if event["type"] == "final":
             waiting.discard(event["session"])
+
+
+def release_and_stop(
+    heron: Heron, running: Running, sessions: set[str]
+) -> tuple[dict[str, Any], Finished]:
+    """Open the gate, wait until the server runs and `sessions` ended a turn, stop it."""
+    open_gate(heron)
+    started = running.wait_for_event("serve_started")
+    finals(running, sessions)
+    running.proc.terminate()
+    return started, running.finish()
 
 
 def test_webhooks_accepted_while_the_agent_side_starts_are_processed_once_after(
@@ -215,12 +227,8 @@ def test_mail_over_smtp_is_accepted_while_the_agent_side_starts_and_processed_on
             refused = client.sendmail("ana@example.com", ["heron@example.com"], mail.as_bytes())
         assert refused == {}
         assert len(list((heron.root / "Maildir" / "new").iterdir())) == 1  # stored, not yet taken
-        open_gate(heron)
-        started = running.wait_for_event("serve_started")
+        started, finished = release_and_stop(heron, running, {"main"})
         assert started["smtp"] == accepting["smtp"]  # the one listener, taken over
-        finals(running, {"main"})
-        running.proc.terminate()
-        finished = running.finish()
     finally:
         if (heron.root / "gate").is_fifo():
             (heron.root / "gate").unlink()
@@ -249,11 +257,7 @@ def test_on_a_shared_postgresql_store_webhooks_are_accepted_before_the_agent_sid
         assert (card.status_code, card.json()["status"]) == (503, "starting")
         shared = PostgresBusStore(PostgresSessionStore.open(postgres_url))
         assert _stored(shared) == [("main", "accepted into postgres", False)]
-        open_gate(heron)
-        running.wait_for_event("serve_started")
-        finals(running, {"main"})
-        running.proc.terminate()
-        finished = running.finish()
+        _, finished = release_and_stop(heron, running, {"main"})
     finally:
         if (heron.root / "gate").is_fifo():
             (heron.root / "gate").unlink()
