@@ -9,14 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from heron._support.timefmt import utc_rfc3339
 from heron.cli import common
 from heron.safety.redact import scrub_text, scrub_value
 
 if TYPE_CHECKING:
-    from heron.always_on.bus.store import BusStore, DeadLetter, StoredEvent
+    from heron.always_on.bus.store import DeadLetter, StoredEvent
     from heron.always_on.triggers.runtime import TriggerStores
 
 
@@ -97,18 +98,20 @@ def _print_dead(letter: DeadLetter, as_json: bool) -> None:
     sys.stdout.flush()
 
 
-async def _tail_dead(bus: BusStore, args: argparse.Namespace) -> None:
-    """`heron events tail --dead`: the quarantined events, with why."""
+async def _tail(
+    fetch: Callable[[int | None, int | None], Awaitable[Sequence[Any]]],
+    show: Callable[[Any], None],
+    args: argparse.Namespace,
+) -> None:
+    """Without --follow: the last --limit records; then every record after the last seen.
+    A CLI follower of another process's database: polling is the way."""
     import asyncio
 
     last: int | None = None
     while True:
-        letters = await bus.dead_letters(
-            session=args.session, after=last, limit=args.limit if last is None else None
-        )
-        for letter in letters:
-            _print_dead(letter, args.json)
-            last = letter.seq
+        for record in await fetch(last, args.limit if last is None else None):
+            show(record)
+            last = record.seq
         if not args.follow:
             return
         last = last or 0
@@ -121,25 +124,21 @@ def cmd_events(args: argparse.Namespace) -> int:
     bus = common.open_bus(args)
 
     async def tail() -> None:
-        if args.dead:
-            return await _tail_dead(bus, args)
-        last: int | None = None
-        while True:
-            # Without --follow: the last --limit events; then every event after the last seen.
-            stored = await bus.events(
-                session=args.session,
-                pending_only=args.pending,
-                after=last,
-                limit=args.limit if last is None else None,
+        if args.dead:  # the quarantined events, with why
+            return await _tail(
+                lambda after, limit: bus.dead_letters(
+                    session=args.session, after=after, limit=limit
+                ),
+                lambda letter: _print_dead(letter, args.json),
+                args,
             )
-            for item in stored:
-                _print_event(item, args.json)
-                last = item.seq
-            if not args.follow:
-                return
-            last = last or 0
-            # A CLI follower of another process's database: polling is the way.
-            await asyncio.sleep(0.5)
+        await _tail(
+            lambda after, limit: bus.events(
+                session=args.session, pending_only=args.pending, after=after, limit=limit
+            ),
+            lambda item: _print_event(item, args.json),
+            args,
+        )
 
     try:
         asyncio.run(tail())
