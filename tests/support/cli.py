@@ -120,7 +120,9 @@ class Running:
 
     def next_event(self) -> Event:
         line = _get(self._stdout, f"no event within {TIMEOUT_S} s; events so far: {self.seen}")
-        assert line is not None, f"heron ended early; events so far: {self.seen}"
+        assert line is not None, (
+            f"heron ended early; events so far: {self.seen}{self._ending(stderr_read=False)}"
+        )
         event = json.loads(line)
         assert isinstance(event, dict)
         self.seen.append(event)
@@ -136,10 +138,22 @@ class Running:
     def wait_for_stderr(self, text: str) -> None:
         while True:
             line = _get(self._stderr, f"{text!r} not on stderr within {TIMEOUT_S} s")
-            assert line is not None, f"heron ended before writing {text!r} to stderr"
+            assert line is not None, (
+                f"heron ended before writing {text!r} to stderr{self._ending(stderr_read=True)}"
+            )
             self._stderr_lines.append(line)
             if text in line:
                 return
+
+    def _ending(self, *, stderr_read: bool) -> str:
+        """How the process ended, with its stderr: a failure seen only on another machine
+        explains itself. `stderr_read`: the stderr reader already reached the end."""
+        try:
+            code = self.proc.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        rest = "" if stderr_read or code is None else "".join(_drain(self._stderr))
+        return f"; exit {code}; stderr:\n{''.join(self._stderr_lines)}{rest}"
 
     def interrupt(self) -> None:
         """What Ctrl-C does: SIGINT to the process."""
