@@ -205,6 +205,7 @@ class Heron:
             "HERON_STATE_DIR": str(self.state_dir),
             "XDG_CONFIG_HOME": str(self.config_home),
             "XDG_STATE_HOME": str(root / "xdg-state"),
+            "XDG_CACHE_HOME": str(root / "xdg-cache"),
             "NO_COLOR": "1",
             "COLUMNS": "120",
         }
