@@ -206,6 +206,8 @@ class Heron:
             "XDG_CONFIG_HOME": str(self.config_home),
             "XDG_STATE_HOME": str(root / "xdg-state"),
             "XDG_CACHE_HOME": str(root / "xdg-cache"),
+            # A crash (SIGSEGV, SIGBUS) prints the Python stack on stderr, which a failure shows.
+            "PYTHONFAULTHANDLER": "1",
             "NO_COLOR": "1",
             "COLUMNS": "120",
         }

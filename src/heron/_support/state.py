@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +75,8 @@ class Checkpointer:
 
     SQLite's automatic checkpoint runs inside the commit that takes the WAL past 1,000 pages:
     that commit copies them into the database and fsyncs it, 5–20 ms in the writer's call
-    (every ~75 tool turns of a session: the append's p99). Here a daemon thread reads each
-    database's WAL index every `interval_s` and, past `frames` frames not yet copied, runs a
+    (every ~75 tool turns of a session: the append's p99). Here a daemon thread counts the
+    frames in each database's WAL every `interval_s` (`wal_log`) and, past `frames`, runs a
     checkpoint on a short-lived connection of its own. Commits stay exactly as durable: a
     checkpoint only copies committed pages into the database.
     """
@@ -88,6 +88,7 @@ class Checkpointer:
         checkpoints, each costing the writers one wait for the last few frames)."""
         self._lock = threading.Lock()
         self._open: dict[Path, int] = {}
+        self._copied: dict[Path, WalLog] = {}  # the log as the last checkpoint left it
         # A finalizer may run in any frame of this thread, the checkpointer's own locked ones
         # included (a collection while `hold` hashes a path): it only queues the release, and
         # the queue is settled under the lock.
@@ -133,6 +134,8 @@ class Checkpointer:
             left = self._open.pop(path, 0) - 1
             if left > 0:
                 self._open[path] = left
+            else:
+                self._copied.pop(path, None)
 
     def wait_pass(self, timeout_s: float = 10.0) -> bool:
         """Wait until a whole pass over the open databases has run after this call."""
@@ -147,34 +150,63 @@ class Checkpointer:
                 self._settle()
                 paths = list(self._open)
             for path in paths:
-                if uncopied_frames(path) >= self.frames:
-                    checkpoint(path)
+                log = wal_log(path)
+                done = self._copied.get(path)
+                copied = done.frames if done is not None and done.salts == log.salts else 0
+                if log.frames - copied >= self.frames and checkpoint(path):
+                    # The log starts over at the next commit (new salts); until then every
+                    # frame in it is copied.
+                    self._copied[path] = wal_log(path)
             with self._passed:
                 self.passes += 1
                 self._passed.notify_all()
 
 
-def uncopied_frames(path: Path) -> int:
-    """How many frames of `path`'s WAL are not in the database yet, from the WAL index's
-    header (`-shm`: `mxFrame` at byte 16, `nBackfill` at byte 96, in the machine's byte order;
-    sqlite.org/walformat.html); 0 without a WAL index. Read without a lock: an estimate."""
+@dataclass(frozen=True, slots=True)
+class WalLog:
+    """Where a WAL stands: the salts of its current round and how many frames it holds."""
+
+    salts: bytes
+    frames: int
+
+
+def wal_log(path: Path) -> WalLog:
+    """How many frames `path`'s WAL holds since the log last started over; no frames without
+    a WAL.
+
+    Read from the WAL file itself (sqlite.org/walformat.html): its header's salts, and a
+    binary search for the last frame that carries them (frames of an earlier round of the
+    log carry other salts). Never from the `-shm` WAL index, though it holds the count: closing
+    any descriptor of the index (or of the database) drops every POSIX lock the process's
+    SQLite connections hold on that file, and another process opening the database would then
+    find the index unused, reset it, and crash this one with SIGBUS as it touches its mapping.
+    SQLite locks nothing in the WAL file."""
     try:
-        with open(f"{path}-shm", "rb") as index:
-            head = os.pread(index.fileno(), 100, 0)
+        with open(f"{path}-wal", "rb") as wal:
+            fd = wal.fileno()
+            header = os.pread(fd, 32, 0)
+            if len(header) < 32:
+                return WalLog(b"", 0)
+            salts = header[16:24]
+            frame_bytes = 24 + int.from_bytes(header[8:12], "big")  # the page size
+            low, high = 0, (os.fstat(fd).st_size - 32) // frame_bytes
+            while low < high:  # frames 1..low carry the salts; does frame `middle`?
+                middle = (low + high + 1) // 2
+                if os.pread(fd, 8, 32 + (middle - 1) * frame_bytes + 8) == salts:
+                    low = middle
+                else:
+                    high = middle - 1
+            return WalLog(salts, low)
     except OSError:
-        return 0
-    if len(head) < 100:
-        return 0
-    frames = int.from_bytes(head[16:20], sys.byteorder)
-    copied = int.from_bytes(head[96:100], sys.byteorder)
-    return max(0, frames - copied)
+        return WalLog(b"", 0)
 
 
 _CHECKPOINT_WAIT_S = 0.05
 
 
-def checkpoint(path: Path) -> None:
-    """Copy `path`'s WAL into the database so that the next commit starts the WAL over.
+def checkpoint(path: Path) -> bool:
+    """Copy `path`'s WAL into the database so that the next commit starts the WAL over; True
+    when it did.
 
     The bulk copy (`PASSIVE`) waits for nobody. Under a steady stream of commits it ends a few
     frames behind, and the WAL would never start over: those few are then copied holding the
@@ -187,11 +219,12 @@ def checkpoint(path: Path) -> None:
         )
         try:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            conn.execute("PRAGMA wal_checkpoint(RESTART)")
+            busy: int = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]
         finally:
             conn.close()
     except sqlite3.Error:
-        return
+        return False
+    return busy == 0
 
 
 CHECKPOINTS = Checkpointer()
