@@ -134,6 +134,9 @@ def test_the_price_cache_starting_over_changes_no_count(monkeypatch: pytest.Monk
     counter = EstimateCounter("anthropic", profile=EstimateProfile(scale=1.3))
     assert counter.count(text) == reference_count(EstimateProfile(scale=1.3), text)
     assert len(tokens._PRICES[EstimateProfile(scale=1.3)]) <= 5
+    long_run = "=" * 65
+    assert counter.count(long_run) == reference_count(EstimateProfile(scale=1.3), long_run)
+    assert long_run not in tokens._PRICES[EstimateProfile(scale=1.3)]
 
 
 FRAGMENTS = [

@@ -133,8 +133,10 @@ _PIECES = re.compile(
     r"|[^ \t]"
 )
 _CJK_CHAR = re.compile(f"[{_CJK}]")
-_CACHE_LIMIT = 100_000
-"""Distinct pieces priced per profile before that cache starts over (bounds its memory)."""
+_CACHE_LIMIT = 20_000
+"""Distinct pieces priced per profile before that cache starts over; with pieces of at most
+`_CACHED_PIECE_CHARS` kept, a few MB at most."""
+_CACHED_PIECE_CHARS = 64
 
 
 class _Prices(dict[str, tuple[float, ...]]):
@@ -155,7 +157,8 @@ class _Prices(dict[str, tuple[float, ...]]):
             spaced = (1 + (blanks > 1)) * self._profile.spaced_number
             before_digit = not rest or rest[0].isdigit()
             price = ((spaced,) if before_digit else ()) + (self._price(rest) if rest else ())
-        self[piece] = price
+        if len(piece) <= _CACHED_PIECE_CHARS:  # a long run is rarely seen twice
+            self[piece] = price
         return price
 
     def _price(self, piece: str) -> tuple[float, ...]:
