@@ -29,9 +29,12 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import operator
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import reduce
+from itertools import chain
 from typing import Literal, Protocol, runtime_checkable
 
 from heron.messages import AssistantMessage, Message, ToolResultMessage
@@ -115,31 +118,86 @@ PROFILES: dict[Family, EstimateProfile] = {
 }
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+# Blank runs are priced only before a digit (`str.isdigit`: `²` counts, `\d` misses it), so the
+# others are not pieces at all, and one before a run of other letters is glued to that run:
+# each piece's price then depends on the piece alone and can be cached.
 _PIECES = re.compile(
     r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])"  # ASCII words, split at case changes like BPE does
     r"|\d+"
     r"|\n[ \t]*"
     r"|[ \t]+(?=\d)"
-    r"|[ \t]+"
+    rf"|[ \t]+[^\W\d_A-Za-z{_CJK}][^\W\d_]*"
     rf"|[{_CJK}]"
     r"|[^\W\d_]+"  # other letters
     r"|[!-/:-@\[-`{-~]+"  # ASCII punctuation, `_` included
-    r"|.",
-    re.DOTALL,
+    r"|[^ \t]"
 )
 _CJK_CHAR = re.compile(f"[{_CJK}]")
+_CACHE_LIMIT = 20_000
+"""Distinct pieces priced per profile before that cache starts over; with pieces of at most
+`_CACHED_PIECE_CHARS` kept, a few MB at most."""
+_CACHED_PIECE_CHARS = 64
+
+
+class _Prices(dict[str, tuple[float, ...]]):
+    """What each piece adds to the estimate, in order; filled on first sight of a piece."""
+
+    def __init__(self, profile: EstimateProfile) -> None:
+        super().__init__()
+        self._profile = profile
+
+    def __missing__(self, piece: str) -> tuple[float, ...]:
+        if len(self) >= _CACHE_LIMIT:
+            self.clear()
+        rest = piece.lstrip(" \t")
+        if len(rest) == len(piece):
+            price = self._price(piece)
+        else:  # blanks, then a digit run (not in the piece) or a run of other letters
+            blanks = len(piece) - len(rest)
+            spaced = (1 + (blanks > 1)) * self._profile.spaced_number
+            before_digit = not rest or rest[0].isdigit()
+            price = ((spaced,) if before_digit else ()) + (self._price(rest) if rest else ())
+        if len(piece) <= _CACHED_PIECE_CHARS:  # a long run is rarely seen twice
+            self[piece] = price
+        return price
+
+    def _price(self, piece: str) -> tuple[float, ...]:
+        p = self._profile
+        first, size = piece[0], len(piece)
+        if first.isascii() and first.isalpha():
+            return (1 + max(0, size - p.long_word) / p.letters_per_extra_token,)
+        if first.isdigit():
+            return (math.ceil(size / 3),)
+        if first == "\n":
+            return (p.line_break + (p.indent if size > 1 else 0),)
+        if _CJK_CHAR.match(first):
+            return (p.cjk,)
+        if first.isalpha():
+            return (1 + size * p.other_letter,)
+        if first.isspace():
+            return ()  # `\r` and other blanks ride along with their neighbours
+        if first.isascii():
+            return (1 + (size - 1) * p.punct_extra,)
+        return (p.symbol,)
+
+
+_PRICES: dict[EstimateProfile, _Prices] = {}
 
 
 class EstimateCounter:
     """Counts tokens with the documented heuristic; no data files, no network."""
 
-    __slots__ = ("_family", "_profile")
+    __slots__ = ("_family", "_prices", "_profile")
 
     def __init__(
         self, family: Family = "openai", *, profile: EstimateProfile | None = None
     ) -> None:
         self._family = family
         self._profile = profile or PROFILES[family]
+        prices = _PRICES.get(self._profile)
+        if prices is None:
+            prices = _PRICES.setdefault(self._profile, _Prices(self._profile))
+        self._prices = prices
 
     @property
     def name(self) -> str:
@@ -152,31 +210,11 @@ class EstimateCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        p = self._profile
-        total = 0.0
-        for match in _PIECES.finditer(text):
-            piece = match.group()
-            first, size = piece[0], len(piece)
-            if first.isascii() and first.isalpha():
-                total += 1 + max(0, size - p.long_word) / p.letters_per_extra_token
-            elif first.isdigit():
-                total += math.ceil(size / 3)
-            elif first == "\n":
-                total += p.line_break + (p.indent if size > 1 else 0)
-            elif first in " \t":
-                followed_by_digit = match.end() < len(text) and text[match.end()].isdigit()
-                total += (1 + (size > 1)) * p.spaced_number if followed_by_digit else 0
-            elif _CJK_CHAR.match(first):
-                total += p.cjk
-            elif first.isalpha():
-                total += 1 + size * p.other_letter
-            elif first.isspace():
-                continue  # `\r` and other blanks ride along with their neighbours
-            elif first.isascii():
-                total += 1 + (size - 1) * p.punct_extra
-            else:
-                total += p.symbol
-        return max(1, math.ceil(total * p.scale))
+        # Left to right, one addition per priced piece: the float sum, and so its ceiling,
+        # is the same as adding the prices one by one in a loop.
+        prices = chain.from_iterable(map(self._prices.__getitem__, _PIECES.findall(text)))
+        total = reduce(operator.add, prices, 0.0)
+        return max(1, math.ceil(total * self._profile.scale))
 
 
 class _Encoding(Protocol):
