@@ -103,6 +103,25 @@ def test_heron_toml_in_the_working_directory_supplies_model_and_tools(heron: Her
     assert lines[-1] == "Done from config."
 
 
+def test_the_default_renderer_shows_the_models_arguments_as_text_never_as_markup(
+    heron: Heron,
+) -> None:
+    # Rich markup in a model-written argument once raised MarkupError in the renderer
+    # (a traceback, the call's line lost) or was rendered (a hyperlink the model chose).
+    path = "[/bold] notes [link=http://attacker.example]x[/link].txt"
+    model = heron.script(
+        "s.yaml",
+        [{"tool_calls": [{"name": "read_file", "arguments": {"path": path}}]}, {"text": "ok"}],
+    )
+    done = heron.run("run", "read it", "--model", model, "--builtin", "perception")
+
+    assert done.code == 0, done.stdout + done.stderr
+    assert "MarkupError" not in done.stderr and "Traceback" not in done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"→ read_file {path}"
+    assert lines[1].startswith(f"✘ read_file {path}  error · ")
+
+
 def test_user_config_is_read_from_xdg_config_home_and_the_project_file_overrides_it(
     heron: Heron,
 ) -> None:

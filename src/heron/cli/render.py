@@ -79,7 +79,7 @@ class PrettyRenderer:
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=False, highlight=False)
-        self._pending: dict[str, tuple[str, str]] = {}
+        self._pending: dict[str, tuple[str, Text]] = {}
         self._live: Live | None = None
         self._text_open = False
 
@@ -91,17 +91,18 @@ class PrettyRenderer:
             return
         self._end_text()
         if isinstance(event, ToolCallEvent):
-            injected = (
-                f" [dim](runtime set: {', '.join(event.injected)})[/dim]" if event.injected else ""
-            )
-            self._pending[event.id] = (event.name, _hint(event.arguments) + injected)
+            # The model wrote the arguments: they are shown as plain text, never as markup.
+            hint = Text(f" {_hint(event.arguments)}".rstrip())
+            if event.injected:
+                hint.append(f" (runtime set: {', '.join(event.injected)})", style="dim")
+            self._pending[event.id] = (event.name, hint)
             if not self.console.is_terminal:
-                self.console.print(f"→ {event.name} {self._pending[event.id][1]}".rstrip())
+                self.console.print(Text.assemble("→ ", event.name, hint))
             self._refresh()
         elif isinstance(event, ToolResultEvent):
-            name, hint = self._pending.pop(event.id, (event.name, ""))
+            name, hint = self._pending.pop(event.id, (event.name, Text()))
             mark, style = STATUS_STYLE.get(event.status, ("•", "white"))
-            line = Text.assemble((f"{mark} ", style), (name, "bold"), f" {hint}".rstrip())
+            line = Text.assemble((f"{mark} ", style), (name, "bold"), hint)
             line.append(f"  {event.status} · {event.duration_ms:.0f} ms", style="dim")
             if event.phase:
                 line.append(f" · {event.phase}", style="magenta")
@@ -173,7 +174,7 @@ class PrettyRenderer:
             return
         cards = Group(
             *(
-                Text.assemble(("⏳ ", "cyan"), (name, "bold"), f" {hint}")
+                Text.assemble(("⏳ ", "cyan"), (name, "bold"), hint)
                 for name, hint in self._pending.values()
             )
         )
