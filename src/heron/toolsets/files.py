@@ -245,6 +245,8 @@ def _move_or_copy(ws: Workspace, src: str, dst: str, *, copy: bool) -> ToolResul
             "first or choose another destination",
         )
     is_dir = source.is_dir() and not source.is_symlink()
+    if is_dir:
+        ws.check_holds_no_state(source, src)
     if is_dir and target.is_relative_to(source):
         raise Refused("into_itself", f"cannot {verb} {src!r} into itself ({dst!r})")
     if copy:
@@ -300,6 +302,7 @@ def _delete(ws: Workspace, path: str) -> ToolResult:
         raise Refused("workspace_root", "cannot delete the workspace root itself")
     kind = entry_type(target)
     if kind == "dir":
+        ws.check_holds_no_state(target, path)
         count = sum(len(files) for _, _, files in os.walk(target))
         size = _tree_size(target)
         shutil.rmtree(target)

@@ -20,6 +20,7 @@ from typing import Literal, Protocol
 
 from tree_sitter import Node, Parser
 
+from heron._support.state_dirs import claimed_state_dirs
 from heron.safety.command_policy._bash import (
     _UNKNOWN,
     _command_words,
@@ -323,6 +324,8 @@ class _Analysis:
             return _Place("harmless", shown)
         if resolved.parts[:2] == ("/", "dev"):
             return _Place("device", shown)
+        if any(resolved.is_relative_to(state) for state in claimed_state_dirs()):
+            return _Place("outside", f"{shown} (heron's state directory)")
         if any(resolved.is_relative_to(root) for root in self.policy.writable_roots):
             return _Place("inside", shown)
         return _Place("outside", shown)
