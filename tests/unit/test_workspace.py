@@ -154,7 +154,7 @@ def test_strict_decoding_names_the_bad_byte_and_line_instead_of_replacing() -> N
 
 
 def test_a_claimed_state_directory_inside_the_workspace_is_out_of_reach(tmp_path: Path) -> None:
-    from heron._support.state_dirs import claim_state_dir
+    from heron._support.own_paths import claim_state_dir
 
     state = tmp_path / "ws" / ".local" / "state"
     (state / "receipt-keys").mkdir(parents=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from heron._support.migrations import SQLITE, Migration
-from heron._support.state_dirs import claim_state_dir
+from heron._support.own_paths import claim_state_dir
 from heron._support.store_errors import translate_errors
 
 

@@ -221,7 +221,7 @@ async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin
     names too, and the human-request tools (`[approvals]`)."""
     if not config.tools.builtin.sets:
         return None
-    from heron._support.state_dirs import claim_state_dir
+    from heron._support.own_paths import claim_state_dir
     from heron.config.builtin import BuiltinError, build_builtin
 
     try:

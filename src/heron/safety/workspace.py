@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from heron._support.state_dirs import state_dirs_inside
+from heron._support.own_paths import state_dirs_inside
 from heron.errors import HeronError
 
 __all__ = [
@@ -153,7 +153,7 @@ class Workspace:
         return real
 
     def state_dirs(self) -> tuple[Path, ...]:
-        """heron's state directories inside this workspace (`heron._support.state_dirs`):
+        """heron's state directories inside this workspace (`heron._support.own_paths`):
         `resolve` refuses every path in them and `walk` does not enter them."""
         return state_dirs_inside(self.root)
 

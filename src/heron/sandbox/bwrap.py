@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from heron._support.state_dirs import state_dirs_inside
+from heron._support.own_paths import state_dirs_inside
 from heron.sandbox.base import NetworkMode, ResourceLimits, RunResult, SandboxUnavailable
 from heron.sandbox.held import Held
 from heron.sandbox.process import PidsLimit, ProcessSandbox, check_network_mode, python_roots

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from heron._support.state_dirs import state_dirs_inside
+from heron._support.own_paths import state_dirs_inside
 from heron.sandbox.base import (
     NETWORK_MODES,
     NetworkMode,

@@ -21,7 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from heron._support.state_dirs import state_dirs_inside
+from heron._support.own_paths import state_dirs_inside
 from heron.errors import HeronError
 from heron.safety.secrets import known_secrets
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
 from heron._support.canonical import canonical_json
-from heron._support.state_dirs import claim_state_dir
+from heron._support.own_paths import claim_state_dir
 
 RECEIPT_PREFIX: Final = "heron-receipt"
 

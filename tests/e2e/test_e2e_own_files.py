@@ -1,4 +1,5 @@
-"""heron's state directory inside the workspace stays out of every tool's reach.
+"""heron's own files in the workspace: its state directory stays out of every tool's reach, and
+its configuration changes only with an operator's yes.
 
 The harness puts the state directory at `<scratch>/state` and runs heron in `<scratch>`, so the
 workspace holds it — as running heron in the home directory with the default state directory
@@ -87,3 +88,44 @@ def test_no_tool_reads_lists_or_changes_the_state_directory_inside_the_workspace
     assert {p: p.read_bytes() for p in (heron.state_dir / "receipt-keys").iterdir()} == keys
     assert not (heron.root / "moved").exists() and not (heron.root / "copy").exists()
     assert secret not in done.stdout
+
+
+def test_a_tool_changes_heron_toml_or_a_tools_module_only_with_an_operator(heron: Heron) -> None:
+    heron.tools()
+    config = '[agent]\nautonomy = "full"\n\n[tools]\nmodules = ["tools.py"]\n'
+    config += '[tools.builtin]\nsets = ["perception", "execution"]\n'
+    heron.write("heron.toml", config)
+    before = {name: (heron.root / name).read_bytes() for name in ("heron.toml", "tools.py")}
+    calls = [
+        {
+            "name": "edit_file",
+            "arguments": {"path": "heron.toml", "old_string": "full", "new_string": "full"},
+        },
+        {"name": "write_file", "arguments": {"path": "tools.py", "content": "import os\n"}},
+        {"name": "move_path", "arguments": {"src": "heron.toml", "dst": "old.toml"}},
+        {"name": "delete_path", "arguments": {"path": "tools.py"}},
+        {"name": "shell", "arguments": {"command": "echo '[agent]' >> heron.toml"}},
+        {"name": "write_file", "arguments": {"path": "notes.md", "content": "ok\n"}},
+    ]
+    model = heron.script("s.yaml", [{"tool_calls": calls}, {"text": "done"}])
+    done = heron.run("run", "go", "--model", model, "--events", "jsonl")
+
+    assert done.code == 0, done.stdout + done.stderr
+    statuses = [(r["name"], r["status"]) for rs in _results(done.stdout).values() for r in rs]
+    assert sorted(statuses) == sorted(
+        [(c["name"], "denied") for c in calls[:-1]] + [("write_file", "ok")]
+    )
+    assert {name: (heron.root / name).read_bytes() for name in before} == before
+    assert (heron.root / "notes.md").read_text() == "ok\n"
+
+
+def test_a_project_file_that_does_not_exist_yet_is_protected_too(heron: Heron) -> None:
+    # Where the next start would read its configuration: creating it is as strong as editing it.
+    calls = [{"name": "write_file", "arguments": {"path": "heron.toml", "content": "[agent]\n"}}]
+    model = heron.script("s.yaml", [{"tool_calls": calls}, {"text": "done"}])
+    flags = ("--builtin", "execution", "--autonomy", "full", "--events", "jsonl")
+    done = heron.run("run", "go", "--model", model, *flags)
+
+    assert done.code == 0, done.stdout + done.stderr
+    assert [r["status"] for r in _results(done.stdout)["write_file"]] == ["denied"]
+    assert not (heron.root / "heron.toml").exists()
