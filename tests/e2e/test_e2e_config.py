@@ -103,6 +103,52 @@ def test_heron_toml_in_the_working_directory_supplies_model_and_tools(heron: Her
     assert lines[-1] == "Done from config."
 
 
+def test_the_default_renderer_shows_the_models_arguments_as_text_never_as_markup(
+    heron: Heron,
+) -> None:
+    # Rich markup in a model-written argument once raised MarkupError in the renderer
+    # (a traceback, the call's line lost) or was rendered (a hyperlink the model chose).
+    path = "[/bold] notes [link=http://attacker.example]x[/link].txt"
+    model = heron.script(
+        "s.yaml",
+        [{"tool_calls": [{"name": "read_file", "arguments": {"path": path}}]}, {"text": "ok"}],
+    )
+    done = heron.run("run", "read it", "--model", model, "--builtin", "perception")
+
+    assert done.code == 0, done.stdout + done.stderr
+    assert "MarkupError" not in done.stderr and "Traceback" not in done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"→ read_file {path}"
+    assert lines[1].startswith(f"✘ read_file {path}  error · ")
+
+
+def test_escape_sequences_from_the_model_never_reach_the_terminal(heron: Heron) -> None:
+    # Clear the screen, set the title, a hyperlink, an 8-bit CSI, a bidi override: raw, each
+    # would act on the operator's terminal.
+    nasty = "a\x1b[2J\x1b]0;pwn\x07\x1b]8;;http://attacker.example\x1b\\x\x9b2J\u202eb"
+    model = heron.script(
+        "s.yaml",
+        [
+            {
+                "tool_calls": [
+                    {"name": "write_file", "arguments": {"path": nasty, "content": nasty}}
+                ]
+            },
+            {"text": f"said {nasty}"},
+        ],
+    )
+    flags = ("--model", model, "--builtin", "execution", "--session", "esc")
+    done = heron.run("run", "write it", *flags)
+    shown = heron.run("sessions", "show", "esc")
+
+    assert done.code == 0 and shown.code == 0, done.stderr + shown.stderr
+    for text in (done.stdout, done.stderr, shown.stdout):
+        assert not {"\x1b", "\x9b", "\x07", "\u202e"} & set(text), text
+    assert "said a\\u001b[2J\\u001b]0;pwn" in done.stdout
+    assert "\\u009b2J\\u202eb" in done.stdout
+    assert not list(heron.root.glob("a*"))  # denied: nothing written
+
+
 def test_user_config_is_read_from_xdg_config_home_and_the_project_file_overrides_it(
     heron: Heron,
 ) -> None:

@@ -151,3 +151,29 @@ def test_strict_decoding_names_the_bad_byte_and_line_instead_of_replacing() -> N
     assert decoded.problem is not None
     assert "byte(s) e9 at offset 18 (line 2)" in decoded.problem
     assert decode_utf8("\u00a0\u2019".encode()).text == "\u00a0\u2019"
+
+
+def test_a_claimed_state_directory_inside_the_workspace_is_out_of_reach(tmp_path: Path) -> None:
+    from heron._support.own_paths import claim_state_dir
+
+    state = tmp_path / "ws" / ".local" / "state"
+    (state / "receipt-keys").mkdir(parents=True)
+    (state / "receipt-keys" / "k.key").write_text("00")
+    (tmp_path / "ws" / "notes.txt").write_text("n")
+    (tmp_path / "ws" / "link").symlink_to(state / "receipt-keys")
+    ws = Workspace(tmp_path / "ws")
+    assert ws.resolve(".local/state/receipt-keys/k.key")  # not claimed yet: an ordinary folder
+
+    claim_state_dir(state)
+    for path in (".local/state", ".local/state/receipt-keys/k.key", "link/k.key", "link"):
+        with pytest.raises(WorkspaceError) as caught:
+            ws.resolve(path)
+        assert caught.value.reason == "heron_state"
+    with pytest.raises(WorkspaceError, match="holds heron's own state directory"):
+        ws.check_holds_no_state(ws.resolve(".local"), ".local")
+    walked = ws.walk(ws.root)
+    assert [p.name for p in walked.files] == ["notes.txt"] and walked.skipped_dirs == []
+
+    # A workspace inside the state directory (`heron serve`'s job workspace) hides nothing.
+    jobs = Workspace(state / "receipt-keys")
+    assert jobs.state_dirs() == () and jobs.resolve("k.key").name == "k.key"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from heron._support.migrations import SQLITE, Migration
+from heron._support.own_paths import claim_state_dir
 from heron._support.store_errors import translate_errors
 
 
@@ -48,6 +49,7 @@ def open_db(state_dir: Path) -> sqlite3.Connection:
     a commit. The caller owns the connection and closes it.
     """
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    claim_state_dir(state_dir)
     path = state_dir / "heron.db"
     if not path.exists():
         # Audit records and histories are private: create the file owner-only, whatever the umask.

@@ -46,8 +46,8 @@ class SqliteHostIndex:
         return [str(r[0]) for r in rows]
 
     def touch(self, host: str, session: str, *, now: float) -> None:
-        with transaction(self._conn) as conn:
-            conn.execute(
-                "UPDATE serve_sessions SET last_active = ? WHERE host = ? AND session = ?",
-                (now, host, session),
-            )
+        # One statement commits on its own (autocommit): no `BEGIN` / `COMMIT` around it.
+        self._conn.execute(
+            "UPDATE serve_sessions SET last_active = ? WHERE host = ? AND session = ?",
+            (now, host, session),
+        )

@@ -37,6 +37,10 @@ class SqliteWorkspaceBindings:
         self._conn = conn
 
     def bind(self, binding: WorkspaceBinding) -> WorkspaceBinding | None:
+        # Each wake of a session bound here already changes nothing: one read, and no write
+        # lock. A binding that changes is read again in the write transaction.
+        if self._bound(binding.session) == binding.workspace:
+            return None
         with transaction(self._conn) as conn:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM session_workspaces WHERE session = ?", (binding.session,)
@@ -49,6 +53,12 @@ class SqliteWorkspaceBindings:
                 dataclasses.astuple(binding),
             )
         return previous
+
+    def _bound(self, session: str) -> str | None:
+        row = self._conn.execute(
+            "SELECT workspace FROM session_workspaces WHERE session = ?", (session,)
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def held_elsewhere(self, session: str, workspace: str, *, now: float) -> bool:
         return False  # one worker per state directory: no other to leave a session to

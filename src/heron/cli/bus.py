@@ -64,9 +64,9 @@ def _print_event(stored: StoredEvent, as_json: bool) -> None:
         return
     text = " ".join(str(event.get("content", {}).get("text", "")).split())
     state = "consumed" if stored.consumed else "pending"
-    sys.stdout.write(
+    common.out(
         f"{stored.seq:>6} {event['timestamp']} {event['session']:<12} {event['kind']:<22} "
-        f"{event['source']}/{event['channel']:<12} {state:<8} {text[:70]}\n"
+        f"{event['source']}/{event['channel']:<12} {state:<8} {text[:70]}"
     )
     sys.stdout.flush()
 
@@ -90,10 +90,10 @@ def _print_dead(letter: DeadLetter, as_json: bool) -> None:
             )
         )
         return
-    sys.stdout.write(
+    common.out(
         f"{letter.seq:>6} {utc_rfc3339(letter.dead_at, precision='seconds')} "
         f"{letter.session:<12} {letter.kind:<22} {letter.event_id} "
-        f"attempts={letter.attempts} {scrub_text(letter.error)[:120]}\n"
+        f"attempts={letter.attempts} {scrub_text(letter.error)[:120]}"
     )
     sys.stdout.flush()
 
@@ -161,7 +161,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             else:
                 code = "" if job.exit_code is None else f"exit {job.exit_code}"
                 command = scrub_text(job.command)
-                sys.stdout.write(f"{job.id}  {job.state:<14} {code:<8} {command[:70]}\n")
+                common.out(f"{job.id}  {job.state:<14} {code:<8} {command[:70]}")
     finally:
         stores.close()
     return 0
@@ -189,9 +189,9 @@ def cmd_timers(args: argparse.Namespace) -> int:
                 common.out(json.dumps(scrub_value(timer_view(timer))))
             else:
                 view = timer_view(timer)
-                sys.stdout.write(
+                common.out(
                     f"{timer.id}  {timer.state:<9} {view['next_fire'] or '-':<25} "
-                    f"{timer.describe()}: {scrub_text(timer.message)[:60]}\n"
+                    f"{timer.describe()}: {scrub_text(timer.message)[:60]}"
                 )
     finally:
         stores.close()

@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from heron._support.terminal import terminal_safe
 from heron.cli import common
 from heron.cli.chat_terminal import ChatApprover, LineReader, input_bindings, input_history
 from heron.cli.common import EXIT_CANCELLED, EXIT_OK, UsageError
@@ -377,7 +378,7 @@ class ChatRepl:
         self._inbox()
 
     def _say(self, text: str) -> None:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(terminal_safe(text) + "\n")
         sys.stdout.flush()
 
 

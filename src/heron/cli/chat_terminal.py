@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from heron._support.terminal import terminal_safe
+
 if TYPE_CHECKING:
     from prompt_toolkit.history import FileHistory
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -52,7 +54,8 @@ class ChatApprover:
         async with self._lock:
             self._before_prompt()
             why = f"  why you are asked: {request.reason}\n" if request.reason else ""
-            sys.stdout.write(f"\n? heron wants to run {request.tool}\n  {request.summary}\n{why}")
+            asked = f"? heron wants to run {request.tool}\n  {request.summary}\n{why}"
+            sys.stdout.write("\n" + terminal_safe(asked))
             sys.stdout.flush()
             try:
                 # The step's own SIGINT handler must survive the question: prompt_toolkit

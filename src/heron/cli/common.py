@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TextIO, TypeVar
 
+from heron._support.terminal import terminal_safe
 from heron.errors import HeronError
 
 if TYPE_CHECKING:
@@ -385,13 +386,13 @@ async def settle_children(children: Subagents, deadline_s: float) -> None:
 
 
 def out(text: str = "") -> None:
-    """One line on stdout."""
-    sys.stdout.write(text + "\n")
+    """One line on stdout, with no control character a terminal would act on."""
+    sys.stdout.write(terminal_safe(text) + "\n")
 
 
 def err(text: str) -> None:
-    """One `heron: …` line on stderr, flushed."""
-    sys.stderr.write(f"heron: {text}\n")
+    """One `heron: …` line on stderr, flushed, as safe as `out`."""
+    sys.stderr.write(f"heron: {terminal_safe(text)}\n")
     sys.stderr.flush()
 
 

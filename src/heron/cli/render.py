@@ -9,9 +9,10 @@ from typing import IO, Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.text import Text
+from rich.text import Span, Text
 
 from heron._support.limits import model_json
+from heron._support.terminal import terminal_safe
 from heron.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 from heron.safety.redact import scrub_text
 from heron.tools.definition import ToolSpec
@@ -57,6 +58,18 @@ def _hint(arguments: dict[str, Any], width: int = 60) -> str:
     return ""
 
 
+def _terminal_text(text: Text) -> Text:
+    """`text`, styles kept, with what a terminal would act on written out (`terminal_safe`):
+    the model and the tools supply most of what a card shows."""
+    cuts = sorted({point for span in text.spans for point in (span.start, span.end)})
+    safe = Text(style=text.style, end=text.end)
+    for piece in text.divide(cuts):  # each piece is styled alike from end to end
+        plain = terminal_safe(piece.plain)
+        spans = [Span(0, len(plain), span.style) for span in piece.spans]
+        safe.append_text(Text(plain, style=piece.style, spans=spans))
+    return safe
+
+
 class JsonLinesRenderer:
     """One JSON object per event on stdout, flushed per line."""
 
@@ -79,29 +92,30 @@ class PrettyRenderer:
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=False, highlight=False)
-        self._pending: dict[str, tuple[str, str]] = {}
+        self._pending: dict[str, tuple[str, Text]] = {}
         self._live: Live | None = None
         self._text_open = False
 
     def __call__(self, event: BaseEvent) -> None:
         if isinstance(event, TextDeltaEvent):
             self._stop_live()
-            self.console.print(event.text, end="", markup=False, highlight=False)
+            self.console.print(terminal_safe(event.text), end="", markup=False, highlight=False)
             self._text_open = True
             return
         self._end_text()
         if isinstance(event, ToolCallEvent):
-            injected = (
-                f" [dim](runtime set: {', '.join(event.injected)})[/dim]" if event.injected else ""
-            )
-            self._pending[event.id] = (event.name, _hint(event.arguments) + injected)
+            # The model wrote the arguments: they are shown as plain text, never as markup.
+            hint = Text(f" {_hint(event.arguments)}".rstrip())
+            if event.injected:
+                hint.append(f" (runtime set: {', '.join(event.injected)})", style="dim")
+            self._pending[event.id] = (event.name, hint)
             if not self.console.is_terminal:
-                self.console.print(f"→ {event.name} {self._pending[event.id][1]}".rstrip())
+                self.console.print(_terminal_text(Text.assemble("→ ", event.name, hint)))
             self._refresh()
         elif isinstance(event, ToolResultEvent):
-            name, hint = self._pending.pop(event.id, (event.name, ""))
+            name, hint = self._pending.pop(event.id, (event.name, Text()))
             mark, style = STATUS_STYLE.get(event.status, ("•", "white"))
-            line = Text.assemble((f"{mark} ", style), (name, "bold"), f" {hint}".rstrip())
+            line = Text.assemble((f"{mark} ", style), (name, "bold"), hint)
             line.append(f"  {event.status} · {event.duration_ms:.0f} ms", style="dim")
             if event.phase:
                 line.append(f" · {event.phase}", style="magenta")
@@ -164,7 +178,7 @@ class PrettyRenderer:
 
     def _print(self, renderable: Text) -> None:
         console = self._live.console if self._live is not None else self.console
-        console.print(renderable, soft_wrap=True)
+        console.print(_terminal_text(renderable), soft_wrap=True)
         self._refresh()
 
     def _refresh(self) -> None:
@@ -173,7 +187,7 @@ class PrettyRenderer:
             return
         cards = Group(
             *(
-                Text.assemble(("⏳ ", "cyan"), (name, "bold"), f" {hint}")
+                _terminal_text(Text.assemble(("⏳ ", "cyan"), (name, "bold"), hint))
                 for name, hint in self._pending.values()
             )
         )

@@ -189,7 +189,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
         return EXIT_OK
     for spec in specs:
         flags, first = tool_line(spec)
-        sys.stdout.write(f"{spec.name:28} {spec.owner:10} {flags:28} {first}\n")
+        common.out(f"{spec.name:28} {spec.owner:10} {flags:28} {first}")
     return EXIT_OK
 
 

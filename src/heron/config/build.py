@@ -221,12 +221,13 @@ async def open_builtin(config: HeronConfig, *, aliases: bool = False) -> Builtin
     names too, and the human-request tools (`[approvals]`)."""
     if not config.tools.builtin.sets:
         return None
+    from heron._support.own_paths import claim_state_dir
     from heron.config.builtin import BuiltinError, build_builtin
 
     try:
         return await build_builtin(
             config.tools.builtin,
-            state_dir=config.state.path(),
+            state_dir=claim_state_dir(config.state.path()),
             store_url=config.store.url,
             shell=config.tools.shell,
             messaging=messaging_config(config),

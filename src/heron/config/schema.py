@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from heron._support.limits import DEFAULT_LIMITS, MAX_DEPTH_CEILING, InputLimits
+from heron._support.own_paths import claim_config_file
 from heron._support.state import default_state_dir
 from heron.always_on.subagents.config import AgentEntry, SubagentsConfig
 from heron.collaboration.config import (
@@ -316,6 +317,10 @@ def load_config(
     if include_user and user_config_path().is_file():
         sources.append((str(user_config_path()), _read(user_config_path())))
     project = config_file or (project_dir or Path.cwd()) / PROJECT_FILE
+    # Where the next start reads its configuration from, whether or not the files exist yet.
+    claim_config_file(project)
+    if include_user:
+        claim_config_file(user_config_path())
     if config_file is not None and not config_file.is_file():
         raise ConfigError(f"{config_file}: no such configuration file")
     if project.is_file():

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from heron._support.own_paths import state_dirs_inside
 from heron.errors import HeronError
 
 __all__ = [
@@ -78,6 +79,7 @@ WorkspaceReason = Literal[
     "binary_file",
     "not_utf8",
     "read_only_workspace",
+    "heron_state",
 ]
 
 
@@ -135,6 +137,13 @@ class Workspace:
             )
         if not follow_symlinks and parts:
             real = Path(os.path.realpath(candidate.parent)) / candidate.name
+        if any(real == d or real.is_relative_to(d) for d in self.state_dirs()):
+            raise WorkspaceError(
+                "heron_state",
+                path,
+                f"{path!r} is in heron's own state directory (its histories, audit trail and "
+                "signing keys), which no tool may read or change",
+            )
         exists = real.exists() if follow_symlinks else os.path.lexists(real)
         if must_exist and not exists:
             message = f"{path!r} does not exist in the workspace"
@@ -142,6 +151,22 @@ class Workspace:
                 message = f"{path!r} is a broken symbolic link (its target is missing or loops)"
             raise WorkspaceError("not_found", path, message)
         return real
+
+    def state_dirs(self) -> tuple[Path, ...]:
+        """heron's state directories inside this workspace (`heron._support.own_paths`):
+        `resolve` refuses every path in them and `walk` does not enter them."""
+        return state_dirs_inside(self.root)
+
+    def check_holds_no_state(self, real_path: Path, path: str) -> None:
+        """Refuse to delete, move or copy a directory that holds a state directory."""
+        for state in self.state_dirs():
+            if state.is_relative_to(real_path):
+                raise WorkspaceError(
+                    "heron_state",
+                    path,
+                    f"{path!r} holds heron's own state directory ({self.relative(state)}), "
+                    "which no tool may delete, move or copy",
+                )
 
     def relative(self, real_path: Path) -> str:
         """`real_path` as a workspace-relative POSIX path; `.` for the root itself."""
@@ -188,19 +213,23 @@ class Workspace:
         """Files under `start` (or `start` itself when it is a file), in path order.
 
         Symbolic links are listed apart and never followed; directories named in
-        `SKIPPED_DIRS` are not entered (the start itself may be one) and are reported.
+        `SKIPPED_DIRS` are not entered (the start itself may be one) and are reported; heron's
+        state directories are not entered either, and not named.
         """
         walk = TreeWalk()
         if not start.is_dir():
             (walk.links if start.is_symlink() else walk.files).append(start)
             return walk
         seen = 0
+        hidden = set(map(str, self.state_dirs()))
         for folder, dirs, files in os.walk(start):
             base = Path(folder)
             walk.skipped_dirs += [
                 self.relative(base / d) for d in sorted(dirs) if d in SKIPPED_DIRS
             ]
-            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+            dirs[:] = sorted(
+                d for d in dirs if d not in SKIPPED_DIRS and os.path.join(folder, d) not in hidden
+            )
             for name in sorted(files):
                 child = base / name
                 (walk.links if child.is_symlink() else walk.files).append(child)

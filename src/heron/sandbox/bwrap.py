@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from heron._support.own_paths import state_dirs_inside
 from heron.sandbox.base import NetworkMode, ResourceLimits, RunResult, SandboxUnavailable
 from heron.sandbox.held import Held
 from heron.sandbox.process import PidsLimit, ProcessSandbox, check_network_mode, python_roots
@@ -206,6 +207,9 @@ class BwrapSandbox:
         for path, writable in sorted(mounts, key=lambda m: len(m[0].parts)):
             read_only = "--ro-bind" if path == self.workspace else "--ro-bind-try"
             args += ["--bind" if writable else read_only, str(path), str(path)]
+        for state in state_dirs_inside(self.workspace):  # heron's own: an empty, read-only view
+            if state.is_dir():
+                args += ["--tmpfs", str(state), "--remount-ro", str(state)]
         # The root itself is a tmpfs bubblewrap builds; make it read-only once it is populated.
         args += ["--remount-ro", "/", "--chdir", str(cwd)]
         return args

@@ -272,6 +272,9 @@ class Confinement:
     binds: tuple[tuple[str, bool], ...] = ()
     """`(path, writable)` bound back at their place after the covers; the writable one (the
     workspace) is idmapped when `idmap_fd` is set, the others are read-only."""
+    state_covers: tuple[str, ...] = ()
+    """Directories mounted over last, empty and read-only: heron's state directories inside
+    the workspace."""
     idmap_fd: int = -1
     proc: bool = False
     """Mount a fresh `/proc` with `hidepid=2`."""
@@ -298,6 +301,7 @@ class Confinement:
         cwd: Path,
         exposed: Sequence[Path],
         network: NetworkMode,
+        hidden: Sequence[Path] = (),
         run_as: tuple[int, int] | None,
         idmap_fd: int,
         private_size_bytes: int | None,
@@ -305,10 +309,13 @@ class Confinement:
         """The plan for a run whose writable tree is `writable`, started in `cwd`.
 
         `run_as` is the unprivileged user to switch to (None: keep heron's uid, or drop root's
-        capabilities); `idmap_fd` the user namespace that idmaps `writable` for it (-1: none).
+        capabilities); `idmap_fd` the user namespace that idmaps `writable` for it (-1: none);
+        `hidden` the directories inside `writable` covered by an empty read-only one (heron's
+        state directories).
         """
         tags: list[str] = []
         namespaces = 0
+        state_covers: tuple[str, ...] = ()
         covers: list[tuple[str, str]] = []
         binds: list[tuple[str, bool]] = []
         if facts.namespaces:
@@ -340,6 +347,9 @@ class Confinement:
                 in_workspace = not is_writable and _within(text, str(writable))
                 if under_cover or in_workspace or (is_writable and idmap_fd >= 0):
                     binds.append((text, is_writable))
+            state_covers = tuple(str(d) for d in hidden)
+            if state_covers:
+                tags.append("state-hidden")
             if idmap_fd >= 0:
                 tags.append("idmap")
             if facts.proc_mount:
@@ -360,6 +370,7 @@ class Confinement:
             tags.append(f"landlock-{abi}")
         plan = cls(
             namespaces=namespaces,
+            state_covers=state_covers,
             user_namespace=(facts.euid, facts.egid)
             if namespaces and facts.user_namespace
             else None,
@@ -384,6 +395,8 @@ class Confinement:
     def hides(self, path: Path) -> bool:
         """Whether `path` is out of sight in the run (under a cover and not bound back)."""
         text = str(path)
+        if any(_within(text, c) for c in self.state_covers):
+            return True
         return any(_within(text, c) for c, _ in self.covers) and not any(
             _within(text, b) for b, _ in self.binds
         )
@@ -457,6 +470,10 @@ class Confinement:
                     os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
             k.attach_tree(tree, path)
             os.close(tree)
+        for directory in self.state_covers:
+            k.mount(
+                "tmpfs", directory, "tmpfs", k.MS_NOSUID | k.MS_NODEV | k.MS_RDONLY, _HIDE_OPTIONS
+            )
         if self.proc:
             k.mount("proc", "/proc", "proc", k.MS_NOSUID | k.MS_NODEV | k.MS_NOEXEC, "hidepid=2")
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from heron._support.own_paths import state_dirs_inside
 from heron.sandbox.base import (
     NETWORK_MODES,
     NetworkMode,
@@ -225,7 +226,7 @@ class ProcessSandbox:
         """Paths kept reachable (read-only) although a parent directory is hidden."""
         self.pids_limit: PidsLimit = "none"
         """The mechanism that binds `max_processes` for commands of this sandbox."""
-        self._plans: dict[tuple[Path, Path, str], Confinement] = {}
+        self._plans: dict[tuple[Path, Path, str, tuple[Path, ...]], Confinement] = {}
         self._check_network(self._network)
         if self.limits.max_processes is None:
             return
@@ -319,7 +320,8 @@ class ProcessSandbox:
         if writable == Path("/"):
             raise ValueError("a sandbox's writable tree cannot be `/`; give it a workspace")
         mode = network or self._network
-        key = (writable, cwd.resolve(), mode)
+        hidden = tuple(d for d in state_dirs_inside(writable) if d.is_dir())
+        key = (writable, cwd.resolve(), mode, hidden)
         if key not in self._plans:
             if len(self._plans) > 64:
                 self._plans.clear()
@@ -329,6 +331,7 @@ class ProcessSandbox:
                 writable=writable,
                 cwd=key[1],
                 exposed=self.exposed,
+                hidden=hidden,
                 network=mode,
                 run_as=who.run_as,
                 idmap_fd=who.idmap_fd,

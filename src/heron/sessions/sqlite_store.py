@@ -126,48 +126,57 @@ class SqliteSessionStore:
         return first, head
 
     def load(self, session: str) -> list[Message]:
+        return self.load_with_head(session)[0]
+
+    def load_with_head(self, session: str) -> tuple[list[Message], int]:
+        # One statement reads one snapshot: the head is the last row's id, `MAX(entry_id)`,
+        # with no transaction around a second query.
         with reading_history():
             rows = self._conn.execute(
                 "SELECT entry_id, message FROM session_entries WHERE session = ? ORDER BY entry_id",
                 (session,),
             ).fetchall()
-            return decode_history(session, rows)
-
-    def load_with_head(self, session: str) -> tuple[list[Message], int]:
-        self._conn.execute("BEGIN")
-        try:
-            return self.load(session), self.head(session)
-        finally:
-            self._conn.execute("COMMIT")
+            return decode_history(session, rows), int(rows[-1][0]) if rows else 0
 
     def load_tail(self, session: str) -> tuple[list[Message], int]:
+        # Most tails fit in one chunk, and one statement reads one snapshot: no transaction.
+        # A longer round is read again from its end, in one read transaction.
+        tail = self._tail(session, one_chunk=True)
+        if tail is None:
+            self._conn.execute("BEGIN")
+            try:
+                tail = self._tail(session, one_chunk=False)
+            finally:
+                self._conn.execute("COMMIT")
+        assert tail is not None
+        return tail
+
+    def _tail(self, session: str, *, one_chunk: bool) -> tuple[list[Message], int] | None:
+        """`load_tail`'s reading; `None` when `one_chunk` and the tail is longer."""
         tail: list[tuple[int, str]] = []
         head = 0
-        self._conn.execute("BEGIN")
-        try:
-            before = 2**63 - 1
-            while True:
-                # Rows are stepped one at a time: the reading stops at the round's start.
-                cursor = self._conn.execute(
-                    "SELECT entry_id, role, message FROM session_entries"
-                    " WHERE session = ? AND entry_id < ? ORDER BY entry_id DESC LIMIT ?",
-                    (session, before, _TAIL_CHUNK),
-                )
-                rows, started = 0, False
-                for entry_id, role, body in cursor:
-                    rows += 1
-                    head = head or entry_id
-                    tail.append((entry_id, body))
-                    before = entry_id
-                    if role != "tool":
-                        started = True
-                        break
-                cursor.close()
-                if started or rows < _TAIL_CHUNK:
+        before = 2**63 - 1
+        while True:
+            # Rows are stepped one at a time: the reading stops at the round's start.
+            cursor = self._conn.execute(
+                "SELECT entry_id, role, message FROM session_entries"
+                " WHERE session = ? AND entry_id < ? ORDER BY entry_id DESC LIMIT ?",
+                (session, before, _TAIL_CHUNK),
+            )
+            rows, started = 0, False
+            for entry_id, role, body in cursor:
+                rows += 1
+                head = head or entry_id
+                tail.append((entry_id, body))
+                before = entry_id
+                if role != "tool":
+                    started = True
                     break
-        finally:
-            self._conn.execute("COMMIT")
-        return decode_history(session, tail[::-1]), head
+            cursor.close()
+            if started or rows < _TAIL_CHUNK:
+                return decode_history(session, tail[::-1]), head
+            if one_chunk:
+                return None
 
     def entries(self, session: str) -> list[SessionEntry]:
         with reading_history():

@@ -128,7 +128,7 @@ class FunctionTool:
         fields: Mapping[str, str],
         context_param: str | None,
         target: ProcessTarget | None = None,
-        approval_for: Callable[[Mapping[str, Any]], CallApproval] | None = None,
+        approval_for: Callable[[Mapping[str, Any]], CallApproval | None] | None = None,
     ) -> None:
         self.fn = fn
         self._judge = approval_for
@@ -251,7 +251,7 @@ def tool(
     thread: bool = True,
     runs_in: RunsIn | None = None,
     timeout_s: float | None = None,
-    approval_for: Callable[[Mapping[str, Any]], CallApproval] | None = None,
+    approval_for: Callable[[Mapping[str, Any]], CallApproval | None] | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -274,7 +274,7 @@ def tool(
     thread: bool = True,
     runs_in: RunsIn | None = None,
     timeout_s: float | None = None,
-    approval_for: Callable[[Mapping[str, Any]], CallApproval] | None = None,
+    approval_for: Callable[[Mapping[str, Any]], CallApproval | None] | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a typed sync or async function: `@tool` or `@tool(read_only=True, ...)`.
 
@@ -465,7 +465,7 @@ _MAX_DEFINITIONS = 1024
 def _from_definition(
     fn: Callable[..., Any],
     definition: _Definition,
-    approval_for: Callable[[Mapping[str, Any]], CallApproval] | None,
+    approval_for: Callable[[Mapping[str, Any]], CallApproval | None] | None,
 ) -> FunctionTool:
     spec, model, fields, context_param, target = definition
     return FunctionTool(

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from heron._support.own_paths import claim_config_file
 from heron.tools.definition import Tool, ToolDefinitionError
 
 
@@ -16,6 +17,7 @@ def _import(source: str) -> ModuleType:
         path = Path(source).resolve()
         if not path.is_file():
             raise ToolDefinitionError([f"tools file {source} does not exist"])
+        claim_config_file(path)  # code heron runs: a tool may not change it unasked
         name = f"heron_user_tools_{abs(hash(str(path)))}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:

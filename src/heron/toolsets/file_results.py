@@ -1,17 +1,20 @@
 """How the workspace file tools report failure: a refusal or an OS error becomes a failed
-`ToolResult` with structured data the model can act on. Also the wording of counts they share.
+`ToolResult` with structured data the model can act on. Also the wording of counts they share,
+and their judge of a change to heron's own configuration (`config_change`).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ParamSpec
 
+from heron._support.own_paths import config_files_touched
 from heron.errors import HeronError
 from heron.safety.workspace import Workspace, WorkspaceError
-from heron.tools.definition import ToolResult
+from heron.tools.definition import CallApproval, ToolResult
 
 P = ParamSpec("P")
 
@@ -55,3 +58,27 @@ def _display(ws: Workspace, filename: object) -> str:
 def plural(count: int, one: str, many: str = "") -> str:
     """`count` with the noun that fits it: `1 file`, `2 files`, `3 entries` (given `many`)."""
     return f"{count:,} {one if count == 1 else many or one + 's'}"
+
+
+def config_change(
+    ws: Workspace, *fields: str
+) -> Callable[[Mapping[str, Any]], CallApproval | None]:
+    """The `approval_for` of a file tool whose `fields` name paths it changes: a call that
+    writes, moves or deletes a configuration file heron reads (`heron.toml`, a tools module)
+    is high risk — it changes what the agent may do on its next start — so an operator
+    decides, whatever the autonomy; any other call is left to the usual rules."""
+
+    def approval_for(arguments: Mapping[str, Any]) -> CallApproval | None:
+        for name in fields:
+            value = arguments.get(name)
+            touched = config_files_touched(Path(os.path.join(ws.root, value))) if value else ()
+            if touched:
+                return CallApproval(
+                    risk="high",
+                    unattended=False,
+                    note=f"changes heron's own configuration ({ws.relative(touched[0])}), "
+                    "which decides what the agent may do on its next start",
+                )
+        return None
+
+    return approval_for

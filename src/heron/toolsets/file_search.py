@@ -31,7 +31,8 @@ def list_directory(ws: Workspace, path: str, *, max_entries: int) -> ToolResult:
     rel = ws.relative(target)
     if not target.is_dir():
         raise Refused("not_a_directory", f"{rel} is a file, not a directory; use read_file")
-    names = sorted(os.listdir(target))
+    hidden = {str(d) for d in ws.state_dirs()}
+    names = sorted(n for n in os.listdir(target) if os.path.join(target, n) not in hidden)
     entries: list[dict[str, Any]] = []
     for name in names[:max_entries]:
         child = target / name

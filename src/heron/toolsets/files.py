@@ -26,7 +26,7 @@ from pydantic import Field
 from heron.safety.workspace import TextFile, Workspace, WorkspaceError, atomic_write, entry_type
 from heron.tools.definition import Tool, ToolContext, ToolResult
 from heron.tools.function_tool import tool
-from heron.toolsets.file_results import P, Refused, guarded, plural
+from heron.toolsets.file_results import P, Refused, config_change, guarded, plural
 from heron.toolsets.file_search import find_by_name, grep_tree, list_directory
 from heron.toolsets.lint import Linters
 
@@ -245,6 +245,8 @@ def _move_or_copy(ws: Workspace, src: str, dst: str, *, copy: bool) -> ToolResul
             "first or choose another destination",
         )
     is_dir = source.is_dir() and not source.is_symlink()
+    if is_dir:
+        ws.check_holds_no_state(source, src)
     if is_dir and target.is_relative_to(source):
         raise Refused("into_itself", f"cannot {verb} {src!r} into itself ({dst!r})")
     if copy:
@@ -300,6 +302,7 @@ def _delete(ws: Workspace, path: str) -> ToolResult:
         raise Refused("workspace_root", "cannot delete the workspace root itself")
     kind = entry_type(target)
     if kind == "dir":
+        ws.check_holds_no_state(target, path)
         count = sum(len(files) for _, _, files in os.walk(target))
         size = _tree_size(target)
         shutil.rmtree(target)
@@ -444,6 +447,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         idempotent=True,
         workspace_only=True,
         owner="builtin",
+        approval_for=config_change(ws, "path"),
         examples=[{"path": "notes/todo.md", "content": "# To do\n- ship it\n"}],
     )
     @guard
@@ -473,6 +477,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
     @tool(
         workspace_only=True,
         owner="builtin",
+        approval_for=config_change(ws, "path"),
         examples=[
             {"path": "src/app.py", "old_string": "return reslt", "new_string": "return result"}
         ],
@@ -501,7 +506,10 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         return _edit(ws, checks, path, old_string, new_string)
 
     @tool(
-        workspace_only=True, owner="builtin", examples=[{"src": "draft.md", "dst": "docs/final.md"}]
+        workspace_only=True,
+        owner="builtin",
+        approval_for=config_change(ws, "src", "dst"),
+        examples=[{"src": "draft.md", "dst": "docs/final.md"}],
     )
     @guard
     def move_path(src: str, dst: str, ctx: ToolContext) -> ToolResult:
@@ -524,6 +532,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
     @tool(
         workspace_only=True,
         owner="builtin",
+        approval_for=config_change(ws, "dst"),
         examples=[{"src": "config.yaml", "dst": "config.backup.yaml"}],
     )
     @guard
@@ -545,7 +554,11 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         return _move_or_copy(ws, src, dst, copy=True)
 
     @tool(
-        destructive=True, workspace_only=True, owner="builtin", examples=[{"path": "build/tmp.txt"}]
+        destructive=True,
+        workspace_only=True,
+        owner="builtin",
+        approval_for=config_change(ws, "path"),
+        examples=[{"path": "build/tmp.txt"}],
     )
     @guard
     def delete_path(path: str, ctx: ToolContext) -> ToolResult:

@@ -21,6 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from heron._support.own_paths import state_dirs_inside
 from heron.errors import HeronError
 from heron.safety.secrets import known_secrets
 
@@ -270,10 +271,16 @@ class KnowledgeBase:
 
 
 def _documents(folder: Path) -> list[Path]:
-    """Indexable files under `folder`, sorted; hidden files and folders are skipped."""
+    """Indexable files under `folder`, sorted; hidden files and folders, and heron's state
+    directories, are skipped."""
     found: list[Path] = []
+    state = {str(d) for d in state_dirs_inside(Path(os.path.realpath(folder)))}
     for root, dirs, names in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".") and os.path.realpath(os.path.join(root, d)) not in state
+        )
         for name in sorted(names):
             path = Path(root) / name
             if not name.startswith(".") and path.suffix.lower() in SUFFIXES and path.is_file():

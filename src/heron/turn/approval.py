@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TextIO
 
+from heron._support.terminal import terminal_safe
 from heron._support.vocabulary import DecisionKind
 from heron.errors import StoreError
 from heron.safety.redact import sanitize_replacement, summarize_args
@@ -181,10 +182,9 @@ class TerminalApprover:
                 self._before_prompt()
             why = f"  why you are asked: {request.reason}\n" if request.reason else ""
             risk = f"  risk: {request.risk}\n" if request.risk else ""
-            self._out.write(
-                f"\n? heron wants to run {request.tool}\n  {request.summary}\n{risk}{why}"
-                f"  [y]es / [n]o / [a]lways for {request.tool}: "
-            )
+            asked = f"? heron wants to run {request.tool}\n  {request.summary}\n{risk}{why}"
+            answers = f"  [y]es / [n]o / [a]lways for {request.tool}: "
+            self._out.write("\n" + terminal_safe(asked + answers))
             self._out.flush()
             try:
                 if self._read_line is not None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
 from heron._support.canonical import canonical_json
+from heron._support.own_paths import claim_state_dir
 
 RECEIPT_PREFIX: Final = "heron-receipt"
 
@@ -249,7 +250,7 @@ class ReceiptKeyStore:
     """
 
     def __init__(self, state_dir: Path, *, kind: KeyKind = "receipt") -> None:
-        self._dir = state_dir / _FOLDERS[kind]
+        self._dir = claim_state_dir(state_dir) / _FOLDERS[kind]
 
     def save(self, key: ReceiptKey) -> None:
         """Store `key`. Saving the same key twice is a no-op.

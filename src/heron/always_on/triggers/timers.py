@@ -311,8 +311,11 @@ class TimerScheduler:
     async def fire_due(self) -> int:
         """Fire every timer due now, applying misfire policies; returns events published."""
         now = self.clock.time()
+        return await self._fire(self.store.due(self.session, now), now)
+
+    async def _fire(self, due: list[TimerRecord], now: float) -> int:
         published = 0
-        for timer in self.store.due(self.session, now):
+        for timer in due:
             assert timer.next_fire is not None  # selected by next_fire <= now
             misfired = timer.next_fire < now - self.config.misfire_grace_s
             keep = max(self.config.max_catch_up, 1) if misfired else None
@@ -352,10 +355,17 @@ class TimerScheduler:
         assert task is not None
         while True:
             self._stale = False
-            await self.fire_due()
+            # One read for both what is due now and the next one after it (soonest first):
+            # a wake of a session reads its timers once.
+            now = self.clock.time()
+            active = self.store.timers(self.session)
+            due = [t for t in active if t.next_fire is not None and t.next_fire <= now]
+            if due:
+                await self._fire(due, now)
+                continue  # firing moved them: read them again
             if self._stale:
                 continue
-            upcoming = self.store.next_fire(self.session)
+            upcoming = active[0].next_fire if active else None
             self._sleeping = True
             try:
                 if upcoming is None:

@@ -20,6 +20,7 @@ from typing import Literal, Protocol
 
 from tree_sitter import Node, Parser
 
+from heron._support.own_paths import claimed_state_dirs, config_files_touched
 from heron.safety.command_policy._bash import (
     _UNKNOWN,
     _command_words,
@@ -323,6 +324,12 @@ class _Analysis:
             return _Place("harmless", shown)
         if resolved.parts[:2] == ("/", "dev"):
             return _Place("device", shown)
+        # heron's own files count as outside: a write there needs an operator, whatever the
+        # autonomy (heron._support.own_paths).
+        if any(resolved.is_relative_to(state) for state in claimed_state_dirs()):
+            return _Place("outside", f"{shown} (heron's state directory)")
+        if config_files_touched(resolved):
+            return _Place("outside", f"{shown} (heron's configuration)")
         if any(resolved.is_relative_to(root) for root in self.policy.writable_roots):
             return _Place("inside", shown)
         return _Place("outside", shown)
