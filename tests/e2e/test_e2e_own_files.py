@@ -121,11 +121,19 @@ def test_a_tool_changes_heron_toml_or_a_tools_module_only_with_an_operator(heron
 
 def test_a_project_file_that_does_not_exist_yet_is_protected_too(heron: Heron) -> None:
     # Where the next start would read its configuration: creating it is as strong as editing it.
-    calls = [{"name": "write_file", "arguments": {"path": "heron.toml", "content": "[agent]\n"}}]
+    calls = [
+        {"name": "write_file", "arguments": {"path": "heron.toml", "content": "[agent]\n"}},
+        {
+            "name": "download_file",
+            "arguments": {"url": "http://127.0.0.1:9/", "path": "heron.toml"},
+        },
+    ]
     model = heron.script("s.yaml", [{"tool_calls": calls}, {"text": "done"}])
-    flags = ("--builtin", "execution", "--autonomy", "full", "--events", "jsonl")
+    flags = ("--builtin", "execution", "--builtin", "perception", "--autonomy", "full")
+    flags += ("--events", "jsonl")
     done = heron.run("run", "go", "--model", model, *flags)
 
     assert done.code == 0, done.stdout + done.stderr
-    assert [r["status"] for r in _results(done.stdout)["write_file"]] == ["denied"]
+    results = _results(done.stdout)
+    assert [r["status"] for r in results["write_file"] + results["download_file"]] == ["denied"] * 2
     assert not (heron.root / "heron.toml").exists()

@@ -363,3 +363,30 @@ def test_a_sheet_larger_than_the_budget_stops_early_and_says_what_to_do(ws: Work
     assert "row 3000" not in window.text
     assert rest.text == "--- sheet 2 of 2: Small ---\nrow 1: tiny"
     assert "of about 3000: the rest does not fit one read; use run_python" in window.text
+
+
+def add_padding(path: Path, size: int) -> None:
+    """Add a part of `size` zero bytes: a few hundred KiB on disk, `size` once unpacked."""
+    with (
+        zipfile.ZipFile(path, "a", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("word/media/padding.bin", "w", force_zip64=True) as part,
+    ):
+        for _ in range(size // 2**20):
+            part.write(bytes(2**20))
+
+
+async def test_an_office_file_that_unpacks_past_the_limit_is_refused_before_it_is_parsed(
+    ws: Workspace, read_document: Tool
+) -> None:
+    # A zip bomb: 714 KB that unpacked to 700 MB drove heron to 1.5 GB of memory before.
+    document = docx.Document()
+    document.add_paragraph("small")
+    document.save(str(ws.root / "bomb.docx"))
+    add_padding(ws.root / "bomb.docx", 130 * 2**20)
+
+    result = await run(read_document, path="bomb.docx")
+
+    assert not result.success and result.data["error"] == "too_large"
+    assert result.error is not None
+    assert "its parts unpack to 137," in result.error and "at most 134,217,728" in result.error
+    assert (ws.root / "bomb.docx").stat().st_size < 2**20

@@ -204,3 +204,22 @@ async def test_floats_show_fifteen_significant_digits(tools: dict[str, Tool]) ->
     result = await run(tools, "write_spreadsheet", path="f.xlsx", rows=[[0.1, 0.2, "=A1+B1"]])
     assert "C1=0.3  [=A1+B1]" in result.output
     assert result.data["formulas"][0]["value"] == pytest.approx(0.3)
+
+
+async def test_a_workbook_that_unpacks_past_the_limit_is_refused(
+    tools: dict[str, Tool], tmp_path: Path
+) -> None:
+    book = openpyxl.Workbook()
+    book.active["A1"] = 1
+    book.save(tmp_path / "bomb.xlsx")
+    with (
+        zipfile.ZipFile(tmp_path / "bomb.xlsx", "a", zipfile.ZIP_DEFLATED) as archive,
+        archive.open("xl/media/padding.bin", "w", force_zip64=True) as part,
+    ):
+        for _ in range(130):
+            part.write(bytes(2**20))
+
+    result = await run(tools, "read_spreadsheet", path="bomb.xlsx")
+
+    assert not result.success
+    assert result.error is not None and "is refused: its parts unpack to" in result.error

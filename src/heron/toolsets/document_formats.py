@@ -8,6 +8,7 @@ import contextlib
 import csv
 import io
 import warnings
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +21,15 @@ __all__ = [
     "docx_text",
     "lines_source",
     "pptx_source",
+    "unpacked_problem",
     "xlsx_source",
 ]
+
+MAX_UNPACKED_BYTES = 128 * 2**20
+"""What the parts of one Office file (a zip archive) may unpack to, together: their XML is
+parsed whole, so a small archive that unpacks to gigabytes (a zip bomb) would exhaust heron's
+memory. The declared sizes bound it: Python's zip reader stops at a part's declared size."""
+MAX_PARTS = 10_000
 
 
 @dataclass(kw_only=True, slots=True)
@@ -185,3 +193,22 @@ def csv_source(text: str, *, tab: bool) -> Source:
         part=lambda n, _budget: Part(text="\n".join(_rows([(n, rows[n - 1])]))),
         notes=[note],
     )
+
+
+def unpacked_problem(target: Path, limit: int = MAX_UNPACKED_BYTES) -> str | None:
+    """Why the Office file (zip archive) `target` is refused before it is parsed, or None:
+    more than `MAX_PARTS` parts, or parts that unpack to more than `limit` bytes."""
+    try:
+        with zipfile.ZipFile(target) as archive:
+            parts = archive.infolist()
+    except (zipfile.BadZipFile, OSError):
+        return None  # the parser says what is wrong with it
+    if len(parts) > MAX_PARTS:
+        return f"it holds {len(parts):,} parts (at most {MAX_PARTS:,} are read)"
+    size = sum(part.file_size for part in parts)
+    if size > limit:
+        return (
+            f"its parts unpack to {size:,} bytes, {size // max(target.stat().st_size, 1):,} "
+            f"times its size (at most {limit:,} are read)"
+        )
+    return None

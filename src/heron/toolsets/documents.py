@@ -33,6 +33,7 @@ from heron.toolsets.document_formats import (
     docx_text,
     lines_source,
     pptx_source,
+    unpacked_problem,
     xlsx_source,
 )
 from heron.toolsets.ocr import OcrError, Tesseract
@@ -204,6 +205,10 @@ def _check_content(target: Path, rel: str, kind: FileType, head: bytes) -> None:
             f"{rel} is no {_LABELS[kind]}: its content looks like {binary_kind(head) or 'text'}"
         )
         raise DocumentError("wrong_type", rel, message)
+    if zipped and kind in ("docx", "pptx", "xlsx"):
+        problem = unpacked_problem(target)
+        if problem is not None:
+            raise DocumentError("too_large", rel, f"{rel} is refused: {problem}")
 
 
 def _encrypted(rel: str, what: str) -> str:

@@ -60,24 +60,23 @@ def plural(count: int, one: str, many: str = "") -> str:
     return f"{count:,} {one if count == 1 else many or one + 's'}"
 
 
-def config_change(
-    ws: Workspace, *fields: str
-) -> Callable[[Mapping[str, Any]], CallApproval | None]:
-    """The `approval_for` of a file tool whose `fields` name paths it changes: a call that
-    writes, moves or deletes a configuration file heron reads (`heron.toml`, a tools module)
-    is high risk — it changes what the agent may do on its next start — so an operator
-    decides, whatever the autonomy; any other call is left to the usual rules."""
+def config_change(root: Path, *fields: str) -> Callable[[Mapping[str, Any]], CallApproval | None]:
+    """The `approval_for` of a tool whose `fields` name workspace paths it changes (the
+    workspace at `root`): a call that writes, moves or deletes a configuration file heron reads
+    (`heron.toml`, a tools module) is high risk — it changes what the agent may do on its next
+    start — so an operator decides, whatever the autonomy; any other call is left to the usual
+    rules."""
 
     def approval_for(arguments: Mapping[str, Any]) -> CallApproval | None:
         for name in fields:
             value = arguments.get(name)
-            touched = config_files_touched(Path(os.path.join(ws.root, value))) if value else ()
+            touched = config_files_touched(Path(os.path.join(root, value))) if value else ()
             if touched:
                 return CallApproval(
                     risk="high",
                     unattended=False,
-                    note=f"changes heron's own configuration ({ws.relative(touched[0])}), "
-                    "which decides what the agent may do on its next start",
+                    note=f"changes heron's own configuration ({touched[0].name}), which "
+                    "decides what the agent may do on its next start",
                 )
         return None
 

@@ -447,7 +447,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         idempotent=True,
         workspace_only=True,
         owner="builtin",
-        approval_for=config_change(ws, "path"),
+        approval_for=config_change(ws.root, "path"),
         examples=[{"path": "notes/todo.md", "content": "# To do\n- ship it\n"}],
     )
     @guard
@@ -477,7 +477,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
     @tool(
         workspace_only=True,
         owner="builtin",
-        approval_for=config_change(ws, "path"),
+        approval_for=config_change(ws.root, "path"),
         examples=[
             {"path": "src/app.py", "old_string": "return reslt", "new_string": "return result"}
         ],
@@ -508,7 +508,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
     @tool(
         workspace_only=True,
         owner="builtin",
-        approval_for=config_change(ws, "src", "dst"),
+        approval_for=config_change(ws.root, "src", "dst"),
         examples=[{"src": "draft.md", "dst": "docs/final.md"}],
     )
     @guard
@@ -532,7 +532,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
     @tool(
         workspace_only=True,
         owner="builtin",
-        approval_for=config_change(ws, "dst"),
+        approval_for=config_change(ws.root, "dst"),
         examples=[{"src": "config.yaml", "dst": "config.backup.yaml"}],
     )
     @guard
@@ -557,7 +557,7 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
         destructive=True,
         workspace_only=True,
         owner="builtin",
-        approval_for=config_change(ws, "path"),
+        approval_for=config_change(ws.root, "path"),
         examples=[{"path": "build/tmp.txt"}],
     )
     @guard

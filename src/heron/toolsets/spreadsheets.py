@@ -35,6 +35,7 @@ from heron.errors import HeronError
 from heron.safety.workspace import Workspace, WorkspaceError, atomic_write
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
+from heron.toolsets.document_formats import unpacked_problem
 
 __all__ = ["FormulaEvaluator", "NotComputed", "spreadsheet_tools"]
 
@@ -294,6 +295,9 @@ def _workbook_path(ws: Workspace, path: str, *, must_exist: bool) -> Path:
 
 
 def _load(target: Path, path: str, *, data_only: bool = False) -> Any:
+    problem = unpacked_problem(target)
+    if problem is not None:
+        raise _SheetError(f"{path!r} is refused: {problem}")
     try:
         return openpyxl.load_workbook(target, data_only=data_only)
     except (zipfile.BadZipFile, KeyError, OSError, ValueError) as exc:

@@ -26,6 +26,7 @@ from heron.safety.url_policy import UrlPolicy, UrlRefused
 from heron.safety.workspace import Workspace, WorkspaceError
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
+from heron.toolsets.file_results import config_change
 from heron.toolsets.html_text import html_to_text
 
 __all__ = ["WebLimits", "html_to_text", "web_tools"]
@@ -255,6 +256,7 @@ def web_tools(*, policy: UrlPolicy, workspace_root: Path, limits: WebLimits) -> 
     @tool(
         open_world=True,
         owner="builtin",
+        approval_for=config_change(workspace_root, "path"),
         examples=[{"url": "https://example.com/files/report.pdf", "path": "downloads/report.pdf"}],
     )
     @_documented(_DOWNLOAD_DOC, max_bytes=limits.max_download_bytes, **common)
