@@ -26,46 +26,52 @@ __all__ = [
     "state_dirs_inside",
 ]
 
-_state: tuple[str, ...] = ()
-_config: tuple[str, ...] = ()
-_lock = threading.Lock()
+
+class _Claimed:
+    """Real paths claimed in this process; readers take `paths` without the lock (the tuple is
+    replaced whole)."""
+
+    def __init__(self) -> None:
+        self.paths: tuple[str, ...] = ()
+        self._lock = threading.Lock()
+
+    def add(self, path: Path) -> None:
+        real = os.path.realpath(path)
+        if real not in self.paths:
+            with self._lock:
+                if real not in self.paths:
+                    self.paths = (*self.paths, real)
+
+
+_state = _Claimed()
+_config = _Claimed()
 
 
 def claim_state_dir(state_dir: Path) -> Path:
     """Mark `state_dir` as heron's own for the rest of the process; returns it."""
-    global _state
-    real = os.path.realpath(state_dir)
-    if real not in _state:
-        with _lock:
-            if real not in _state:
-                _state = (*_state, real)
+    _state.add(state_dir)
     return state_dir
 
 
 def claim_config_file(path: Path) -> None:
     """Mark `path` as a file heron reads its configuration or tools from."""
-    global _config
-    real = os.path.realpath(path)
-    if real not in _config:
-        with _lock:
-            if real not in _config:
-                _config = (*_config, real)
+    _config.add(path)
 
 
 def claimed_state_dirs() -> tuple[Path, ...]:
     """Every state directory claimed in this process (real paths)."""
-    return tuple(map(Path, _state))
+    return tuple(map(Path, _state.paths))
 
 
 def state_dirs_inside(root: Path) -> tuple[Path, ...]:
     """The claimed state directories strictly inside the real path `root` (a workspace that
     lies inside a state directory, as `heron serve`'s job workspace does, hides nothing)."""
     prefix = str(root).rstrip("/") + "/"
-    return tuple(Path(d) for d in _state if d.startswith(prefix))
+    return tuple(Path(d) for d in _state.paths if d.startswith(prefix))
 
 
 def config_files_touched(path: Path) -> tuple[Path, ...]:
     """The claimed configuration files that `path` is, or holds (a folder)."""
     real = os.path.realpath(path)
     prefix = real.rstrip("/") + "/"
-    return tuple(Path(c) for c in _config if c == real or c.startswith(prefix))
+    return tuple(Path(c) for c in _config.paths if c == real or c.startswith(prefix))
