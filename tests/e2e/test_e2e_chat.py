@@ -28,6 +28,7 @@ from heron.sessions.sqlite_store import SqliteSessionStore
 from support.cli import HERON, TIMEOUT_S, Heron
 from support.ollama import without_models
 from support.protocol_servers import Reply, openai_stream, openai_usage, serve
+from support.waiting import wait_until
 
 ESCAPES = re.compile(
     rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-B]|\x1b[=>78]"
@@ -393,6 +394,11 @@ def test_a_line_typed_while_a_tool_runs_is_answered_after_it(
     term.expect("⏳ wait_for_file")
     term.send("also check the logs\r")
     term.expect("also check the logs")  # echoed by the terminal in line mode
+    # The echo is the terminal's: the tool may end only once heron has the line on its bus.
+    wait_until(
+        lambda: "also check the logs" in heron.run("events", "tail", "--session", "q1").stdout,
+        "the typed line on the bus",
+    )
     (heron.root / "go").write_text("", encoding="utf-8")
     term.expect("✔ wait_for_file")
     term.expect("Saw your note.")
