@@ -4,9 +4,9 @@ What heron prints for a person — the model's text and arguments, tool output, 
 history, an approval request — comes from outside. Raw, an escape sequence in it could clear
 the screen, set the window title, plant a hyperlink, move the cursor over an approval prompt,
 or reorder a line with bidirectional overrides. `terminal_safe` writes every control character
-(C0 but tab and newline, DEL, C1) and every bidirectional override as its `\\uXXXX` escape:
-visible to a person, and inside a JSON string the very escape JSON itself would use, so a JSON
-line printed through it decodes to the same value.
+(C0 but tab and newline, DEL, C1) and every bidirectional override as a `\\u` escape with four
+hex digits (`\\u001b` for ESC): visible to a person, and inside a JSON string the very escape
+JSON itself would use, so a JSON line printed through it decodes to the same value.
 """
 
 from __future__ import annotations

@@ -10,12 +10,10 @@ object per line.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from heron._support.terminal import terminal_safe
 from heron.cli import common
 from heron.cli.common import UsageError
 
@@ -87,7 +85,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         for decision in decisions:
             record = approval_json(decision)
             text = json.dumps(record, ensure_ascii=False) if args.json else format_approval(record)
-            sys.stdout.write(terminal_safe(text) + "\n")
+            common.out(text)
         return 0
     try:
         since = common.parse_since(args.since) if args.since is not None else None
@@ -97,7 +95,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         rows = executions.query(tool=args.tool, session=args.session, since=since, limit=args.limit)
     for row in rows:
         line = json.dumps(row.to_json(), ensure_ascii=False) if args.json else format_row(row)
-        sys.stdout.write(terminal_safe(line) + "\n")
+        common.out(line)
     return 0
 
 

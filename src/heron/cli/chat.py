@@ -37,7 +37,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from heron._support.terminal import terminal_safe
 from heron.cli import common
 from heron.cli.chat_terminal import ChatApprover, LineReader, input_bindings, input_history
 from heron.cli.common import EXIT_CANCELLED, EXIT_OK, UsageError
@@ -378,7 +377,7 @@ class ChatRepl:
         self._inbox()
 
     def _say(self, text: str) -> None:
-        sys.stdout.write(terminal_safe(text) + "\n")
+        common.out(text)
         sys.stdout.flush()
 
 
