@@ -10,6 +10,7 @@ import pytest
 
 from heron.artifacts.postgres_contents import CHUNK_BYTES
 from heron.artifacts.store import ArtifactError, ArtifactSpill
+from heron.safety.patterns import OutsidePattern
 from support.stores import StoreBackend
 
 
@@ -33,7 +34,7 @@ def test_a_large_artifact_written_by_one_store_is_read_page_by_page_through_anot
     border = text.count("\n", 0, CHUNK_BYTES) + 1
     [line] = reader.read(info.id, offset=border, limit=1).lines
     assert line.text == lines[border - 1]
-    report = reader.grep(info.id, re.compile(r"^000(17|59)9\d\d "), max_matches=5)
+    report = reader.grep(info.id, OutsidePattern(r"^000(17|59)9\d\d "), max_matches=5)
     assert report.total == 200
     assert [hit.line for hit in report.hits] == [17_900, 17_901, 17_902, 17_903, 17_904]
 

@@ -78,6 +78,8 @@ async def test_stdio_perception_server_lists_annotated_tools_and_reads_and_greps
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "notes.txt").write_text("alpha\nneedle here\nomega\n", encoding="utf-8")
+    # A pattern Python's re would backtrack on for days over the first line.
+    (ws / "trap.txt").write_text("a" * 40 + "!\n" + "a" * 8 + "\n", encoding="utf-8")
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "heron.cli.main", "mcp", "serve", "perception", "--workspace", str(ws)],
@@ -89,6 +91,7 @@ async def test_stdio_perception_server_lists_annotated_tools_and_reads_and_greps
         listed = {t.name: t for t in (await session.list_tools()).tools}
         read_file = await session.call_tool("read_file", {"path": "notes.txt"})
         grep = await session.call_tool("grep_files", {"pattern": "needle"})
+        trap = await session.call_tool("grep_files", {"pattern": "(a+)+$", "path": "trap.txt"})
 
     assert {"read_file", "list_dir", "grep_files", "read_artifact"} <= set(listed)
     assert not {"write_file", "shell"} & set(listed)
@@ -104,6 +107,7 @@ async def test_stdio_perception_server_lists_annotated_tools_and_reads_and_greps
     assert "path" in listed["read_file"].input_schema["properties"]
     assert not read_file.is_error and "needle here" in _text(read_file)
     assert not grep.is_error and "notes.txt" in _text(grep) and "needle" in _text(grep)
+    assert not trap.is_error and "trap.txt:2: aaaaaaaa" in _text(trap), _text(trap)
 
 
 async def test_http_execution_server_writes_then_reads_and_failures_are_errors(

@@ -274,6 +274,14 @@ _RAW_TOOLS = {
     "deep": "Answer with structured content nested `levels` deep.",
     "deep_text": "Answer with text that is JSON nested `levels` deep.",
     "odd_text": "Answer with text holding a lone surrogate and a NaN in structured content.",
+    "trap": "Answer 'accepted'; its schema's patterns backtrack for days in Python's re.",
+}
+_LEVELS_SCHEMA = {"type": "object", "properties": {"levels": {"type": "integer"}}}
+_TRAP_SCHEMA = {
+    "type": "object",
+    "properties": {"code": {"type": "string", "pattern": "^(a+)+$"}},
+    "patternProperties": {"^(x+)+y$": {"type": "integer"}},
+    "additionalProperties": False,
 }
 
 
@@ -286,12 +294,14 @@ def _raw_result(name: str, arguments: dict[str, Any]) -> str:
         )
     if name == "deep_text":
         return f'{{"content":[{{"type":"text","text":{json.dumps(nested)}}}]}}'
+    if name == "trap":
+        return '{"content":[{"type":"text","text":"accepted"}]}'
     return '{"content":[{"type":"text","text":"half: \\ud800"}],"structuredContent":{"n":NaN}}'
 
 
 def _serve_raw() -> None:
     """A stdio MCP server written by hand: it sends JSON no SDK would (a payload nested 5,000
-    deep, a lone surrogate escape, NaN), as a hostile server may."""
+    deep, a lone surrogate escape, NaN, patterns that backtrack), as a hostile server may."""
     for line in sys.stdin:
         request = json.loads(line)
         method, ident = request.get("method"), request.get("id")
@@ -307,9 +317,12 @@ def _serve_raw() -> None:
                 }
             )
         elif method == "tools/list":
-            schema = {"type": "object", "properties": {"levels": {"type": "integer"}}}
             tools = [
-                {"name": name, "description": text, "inputSchema": schema}
+                {
+                    "name": name,
+                    "description": text,
+                    "inputSchema": _TRAP_SCHEMA if name == "trap" else _LEVELS_SCHEMA,
+                }
                 for name, text in _RAW_TOOLS.items()
             ]
             result = json.dumps({"tools": tools})

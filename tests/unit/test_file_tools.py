@@ -238,9 +238,26 @@ async def test_grep_pages_structured_matches_with_a_cursor_and_total(
 async def test_an_invalid_regex_is_a_clear_error(tools: dict[str, Tool]) -> None:
     result = await run(tools["grep_files"], pattern="def (")
     assert not result.success
-    assert result.error == (
-        "invalid regular expression 'def (': missing ), unterminated subpattern at position 4"
-    )
+    assert result.error == "invalid regular expression 'def (': missing ) at 'def ('"
+
+
+async def test_a_pattern_that_would_backtrack_for_hours_answers_at_once(
+    tools: dict[str, Tool], ws: Workspace
+) -> None:
+    # Python's re takes about 2**n steps for `(a+)+$` on n a's and a '!': 40 is days.
+    (ws.root / "trap.txt").write_text("a" * 40 + "!\n" + "a" * 40 + "\n")
+    result = await run(tools["grep_files"], pattern=r"(a+)+$")
+    assert result.success, result.error
+    assert [m["line"] for m in result.data["matches"]] == [2]
+
+
+async def test_lookaround_and_backreferences_are_refused_with_the_reason(
+    tools: dict[str, Tool],
+) -> None:
+    for pattern in (r"foo(?=bar)", r"(?<!x)y", r"(a)\1"):
+        result = await run(tools["grep_files"], pattern=pattern)
+        assert not result.success and result.data["error"] == "invalid_regex"
+        assert "linear time" in (result.error or "") and "backreferences" in (result.error or "")
 
 
 async def test_write_and_edit_keep_every_byte_exactly(

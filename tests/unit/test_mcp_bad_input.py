@@ -4,6 +4,7 @@ the SDK cannot parse fails its call at once instead of hanging it until the time
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -85,3 +86,21 @@ async def test_a_message_the_sdk_cannot_parse_fails_its_call_at_once() -> None:
         assert "sent a message heron cannot read" in result.output
         assert "heron closed the connection" in result.output
     assert "recursion limit exceeded" in results["c0"].output
+
+
+async def test_a_servers_backtracking_schema_patterns_are_checked_in_linear_time() -> None:
+    # Under jsonschema's own re.search each refused call below takes days.
+    trap = "a" * 40 + "!"
+    key = "x" * 40 + "!"
+    async with McpClientManager({"r": server("raw-hostile")}) as manager:
+        results = await run(
+            manager,
+            ("r__trap", json.dumps({"code": trap})),
+            ("r__trap", json.dumps({"code": "aaa", key: 1})),
+            ("r__trap", json.dumps({"code": "aaa", "xxy": 1})),
+        )
+    refused, extra, accepted = results["c0"], results["c1"], results["c2"]
+    assert not refused.success
+    assert f"code: '{trap}' does not match '^(a+)+$'" in refused.output
+    assert not extra.success and f"unexpected argument '{key}'" in extra.output
+    assert accepted.success and accepted.output == "accepted"

@@ -134,3 +134,27 @@ async def test_bad_filters_are_refused_with_a_reason(conn: sqlite3.Connection) -
         subscribe.validate({"source": "mail", "filter": {"sendr": "x"}})
     with pytest.raises(ToolArgumentsError):
         subscribe.validate({"source": "carrier-pigeon", "filter": {}})
+
+
+async def test_a_hostile_text_cannot_make_a_subscription_pattern_run_for_hours(
+    conn: sqlite3.Connection,
+) -> None:
+    # `(\w+\s?)+$` is a reasonable-looking filter; under Python's re a stranger's mail of 40
+    # words and a '!' makes it backtrack for days, on the loop that routes every event.
+    store = Subscriptions(SqliteSubscriptionStore(conn), session="main")
+    subscribe = subscription_tools(store, FakeClock())[0]
+    made = await call(subscribe, source="mail", filter={"text_regex": r"^(\w+\s?)+$"})
+    assert made.success, made.error
+    assert not store.should_wake(mail("x@evil.example", text="word " * 40 + "!"))
+    assert store.should_wake(mail("x@evil.example", text="deploy done"))
+    lookahead = await call(subscribe, source="mail", filter={"text_regex": "deploy(?= failed)"})
+    assert not lookahead.success and "lookahead" in (lookahead.error or "")
+
+
+def test_a_stored_pattern_that_re2_refuses_wakes_nothing() -> None:
+    # Stored before patterns were RE2: it fails closed instead of failing every event.
+    legacy = Subscription.model_validate(
+        {"id": "sub-1", "session": "main", "source": "mail", "created_at": 0.0,
+         "filter": {"text_regex": "deploy(?= failed)"}}
+    )  # fmt: skip
+    assert not should_wake(mail("ops@acme.example", text="deploy failed"), [legacy])

@@ -24,7 +24,6 @@ from __future__ import annotations
 import array
 import bisect
 import hashlib
-import itertools
 import math
 import re
 import secrets
@@ -38,6 +37,7 @@ from typing import Literal, Protocol
 from heron._support.timefmt import utc_rfc3339
 from heron.artifacts.contents import ArtifactContents, Buffer, FileContents
 from heron.errors import HeronError, StoreError
+from heron.safety.patterns import OutsidePattern
 
 __all__ = [
     "ArtifactCatalog",
@@ -247,7 +247,7 @@ class ArtifactStore:
         return ArtifactPage(info=info, lines=shown, size_capped=False)
 
     def grep(
-        self, artifact_id: str, pattern: re.Pattern[str], *, offset: int = 1, max_matches: int = 100
+        self, artifact_id: str, pattern: OutsidePattern, *, offset: int = 1, max_matches: int = 100
     ) -> GrepReport:
         """Lines matching `pattern` (searched in each line alone, like grep) from line
         `offset` on: the first `max_matches` and the total count. Raises `ArtifactError`, or
@@ -262,12 +262,10 @@ class ArtifactStore:
             base = offset
             for block in _blocks(mm, _line_start(mm, index, offset), info.size):
                 lines = block.split("\n")
-                # `compress` keeps the per-line loop in C; only matching lines reach Python.
-                for i in itertools.compress(itertools.count(), map(pattern.search, lines)):
+                for i in pattern.matching_lines(lines):
                     total += 1
                     if len(hits) < max_matches:
-                        match = pattern.search(lines[i])
-                        column = match.start() if match else 0
+                        column = pattern.first_at(lines[i]) or 0
                         hits.append(GrepHit(line=base + i, text=lines[i], column=column))
                 base += len(lines)
         return GrepReport(info=info, hits=hits, total=total)

@@ -11,13 +11,13 @@ search streams the file in blocks.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from typing import Annotated, Any, ParamSpec
 
 from pydantic import Field
 
 from heron.artifacts.store import ArtifactError, ArtifactInfo, ArtifactStore
+from heron.safety.patterns import MAX_PATTERN_CHARS, OutsidePattern, PatternError
 from heron.safety.redact import scrub_text
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
@@ -30,7 +30,6 @@ MAX_READ_CHARS = 40_000
 MAX_LINE_CHARS = 2000
 DEFAULT_MATCHES = 50
 MAX_MATCHES = 500
-MAX_PATTERN_CHARS = 1000
 MATCH_WINDOW = 300
 """Characters of a matching line shown around the match."""
 
@@ -106,9 +105,9 @@ def _grep(
         message = f"pattern is longer than {MAX_PATTERN_CHARS:,} characters"
         return ToolResult.fail(message, data={"error": "invalid_pattern", "message": message})
     try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        message = f"invalid regular expression {pattern!r}: {exc.msg} at position {exc.pos}"
+        regex = OutsidePattern(pattern)
+    except PatternError as exc:
+        message = f"invalid regular expression {pattern!r}: {exc}"
         return ToolResult.fail(message, data={"error": "invalid_regex", "message": message})
     report = store.grep(artifact_id, regex, offset=offset, max_matches=max_matches)
     info, hits = report.info, report.hits
@@ -177,7 +176,8 @@ def artifact_tools(store: ArtifactStore) -> list[Tool]:
         """Search a saved tool output (an artifact) for lines matching a regular expression.
         Use it to find errors or one entry in a long output instead of paging through it.
 
-        Python `re` syntax, case-sensitive unless the pattern starts with `(?i)`; each line is
+        RE2 syntax (Python's without lookaround and backreferences: a search takes time linear
+        in the text), case-sensitive unless the pattern starts with `(?i)`; each line is
         searched on its own, so a pattern never spans lines. Invalid patterns and patterns over
         1,000 characters are refused with the reason. Shows the first `max_matches` matching
         lines with line numbers (about 300 characters around the match for long lines) and

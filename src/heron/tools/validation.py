@@ -8,7 +8,6 @@ was expected and what arrived, because the model reads these lines and has to fi
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -53,14 +52,24 @@ def _strict_validator() -> type[_Validator]:
     # every `@tool`: most agents never need it, and it costs start-up time and memory.
     from jsonschema import Draft202012Validator, validators
 
+    from heron.tools import schema_patterns
+
     # jsonschema's stock checker calls 1.0 an integer; a strict validator must not. JSON Schema
     # numbers are finite: NaN, Infinity and 10^400 are no number of any type.
     strict_types = Draft202012Validator.TYPE_CHECKER.redefine_many(
         {"integer": _is_integer, "number": _is_number}
     )
+    # Patterns are matched by RE2 in linear time: a schema's and an argument's author may
+    # both be hostile (heron.tools.schema_patterns).
+    keywords = {
+        **Draft202012Validator.VALIDATORS,
+        "pattern": schema_patterns.pattern,
+        "patternProperties": schema_patterns.pattern_properties,
+        "additionalProperties": schema_patterns.additional_properties,
+    }
     return validators.create(
         meta_schema=Draft202012Validator.META_SCHEMA,
-        validators=Draft202012Validator.VALIDATORS,
+        validators=keywords,
         type_checker=strict_types,
     )
 
@@ -155,14 +164,10 @@ def _schema_error_lines(error: ValidationError) -> list[str]:
     if keyword == "required" and isinstance(instance, Mapping):
         return [_missing(path, name) for name in value if name not in instance]
     if keyword == "additionalProperties" and isinstance(instance, Mapping):
+        from heron.tools.schema_patterns import additional_keys
+
         schema = error.schema if isinstance(error.schema, Mapping) else {}
-        known = schema.get("properties", {})
-        patterns = list(schema.get("patternProperties", {}))
-        return [
-            _unexpected(path, key)
-            for key in instance
-            if key not in known and not any(re.search(p, key) for p in patterns)
-        ]
+        return [_unexpected(path, key) for key in additional_keys(instance, schema)]
     if keyword == "enum":
         options = ", ".join(json.dumps(option) for option in value)
         return [f"{format_path(path)}: expected one of {options}, got {describe_value(instance)}"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
-import re
 from typing import Any
 
+from heron.safety.patterns import MAX_PATTERN_CHARS, OutsidePattern, PatternError
 from heron.safety.workspace import (
     MAX_SCAN_ENTRIES,
     TreeWalk,
@@ -106,15 +106,12 @@ def grep_tree(
     """Lines matching the regex `pattern` in the text files under `path`: one page of
     `page_size` matches from `cursor` on, counting up to `max_matches`, each line cut at
     `max_text_chars`."""
-    if len(pattern) > 1000:
-        raise Refused("invalid_pattern", "pattern is longer than 1,000 characters")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise Refused("invalid_pattern", f"pattern is longer than {MAX_PATTERN_CHARS:,} characters")
     try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise Refused(
-            "invalid_regex",
-            f"invalid regular expression {pattern!r}: {exc.msg} at position {exc.pos}",
-        ) from None
+        regex = OutsidePattern(pattern)
+    except PatternError as exc:
+        raise Refused("invalid_regex", f"invalid regular expression {pattern!r}: {exc}") from None
     query = hashlib.sha256(f"{pattern}\0{path}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
     start_at = _parse_cursor(cursor, query)
     root = ws.resolve(path, must_exist=True)
@@ -127,10 +124,9 @@ def grep_tree(
         except WorkspaceError as exc:
             skipped[exc.reason if exc.reason in skipped else "unreadable"] += 1
             continue
-        for number, line in enumerate(loaded.lines, start=1):
-            line = line.removesuffix("\r")
-            if regex.search(line):
-                matches.append({"path": loaded.rel, "line": number, "text": line})
+        lines = [line.removesuffix("\r") for line in loaded.lines]
+        for index in regex.matching_lines(lines):
+            matches.append({"path": loaded.rel, "line": index + 1, "text": lines[index]})
         if len(matches) >= max_matches:
             break
     capped = len(matches) >= max_matches

@@ -413,18 +413,19 @@ def file_tools(ws: Workspace, *, linters: Linters | None = None) -> list[Tool]:
     )
     @guard
     def grep_files(pattern: str, path: str = ".", cursor: str | None = None) -> ToolResult:
-        """Search file CONTENT line by line with a Python regular expression. Use it to find
+        """Search file CONTENT line by line with a regular expression (RE2 syntax). Use it to find
         where something is defined or used; use find_files to search by file name.
 
         Matches within one line only (no multi-line patterns). Skips binary, non-UTF-8 and
         over-20 MB files, symbolic links, and .git / node_modules / cache folders unless `path`
-        points inside one; the result counts what it skipped. An invalid regex is refused with
-        the position of the error. Pages hold 100 matches; the result gives the total (counting
-        stops at 5,000) and a cursor for the next page. Cost: reads every text file under
-        `path`, roughly a second per 100 MB.
+        points inside one; the result counts what it skipped. Patterns are matched in linear
+        time: lookaround and backreferences are refused, and `\\d`, `\\w` are ASCII. Pages hold
+        100 matches; the result gives the total (counting stops at 5,000) and a cursor for the
+        next page. Cost: reads every text file under `path`, roughly a second per 100 MB.
 
         Args:
-            pattern: Python `re` pattern, e.g. `class \\w+Error` or `import (os|sys)`.
+            pattern: RE2 pattern (Python's syntax without lookaround and backreferences),
+                e.g. `class \\w+Error` or `import (os|sys)`.
             path: File or directory to search, relative to the workspace root.
             cursor: The `cursor` from the previous page of the same search; omit to start.
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 import secrets
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -34,6 +33,7 @@ from heron.always_on.jobs.events import job_event, short_command
 from heron.always_on.jobs.manager import JobManager
 from heron.always_on.jobs.output import output_size
 from heron.always_on.jobs.store import JobRecord
+from heron.safety.patterns import OutsidePattern, PatternError, stored_pattern
 
 Publish = Callable[[BusEvent], Awaitable[bool]]
 MAX_LINES = 50
@@ -103,7 +103,7 @@ class LineBatcher:
         max_events_per_min: int,
         offset: int = 0,
     ) -> None:
-        self.pattern = re.compile(pattern) if pattern else None
+        self.pattern = stored_pattern(pattern) if pattern else None
         self.coalesce_s = coalesce_s
         self.max_events_per_min = max_events_per_min
         self.read_end = offset
@@ -119,7 +119,7 @@ class LineBatcher:
 
     def feed(self, lines: Sequence[str], start: int, end: int, now: float) -> None:
         """Lines read from bytes `start`..`end` of the output."""
-        matching = [ln for ln in lines if self.pattern is None or self.pattern.search(ln)]
+        matching = [ln for ln in lines if self.pattern is None or self.pattern.found_in(ln)]
         if matching and not self._pending:
             self._since = now
             self._pending_start = start
@@ -209,8 +209,8 @@ class ShellMonitors:
             raise ValueError(f"{job_id} already ended ({job.state}); job_output reads its output")
         if pattern is not None:
             try:
-                re.compile(pattern)
-            except re.error as exc:
+                OutsidePattern(pattern)
+            except PatternError as exc:
                 raise ValueError(f"invalid pattern {pattern!r}: {exc}") from None
         if not 0 <= coalesce_s <= 3600:
             raise ValueError("coalesce_s must be between 0 and 3600")

@@ -14,10 +14,10 @@ each arriving event: `True` means publish it to the agent's session (it wakes th
 A subscription names a `source` (the channel the event arrived on, or `any`) and a filter;
 every condition given must hold: event kinds, sender (a case-insensitive glob on
 `content.data["sender"]` or `["from"]`, also tried on the address inside `<...>`), a regular
-expression searched in the text, a minimum urgency, and who sent it (`user`, `contact`,
-`stranger`, ...). Subscriptions persist in a `SubscriptionStore` (`SqliteSubscriptionStore` by
-default); `Subscriptions` is one session's view, which checks a new subscription before storing
-it.
+expression searched in the text (in linear time: `heron.safety.patterns`), a minimum
+urgency, and who sent it (`user`, `contact`, `stranger`, ...). Subscriptions persist in a
+`SubscriptionStore` (`SqliteSubscriptionStore` by default); `Subscriptions` is one session's
+view, which checks a new subscription before storing it.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from heron._support.vocabulary import URGENCIES
 from heron.always_on.bus.model import BusEvent, EventKind, Source, Urgency
+from heron.safety.patterns import OutsidePattern, PatternError, stored_pattern
 
 SubscriptionSource = Literal["any", "mail", "webhook", "im", "sms", "voice", "web", "agent"]
 
@@ -61,7 +62,10 @@ class SubscriptionFilter(BaseModel):
     )
     text_regex: str | None = Field(
         default=None,
-        description="Regular expression searched in the text; use (?i) to ignore case.",
+        description=(
+            "Regular expression (RE2: no lookaround or backreferences) searched in the text; "
+            "use (?i) to ignore case."
+        ),
         max_length=MAX_PATTERN,
     )
     min_urgency: Urgency | None = Field(
@@ -104,9 +108,9 @@ class Subscription(BaseModel):
             return False
         if rule.sender is not None and not _sender_matches(event, rule.sender):
             return False
-        return rule.text_regex is None or bool(
-            re.search(rule.text_regex, event.content.text[:MAX_SCANNED_TEXT])
-        )
+        if rule.text_regex is None:
+            return True
+        return stored_pattern(rule.text_regex).found_in(event.content.text[:MAX_SCANNED_TEXT])
 
 
 def gated(event: BusEvent) -> bool:
@@ -168,8 +172,8 @@ class Subscriptions:
             raise ValueError(f"unknown event kinds {unknown}; known: {sorted(_KNOWN_KINDS)}")
         if rule.text_regex is not None:
             try:
-                re.compile(rule.text_regex)
-            except re.error as exc:
+                OutsidePattern(rule.text_regex)
+            except PatternError as exc:
                 raise ValueError(f"invalid text_regex: {exc}") from None
         subscription = Subscription(
             id=f"sub-{secrets.token_hex(4)}",
