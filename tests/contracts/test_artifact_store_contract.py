@@ -8,9 +8,9 @@ import re
 
 import pytest
 
+from heron._support.patterns import OutsidePattern
 from heron.artifacts.postgres_contents import CHUNK_BYTES
 from heron.artifacts.store import ArtifactError, ArtifactSpill
-from heron.safety.patterns import OutsidePattern
 from support.stores import StoreBackend
 
 

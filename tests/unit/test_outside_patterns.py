@@ -1,4 +1,4 @@
-"""Patterns from outside (`heron.safety.patterns`): linear time, the same lines as a search of
+"""Patterns from outside (`heron._support.patterns`): linear time, the same lines as a search of
 each line alone, and refusals that say why."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from heron.safety.patterns import OutsidePattern, PatternError, stored_pattern
+from heron._support.patterns import OutsidePattern, PatternError, stored_pattern
 
 # Python's re backtracks for days (about 2**40 steps) on each text it does not match.
 TRAPS = [

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from heron._support.patterns import OutsidePattern
 from heron._support.timefmt import utc_rfc3339
 from heron.artifacts.contents import ArtifactContents, Buffer, FileContents
 from heron.errors import HeronError, StoreError
-from heron.safety.patterns import OutsidePattern
 
 __all__ = [
     "ArtifactCatalog",

@@ -16,8 +16,8 @@ from typing import Annotated, Any, ParamSpec
 
 from pydantic import Field
 
+from heron._support.patterns import MAX_PATTERN_CHARS, OutsidePattern, PatternError
 from heron.artifacts.store import ArtifactError, ArtifactInfo, ArtifactStore
-from heron.safety.patterns import MAX_PATTERN_CHARS, OutsidePattern, PatternError
 from heron.safety.redact import scrub_text
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from heron.safety.patterns import OutsidePattern, PatternError
+from heron._support.patterns import OutsidePattern, PatternError
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError

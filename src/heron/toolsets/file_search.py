@@ -13,7 +13,7 @@ import hashlib
 import os
 from typing import Any
 
-from heron.safety.patterns import MAX_PATTERN_CHARS, OutsidePattern, PatternError
+from heron._support.patterns import MAX_PATTERN_CHARS, OutsidePattern, PatternError
 from heron.safety.workspace import (
     MAX_SCAN_ENTRIES,
     TreeWalk,

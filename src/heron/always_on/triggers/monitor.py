@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from heron._support.clock import Clock, RealClock, timestamp
+from heron._support.patterns import OutsidePattern, PatternError, stored_pattern
 from heron.always_on.background import BackgroundLoop, TaskScope
 from heron.always_on.bus.model import BusEvent
 from heron.always_on.jobs.events import job_event, short_command
 from heron.always_on.jobs.manager import JobManager
 from heron.always_on.jobs.output import output_size
 from heron.always_on.jobs.store import JobRecord
-from heron.safety.patterns import OutsidePattern, PatternError, stored_pattern
 
 Publish = Callable[[BusEvent], Awaitable[bool]]
 MAX_LINES = 50

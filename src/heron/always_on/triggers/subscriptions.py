@@ -14,7 +14,7 @@ each arriving event: `True` means publish it to the agent's session (it wakes th
 A subscription names a `source` (the channel the event arrived on, or `any`) and a filter;
 every condition given must hold: event kinds, sender (a case-insensitive glob on
 `content.data["sender"]` or `["from"]`, also tried on the address inside `<...>`), a regular
-expression searched in the text (in linear time: `heron.safety.patterns`), a minimum
+expression searched in the text (in linear time: `heron._support.patterns`), a minimum
 urgency, and who sent it (`user`, `contact`, `stranger`, ...). Subscriptions persist in a
 `SubscriptionStore` (`SqliteSubscriptionStore` by default); `Subscriptions` is one session's
 view, which checks a new subscription before storing it.
@@ -30,9 +30,9 @@ from typing import Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from heron._support.patterns import OutsidePattern, PatternError, stored_pattern
 from heron._support.vocabulary import URGENCIES
 from heron.always_on.bus.model import BusEvent, EventKind, Source, Urgency
-from heron.safety.patterns import OutsidePattern, PatternError, stored_pattern
 
 SubscriptionSource = Literal["any", "mail", "webhook", "im", "sms", "voice", "web", "agent"]
 
