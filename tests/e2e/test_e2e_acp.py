@@ -147,12 +147,32 @@ async def test_bad_input_gets_a_json_rpc_error_and_the_agent_keeps_serving(
         bad_prompt = {"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {"x": 1}}
         await agent.write_raw(json.dumps(bad_prompt).encode() + b"\n")
         assert (await editor.error_response(-32602))["id"] == 5
+        nul_cwd = {"cwd": f"{workspace}\u0000x", "mcpServers": []}
+        new_nul = {"jsonrpc": "2.0", "id": 6, "method": "session/new", "params": nul_cwd}
+        await agent.write_raw(json.dumps(new_nul).encode() + b"\n")
+        refused = await editor.error_response(-32602)
+        assert (refused["id"], refused["error"]["message"]) == (6, "Invalid params")
+        assert "NUL" in refused["error"]["data"]["message"]
+        long_cwd = {"cwd": "/" + "a" * 5000, "mcpServers": []}
+        new_long = {"jsonrpc": "2.0", "id": 7, "method": "session/new", "params": long_cwd}
+        await agent.write_raw(json.dumps(new_long).encode() + b"\n")
+        refused = await editor.error_response(-32602)
+        assert refused["id"] == 7
+        assert refused["error"]["data"]["message"].endswith("cannot be opened: File name too long")
+        # Notifications have no id to answer: one that does not fit is dropped with a line.
+        for method, params in [("session/cancel", {"sessionId": 7}), ("session/wave", {})]:
+            note = {"jsonrpc": "2.0", "method": method, "params": params}
+            await agent.write_raw(json.dumps(note).encode() + b"\n")
 
         # None of it stopped the agent: a session and a turn work as before.
         session = await agent.new_session(workspace)
         assert await agent.prompt(session, "say hello") == "end_turn"
         assert editor.status(session, "c1") == "completed"
         assert agent.process.returncode is None
+        log = agent.log()
+        assert "session/cancel: sessionId: Input should be a valid string" in log
+        assert 'heron takes no notification "session/wave"' in log
+        assert "Traceback" not in log
 
 
 async def test_a_session_loaded_by_another_process_replays_its_history_and_goes_on(

@@ -358,11 +358,17 @@ class HeronAcpAgent:
 
     def _workspace(self, cwd: str) -> Path:
         """The editor's working directory as the session's workspace, or `invalid_params`."""
+        if "\0" in cwd:
+            raise _invalid("cwd must not contain a NUL character")
         path = Path(cwd)
         if not path.is_absolute():
             raise _invalid(f"cwd must be an absolute path, not {cwd!r}")
-        resolved = path.resolve()
-        if not resolved.is_dir():
+        try:
+            resolved = path.resolve()
+            is_dir = resolved.is_dir()
+        except OSError as exc:  # a name too long, a loop of links
+            raise _invalid(f"cwd {cwd[:200]} cannot be opened: {exc.strerror}") from None
+        if not is_dir:
             raise _invalid(f"cwd {cwd} is not a directory")
         if resolved == Path(resolved.anchor):
             raise _invalid("the file system root cannot be a workspace; open a project folder")

@@ -12,6 +12,9 @@ through `EditorPipe`, the SDK's message-level `Transport`:
   lone surrogate, gets `Invalid Request`;
 - a JSON value that is not one JSON-RPC message (a batch, a number, a method that is not a
   string, an id that is neither a string nor an integer) gets `Invalid Request`;
+- a notification has no id to answer, so one heron does not take (a method it has no
+  notification for, or `session/cancel` with params that do not fit) is dropped with one
+  line on standard error, where the SDK would log a traceback;
 - the agent goes on with the next line in every case.
 
 `protocol_streams` takes file descriptors 0 and 1 for the protocol alone, so a tool that
@@ -28,6 +31,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from acp.meta import AGENT_METHODS
+from acp.schema import CancelNotification
+from pydantic import BaseModel, ValidationError
+
 from heron._support.limits import InputLimits, InputRejected, input_limits, parse_json
 from heron.errors import HeronError
 
@@ -35,6 +42,10 @@ __all__ = ["EditorPipe", "protocol_streams"]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+
+_NOTIFICATIONS: dict[str, type[BaseModel]] = {AGENT_METHODS["session_cancel"]: CancelNotification}
+"""The notifications an editor may send heron, by method; `_`-prefixed extensions are
+ignored by the SDK."""
 
 
 class EditorPipe:
@@ -89,6 +100,9 @@ class EditorPipe:
             if problem is not None:
                 await self._refuse(INVALID_REQUEST, f"Invalid Request: {problem}")
                 continue
+            if "id" not in message and (problem := _notification_problem(message)) is not None:
+                self._log(f"dropped a notification from the editor: {problem}")
+                continue
             return dict(message)
 
     async def close(self) -> None:
@@ -135,6 +149,23 @@ def _problem(message: Any) -> str | None:
     msg_id = message.get("id")
     if msg_id is not None and (isinstance(msg_id, bool) or not isinstance(msg_id, str | int)):
         return "the id must be a string or an integer"
+    return None
+
+
+def _notification_problem(message: dict[str, Any]) -> str | None:
+    """Why heron cannot take the notification `message`, or `None`."""
+    method = message["method"]
+    if method.startswith("_"):
+        return None
+    model = _NOTIFICATIONS.get(method)
+    if model is None:
+        return f"heron takes no notification {json.dumps(method)[:80]}"
+    try:
+        model.model_validate(message.get("params"))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "params"
+        return f"{method}: {where}: {first['msg']}"
     return None
 
 
