@@ -48,6 +48,9 @@ HEAD_TIMEOUT_S = 10.0
 """A request line and headers are a few hundred bytes: ten seconds is any real sender."""
 BODY_TIMEOUT_S = 30.0
 """1 MiB in 30 s is 35 KB/s, slower than any link a webhook sender or an operator is on."""
+LINGER_S = 1.0
+"""How long a connection refused without a request (408 for its head, 503 past the cap) is
+read and dropped before it is closed, unless its sender closes first."""
 
 
 def default_max_connections() -> int:
@@ -187,47 +190,57 @@ def _guarded_h11(*, head_timeout: float, max_connections: int) -> type[asyncio.P
     )
 
     class GuardedH11Protocol(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
+        _timer: asyncio.TimerHandle | None = None
+        """The head's deadline; after a refusal, the end of the linger."""
         _refused = False
+        """Past the cap: never a connection of uvicorn's."""
+        _ended = False
+        """A raw refusal was written: what the sender still sends is dropped."""
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             if len(self.connections) >= max_connections:
                 self._refused = True
-                cast("asyncio.Transport", transport).write(busy)
-                transport.close()
+                self._end(cast("asyncio.Transport", transport), busy)
                 return
             super().connection_made(cast("asyncio.Transport", transport))
             self._time_head()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            if self._refused:
-                return
-            self._stop_head_timer()
-            super().connection_lost(exc)
+            self._stop_timer()
+            if not self._refused:
+                super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
-            if self._refused:
+            if self._ended:
                 return
             super().data_received(data)
             if self.conn.their_state is h11.IDLE:
-                if data and self._head_timer is None:  # a kept-alive connection's next head
+                if data and self._timer is None:  # a kept-alive connection's next head
                     self._time_head()
             else:
-                self._stop_head_timer()
+                self._stop_timer()
 
         def _time_head(self) -> None:
-            self._head_timer = self.loop.call_later(head_timeout, self._head_late)
+            self._timer = self.loop.call_later(head_timeout, self._head_late)
 
-        def _stop_head_timer(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
+        def _stop_timer(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
         def _head_late(self) -> None:
-            self._head_timer = None
+            self._timer = None
             if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-                self.transport.write(late)
-                self.transport.close()
+                self._end(self.transport, late)
+
+        def _end(self, transport: asyncio.Transport, answer: bytes) -> None:
+            """`answer`, then linger: closing on bytes the sender is still sending would reset
+            the connection, and a reset can discard the answer before the sender reads it."""
+            self._ended = True
+            transport.write(answer)
+            if transport.can_write_eof():
+                transport.write_eof()
+            self._timer = self.loop.call_later(LINGER_S, transport.close)
 
     return GuardedH11Protocol
 
