@@ -119,6 +119,18 @@ async def test_a_body_that_stops_arriving_is_answered_408_and_closed(front: Http
     writer.close()
 
 
+async def test_the_rest_of_a_body_answered_413_must_arrive_in_time(front: HttpFront) -> None:
+    reader, writer = await connect(front)
+    writer.write(b"POST /ok HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n{")
+    assert await asyncio.wait_for(reader.readline(), CLIENT_WAIT_S) == (
+        b"HTTP/1.1 413 Request Entity Too Large\r\n"
+    )
+    writer.write(b"x" * 100)  # the rest comes a little at a time, never all of it
+    await writer.drain()
+    await until_closed(reader)  # closed by the server once the body's deadline passed
+    writer.close()
+
+
 async def test_a_response_that_streams_is_not_cut_by_the_body_deadline(front: HttpFront) -> None:
     reader, writer = await connect(front)
     writer.write(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -175,8 +175,11 @@ def _raw_refusal(status: str, error: str, *extra: str) -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
-def _guarded_h11(*, head_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol with the head deadline and the connection cap (module docstring).
+def _guarded_h11(
+    *, head_timeout: float, body_timeout: float, max_connections: int
+) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with the head deadline, the connection cap and a deadline for
+    the rest of a body answered before it was in (a 413: h11 reads the rest and drops it).
 
     Made here, not at import: uvicorn is imported only when a front starts."""
     import h11
@@ -191,7 +194,9 @@ def _guarded_h11(*, head_timeout: float, max_connections: int) -> type[asyncio.P
 
     class GuardedH11Protocol(H11Protocol):
         _timer: asyncio.TimerHandle | None = None
-        """The head's deadline; after a refusal, the end of the linger."""
+        """The deadline of what `_waiting` names; after a refusal, the end of the linger."""
+        _waiting: str | None = None
+        """`head`, or `rest` (of a body already answered)."""
         _refused = False
         """Past the cap: never a connection of uvicorn's."""
         _ended = False
@@ -215,21 +220,29 @@ def _guarded_h11(*, head_timeout: float, max_connections: int) -> type[asyncio.P
                 return
             super().data_received(data)
             if self.conn.their_state is h11.IDLE:
-                if data and self._timer is None:  # a kept-alive connection's next head
+                if data and self._waiting != "head":  # a kept-alive connection's next head
                     self._time_head()
+            elif self.conn.their_state is h11.SEND_BODY and self.conn.our_state is h11.DONE:
+                if self._waiting != "rest":
+                    self._stop_timer()
+                    self._waiting = "rest"
+                    self._timer = self.loop.call_later(body_timeout, self.transport.close)
             else:
                 self._stop_timer()
 
         def _time_head(self) -> None:
+            self._stop_timer()
+            self._waiting = "head"
             self._timer = self.loop.call_later(head_timeout, self._head_late)
 
         def _stop_timer(self) -> None:
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
+            self._waiting = None
 
         def _head_late(self) -> None:
-            self._timer = None
+            self._timer = self._waiting = None
             if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
                 self._end(self.transport, late)
 
@@ -319,7 +332,11 @@ class HttpFront:
             access_log=False,
             timeout_graceful_shutdown=2,
             ws="websockets-sansio" if self.websockets else "none",
-            http=_guarded_h11(head_timeout=self.head_timeout, max_connections=self.max_connections),
+            http=_guarded_h11(
+                head_timeout=self.head_timeout,
+                body_timeout=self.body_timeout,
+                max_connections=self.max_connections,
+            ),
         )
         config.load()
         server = uvicorn.Server(config)
