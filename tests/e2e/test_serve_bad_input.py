@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from typing import Any
 
@@ -157,3 +158,28 @@ def test_hostile_webhooks_are_refused_once_and_a_poison_event_never_crash_loops_
     assert letter["event"] is None
     shown = heron.run("events", "tail", "--dead")
     assert future.id in shown.stdout and "attempts=0" in shown.stdout
+
+
+def test_slow_and_idle_senders_are_cut_off_and_a_webhook_gets_through_after(heron: Heron) -> None:
+    heron.env["HERON_WEBHOOK_SECRET"] = SECRET
+    heron.write("heron.toml", "[gateway.limits]\nmax_connections = 3\nhead_timeout_s = 3\n")
+    script = heron.script("script.yaml", [{"text": "Got it.", "expect": {"last_role": "user"}}])
+    running = serve(heron, script)
+    url = running.wait_for_event("serve_started")["webhook"]
+    host, port = url.removeprefix("http://").split(":")
+
+    # Three senders that never finish their heads hold every slot...
+    slow = [socket.create_connection((host, int(port)), timeout=30) for _ in range(3)]
+    for sock in slow:
+        sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Le")
+    busy = post(url, b'{"id": "b-1", "text": "busy?"}')
+    assert (busy.status_code, busy.headers["retry-after"]) == (503, "1")
+    # ...until their three seconds are up: each is answered 408 and closed by the server.
+    for sock in slow:
+        with sock:
+            answer = b"".join(iter(lambda s=sock: s.recv(4096), b""))
+        assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+
+    accepted = post(url, json.dumps({"id": "w-1", "text": "after the slow ones"}).encode())
+    assert accepted.status_code == 202
+    running.wait_for_event("final", text="Got it.")

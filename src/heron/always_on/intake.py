@@ -187,6 +187,9 @@ class Intake:
             routes,
             addresses=addresses,
             max_body=cfg.http_max_body,
+            head_timeout=cfg.http_head_timeout_s,
+            body_timeout=cfg.http_body_timeout_s,
+            max_connections=cfg.http_max_connections,
             starting=True,
             websockets=cfg.http_port is not None,
         )

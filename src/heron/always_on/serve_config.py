@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from heron.always_on.http import DEFAULT_MAX_BODY
+from heron.always_on.http import BODY_TIMEOUT_S, DEFAULT_MAX_BODY, HEAD_TIMEOUT_S
 from heron.errors import HeronError
 
 if TYPE_CHECKING:
@@ -67,6 +67,10 @@ class ServeConfig:
     http_host: str = "127.0.0.1"
     http_max_body: int = DEFAULT_MAX_BODY
     """The one body limit of every HTTP route (webhooks and gateway): 413 above it."""
+    http_max_connections: int | None = None
+    """Open connections of the front at once; `None`: half the file-descriptor limit."""
+    http_head_timeout_s: float = HEAD_TIMEOUT_S
+    http_body_timeout_s: float = BODY_TIMEOUT_S
     contacts: frozenset[str] = frozenset()
     """Known third parties: mail addresses, GitHub logins, IM sender ids."""
     maildir: Path | None = None

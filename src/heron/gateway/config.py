@@ -14,6 +14,8 @@ sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
 [gateway.limits]
 max_body = 1048576                     # bytes of one request body (webhooks too): 413
+head_timeout_s = 10                    # a request's head must arrive in this: 408
+body_timeout_s = 30                    # and its body in this after the head: 408
 requests_per_minute = 600              # per principal: 429 above it
 burst = 60
 ```
@@ -80,6 +82,13 @@ class GatewayLimits(_Section):
     """Events a reconnecting client may be behind; further behind, it is told to resync."""
     max_clients: int = Field(default=1000, ge=1)
     """Event streams open at once; more are refused with 503."""
+    max_connections: int | None = Field(default=None, ge=1)
+    """Open HTTP connections of the front at once (webhooks too); more are answered 503 and
+    closed. Unset: half the process's file-descriptor limit."""
+    head_timeout_s: float = Field(default=10.0, ge=0.1, le=300)
+    """Seconds for a request's line and headers to arrive: 408 and closed after them."""
+    body_timeout_s: float = Field(default=30.0, ge=0.1, le=3600)
+    """Seconds for a request's body to arrive once its head has: 408 and closed after them."""
 
 
 class GatewayConfig(_Section):
