@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import heron._support.http_limits as http_limits_module
 import heron.always_on.channels.webhook as webhook_module
 import heron.always_on.http as http_module
 from heron.cli.main import build_parser
@@ -106,7 +107,10 @@ def test_the_response_code_table_lists_every_status_the_webhook_listener_sends()
     # `_answer(outcome, ...)` calls, and the outcomes spread over lines by the formatter.
     sent_words = set(re.findall(r'_answer\(\s*"(\w+)"', source))
     # And the front's own answers before any route (no such path, too large, starting).
-    front = Path(http_module.__file__).read_text(encoding="utf-8")
+    front = "".join(
+        Path(module.__file__).read_text(encoding="utf-8")
+        for module in (http_module, http_limits_module)
+    )
     answers = r'(?:status_code=|"status": |_refuse\(send, |refusal = \(|_raw_refusal\(\s*")(\d{3})'
     sent_codes |= {int(code) for code in re.findall(answers, front)}
     sent_words |= set(re.findall(r'"status": "(\w+)"', front))

@@ -18,11 +18,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp_types as types
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from heron._support.limits import input_limits
 from support.cli import HERON, TIMEOUT_S, Heron, assert_one_result_per_call
+
+MAX = input_limits().max_bytes
+"""`[limits] max_bytes` by default: the body limit of `heron mcp serve --transport http`."""
 
 
 def _env(root: Path) -> dict[str, str]:
@@ -291,3 +296,18 @@ def test_served_calls_follow_heron_toml_and_land_in_the_execution_audit(tmp_path
     assert seen == [("read_file", "ok", "mcp")] * 3
     assert {r["operator"] for r in rows} == {"mcp:stdio"}
     assert all('"big.txt"' in r["arguments"] for r in rows)
+
+
+def test_http_server_refuses_a_body_over_the_input_limit_before_reading_it(
+    tmp_path: Path,
+) -> None:
+    with _http_server(tmp_path, "perception") as url:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * MAX}}
+        headers = {"Accept": "application/json, text/event-stream"}
+        over = httpx.post(url, json=message, headers=headers, trust_env=False, timeout=TIMEOUT_S)
+        fine = httpx.post(url, content=b"{}", headers=headers, trust_env=False, timeout=TIMEOUT_S)
+    assert (over.status_code, over.json()) == (
+        413,
+        {"status": "invalid", "error": "body too large"},
+    )
+    assert fine.status_code != 413  # the server goes on (the SDK answers a non-message itself)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from heron.always_on.http import BODY_TIMEOUT_S, DEFAULT_MAX_BODY, HEAD_TIMEOUT_S
+from heron._support.http_limits import BODY_TIMEOUT_S, DEFAULT_MAX_BODY, HEAD_TIMEOUT_S
 from heron.errors import HeronError
 
 if TYPE_CHECKING:

@@ -39,6 +39,8 @@ from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from heron._support.http_limits import guarded_uvicorn
+from heron._support.limits import input_limits
 from heron.artifacts.store import ArtifactStore
 from heron.audit.executions import ExecutionAuditTrail
 from heron.mcp.server.artifacts import ArtifactResources, TrackingSpill
@@ -417,7 +419,11 @@ class ToolServer:
         shown = f"[{host}]" if ":" in host else host
         sys.stderr.write(f"heron: MCP server at http://{shown}:{sock.getsockname()[1]}/mcp\n")
         sys.stderr.flush()
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        # Under the limits of every heron HTTP server; a body is one JSON-RPC message, so its
+        # bound is the one of outside JSON (`[limits] max_bytes`).
+        config = guarded_uvicorn(
+            app, max_body=input_limits().max_bytes, log_level="warning", lifespan="on"
+        )
         try:
             await uvicorn.Server(config).serve(sockets=[sock])
         finally:
