@@ -145,6 +145,7 @@ async def _loopback_callback(desk: RequestDesk, redirect_uri: str) -> AsyncItera
     import uvicorn
     from starlette.applications import Starlette
 
+    from heron._support.http_limits import DEFAULT_MAX_BODY, guarded_uvicorn
     from heron.mcp.auth.callback import oauth_callback_routes
 
     host = "::1" if parts.hostname == "::1" else "127.0.0.1"
@@ -158,7 +159,8 @@ async def _loopback_callback(desk: RequestDesk, redirect_uri: str) -> AsyncItera
         return
     sock.listen()
     app = Starlette(routes=oauth_callback_routes(desk, path=parts.path or "/"))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    config = guarded_uvicorn(app, max_body=DEFAULT_MAX_BODY, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         yield True
