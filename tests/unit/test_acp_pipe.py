@@ -54,8 +54,8 @@ async def wired() -> AsyncIterator[Wired]:
 
 
 def _line(size: int) -> bytes:
-    """A JSON-RPC notification of exactly `size` bytes, its newline included."""
-    head, tail = b'{"jsonrpc":"2.0","method":"m","params":"', b'"}\n'
+    """A JSON-RPC request of exactly `size` bytes, its newline included."""
+    head, tail = b'{"jsonrpc":"2.0","id":1,"method":"m","params":"', b'"}\n'
     return head + b"x" * (size - len(head) - len(tail)) + tail
 
 
