@@ -45,8 +45,11 @@ class FrontMatterRefused(HeronError, yaml.MarkedYAMLError):
     past `MAX_DEPTH`, a number too long to convert. Carries the mark (line) of the place."""
 
 
-def _shown(tag: str) -> str:
-    return "!!" + tag.removeprefix(_CORE) if tag.startswith(_CORE) else tag
+def _shown(text: str, *, tag: bool = False) -> str:
+    """An anchor or tag for a message: the file's own text, so cut short."""
+    if tag and text.startswith(_CORE):
+        text = "!!" + text.removeprefix(_CORE)
+    return text if len(text) <= 64 else text[:63] + "…"
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -59,12 +62,13 @@ class _BoundedLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, AliasEvent):
-            self._refuse(f"an alias (*{event.anchor}): {_NO_ALIASES}", event)
+            self._refuse(f"an alias (*{_shown(event.anchor)}): {_NO_ALIASES}", event)
         if isinstance(event, NodeEvent) and event.anchor is not None:
-            self._refuse(f"an anchor (&{event.anchor}): {_NO_ALIASES}", event)
+            self._refuse(f"an anchor (&{_shown(event.anchor)}): {_NO_ALIASES}", event)
         tag = getattr(event, "tag", None)
         if tag is not None and tag not in _PLAIN_TAGS:
-            self._refuse(f"the tag {_shown(tag)}: tags other than plain types are not read", event)
+            shown = _shown(tag, tag=True)
+            self._refuse(f"the tag {shown}: tags other than plain types are not read", event)
         nested = isinstance(event, MappingStartEvent | SequenceStartEvent)
         if nested:
             self._depth += 1
