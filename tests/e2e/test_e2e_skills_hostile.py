@@ -104,3 +104,21 @@ def test_escape_sequences_in_a_skill_never_reach_the_terminal_raw(heron: Heron) 
         assert shown.code == 0, shown.stderr
         assert not [c for c in raw if c in shown.stdout], args
     assert "\\u001b]0;pwned" in heron.run("skills", "show", "loud").stdout
+
+
+def test_a_project_skill_with_more_files_than_are_pinned_cannot_be_approved(
+    heron: Heron,
+) -> None:
+    # 201 files: a pin of the first 200 would let the last one change unseen.
+    heron.write(".heron/skills/many/SKILL.md", GOOD.format(name="many", description="Many."))
+    for n in range(201):
+        heron.write(f".heron/skills/many/assets/{n:03d}.txt", f"{n}\n")
+    approve = heron.run("skills", "approve", "many")
+    assert approve.code == 1
+    assert "many cannot be pinned, so it cannot be approved" in approve.stderr
+    assert "more than 200 files" in approve.stderr
+    listed = heron.run("skills", "list", "--json")
+    [row] = json.loads(listed.stdout)
+    assert (row["status"], row["offered"]) == ("unpinnable", False)
+    check = heron.run("skills", "check", "--no-agent")
+    assert check.code == 1 and "the skill cannot be pinned, so it is not offered" in check.stdout

@@ -78,6 +78,8 @@ def _find(scan: SkillScan, name: str) -> Skill:
 
 
 def cmd_skills(args: argparse.Namespace) -> int:
+    from heron.skills.trust import SkillPinError
+
     config = common.load_config(args)
     project = (args.project or Path.cwd()).resolve()
     scan, failed = _scan(config, project)
@@ -105,20 +107,27 @@ def cmd_skills(args: argparse.Namespace) -> int:
         common.out(f"{skill.name} is already approved as it is; nothing changed")
         return EXIT_OK
     if verdict.status == "unpinnable":
-        common.err(f"{skill.name} cannot be pinned, so it cannot be approved:")
-        for problem in verdict.problems:
-            common.err(f"  {problem}")
-        return EXIT_ERROR
+        return _unpinnable(skill.name, verdict.problems)
     if verdict.status == "changed":
         common.out(f"{skill.name} changed since it was approved:")
         for change in verdict.changes:
             common.out(f"  {change}")
         common.out(verdict.diff)
-    pin = trust.approve(skill)
+    try:
+        pin = trust.approve(skill)
+    except SkillPinError as exc:  # a file became unreadable since the verdict
+        return _unpinnable(skill.name, exc.problems)
     common.out(
         f"approved {skill.name}: {len(pin.definitions)} file(s) pinned (sha256 {pin.digest[:16]})"
     )
     return EXIT_OK
+
+
+def _unpinnable(name: str, problems: tuple[str, ...]) -> int:
+    common.err(f"{name} cannot be pinned, so it cannot be approved:")
+    for problem in problems:
+        common.err(f"  {problem}")
+    return EXIT_ERROR
 
 
 def _json(rows: list[dict[str, Any]]) -> None:
