@@ -62,7 +62,7 @@ class _BoundedLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, AliasEvent):
-            self._refuse(f"an alias (*{_shown(event.anchor)}): {_NO_ALIASES}", event)
+            self._refuse(f"an alias (*{_shown(event.anchor or '')}): {_NO_ALIASES}", event)
         if isinstance(event, NodeEvent) and event.anchor is not None:
             self._refuse(f"an anchor (&{_shown(event.anchor)}): {_NO_ALIASES}", event)
         tag = getattr(event, "tag", None)
