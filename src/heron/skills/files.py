@@ -130,7 +130,7 @@ class SkillTree:
     """Regular files (links to regular files inside the folder included), SKILL.md excluded;
     hidden ones are not looked at."""
     links_out: tuple[tuple[str, str], ...] = ()
-    """Links that lead out of the folder, with where they point: never listed or read."""
+    """Links that lead out of the folder, with where they end up: never listed or read."""
     odd: tuple[tuple[str, str], ...] = ()
     """Entries that are not regular files (FIFOs, devices, sockets, broken links), with why
     (`it is not a regular file (a FIFO)`)."""
@@ -172,7 +172,7 @@ def walk_skill(folder: Path, *, skip: str = "SKILL.md") -> SkillTree:
                 if entry.is_symlink():
                     target = _real(base / rel)
                     if not target.is_relative_to(base):
-                        links_out.append((rel.as_posix(), os.readlink(base / rel)))
+                        links_out.append((rel.as_posix(), str(target)))
                         continue
                     mode = os.stat(target).st_mode
                     if stat.S_ISDIR(mode):

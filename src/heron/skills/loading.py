@@ -17,7 +17,7 @@ from heron.skills.allowed import unknown_entries
 from heron.skills.catalogue import SkillCatalogue
 from heron.skills.finder import EntryPoints, SkillScan, _entry_points, find_skills, skill_roots
 from heron.skills.skill import Problem, Skill
-from heron.skills.trust import SkillTrust, TrustVerdict, pin_problems
+from heron.skills.trust import SkillTrust, TrustVerdict, pin_problems, unpinnable_problems
 
 __all__ = ["SkillSet", "check_skills", "load_skills", "scan_skills"]
 
@@ -85,10 +85,7 @@ def load_skills(
                 f"project skill {skill.name!r} cannot be pinned and is not offered: "
                 f"{'; '.join(verdict.problems)}"
             )
-            problems += [
-                Problem(path=skill.folder, message=f"the skill cannot be pinned: {reason}")
-                for reason in verdict.problems
-            ]
+            problems += unpinnable_problems(skill, verdict.problems)
         elif verdict.status == "changed":
             notices.append(
                 f"project skill {skill.name!r} changed since it was approved and is not "

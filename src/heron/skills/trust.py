@@ -41,6 +41,7 @@ __all__ = [
     "pin_problems",
     "skill_definitions",
     "skill_key",
+    "unpinnable_problems",
 ]
 
 SKILL_PIN_PREFIX = "skill:"
@@ -90,7 +91,7 @@ def skill_definitions(skill: Skill) -> list[ToolDefinition]:
     than are listed: a pin that misses a file would let it change unseen (fail closed)."""
     key = skill_key(skill)
     tree = skill.tree()
-    reasons = [f"{rel or '.'}/: the folder cannot be read ({why})" for rel, why in tree.unreadable]
+    reasons = [f"{rel}/: the folder cannot be read ({why})" for rel, why in tree.unreadable]
     if tree.truncated:
         reasons.append(
             f"more than {MAX_FILES} files or {MAX_ENTRIES} entries: not every file can be pinned"
@@ -118,14 +119,17 @@ def pin_problems(skill: Skill) -> list[Problem]:
     try:
         skill_definitions(skill)
     except SkillPinError as exc:
-        return [
-            Problem(
-                path=skill.folder,
-                message=f"the skill cannot be pinned, so it is not offered: {reason}",
-            )
-            for reason in exc.problems
-        ]
+        return unpinnable_problems(skill, exc.problems)
     return []
+
+
+def unpinnable_problems(skill: Skill, reasons: Sequence[str]) -> list[Problem]:
+    return [
+        Problem(
+            path=skill.folder, message=f"the skill cannot be pinned, so it is not offered: {why}"
+        )
+        for why in reasons
+    ]
 
 
 def _identity(skill: Skill) -> ServerIdentity:
