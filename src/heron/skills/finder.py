@@ -142,6 +142,15 @@ def _folders(root: Path) -> tuple[list[Path], list[str], bool]:
     return read, names[MAX_SKILLS_PER_ROOT:], capped
 
 
+def _has_entries(folder: Path) -> bool:
+    # One entry, not the listing (`Path.iterdir` lists the whole folder first).
+    try:
+        with os.scandir(folder) as it:
+            return next(it, None) is not None
+    except OSError:
+        return False
+
+
 def _left_out(root: SkillRoot, rest: list[str], capped: bool) -> Problem:
     shown = ", ".join(rest[:10]) + (", …" if len(rest) > 10 else "")
     more = f"{len(rest)}{'+' if capped else ''} more folder(s)"
@@ -165,7 +174,7 @@ def find_skills(roots: Sequence[SkillRoot]) -> SkillScan:
         for folder in folders:
             # lexists: a SKILL.md that is a FIFO, a device or a link is reported by parse_skill
             if not os.path.lexists(folder / SKILL_FILE):
-                if any(folder.iterdir()):
+                if _has_entries(folder):
                     problems.append(
                         Problem(
                             path=folder,
