@@ -12,7 +12,6 @@ Loading is lenient (an agent takes what it can, with a warning); `check` is stri
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,12 +129,6 @@ def _unpinnable(name: str, problems: tuple[str, ...]) -> int:
     return EXIT_ERROR
 
 
-def _json(rows: list[dict[str, Any]]) -> None:
-    # Through `out`: JSON leaves DEL, C1 and bidi overrides raw; `terminal_safe` writes them as
-    # the `\u` escapes JSON itself uses, so the output still decodes to the same values.
-    common.out(json.dumps(rows, ensure_ascii=False, indent=2))
-
-
 def _list(scan: SkillScan, trust: SkillTrust, *, as_json: bool) -> int:
     rows: list[dict[str, Any]] = []
     for skill in scan.skills:
@@ -151,7 +144,9 @@ def _list(scan: SkillScan, trust: SkillTrust, *, as_json: bool) -> int:
             }
         )
     if as_json:
-        _json(rows)
+        from heron.cli.render import print_json
+
+        print_json(rows)
         return EXIT_OK
     if not rows:
         common.out("no skills found (see `heron skills check` for folders that failed to load)")
@@ -217,6 +212,7 @@ def _known_tools(args: argparse.Namespace, config: HeronConfig) -> list[str] | N
 
 
 def _check(args: argparse.Namespace, config: HeronConfig, scan: SkillScan) -> int:
+    from heron.cli.render import print_json
     from heron.skills import check_skills
 
     problems = check_skills(scan, known_tools=_known_tools(args, config))
@@ -226,7 +222,7 @@ def _check(args: argparse.Namespace, config: HeronConfig, scan: SkillScan) -> in
             {"path": str(p.path), "line": p.line, "severity": p.severity, "message": p.message}
             for p in problems
         ]
-        _json(rows)
+        print_json(rows)
     else:
         for problem in problems:
             common.out(str(problem))

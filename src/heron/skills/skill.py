@@ -14,7 +14,7 @@ under the folder's name — each with its problem, which `heron skills check` li
 
 A project's folder is hostile until approved: `SKILL.md` is read only as a regular file inside
 its folder, at most `SKILL_FILE_MAX_BYTES` (`heron.skills.files`), and its front matter by a
-bounded YAML loader (`heron.skills.front_matter`: no aliases, no tags, 16 levels at most); a
+bounded YAML loader (`heron._support.front_matter`: no aliases, no tags, 16 levels at most); a
 refusal is a problem with its line, and the lines are then read as they are written.
 """
 
@@ -28,19 +28,13 @@ from typing import Any, Literal
 
 import yaml
 
-from heron.skills.files import (
-    MAX_ENTRIES,
-    MAX_FILES,
-    SkillFileRefused,
-    SkillTree,
-    open_inside,
-    walk_skill,
-)
-from heron.skills.front_matter import (
+from heron._support.folder_files import FileRefused, open_inside
+from heron._support.front_matter import (
     lenient_yaml,
     load_front_matter,
     split_front_matter,
 )
+from heron.skills.files import MAX_ENTRIES, MAX_FILES, SkillTree, walk_skill
 
 __all__ = [
     "COMPATIBILITY_MAX",
@@ -55,6 +49,8 @@ __all__ = [
 ]
 
 SKILL_FILE = "SKILL.md"
+SKILL_FOLDER = "the skill's folder"
+"""How messages name the folder a skill's files must stay in."""
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 COMPATIBILITY_MAX = 500
@@ -164,7 +160,7 @@ def _yaml_problem(exc: yaml.YAMLError, skill_file: Path, offset: int) -> Problem
 
 def _read_skill_file(folder: Path) -> str | int:
     """SKILL.md's text, or its size when it is over `SKILL_FILE_MAX_BYTES` (not read)."""
-    with open_inside(folder, SKILL_FILE) as (fh, size):
+    with open_inside(folder, SKILL_FILE, place=SKILL_FOLDER) as (fh, size):
         if size > SKILL_FILE_MAX_BYTES:
             return size
         data = fh.read(SKILL_FILE_MAX_BYTES + 1)  # never more, even if it grows meanwhile
@@ -233,7 +229,7 @@ def parse_skill(folder: Path, source: SkillSource) -> tuple[Skill | None, list[P
         text = _read_skill_file(folder)
     except FileNotFoundError:
         return None, [Problem(path=folder, message=f"no {SKILL_FILE} in the skill's folder")]
-    except SkillFileRefused as exc:
+    except FileRefused as exc:
         return None, [Problem(path=skill_file, message=f"{exc}: not read")]
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Problem(path=skill_file, message=f"cannot read it: {exc}")]

@@ -23,9 +23,10 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from heron._support.folder_files import FileRefused, check_relative, open_inside
 from heron.skills.allowed import Narrowing
 from heron.skills.catalogue import SkillCatalogue
-from heron.skills.files import SkillFileRefused, check_relative, open_inside
+from heron.skills.skill import SKILL_FOLDER
 from heron.tools.definition import ToolAnnotations, ToolContext, ToolResult, ToolSpec
 from heron.tools.validation import SchemaValidator
 from heron.turn.hooks import Cancel, HookCall, Rewrite, ToolHook
@@ -211,12 +212,12 @@ class ReadSkillFileTool:
             return ToolResult.fail(f"no skill named {arguments['name']!r}")
         rel = str(arguments["path"]).strip()
         refusal = f"{rel!r} is not a file inside the skill's folder"
-        why = check_relative(rel)
+        why = check_relative(rel, place=SKILL_FOLDER)
         if why is not None or not rel:
             return ToolResult.fail(f"{refusal}: {why or 'the path is empty'}")
         try:
             with (
-                open_inside(skill.folder, rel) as (fh, _),
+                open_inside(skill.folder, rel, place=SKILL_FOLDER) as (fh, _),
                 io.TextIOWrapper(fh, encoding="utf-8") as text_fh,
             ):
                 text = text_fh.read(MAX_FILE_CHARS + 1)  # never more than is shown
@@ -225,7 +226,7 @@ class ReadSkillFileTool:
         except FileNotFoundError:
             listed = ", ".join(skill.files()) or "(none)"
             return ToolResult.fail(f"the skill has no file {rel!r}; its files: {listed}")
-        except SkillFileRefused as exc:
+        except FileRefused as exc:
             if exc.outside:  # a link: check_relative let the path itself through
                 return ToolResult.fail(f"{refusal}: it links out of the skill's folder")
             return ToolResult.fail(f"{exc}; read the files the skill lists")

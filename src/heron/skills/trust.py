@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from heron._support.folder_files import open_inside
 from heron.errors import HeronError
 from heron.mcp.trust.pins import (
     PinCheck,
@@ -29,8 +30,8 @@ from heron.mcp.trust.pins import (
     TrustStore,
     compare_pin,
 )
-from heron.skills.files import MAX_ENTRIES, MAX_FILES, open_inside
-from heron.skills.skill import SKILL_FILE, Problem, Skill
+from heron.skills.files import MAX_ENTRIES, MAX_FILES
+from heron.skills.skill import SKILL_FILE, SKILL_FOLDER, Problem, Skill
 
 __all__ = [
     "SKILL_PIN_PREFIX",
@@ -69,7 +70,7 @@ def _content(folder: Path, rel: str) -> str:
     """The file's text when it is small UTF-8, else its digest (read in chunks: a skill's
     asset may be large, and a project's files are hostile until approved). Only a regular
     file inside the folder is opened (`open_inside`)."""
-    with open_inside(folder, rel) as (fh, _):
+    with open_inside(folder, rel, place=SKILL_FOLDER) as (fh, _):
         head = fh.read(_TEXT_LIMIT + 1)
         if len(head) <= _TEXT_LIMIT:
             try:

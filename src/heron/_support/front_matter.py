@@ -1,5 +1,5 @@
-"""The front matter of a `SKILL.md`: split from the body, loaded by a bounded YAML loader, or
-read line by line when YAML refuses it.
+"""The YAML front matter of a Markdown file from outside (a `SKILL.md`, an `agents/NAME.md`):
+split from the body, loaded by a bounded YAML loader, or read line by line when YAML refuses it.
 
 `yaml.safe_load` is safe from code execution but not from size: an alias (`*a`) is the same
 object again, so 100 kB of text referred to 1,500 times is 150 MB as soon as anything joins,
@@ -8,7 +8,7 @@ levels); an integer of 5,000 digits raises a bare `ValueError`. `load_front_matt
 anchors and aliases, every explicit tag but the plain YAML types (`!!str`, `!!int`, …: no
 `!!python/…`, `!!binary`, `!local`), nesting deeper than `MAX_DEPTH`, and integers Python
 would not convert — each as a `FrontMatterRefused` (a `yaml.MarkedYAMLError`, with its line),
-before anything is built. A skill's front matter is a handful of flat keys; none of this takes
+before anything is built. Such front matter is a handful of flat keys; none of this takes
 anything a real one uses.
 """
 
@@ -41,7 +41,7 @@ _MAX_DIGITS = 4_000  # below Python's int/str conversion limit (4,300)
 
 
 class FrontMatterRefused(HeronError, yaml.MarkedYAMLError):
-    """YAML heron does not load from a skill: an alias or anchor, an explicit tag, nesting
+    """YAML heron does not load from front matter: an alias or anchor, an explicit tag, nesting
     past `MAX_DEPTH`, a number too long to convert. Carries the mark (line) of the place."""
 
 
