@@ -36,7 +36,7 @@ grep -E '^(Sig(Blk|Ign|Cgt)|Cap|NoNewPrivs|Seccomp)' /proc/self/status
 cat /proc/self/limits /proc/self/cgroup
 stat -L -c '%F %t:%T' /dev/stdin; hostname; ls -A /tmp /dev/shm
 cut -d' ' -f4- /proc/self/mountinfo  # the mounts, without their ids and anonymous devices
-ls /proc | grep -c '^[0-9]'
+echo /proc/[0-9]*  # bubblewrap's init and this shell: nothing else
 """
 
 
