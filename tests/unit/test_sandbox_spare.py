@@ -199,14 +199,17 @@ async def test_each_call_has_its_own_tmp_pid_tree_and_processes(spared: BwrapSan
     assert second.stdout.startswith(b"2\n") and b"No such file" in second.stderr
     assert marker.encode() not in second.stdout
     assert pool(spared).served == 2
-    assert not [p for p in Path("/proc").glob("[0-9]*/cmdline") if marker in _read(p)]
+    assert not _running(marker)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_bytes().decode(errors="replace")
-    except OSError:
-        return ""
+def _running(marker: str) -> list[Path]:
+    """Processes anywhere on the host whose command line has `marker`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if marker.encode() in cmdline.read_bytes():
+                found.append(cmdline)
+    return found
 
 
 async def test_a_spare_is_only_for_the_command_line_it_was_started_with(

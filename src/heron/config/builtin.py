@@ -164,7 +164,7 @@ class BuiltinConfig(_Section):
     sandbox_spares: bool = True
     """`bwrap` only: each command line's next sandbox is built after a call, so the next call
     finds its namespaces and mounts ready (a spare, used by one command; `heron.sandbox.spare`).
-    An idle spare is three processes, 12 MiB resident (4.5 MiB proportional: most is the
+    An idle spare is three processes, 12 MiB resident (6 MiB proportional: most is the
     interpreter's, shared). False: every call builds its own."""
     confine: bool = True
     """False: the `process` level only limits commands (no namespaces, dedicated user or
