@@ -28,6 +28,10 @@ Under the unprivileged-user fallback for the process count, bubblewrap itself ru
 and needs unprivileged user namespaces. The Python installation heron runs on is bound read-only
 as well (`expose_python`), so `run_python` works inside the sandbox.
 
+With `spares=True` each command line's next bubblewrap is built after a call and waits for the
+next one (`heron.sandbox.spare`: used by one command, containing the same; `aclose()` stops
+them).
+
 A missing `bwrap` binary is a `SandboxUnavailable` error at construction, never a silent
 fallback to a weaker level. A virtualenv is not a sandbox (see `heron.sandbox.base`).
 """
