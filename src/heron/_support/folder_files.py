@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from heron.errors import HeronError
 
-__all__ = ["FileRefused", "check_relative", "kind_of", "open_inside", "real_path"]
+__all__ = ["FileRefused", "check_relative", "kind_of", "open_inside", "open_regular", "real_path"]
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
@@ -90,12 +90,23 @@ def open_inside(
 
     Raises `FileRefused` for a path out of the folder or a file that is not regular
     (FIFO, device, socket, directory), and the usual `OSError`s (missing, permission)."""
-    target = _inside(folder, rel, place)
-    fd = os.open(target, _OPEN_FLAGS)
+    with open_regular(_inside(folder, rel, place), shown=repr(rel)) as opened:
+        yield opened
+
+
+@contextmanager
+def open_regular(
+    path: Path, *, shown: str | None = None, follow: bool = False
+) -> Iterator[tuple[BinaryIO, int]]:
+    """`path` open for reading, with its size, when it is a regular file (checked on the open
+    descriptor; a FIFO never holds the open). `follow` follows a last link (a path a user
+    named); `open_inside` has resolved its path already. Raises `FileRefused` or `OSError`."""
+    fd = os.open(path, _OPEN_FLAGS & ~os.O_NOFOLLOW if follow else _OPEN_FLAGS)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise FileRefused(f"{rel!r} is not a regular file ({kind_of(info.st_mode)})")
+            name = shown or str(path)
+            raise FileRefused(f"{name} is not a regular file ({kind_of(info.st_mode)})")
         os.set_blocking(fd, True)
         fh = os.fdopen(fd, "rb")
     except BaseException:
