@@ -18,6 +18,7 @@ import shutil
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -306,20 +307,51 @@ async def test_closing_stops_idle_spares_and_later_calls_run_cold(spared: BwrapS
 
 async def test_closing_while_a_spare_starts_leaves_nothing_at_any_point(workspace: Path) -> None:
     need_bwrap()
-    steps = 0
-    while True:  # close after 0, 1, 2, ... turns of the event loop, until the spare was ready
+    points: list[frozenset[tuple[str, ...]]] = []
+    while True:  # close at the start's 1st, 2nd, ... await point, until the spare was ready
         sandbox = BwrapSandbox(workspace=workspace, limits=LIMITS, spares=True)
         preparing = asyncio.create_task(sandbox.prepare())
-        for _ in range(steps):
-            await asyncio.sleep(0)
+        point = await _turn_until_moved(len(points), preparing)
         done = preparing.done()
         await sandbox.aclose()
         await asyncio.gather(preparing, return_exceptions=True)
-        assert leftovers(sandbox) == [], f"after {steps} turns"
+        assert leftovers(sandbox) == [], f"closed at {point}"
         if done:
             break
-        steps += 1
-    assert steps > 3
+        points.append(point)
+    assert len(points) > 3
+
+
+async def _turn_until_moved(times: int, task: asyncio.Task[object]) -> frozenset[tuple[str, ...]]:
+    """Turn the event loop until the await points of its tasks (this one aside) have changed
+    `times` times, or `task` is done; return where they are. Turns between two changes wait on
+    the same events (a process, a pipe), so each change is a point worth stopping at, and the
+    count does not grow with the machine's speed as a count of turns does."""
+    seen, moved = _await_points(), 0
+    async with asyncio.timeout(BOUND):
+        while moved < times and not task.done():
+            await asyncio.sleep(0)
+            now = _await_points()
+            moved += now != seen
+            seen = now
+    return seen
+
+
+def _await_points() -> frozenset[tuple[str, ...]]:
+    """Where each task of the running loop but the current one waits: its chain of frames."""
+    points = set()
+    for task in asyncio.all_tasks() - {asyncio.current_task()}:
+        chain, awaited = [], task.get_coro()
+        while (frame := _frame_of(awaited)) is not None:
+            chain.append(f"{frame.f_code.co_qualname}:{frame.f_lineno}")
+            awaited = getattr(awaited, "cr_await", getattr(awaited, "gi_yieldfrom", None))
+        points.add(tuple(chain))
+    return frozenset(points)
+
+
+def _frame_of(awaited: object) -> FrameType | None:
+    """A coroutine's frame, or a generator's (asyncio's own awaitables); None for a future."""
+    return getattr(awaited, "cr_frame", getattr(awaited, "gi_frame", None))
 
 
 async def test_cancelling_a_spared_call_at_any_point_leaves_nothing(workspace: Path) -> None:
