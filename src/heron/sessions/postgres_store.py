@@ -1,10 +1,10 @@
 """`PostgresSessionStore`: the `SessionStore` on a shared PostgreSQL database.
 
-Tables `session_entries` (the append-only entries) and `session_heads` (one row per session,
-its head). Every append locks the session's head row (`FOR UPDATE`) inside its transaction, so
-the head check and the write are one step whichever worker writes; the event bus runs the
-same append inside its own transaction (`append_in`), so consumption and history commit
-together.
+Tables `session_entries` (the append-only entries), `session_heads` (one row per session,
+its head) and `session_entry_tokens` (entries' token counts, see `heron.sessions.store`).
+Every append locks the session's head row (`FOR UPDATE`) inside its transaction, so the head
+check and the write are one step whichever worker writes; the event bus runs the same append
+inside its own transaction (`append_in`), so consumption and history commit together.
 
 Fencing: a store told a session's lease (`fence`) checks in every append of that session that
 the lease's epoch is still the stored one, under a share lock of the lease row (a takeover
@@ -31,6 +31,8 @@ from heron.sessions.store import (
     SessionEntry,
     SessionExistsError,
     SessionInfo,
+    TokenCounts,
+    check_token_counts,
     decode_history,
     reading_history,
 )
@@ -102,11 +104,12 @@ class PostgresSessionStore:
         messages: Sequence[Message],
         *,
         expected_last_entry: int | None = None,
+        tokens: TokenCounts | None = None,
     ) -> int:
         return run(
             self._pool,
             lambda conn: self.append_in(
-                conn, session, messages, expected_last_entry=expected_last_entry
+                conn, session, messages, expected_last_entry=expected_last_entry, tokens=tokens
             ),
         )
 
@@ -118,9 +121,11 @@ class PostgresSessionStore:
         *,
         expected_last_entry: int | None = None,
         now: float | None = None,
+        tokens: TokenCounts | None = None,
     ) -> int:
         """`append` inside a transaction the caller opened on `conn` (of this store's pool)
         and commits; `now` overrides the entries' timestamp."""
+        counts = check_token_counts(messages, tokens)
         self.check_fence(conn, session)
         conn.execute(
             "INSERT INTO session_heads (session, head) VALUES (%s, 0) ON CONFLICT DO NOTHING",
@@ -135,7 +140,7 @@ class PostgresSessionStore:
         if not messages:
             return head
         ts = self._now() if now is None else now
-        for message in messages:
+        for message, count in zip(messages, counts, strict=True):
             inserted = conn.execute(
                 "INSERT INTO session_entries (session, parent_id, ts, role, message)"
                 " VALUES (%s, %s, %s, %s, %s) RETURNING entry_id",
@@ -143,6 +148,12 @@ class PostgresSessionStore:
             ).fetchone()
             assert inserted is not None  # RETURNING of a one-row INSERT
             head = int(inserted[0])
+            if tokens is not None:
+                conn.execute(
+                    "INSERT INTO session_entry_tokens (entry_id, counted_by, tokens)"
+                    " VALUES (%s, %s, %s)",
+                    (head, tokens.counted_by, count),
+                )
         conn.execute("UPDATE session_heads SET head = %s WHERE session = %s", (head, session))
         for companion in self.companions:
             companion(conn, session, messages)
@@ -208,6 +219,28 @@ class PostgresSessionStore:
                     rows, decode_history(session, rows), strict=True
                 )
             ]
+
+    def token_counts(self, session: str, counted_by: str) -> list[tuple[int, int | None]]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT e.entry_id, t.tokens FROM session_entries e"
+                " LEFT JOIN session_entry_tokens t"
+                " ON t.entry_id = e.entry_id AND t.counted_by = %s WHERE e.session = %s"
+                " ORDER BY e.entry_id",
+                (counted_by, session),
+            ).fetchall()
+        return [(int(entry), None if tokens is None else int(tokens)) for entry, tokens in rows]
+
+    def add_token_counts(self, counted_by: str, counts: Sequence[tuple[int, int]]) -> None:
+        def work(conn: Conn) -> None:
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO session_entry_tokens (entry_id, counted_by, tokens)"
+                    " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    [(entry_id, counted_by, tokens) for entry_id, tokens in counts],
+                )
+
+        run(self._pool, work)
 
     def list_sessions(self) -> list[SessionInfo]:
         with self._pool.connection() as conn:

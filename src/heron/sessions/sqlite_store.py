@@ -23,6 +23,8 @@ from heron.sessions.store import (
     SessionEntry,
     SessionExistsError,
     SessionInfo,
+    TokenCounts,
+    check_token_counts,
     decode_history,
     reading_history,
 )
@@ -40,6 +42,14 @@ CREATE TABLE IF NOT EXISTS session_entries (
     message   TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS session_entries_by_session ON session_entries (session, entry_id);
+-- Derived: an entry's tokens as one counter counts them (`TokenCounts`), apart from the entry
+-- so that reading them does not read the messages.
+CREATE TABLE IF NOT EXISTS session_entry_tokens (
+    entry_id   INTEGER NOT NULL,
+    counted_by TEXT NOT NULL,
+    tokens     INTEGER NOT NULL,
+    PRIMARY KEY (entry_id, counted_by)
+) WITHOUT ROWID;
 """
 
 
@@ -80,9 +90,12 @@ class SqliteSessionStore:
         messages: Sequence[Message],
         *,
         expected_last_entry: int | None = None,
+        tokens: TokenCounts | None = None,
     ) -> int:
         with transaction(self._conn) as conn:
-            return self.append_in(conn, session, messages, expected_last_entry=expected_last_entry)
+            return self.append_in(
+                conn, session, messages, expected_last_entry=expected_last_entry, tokens=tokens
+            )
 
     def append_in(
         self,
@@ -92,14 +105,16 @@ class SqliteSessionStore:
         *,
         expected_last_entry: int | None = None,
         now: float | None = None,
+        tokens: TokenCounts | None = None,
     ) -> int:
         """`append` inside a write transaction the caller opened on `conn` (this store's
         connection) and commits; `now` overrides the entries' timestamp."""
+        counts = check_token_counts(messages, tokens)
         head = _head(conn, session)
         if expected_last_entry is not None and head != expected_last_entry:
             raise ConcurrentWriteError(session, expected_last_entry, head)
         ts = self._now() if now is None else now
-        for message in messages:
+        for message, count in zip(messages, counts, strict=True):
             cursor = conn.execute(
                 "INSERT INTO session_entries (session, parent_id, ts, role, message)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -107,6 +122,12 @@ class SqliteSessionStore:
             )
             assert cursor.lastrowid is not None  # an INSERT into a rowid table always sets it
             head = cursor.lastrowid
+            if tokens is not None:
+                conn.execute(
+                    "INSERT INTO session_entry_tokens (entry_id, counted_by, tokens)"
+                    " VALUES (?, ?, ?)",
+                    (head, tokens.counted_by, count),
+                )
         if messages:
             for companion in self.companions:
                 companion(conn, session, messages)
@@ -197,6 +218,22 @@ class SqliteSessionStore:
                     rows, decode_history(session, rows), strict=True
                 )
             ]
+
+    def token_counts(self, session: str, counted_by: str) -> list[tuple[int, int | None]]:
+        return self._conn.execute(
+            "SELECT e.entry_id, t.tokens FROM session_entries e LEFT JOIN session_entry_tokens t"
+            " ON t.entry_id = e.entry_id AND t.counted_by = ? WHERE e.session = ?"
+            " ORDER BY e.entry_id",
+            (counted_by, session),
+        ).fetchall()
+
+    def add_token_counts(self, counted_by: str, counts: Sequence[tuple[int, int]]) -> None:
+        with transaction(self._conn) as conn:
+            conn.executemany(
+                "INSERT OR IGNORE INTO session_entry_tokens (entry_id, counted_by, tokens)"
+                " VALUES (?, ?, ?)",
+                [(entry_id, counted_by, tokens) for entry_id, tokens in counts],
+            )
 
     def list_sessions(self) -> list[SessionInfo]:
         rows = self._conn.execute(

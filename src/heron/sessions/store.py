@@ -5,6 +5,10 @@ before it in the same session (`parent_id`), a timestamp and the role. Entries a
 updated or deleted, so a history can be read back exactly as the model saw it. Entry ids grow
 with every append across the whole store (they are unique per store, not per session).
 
+Beside each entry the store may keep its token count under the name of the counter that
+made it (`TokenCounts`, `token_counts`): derived data, written with the entry or later, never
+changed, so a resumed session's context-window trimmer need not count its history again.
+
 Write before show: callers append a message before they display it, so whatever a user saw
 survives a crash.
 
@@ -144,6 +148,27 @@ def decode_history(session: str, rows: Sequence[Sequence[Any]]) -> list[Message]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TokenCounts:
+    """The token counts of the messages of one append, one per message, in order, made by the
+    counter `counted_by` names (`heron.models.tokens.counter_key`)."""
+
+    counted_by: str
+    tokens: tuple[int, ...]
+
+
+def check_token_counts(
+    messages: Sequence[Message], tokens: TokenCounts | None
+) -> Sequence[int | None]:
+    """One count per message to store (`None` each when there are none); `ValueError` when
+    `tokens` does not hold one count per message."""
+    if tokens is None:
+        return [None] * len(messages)
+    if len(tokens.tokens) != len(messages):
+        raise ValueError(f"{len(tokens.tokens)} token counts for {len(messages)} messages")
+    return tokens.tokens
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SessionEntry:
     """One stored history message."""
 
@@ -180,11 +205,13 @@ class SessionStore(Protocol):
         messages: Sequence[Message],
         *,
         expected_last_entry: int | None = None,
+        tokens: TokenCounts | None = None,
     ) -> int:
         """Append `messages` in order, atomically, and return the session's new head.
 
         `expected_last_entry` (when not `None`) must equal the current head, else
-        `ConcurrentWriteError` and nothing is written.
+        `ConcurrentWriteError` and nothing is written. `tokens`: the messages' token counts,
+        stored in the same transaction.
         """
         ...
 
@@ -219,6 +246,17 @@ class SessionStore(Protocol):
         """The session's entries with their ids, parents and timestamps, oldest first."""
         ...
 
+    def token_counts(self, session: str, counted_by: str) -> list[tuple[int, int | None]]:
+        """`(entry_id, tokens)` of every entry of the session, oldest first, read from one
+        snapshot without reading the messages; `tokens` is `None` where no count by
+        `counted_by` is stored."""
+        ...
+
+    def add_token_counts(self, counted_by: str, counts: Sequence[tuple[int, int]]) -> None:
+        """Store `(entry_id, tokens)` counts made by `counted_by` for entries that have none
+        (a count already stored is kept)."""
+        ...
+
     def list_sessions(self) -> list[SessionInfo]:
         """Every session with at least one entry, most recently written first."""
         ...
@@ -237,6 +275,8 @@ __all__ = [
     "SessionExistsError",
     "SessionInfo",
     "SessionStore",
+    "TokenCounts",
+    "check_token_counts",
     "decode_history",
     "reading_history",
 ]

@@ -20,15 +20,29 @@ parked sessions this way): it reads the head and the last tool round only
 (`SessionStore.load_tail`), repairs that round, and loads the history the first time
 `history` is used — for the model, which reads it. Until then the caller may store messages
 in its own transactions (`stored`) at no cost that grows with the history.
+
+With a context window (`count_with`), the writer stores each message's token count with it,
+counted by the trimmer that will count it anyway, and hands the trimmer the counts stored for
+a history it reads, so the first trim of a resumed session counts only what has no count yet
+(entries written before counts were stored, or by another counter); it stores those too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
+from typing import TYPE_CHECKING
 
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage
 from heron.sessions.repair import SessionRepairError, interrupted_results, repair_messages
-from heron.sessions.store import ConcurrentWriteError, CorruptEntryError, SessionStore
+from heron.sessions.store import (
+    ConcurrentWriteError,
+    CorruptEntryError,
+    SessionStore,
+    TokenCounts,
+)
+
+if TYPE_CHECKING:  # token counting is the caller's option; the writer only calls the trimmer
+    from heron.models.context_window import HistoryTrimmer
 
 
 class CallIndex:
@@ -85,6 +99,9 @@ class SessionWriter:
         self._calls = CallIndex()
         if history is not None:
             self._calls.update(history)
+        self._trimmer: HistoryTrimmer | None = None
+        self._counted_by = ""
+        self._counts_handed = False
 
     @classmethod
     def open(
@@ -132,6 +149,7 @@ class SessionWriter:
             self._history = history
             self._persisted = len(history)
             self._calls.update(history)
+            self._hand_counts()
         return self._history
 
     @property
@@ -161,6 +179,49 @@ class SessionWriter:
             return ()
         self._calls.update(self._history)
         return self._calls.open
+
+    def count_with(self, trimmer: HistoryTrimmer | None) -> None:
+        """From now on, store the token count of every message this writer stores, counted by
+        `trimmer`, and hand `trimmer` the counts stored for the history once it is read (see
+        the module docstring). Nothing is counted for a trimmer whose counts are not stored
+        (`HistoryTrimmer.counted_by` is `None`), nor for `None`."""
+        counted_by = None if trimmer is None else trimmer.counted_by
+        if counted_by is None:
+            trimmer = None
+        if trimmer is self._trimmer:
+            return
+        self._trimmer = trimmer
+        self._counted_by = counted_by or ""
+        self._counts_handed = False
+        self._hand_counts()
+
+    def tokens_for(self, messages: Sequence[Message]) -> TokenCounts | None:
+        """The counts to store with `messages` (`SessionStore.append(..., tokens=...)`), or
+        `None` when this writer does not count (`count_with`)."""
+        if self._trimmer is None or not messages:
+            return None
+        return TokenCounts(
+            counted_by=self._counted_by, tokens=tuple(map(self._trimmer.count, messages))
+        )
+
+    def _hand_counts(self) -> None:
+        """Give the trimmer the stored counts of the stored history; count and store those
+        missing. Once per trimmer, when the history is read."""
+        trimmer = self._trimmer
+        if trimmer is None or self._history is None or self._counts_handed:
+            return
+        self._counts_handed = True
+        stored = self.store.token_counts(self.name, self._counted_by)
+        if len(stored) != self._persisted or (stored and stored[-1][0] != self.head):
+            return  # someone else wrote meanwhile: this writer's next append is refused
+        missing: list[tuple[int, int]] = []
+        for (entry_id, tokens), message in zip(stored, self._history[: len(stored)], strict=True):
+            if tokens is None:
+                missing.append((entry_id, trimmer.count(message)))
+            else:
+                trimmer.remember(message, tokens)
+        if missing:
+            self.store.add_token_counts(self._counted_by, missing)
 
     def add(self, *messages: Message) -> None:
         """Append messages to the history and store them at once."""
@@ -197,7 +258,15 @@ class SessionWriter:
     def flush(self) -> None:
         """Store every message of `history` not yet stored, in one transaction."""
         if self._history is not None and self._persisted < len(self._history):
-            self.saved(self.store.append(self.name, self.unsaved(), expected_last_entry=self.head))
+            unsaved = self.unsaved()
+            self.saved(
+                self.store.append(
+                    self.name,
+                    unsaved,
+                    expected_last_entry=self.head,
+                    tokens=self.tokens_for(unsaved),
+                )
+            )
 
     def close_open_calls(self) -> list[ToolResultMessage]:
         """Before a hard exit mid-turn: store what is unsaved, then the repairs the next open

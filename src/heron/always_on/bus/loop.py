@@ -346,6 +346,7 @@ class EventDrivenAgent:
         )
 
     async def _run_turn(self, main: SessionWriter) -> None:
+        main.count_with(self.agent.trimmer)
         # The exclusions follow the last user message: the batch of events this turn answers.
         state = self.agent.turn_state(
             history=main.history,
@@ -429,12 +430,15 @@ class EventDrivenAgent:
     async def _consume(self, event_ids: list[str], messages: list[Message]) -> None:
         main = self._start()
         batch = [*main.unsaved(), *messages]
+        tokens = main.tokens_for(batch)
         if event_ids:
             head = await self.store.consume(
-                self.session, event_ids, batch, expected_last_entry=main.head
+                self.session, event_ids, batch, expected_last_entry=main.head, tokens=tokens
             )
         elif batch:
-            head = self.sessions.append(self.session, batch, expected_last_entry=main.head)
+            head = self.sessions.append(
+                self.session, batch, expected_last_entry=main.head, tokens=tokens
+            )
         else:
             return
         main.stored(messages, head)
@@ -520,6 +524,7 @@ class EventDrivenAgent:
         if not side.history:
             side.history.append(side_question(event))
         agent = self.side_agent or self.agent
+        side.count_with(agent.trimmer)
         state = agent.turn_state(
             history=side.history,
             sink=self.sink,
