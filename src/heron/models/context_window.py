@@ -108,9 +108,13 @@ class HistoryTrimmer:
         self._counts[id(message)] = (message, tokens)
         return tokens
 
-    def remember(self, message: Message, tokens: int) -> None:
-        """Take `tokens` as the count of `message`: a count stored under `counted_by`."""
-        self._counts[id(message)] = (message, tokens)
+    def remember(self, messages: Sequence[Message], tokens: Sequence[int | None]) -> None:
+        """Take `tokens` as the counts of `messages` (counts stored under `counted_by`, one per
+        message; `None`: no count known)."""
+        counts = self._counts
+        for message, count in zip(messages, tokens, strict=True):
+            if count is not None:
+                counts[id(message)] = (message, count)
 
     def trim(
         self,

@@ -39,6 +39,7 @@ from heron.sessions.store import (
     CorruptEntryError,
     SessionStore,
     TokenCounts,
+    reading_history,
 )
 
 if TYPE_CHECKING:  # token counting is the caller's option; the writer only calls the trimmer
@@ -211,16 +212,19 @@ class SessionWriter:
         if trimmer is None or self._history is None or self._counts_handed:
             return
         self._counts_handed = True
-        stored = self.store.token_counts(self.name, self._counted_by)
-        if len(stored) != self._persisted or (stored and stored[-1][0] != self.head):
-            return  # someone else wrote meanwhile: this writer's next append is refused
-        missing: list[tuple[int, int]] = []
-        for (entry_id, tokens), message in zip(stored, self._history[: len(stored)], strict=True):
-            if tokens is None:
-                missing.append((entry_id, trimmer.count(message)))
-            else:
-                trimmer.remember(message, tokens)
-        if missing:
+        with reading_history():  # part of the history's read: a row and a count per entry
+            stored = self.store.token_counts(self.name, self._counted_by)
+            if len(stored) != self._persisted or (stored and stored[-1][0] != self.head):
+                return  # someone else wrote meanwhile: this writer's next append is refused
+            history = self._history[: len(stored)]
+            counts = [tokens for _, tokens in stored]
+            trimmer.remember(history, counts)
+        if None in counts:
+            missing = [
+                (entry_id, trimmer.count(message))
+                for (entry_id, tokens), message in zip(stored, history, strict=True)
+                if tokens is None
+            ]
             self.store.add_token_counts(self._counted_by, missing)
 
     def add(self, *messages: Message) -> None:
