@@ -1,6 +1,6 @@
-"""Stored token counts (`SessionStore.token_counts`): written with the entries or after them,
-never changed, read without the messages; and a resumed session's first trim, fed the stored
-counts through its writer, sends exactly what a trim that counts the whole history sends."""
+"""Stored token counts (`SessionStore.token_counts`): by position, stored with an append or by
+themselves, never changed, read without the messages; and a resumed session's first trim, fed
+the stored counts through its writer, sends exactly what a trim that counts everything sends."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from heron.models.tokens import (
     TokenCounter,
     count_request,
 )
-from heron.sessions.store import SessionStore, TokenCounts
+from heron.sessions.store import ConcurrentWriteError, SessionStore, TokenCounts
 from heron.sessions.writer import SessionWriter
 from support.stores import StoreBackend
 
@@ -69,43 +69,53 @@ def trimmer(budget: int, family: Family = "openai") -> HistoryTrimmer:
 def test_counts_stored_with_an_append_read_back_by_their_counter_only(
     store: SessionStore,
 ) -> None:
-    head = store.append("s", MESSAGES, tokens=TokenCounts(counted_by="k", tokens=(3, 7)))
+    head = store.append("s", MESSAGES, tokens=TokenCounts(counted_by="k", tokens={0: 3, 1: 7}))
+    store.append("t", MESSAGES[:1])
     store.append("s", [UserMessage(content="more")], expected_last_entry=head)
-    ids = [e.entry_id for e in store.entries("s")]
-    assert store.token_counts("s", "k") == [(ids[0], 3), (ids[1], 7), (ids[2], None)]
-    assert store.token_counts("s", "other") == [(i, None) for i in ids]
-    assert store.token_counts("unknown", "k") == []
+    assert store.token_counts("s", "k") == {0: 3, 1: 7}
+    assert store.token_counts("s", "other") == {}
+    assert store.token_counts("t", "k") == {}
 
 
 def test_added_counts_fill_what_is_missing_and_keep_what_is_stored(store: SessionStore) -> None:
-    store.append("s", MESSAGES, tokens=TokenCounts(counted_by="k", tokens=(3, 7)))
-    first, second = (e.entry_id for e in store.entries("s"))
-    store.add_token_counts("k", [(first, 99)])
-    store.add_token_counts("j", [(second, 5)])
-    assert store.token_counts("s", "k") == [(first, 3), (second, 7)]
-    assert store.token_counts("s", "j") == [(first, None), (second, 5)]
+    store.append("s", [*MESSAGES, *MESSAGES], tokens=TokenCounts(counted_by="k", tokens={0: 3}))
+    store.add_token_counts("s", TokenCounts(counted_by="k", tokens={0: 99, 2: 5}))
+    store.add_token_counts("s", TokenCounts(counted_by="j", tokens={1: 4}))
+    assert store.token_counts("s", "k") == {0: 3, 2: 5}
+    assert store.token_counts("s", "j") == {1: 4}
 
 
-def test_counts_that_do_not_match_the_messages_are_refused_and_nothing_is_written(
-    store: SessionStore,
-) -> None:
-    with pytest.raises(ValueError, match="1 token counts for 2 messages"):
-        store.append("s", MESSAGES, tokens=TokenCounts(counted_by="k", tokens=(3,)))
-    assert store.head("s") == 0
+def test_counts_of_a_refused_append_are_not_stored(store: SessionStore) -> None:
+    store.append("s", MESSAGES)
+    with pytest.raises(ConcurrentWriteError):
+        store.append(
+            "s",
+            MESSAGES,
+            expected_last_entry=0,
+            tokens=TokenCounts(counted_by="k", tokens={0: 3, 1: 7}),
+        )
+    assert store.token_counts("s", "k") == {}
 
 
-def test_a_writer_that_counts_stores_the_count_of_everything_it_writes(
-    store: SessionStore,
+def test_a_writer_stores_the_counts_its_trimmer_made_with_its_next_append(
+    store: SessionStore, counted: list[Message]
 ) -> None:
     writer = SessionWriter.open(store, "s")
     cutter = trimmer(1000)
     writer.count_with(cutter)
-    writer.add(*MESSAGES)
-    writer.history.append(AssistantMessage(text="and more"))
-    writer.on_append(())
+    writer.add(MESSAGES[0])
+    assert counted == []  # nothing is counted on the way to the store
+    cutter.trim(writer.history)  # the model call counts what it sends
+    writer.add(MESSAGES[1])
     key = cutter.counted_by
     assert key is not None
-    assert [t for _, t in store.token_counts("s", key)] == [cutter.count(m) for m in writer.history]
+    assert store.token_counts("s", key) == {0: cutter.count(MESSAGES[0])}
+    cutter.trim(writer.history)
+    writer.history.append(AssistantMessage(text="and more"))
+    writer.on_append(())
+    assert store.token_counts("s", key) == {
+        at: cutter.count(m) for at, m in enumerate(writer.history[:2])
+    }
 
 
 def history(rng: random.Random, *, system: bool, pinned: bool) -> list[Message]:
@@ -151,20 +161,25 @@ def test_a_resumed_first_trim_from_stored_counts_sends_what_counting_everything_
     starts = [i for i, m in enumerate(messages) if i and isinstance(m, UserMessage)]
     a, b = sorted(rng.sample(starts, 2))
     # (A writer that counts hands counts to what it reads, filling those missing: the last
-    # stretch is appended with its counts directly, as the bus does.)
+    # stretch is appended with its counts directly.)
     store = backend.sessions()
     store.append("s", messages[:a])
     writer = SessionWriter.open(store, "s")
-    writer.count_with(trimmer(10_000, "anthropic"))
-    writer.add(*messages[a:b])
+    other = trimmer(10_000, "anthropic")
+    writer.count_with(other)
+    for message in messages[a:b]:
+        writer.add(message)
+        other.trim(writer.history)
     head, stretch, counting = writer.head, messages[b:], trimmer(10_000)
     assert counting.counted_by is not None
+    at = b
     while stretch:
         step = stretch[: rng.randint(1, 4)]
         stretch = stretch[len(step) :]
-        counts = tuple(map(counting.count, step))
+        counts = {at + i: counting.count(m) for i, m in enumerate(step)}
         tokens = TokenCounts(counted_by=counting.counted_by, tokens=counts)
         head = store.append("s", step, expected_last_entry=head, tokens=tokens)
+        at += len(step)
     system = "You are terse."
     total = count_request(EstimateCounter("openai"), system=system, messages=messages)
     trimmed = 0
@@ -188,9 +203,8 @@ def test_a_resumed_first_trim_from_stored_counts_sends_what_counting_everything_
 def test_a_writer_hands_counts_to_a_history_it_reads_later(
     store: SessionStore, counted: list[Message]
 ) -> None:
-    writer = SessionWriter.open(store, "s")
-    writer.count_with(trimmer(1000))
-    writer.add(*MESSAGES)
+    store.append("s", MESSAGES)
+    SessionWriter.open(store, "s").count_with(trimmer(1000))  # counts and stores them
     woken = SessionWriter.wake(store, "s")
     cutter = trimmer(1000)
     woken.count_with(cutter)  # before the history is read: the counts come with the read

@@ -27,7 +27,7 @@ from heron.models.tokens import (
 from heron.sessions.postgres_store import PostgresSessionStore
 from heron.sessions.session import CliSession
 from heron.sessions.sqlite_store import SqliteSessionStore
-from heron.sessions.store import SessionStore
+from heron.sessions.store import SessionStore, TokenCounts
 from heron.sessions.writer import SessionWriter
 from heron.turn.cancel import CancelScope
 from support.postgres import postgres_server, postgres_url
@@ -93,9 +93,11 @@ def test_a_writer_with_a_trimmer_that_has_no_key_stores_no_counts(tmp_path: Path
     try:
         writer = SessionWriter.open(store, "s")
         writer.count_with(trimmer())
-        writer.count_with(HistoryTrimmer(Words(), budget_tokens=100))  # counts no longer stored
-        writer.add(*HISTORY)
-        assert writer.tokens_for(HISTORY) is None
+        words = HistoryTrimmer(Words(), budget_tokens=100)
+        writer.count_with(words)  # counts no longer stored
+        for message in HISTORY:
+            writer.add(message)
+            words.trim(writer.history)
         assert store.conn.execute("SELECT COUNT(*) FROM session_entry_tokens").fetchone() == (0,)
     finally:
         store.close()
@@ -115,14 +117,15 @@ def assert_counts_filled_by_the_first_resume(open_store: Callable[[], SessionSto
         first = trimmer()
         key = first.counted_by
         assert key is not None
-        assert [t for _, t in store().token_counts("s", key)] == [None] * len(HISTORY)
+        assert store().token_counts("s", key) == {}
         SessionWriter.open(store(), "s").count_with(first)
-        stored = store().token_counts("s", key)
         estimate = EstimateCounter("openai")
-        assert [t for _, t in stored] == [count_message(estimate, m) for m in HISTORY]
+        expected = {at: count_message(estimate, m) for at, m in enumerate(HISTORY)}
+        assert store().token_counts("s", key) == expected
         letters = HistoryTrimmer(letters_counter(), budget_tokens=100)
         assert letters.counted_by is not None
-        store().add_token_counts(letters.counted_by, [(stored[0][0], 12345)])
+        planted = TokenCounts(counted_by=letters.counted_by, tokens={0: 12345})
+        store().add_token_counts("s", planted)
         resumed = SessionWriter.open(store(), "s")
         resumed.count_with(letters)
         assert letters.count(resumed.history[0]) == 12345
@@ -155,38 +158,43 @@ def test_a_postgres_database_migrated_from_before_counts_gets_them_on_the_first_
     assert_counts_filled_by_the_first_resume(lambda: PostgresSessionStore.open(postgres_url))
 
 
-def assert_all_counted(store: SessionStore, session: str) -> None:
+def assert_counted_but_the_last(store: SessionStore, session: str) -> None:
+    """Every entry's count is stored but the last one's: no trim has seen the final answer."""
     key = trimmer().counted_by
     assert key is not None
-    stored = [t for _, t in store.token_counts(session, key)]
-    assert stored == [count_message(EstimateCounter("openai"), m) for m in store.load(session)]
+    history = store.load(session)
+    estimate = EstimateCounter("openai")
+    counts = {at: count_message(estimate, m) for at, m in enumerate(history[:-1])}
+    assert store.token_counts(session, key) == counts
 
 
-async def test_a_command_line_turn_stores_every_message_with_its_count(tmp_path: Path) -> None:
+async def test_command_line_turns_store_the_counts_their_model_calls_made(tmp_path: Path) -> None:
     session = CliSession.open(tmp_path, "s")
-    agent = Agent(model=ScriptedModel([{"text": "hello"}]), trimmer=trimmer())
+    agent = Agent(model=ScriptedModel([{"text": "hello"}, {"text": "bye"}]), trimmer=trimmer())
     try:
-        outcome = await session.run_turn(
-            agent, "hi", sink=lambda _: None, cancel=CancelScope(), channel="test"
-        )
-        assert outcome.status == "final"
-        assert_all_counted(session.store, "s")
+        for prompt in ("hi", "see you"):
+            outcome = await session.run_turn(
+                agent, prompt, sink=lambda _: None, cancel=CancelScope(), channel="test"
+            )
+            assert outcome.status == "final"
+        assert len(session.history) == 4
+        assert_counted_but_the_last(session.store, "s")
     finally:
         session.close()
 
 
-async def test_the_event_loop_stores_what_it_consumes_with_its_count(tmp_path: Path) -> None:
+async def test_the_event_loop_stores_the_counts_its_model_calls_made(tmp_path: Path) -> None:
     bus = SqliteBusStore.open(tmp_path)
     model = ScriptedModel([{"text": "one"}, {"text": "two"}])
     agent = EventDrivenAgent(Agent(model=model, trimmer=trimmer()), bus, bus.sessions, session="m")
     try:
-        for text in ("first", "second"):  # the second is consumed by a writer that counts
+        for text in ("first", "second"):
             event = BusEvent(
                 kind="user.input", source="user", channel="cli", content=EventContent(text=text)
             )
             assert await agent.publish(event.model_copy(update={"session": "m"}))
             await agent.run_until_idle()
         assert len(bus.sessions.load("m")) == 4
-        assert_all_counted(bus.sessions, "m")
+        assert_counted_but_the_last(bus.sessions, "m")
     finally:
         bus.close()

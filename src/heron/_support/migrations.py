@@ -425,14 +425,16 @@ CREATE TABLE mcp_oauth_records (
 """
 
 _PG_10 = """
--- Derived: an entry's tokens as one counter counts them (`heron.sessions.store.TokenCounts`),
--- apart from the entry so that reading them does not read the messages. Entries stored before
--- this version get theirs from the first writer that counts them (counting needs the counter).
+-- Derived: an entry's tokens as one counter counts them, by the entry's position in its
+-- session (`heron.sessions.store.TokenCounts`), apart from the entries so that reading them
+-- does not read the messages. Entries stored before this version get theirs from the first
+-- resume that counts them (counting needs the counter, which SQL does not have).
 CREATE TABLE session_entry_tokens (
-    entry_id   BIGINT NOT NULL,
+    session    TEXT NOT NULL,
     counted_by TEXT NOT NULL,
+    position   INTEGER NOT NULL,
     tokens     INTEGER NOT NULL,
-    PRIMARY KEY (entry_id, counted_by)
+    PRIMARY KEY (session, counted_by, position)
 );
 """
 

@@ -101,12 +101,17 @@ class HistoryTrimmer:
 
     def count(self, message: Message) -> int:
         """The message's uncorrected tokens, counted once per message object."""
-        cached = self._counts.get(id(message))
-        if cached is not None and cached[0] is message:
-            return cached[1]
-        tokens = count_message(self._raw, message)
-        self._counts[id(message)] = (message, tokens)
+        tokens = self.counted(message)
+        if tokens is None:
+            tokens = count_message(self._raw, message)
+            self._counts[id(message)] = (message, tokens)
         return tokens
+
+    def counted(self, message: Message) -> int | None:
+        """The message's uncorrected tokens if this trimmer has counted them or was given
+        them (`remember`), without counting."""
+        cached = self._counts.get(id(message))
+        return cached[1] if cached is not None and cached[0] is message else None
 
     def remember(self, messages: Sequence[Message], tokens: Sequence[int | None]) -> None:
         """Take `tokens` as the counts of `messages` (counts stored under `counted_by`, one per

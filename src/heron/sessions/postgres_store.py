@@ -32,7 +32,6 @@ from heron.sessions.store import (
     SessionExistsError,
     SessionInfo,
     TokenCounts,
-    check_token_counts,
     decode_history,
     reading_history,
 )
@@ -125,7 +124,6 @@ class PostgresSessionStore:
     ) -> int:
         """`append` inside a transaction the caller opened on `conn` (of this store's pool)
         and commits; `now` overrides the entries' timestamp."""
-        counts = check_token_counts(messages, tokens)
         self.check_fence(conn, session)
         conn.execute(
             "INSERT INTO session_heads (session, head) VALUES (%s, 0) ON CONFLICT DO NOTHING",
@@ -140,7 +138,7 @@ class PostgresSessionStore:
         if not messages:
             return head
         ts = self._now() if now is None else now
-        for message, count in zip(messages, counts, strict=True):
+        for message in messages:
             inserted = conn.execute(
                 "INSERT INTO session_entries (session, parent_id, ts, role, message)"
                 " VALUES (%s, %s, %s, %s, %s) RETURNING entry_id",
@@ -148,13 +146,9 @@ class PostgresSessionStore:
             ).fetchone()
             assert inserted is not None  # RETURNING of a one-row INSERT
             head = int(inserted[0])
-            if tokens is not None:
-                conn.execute(
-                    "INSERT INTO session_entry_tokens (entry_id, counted_by, tokens)"
-                    " VALUES (%s, %s, %s)",
-                    (head, tokens.counted_by, count),
-                )
         conn.execute("UPDATE session_heads SET head = %s WHERE session = %s", (head, session))
+        if tokens is not None:
+            _add_token_counts(conn, session, tokens)
         for companion in self.companions:
             companion(conn, session, messages)
         return head
@@ -220,27 +214,17 @@ class PostgresSessionStore:
                 )
             ]
 
-    def token_counts(self, session: str, counted_by: str) -> list[tuple[int, int | None]]:
+    def token_counts(self, session: str, counted_by: str) -> dict[int, int]:
         with self._pool.connection() as conn:
             rows = conn.execute(
-                "SELECT e.entry_id, t.tokens FROM session_entries e"
-                " LEFT JOIN session_entry_tokens t"
-                " ON t.entry_id = e.entry_id AND t.counted_by = %s WHERE e.session = %s"
-                " ORDER BY e.entry_id",
-                (counted_by, session),
+                "SELECT position, tokens FROM session_entry_tokens"
+                " WHERE session = %s AND counted_by = %s",
+                (session, counted_by),
             ).fetchall()
-        return [(int(entry), None if tokens is None else int(tokens)) for entry, tokens in rows]
+        return {int(at): int(count) for at, count in rows}
 
-    def add_token_counts(self, counted_by: str, counts: Sequence[tuple[int, int]]) -> None:
-        def work(conn: Conn) -> None:
-            with conn.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO session_entry_tokens (entry_id, counted_by, tokens)"
-                    " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                    [(entry_id, counted_by, tokens) for entry_id, tokens in counts],
-                )
-
-        run(self._pool, work)
+    def add_token_counts(self, session: str, tokens: TokenCounts) -> None:
+        run(self._pool, lambda conn: _add_token_counts(conn, session, tokens))
 
     def list_sessions(self) -> list[SessionInfo]:
         with self._pool.connection() as conn:
@@ -274,6 +258,15 @@ def _load(conn: Conn, session: str) -> list[Message]:
             (session,),
         ).fetchall()
         return decode_history(session, rows)
+
+
+def _add_token_counts(conn: Conn, session: str, tokens: TokenCounts) -> None:
+    with conn.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO session_entry_tokens (session, counted_by, position, tokens)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            [(session, tokens.counted_by, at, count) for at, count in tokens.tokens.items()],
+        )
 
 
 def _head(conn: Conn, session: str) -> int:

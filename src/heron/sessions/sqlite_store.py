@@ -24,7 +24,6 @@ from heron.sessions.store import (
     SessionExistsError,
     SessionInfo,
     TokenCounts,
-    check_token_counts,
     decode_history,
     reading_history,
 )
@@ -42,13 +41,15 @@ CREATE TABLE IF NOT EXISTS session_entries (
     message   TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS session_entries_by_session ON session_entries (session, entry_id);
--- Derived: an entry's tokens as one counter counts them (`TokenCounts`), apart from the entry
--- so that reading them does not read the messages.
+-- Derived: an entry's tokens as one counter counts them, by the entry's position in its
+-- session (`TokenCounts`), apart from the entries so that reading them does not read the
+-- messages: one range of the key per session and counter.
 CREATE TABLE IF NOT EXISTS session_entry_tokens (
-    entry_id   INTEGER NOT NULL,
+    session    TEXT NOT NULL,
     counted_by TEXT NOT NULL,
+    position   INTEGER NOT NULL,
     tokens     INTEGER NOT NULL,
-    PRIMARY KEY (entry_id, counted_by)
+    PRIMARY KEY (session, counted_by, position)
 ) WITHOUT ROWID;
 """
 
@@ -109,12 +110,11 @@ class SqliteSessionStore:
     ) -> int:
         """`append` inside a write transaction the caller opened on `conn` (this store's
         connection) and commits; `now` overrides the entries' timestamp."""
-        counts = check_token_counts(messages, tokens)
         head = _head(conn, session)
         if expected_last_entry is not None and head != expected_last_entry:
             raise ConcurrentWriteError(session, expected_last_entry, head)
         ts = self._now() if now is None else now
-        for message, count in zip(messages, counts, strict=True):
+        for message in messages:
             cursor = conn.execute(
                 "INSERT INTO session_entries (session, parent_id, ts, role, message)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -122,12 +122,8 @@ class SqliteSessionStore:
             )
             assert cursor.lastrowid is not None  # an INSERT into a rowid table always sets it
             head = cursor.lastrowid
-            if tokens is not None:
-                conn.execute(
-                    "INSERT INTO session_entry_tokens (entry_id, counted_by, tokens)"
-                    " VALUES (?, ?, ?)",
-                    (head, tokens.counted_by, count),
-                )
+        if tokens is not None:
+            _add_token_counts(conn, session, tokens)
         if messages:
             for companion in self.companions:
                 companion(conn, session, messages)
@@ -219,21 +215,18 @@ class SqliteSessionStore:
                 )
             ]
 
-    def token_counts(self, session: str, counted_by: str) -> list[tuple[int, int | None]]:
-        return self._conn.execute(
-            "SELECT e.entry_id, t.tokens FROM session_entries e LEFT JOIN session_entry_tokens t"
-            " ON t.entry_id = e.entry_id AND t.counted_by = ? WHERE e.session = ?"
-            " ORDER BY e.entry_id",
-            (counted_by, session),
-        ).fetchall()
+    def token_counts(self, session: str, counted_by: str) -> dict[int, int]:
+        return dict(
+            self._conn.execute(
+                "SELECT position, tokens FROM session_entry_tokens"
+                " WHERE session = ? AND counted_by = ?",
+                (session, counted_by),
+            ).fetchall()
+        )
 
-    def add_token_counts(self, counted_by: str, counts: Sequence[tuple[int, int]]) -> None:
+    def add_token_counts(self, session: str, tokens: TokenCounts) -> None:
         with transaction(self._conn) as conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO session_entry_tokens (entry_id, counted_by, tokens)"
-                " VALUES (?, ?, ?)",
-                [(entry_id, counted_by, tokens) for entry_id, tokens in counts],
-            )
+            _add_token_counts(conn, session, tokens)
 
     def list_sessions(self) -> list[SessionInfo]:
         rows = self._conn.execute(
@@ -251,3 +244,11 @@ def _head(conn: sqlite3.Connection, session: str) -> int:
         "SELECT MAX(entry_id) FROM session_entries WHERE session = ?", (session,)
     ).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+def _add_token_counts(conn: sqlite3.Connection, session: str, tokens: TokenCounts) -> None:
+    conn.executemany(
+        "INSERT OR IGNORE INTO session_entry_tokens (session, counted_by, position, tokens)"
+        " VALUES (?, ?, ?, ?)",
+        [(session, tokens.counted_by, at, count) for at, count in tokens.tokens.items()],
+    )

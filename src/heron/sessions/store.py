@@ -5,9 +5,11 @@ before it in the same session (`parent_id`), a timestamp and the role. Entries a
 updated or deleted, so a history can be read back exactly as the model saw it. Entry ids grow
 with every append across the whole store (they are unique per store, not per session).
 
-Beside each entry the store may keep its token count under the name of the counter that
-made it (`TokenCounts`, `token_counts`): derived data, written with the entry or later, never
-changed, so a resumed session's context-window trimmer need not count its history again.
+Beside the entries the store keeps token counts (`TokenCounts`, `token_counts`): an entry's
+tokens as one counter counts them, keyed by the entry's position in its session (0 for the
+first; entries are never removed, so a position always names the same entry). Derived data,
+stored with a later append or by itself, never changed: a resumed session's context-window
+trimmer need not count its history again.
 
 Write before show: callers append a message before they display it, so whatever a user saw
 survives a crash.
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Protocol
@@ -149,23 +151,12 @@ def decode_history(session: str, rows: Sequence[Sequence[Any]]) -> list[Message]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TokenCounts:
-    """The token counts of the messages of one append, one per message, in order, made by the
-    counter `counted_by` names (`heron.models.tokens.counter_key`)."""
+    """Token counts of a session's entries made by the counter `counted_by` names
+    (`heron.models.tokens.counter_key`)."""
 
     counted_by: str
-    tokens: tuple[int, ...]
-
-
-def check_token_counts(
-    messages: Sequence[Message], tokens: TokenCounts | None
-) -> Sequence[int | None]:
-    """One count per message to store (`None` each when there are none); `ValueError` when
-    `tokens` does not hold one count per message."""
-    if tokens is None:
-        return [None] * len(messages)
-    if len(tokens.tokens) != len(messages):
-        raise ValueError(f"{len(tokens.tokens)} token counts for {len(messages)} messages")
-    return tokens.tokens
+    tokens: Mapping[int, int]
+    """Tokens by the entry's position in its session (0 for the first)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -210,8 +201,8 @@ class SessionStore(Protocol):
         """Append `messages` in order, atomically, and return the session's new head.
 
         `expected_last_entry` (when not `None`) must equal the current head, else
-        `ConcurrentWriteError` and nothing is written. `tokens`: the messages' token counts,
-        stored in the same transaction.
+        `ConcurrentWriteError` and nothing is written. `tokens`: counts of the session's
+        entries (stored before or by this append), stored in the same transaction.
         """
         ...
 
@@ -246,15 +237,14 @@ class SessionStore(Protocol):
         """The session's entries with their ids, parents and timestamps, oldest first."""
         ...
 
-    def token_counts(self, session: str, counted_by: str) -> list[tuple[int, int | None]]:
-        """`(entry_id, tokens)` of every entry of the session, oldest first, read from one
-        snapshot without reading the messages; `tokens` is `None` where no count by
-        `counted_by` is stored."""
+    def token_counts(self, session: str, counted_by: str) -> dict[int, int]:
+        """The session's stored counts made by `counted_by`, by position, without reading the
+        messages (positions without a count are absent)."""
         ...
 
-    def add_token_counts(self, counted_by: str, counts: Sequence[tuple[int, int]]) -> None:
-        """Store `(entry_id, tokens)` counts made by `counted_by` for entries that have none
-        (a count already stored is kept)."""
+    def add_token_counts(self, session: str, tokens: TokenCounts) -> None:
+        """Store counts of the session's entries; a count already stored is kept (the same
+        counter counts an entry the same way)."""
         ...
 
     def list_sessions(self) -> list[SessionInfo]:
@@ -276,7 +266,6 @@ __all__ = [
     "SessionInfo",
     "SessionStore",
     "TokenCounts",
-    "check_token_counts",
     "decode_history",
     "reading_history",
 ]

@@ -21,10 +21,12 @@ parked sessions this way): it reads the head and the last tool round only
 `history` is used — for the model, which reads it. Until then the caller may store messages
 in its own transactions (`stored`) at no cost that grows with the history.
 
-With a context window (`count_with`), the writer stores each message's token count with it,
-counted by the trimmer that will count it anyway, and hands the trimmer the counts stored for
-a history it reads, so the first trim of a resumed session counts only what has no count yet
-(entries written before counts were stored, or by another counter); it stores those too.
+With a context window (`count_with`), the writer stores the token counts its trimmer made
+(the trimmer counts each message once, at the first model call that sends it) with its next
+append, and hands the trimmer the counts stored for a history it reads: the first trim of a
+resumed session counts only what has no count yet (the last messages no trim saw, entries
+written before counts were stored or counted by another counter), and those are stored then.
+Nothing is counted on the way to the store: an append costs what it cost.
 """
 
 from __future__ import annotations
@@ -103,6 +105,8 @@ class SessionWriter:
         self._trimmer: HistoryTrimmer | None = None
         self._counted_by = ""
         self._counts_handed = False
+        self._counts_stored = 0
+        """The leading entries whose counts are stored (or on their way with an append)."""
 
     @classmethod
     def open(
@@ -182,10 +186,10 @@ class SessionWriter:
         return self._calls.open
 
     def count_with(self, trimmer: HistoryTrimmer | None) -> None:
-        """From now on, store the token count of every message this writer stores, counted by
-        `trimmer`, and hand `trimmer` the counts stored for the history once it is read (see
-        the module docstring). Nothing is counted for a trimmer whose counts are not stored
-        (`HistoryTrimmer.counted_by` is `None`), nor for `None`."""
+        """Hand `trimmer` the counts stored for the history (once it is read) and, from then
+        on, store the counts it makes with this writer's appends (see the module docstring).
+        Nothing is stored for a trimmer whose counts are not stored (`counted_by` is `None`),
+        nor for `None`."""
         counted_by = None if trimmer is None else trimmer.counted_by
         if counted_by is None:
             trimmer = None
@@ -196,15 +200,6 @@ class SessionWriter:
         self._counts_handed = False
         self._hand_counts()
 
-    def tokens_for(self, messages: Sequence[Message]) -> TokenCounts | None:
-        """The counts to store with `messages` (`SessionStore.append(..., tokens=...)`), or
-        `None` when this writer does not count (`count_with`)."""
-        if self._trimmer is None or not messages:
-            return None
-        return TokenCounts(
-            counted_by=self._counted_by, tokens=tuple(map(self._trimmer.count, messages))
-        )
-
     def _hand_counts(self) -> None:
         """Give the trimmer the stored counts of the stored history; count and store those
         missing. Once per trimmer, when the history is read."""
@@ -212,20 +207,34 @@ class SessionWriter:
         if trimmer is None or self._history is None or self._counts_handed:
             return
         self._counts_handed = True
-        with reading_history():  # part of the history's read: a row and a count per entry
+        # Positions below `_persisted` name the entries this writer read or wrote: entries
+        # are never removed, whoever writes the session after.
+        history = self._history[: self._persisted]
+        with reading_history():  # part of the history's read: a count per entry
             stored = self.store.token_counts(self.name, self._counted_by)
-            if len(stored) != self._persisted or (stored and stored[-1][0] != self.head):
-                return  # someone else wrote meanwhile: this writer's next append is refused
-            history = self._history[: len(stored)]
-            counts = [tokens for _, tokens in stored]
+            counts = [stored.get(at) for at in range(len(history))]
             trimmer.remember(history, counts)
-        if None in counts:
-            missing = [
-                (entry_id, trimmer.count(message))
-                for (entry_id, tokens), message in zip(stored, history, strict=True)
-                if tokens is None
-            ]
-            self.store.add_token_counts(self._counted_by, missing)
+        missing = {at: trimmer.count(history[at]) for at, n in enumerate(counts) if n is None}
+        if missing:
+            self.store.add_token_counts(
+                self.name, TokenCounts(counted_by=self._counted_by, tokens=missing)
+            )
+        self._counts_stored = len(history)
+
+    def _take_counts(self) -> TokenCounts | None:
+        """The counts the trimmer made of stored entries whose counts are not stored yet, to
+        go with the next append (taken as stored: a count lost with a failed append is made
+        again by the next resume)."""
+        trimmer = self._trimmer
+        if trimmer is None or self._history is None or not self._counts_handed:
+            return None
+        counts: dict[int, int] = {}
+        at = self._counts_stored
+        while at < self._persisted and (tokens := trimmer.counted(self._history[at])) is not None:
+            counts[at] = tokens
+            at += 1
+        self._counts_stored = at
+        return TokenCounts(counted_by=self._counted_by, tokens=counts) if counts else None
 
     def add(self, *messages: Message) -> None:
         """Append messages to the history and store them at once."""
@@ -268,7 +277,7 @@ class SessionWriter:
                     self.name,
                     unsaved,
                     expected_last_entry=self.head,
-                    tokens=self.tokens_for(unsaved),
+                    tokens=self._take_counts(),
                 )
             )
 

@@ -430,15 +430,12 @@ class EventDrivenAgent:
     async def _consume(self, event_ids: list[str], messages: list[Message]) -> None:
         main = self._start()
         batch = [*main.unsaved(), *messages]
-        tokens = main.tokens_for(batch)
         if event_ids:
             head = await self.store.consume(
-                self.session, event_ids, batch, expected_last_entry=main.head, tokens=tokens
+                self.session, event_ids, batch, expected_last_entry=main.head
             )
         elif batch:
-            head = self.sessions.append(
-                self.session, batch, expected_last_entry=main.head, tokens=tokens
-            )
+            head = self.sessions.append(self.session, batch, expected_last_entry=main.head)
         else:
             return
         main.stored(messages, head)

@@ -41,7 +41,6 @@ from heron.always_on.bus.store import (
 from heron.always_on.bus.stored import decode_stored, event_epoch
 from heron.messages import Message
 from heron.sessions.postgres_store import PostgresSessionStore
-from heron.sessions.store import TokenCounts
 
 _T = TypeVar("_T")
 CHANNEL = "heron_bus"
@@ -163,7 +162,6 @@ class PostgresBusStore:
         messages: Sequence[Message],
         *,
         expected_last_entry: int | None = None,
-        tokens: TokenCounts | None = None,
     ) -> int:
         wanted = list(dict.fromkeys(event_ids))
 
@@ -176,7 +174,7 @@ class PostgresBusStore:
             if len(found) != len(wanted):
                 raise AlreadyConsumedError(session, _not_pending(conn, session, wanted))
             head = self._sessions.append_in(
-                conn, session, messages, expected_last_entry=expected_last_entry, tokens=tokens
+                conn, session, messages, expected_last_entry=expected_last_entry
             )
             conn.execute(
                 "UPDATE bus_events SET consumed_at = %s, entry_id = %s, attempts = 0,"

@@ -41,7 +41,6 @@ from heron.always_on.bus.store import (
 from heron.always_on.bus.stored import decode_stored, event_epoch
 from heron.messages import Message
 from heron.sessions.sqlite_store import SqliteSessionStore
-from heron.sessions.store import TokenCounts
 
 _ID_CHUNK = 500  # stays far below SQLite's limit on bound parameters per statement
 
@@ -168,7 +167,6 @@ class SqliteBusStore:
         messages: Sequence[Message],
         *,
         expected_last_entry: int | None = None,
-        tokens: TokenCounts | None = None,
     ) -> int:
         wanted = list(dict.fromkeys(event_ids))
         with transaction(self._conn) as conn:
@@ -183,7 +181,7 @@ class SqliteBusStore:
             if len(found) != len(wanted):
                 raise AlreadyConsumedError(session, self._not_pending(session, wanted))
             head = self._sessions.append_in(
-                conn, session, messages, expected_last_entry=expected_last_entry, tokens=tokens
+                conn, session, messages, expected_last_entry=expected_last_entry
             )
             now = time.time()
             conn.executemany(

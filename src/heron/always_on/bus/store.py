@@ -44,7 +44,7 @@ from typing import Protocol
 from heron.always_on.bus.model import BusEvent
 from heron.errors import HeronError
 from heron.messages import Message
-from heron.sessions.store import ConcurrentWriteError, SessionStore, TokenCounts
+from heron.sessions.store import ConcurrentWriteError, SessionStore
 
 EventCallback = Callable[[BusEvent], None]
 """Called synchronously, on the publisher's thread, after the event is durable."""
@@ -127,13 +127,11 @@ class BusStore(Protocol):
         messages: Sequence[Message],
         *,
         expected_last_entry: int | None = None,
-        tokens: TokenCounts | None = None,
     ) -> int:
         """Append `messages` to the session history and mark `event_ids` consumed, atomically.
 
         Returns the session's new head entry. `expected_last_entry` is the optimistic
-        single-writer check of `SessionStore.append` (`ConcurrentWriteError` on mismatch);
-        `tokens` the messages' token counts, as there.
+        single-writer check of `SessionStore.append` (`ConcurrentWriteError` on mismatch).
         """
         ...
 
