@@ -5,9 +5,9 @@ The history is `session_append`'s (3,000 turns of a prompt, a tool call, a 1,000
 result and an answer), built in memory as a resumed session holds it. The first
 `HistoryTrimmer.trim` with a 128k-token budget counts every message with the estimate counter
 of each family; the second trim reuses the trimmer's per-message cache. Then the same history
-stored by a writer that counts (`SessionWriter.count_with`: each message's count stored with
-it), resumed from a fresh store three times: the open (read, decode, provider-rule check), the
-stored counts handed to a new trimmer (`count_with`) and its first trim. Also timed: one
+stored with its counts (a first resume with a trimmer, `SessionWriter.count_with`, counts and
+stores them), resumed from a fresh store three times: the open (read, decode, provider-rule
+check), the stored counts handed to a new trimmer (`count_with`) and its first trim. Also timed: one
 `EstimateCounter.count` of short texts (what each turn counts), median of many calls.
 
     python bench/first_trim.py [--turns 3000]
@@ -60,9 +60,10 @@ def resumed_trims(turns: int, budget: int = 128_000) -> None:
     history = [m for i in range(turns) for m in turn_messages(i)]
     with tempfile.TemporaryDirectory() as tmp:
         store = SqliteSessionStore.open(Path(tmp))
+        store.append("bench", history)
+        # A first resume with a context window counts the history and stores the counts.
         writer = SessionWriter.open(store, "bench")
         writer.count_with(HistoryTrimmer(EstimateCounter("openai"), budget_tokens=budget))
-        writer.add(*history)
         store.close()
         for _ in range(3):
             reopened = SqliteSessionStore.open(Path(tmp))
