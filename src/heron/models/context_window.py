@@ -83,8 +83,8 @@ class HistoryTrimmer:
     Per-message counts are cached between calls (messages are immutable), so trimming a
     growing history each iteration counts only the new messages. With a `CalibratedCounter`
     the cache holds uncorrected counts and the current correction is applied at each trim.
-    A session writer stores those counts with its entries (`counted_by` names them) and hands
-    them back on resume (`remember`), so a resumed history is not counted again.
+    A session writer stores those counts beside its entries (`counted_by` names them) and
+    hands them back on resume (`remember`), so a resumed history is not counted again.
     """
 
     def __init__(self, counter: TokenCounter, *, budget_tokens: int, note: bool = True) -> None:
