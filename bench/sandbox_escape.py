@@ -1,8 +1,9 @@
 """The escape suite's table: every attempt × sandbox level → contained, or escaped, and how.
 
 Runs `heron.sandbox.escape.ATTEMPTS` (plus `run_python` writing outside the workspace through
-the real tool) in the `process` and `bwrap` sandboxes as this machine builds them, and prints
-one row per attempt: the outcome, whether it matches the level's containment report (the
+the real tool) in the `process` and `bwrap` sandboxes as this machine builds them (`bwrap`
+also with spare sandboxes, `heron.sandbox.spare`: calls that find a spare ready run in it), and
+prints one row per attempt: the outcome, whether it matches the level's containment report (the
 report `heron doctor` prints: an attempt on a contained aspect must be held, and each aspect
 reported as not contained must be shown by an attempt that gets through), and the evidence.
 Then the containment report of each level and the start-up cost per call (`/bin/true`, N runs,
@@ -72,7 +73,7 @@ def _take(path: Path) -> bool:
 
 
 async def main(runs: int) -> int:
-    levels = ["process"] + (["bwrap"] if shutil.which("bwrap") else [])
+    levels = ["process"] + (["bwrap", "bwrap+spares"] if shutil.which("bwrap") else [])
     with tempfile.TemporaryDirectory(prefix="heron-escape-") as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
@@ -80,7 +81,12 @@ async def main(runs: int) -> int:
             ProcessSandbox(workspace=workspace), workspace, [Path.cwd(), REPO, Path.home()]
         )
         outside = (base or Path(tmp)) / f".heron-escape-{secrets.token_hex(4)}"
-        sandboxes = {level: suite_sandbox(level, workspace=workspace) for level in levels}
+        sandboxes = {
+            level: suite_sandbox(
+                level.split("+")[0], workspace=workspace, spares=level.endswith("+spares")
+            )
+            for level in levels
+        }
         reports: dict[str, ContainmentReport] = {}
         outcomes: dict[str, list[Outcome]] = {}
         took: dict[str, float] = {}
@@ -110,6 +116,7 @@ async def main(runs: int) -> int:
         finally:
             shutil.rmtree(outside, ignore_errors=True)
         wrong = 0
+        spared = sandboxes.get("bwrap+spares")
         print(f"escape attempts: {len(ATTEMPTS) + 1} per level, uid {os.geteuid()}")
         header = f"{'attempt':<28} {'aspect':<20} " + " ".join(f"{lv:<44}" for lv in levels)
         print(header)
@@ -146,6 +153,9 @@ async def main(runs: int) -> int:
                 f"  {label:<36} median {statistics.median(samples):7.2f} ms   "
                 f"p90 {p90:7.2f} ms   min {samples[0]:7.2f} ms"
             )
+        if isinstance(spared, BwrapSandbox) and spared._spares is not None:
+            print(f"  (bwrap+spares: {spared._spares.served} calls ran in a spare)")
+            await spared.aclose()
         if wrong:
             print(f"\n{wrong} outcome(s) contradict the containment report")
         return 1 if wrong else 0

@@ -21,6 +21,12 @@ median, p90 and minimum wall time per call:
   then the full call (adds joining the pids cgroup: a cgroup migration, which waits for an RCU
   grace period, longer under load).
 
+Then the bwrap level with spares (`heron.sandbox.spare`: each call's bubblewrap, cgroup and
+limits built before the call, the command handed to a waiter in it): a call that finds its
+spare ready (as a call an agent makes after a model turn does: the spare is built in between),
+and calls back to back (the next spare is still starting when the next call comes, so every
+other call runs cold, beside a spare's start). What an idle spare holds is printed below.
+
 The level rows are then measured again with 300 MiB resident in this process, as a long-running
 `heron serve` has. Last, the floor a warm sandbox (namespaces built once per workspace, each
 command forked inside them) could reach: one bubblewrap whose shell runs `/bin/true` N times,
@@ -52,16 +58,38 @@ Call = Callable[[], Awaitable[object]]
 BLOCK = 10
 
 
-async def measure(calls: dict[str, Call], runs: int) -> dict[str, list[float]]:
+async def measure(
+    calls: dict[str, Call], runs: int, untimed: dict[str, Call] | None = None
+) -> dict[str, list[float]]:
+    """Wall time per call; `untimed[name]` is awaited before each of that variant's calls,
+    untimed."""
     samples: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(0, runs, BLOCK):
         for name, call in calls.items():
             await call()  # warm-up: imports, page cache, this variant's steady state
             for _ in range(BLOCK):
+                if untimed and name in untimed:
+                    await untimed[name]()
                 started = time.perf_counter()
                 await call()
                 samples[name].append((time.perf_counter() - started) * 1000)
     return samples
+
+
+def idle_spare(sandbox: BwrapSandbox) -> str:
+    """What the ready spare of `sandbox` holds: its processes, their RSS and PSS."""
+    assert sandbox._spares is not None
+    (spare,) = sandbox._spares._idle.values()
+    group = spare._started.group
+    pids = group.pids() if group is not None else [spare._started.pid]
+    rss = pss = 0
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("Rss", "Pss"):
+                kib = int(value.split()[0])
+                rss, pss = (rss + kib, pss) if name == "Rss" else (rss, pss + kib)
+    return f"{len(pids)} processes, RSS {rss / 1024:.1f} MiB, PSS {pss / 1024:.1f} MiB"
 
 
 def report(label: str, samples: list[float]) -> float:
@@ -111,7 +139,8 @@ async def main(runs: int) -> None:
         process = ProcessSandbox()
         levels: dict[str, Call] = {f"process ({process.pids_limit})": through(process)}
         profile: dict[str, Call] = {}
-        bwrap = None
+        untimed: dict[str, Call] = {}
+        bwrap = spared = None
         if shutil.which("bwrap") is not None:
             bwrap = BwrapSandbox(workspace=workspace)
             unlimited = BwrapSandbox(workspace=workspace, limits=ResourceLimits(max_processes=None))
@@ -122,6 +151,12 @@ async def main(runs: int) -> None:
                 ),
                 f"bwrap ({bwrap.pids_limit}) after": through(bwrap),
             }
+            spared = BwrapSandbox(workspace=workspace, spares=True)
+            levels |= {
+                f"bwrap ({bwrap.pids_limit}) spare, ready": through(spared),
+                f"bwrap ({bwrap.pids_limit}) spare, back to back": through(spared),
+            }
+            untimed = {f"bwrap ({bwrap.pids_limit}) spare, ready": spared.prepare}
             profile = {
                 "  profile: bwrap's command line, bare": lambda: command(*argv),
                 "  profile: + heron's spawn, no pids cgroup": through(unlimited),
@@ -133,17 +168,20 @@ async def main(runs: int) -> None:
             f"on {os.cpu_count()} CPUs"
         )
         calls = {"bare subprocess (baseline)": lambda: command("/bin/true"), **levels, **profile}
-        samples = await measure(calls, runs)
+        samples = await measure(calls, runs, untimed)
         medians = {name: report(name, found) for name, found in samples.items()}
         ballast = bytearray(BALLAST_MIB * 2**20)
         ballast[::4096] = b"\1" * len(ballast[::4096])  # resident, not only reserved
         print(f"with {BALLAST_MIB} MiB resident in this process:")
-        heavy = await measure(levels, runs)
+        heavy = await measure(levels, runs, untimed)
         heavy_medians = {name: report(name, found) for name, found in heavy.items()}
         del ballast
-        if bwrap is None:
+        if bwrap is None or spared is None:
             print("bwrap                                        not installed; install bubblewrap")
             return
+        await spared.prepare()
+        print(f"{'an idle spare':<44} {idle_spare(spared)}")
+        await spared.aclose()
         loop = f"i=0; while [ $i -lt {runs} ]; do /bin/true; i=$((i+1)); done"
         started = time.perf_counter()
         await command(*bwrap.bwrap_args(workspace), "--", "/bin/sh", "-c", loop)
@@ -153,15 +191,20 @@ async def main(runs: int) -> None:
         raw = medians["  profile: bwrap's command line, bare"]
         spawn = medians["  profile: + heron's spawn, no pids cgroup"]
         before, after = (medians[f"bwrap ({bwrap.pids_limit}) {w}"] for w in ("before", "after"))
-        heavy_before, heavy_after = (
-            heavy_medians[f"bwrap ({bwrap.pids_limit}) {w}"] for w in ("before", "after")
+        ready, streamed = (
+            medians[f"bwrap ({bwrap.pids_limit}) spare, {w}"] for w in ("ready", "back to back")
+        )
+        heavy_before, heavy_after, heavy_ready = (
+            heavy_medians[f"bwrap ({bwrap.pids_limit}) {w}"]
+            for w in ("before", "after", "spare, ready")
         )
         print(
-            f"bwrap per call, median: {before:.1f} ms before, {after:.1f} ms after; with "
-            f"{BALLAST_MIB} MiB resident {heavy_before:.1f} ms before, {heavy_after:.1f} ms "
-            f"after (target <= 10 ms). Of the after: namespaces and mounts {raw - bare:.1f} ms, "
-            f"heron's spawn {spawn - raw:.1f} ms, the pids cgroup {after - spawn:.1f} ms, a "
-            f"bare process {bare:.1f} ms"
+            f"bwrap per call, median: {before:.1f} ms before, {after:.1f} ms after, "
+            f"{ready:.1f} ms from a ready spare ({streamed:.1f} ms back to back); with "
+            f"{BALLAST_MIB} MiB resident {heavy_before:.1f} / {heavy_after:.1f} / "
+            f"{heavy_ready:.1f} ms (target <= 10 ms). Of the after: namespaces and mounts "
+            f"{raw - bare:.1f} ms, heron's spawn {spawn - raw:.1f} ms, the pids cgroup "
+            f"{after - spawn:.1f} ms, a bare process {bare:.1f} ms"
         )
 
 

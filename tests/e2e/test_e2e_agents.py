@@ -5,6 +5,7 @@ project agent files take effect only once approved, and changes are shown."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from support.cli import Heron
@@ -137,3 +138,37 @@ def test_cancel_ends_the_tree_itself_when_the_process_that_ran_it_is_gone(
     assert [c["status"] for c in nodes["top"]["children"]] == ["cancelled"]
     again = heron.run("agents", "cancel", "top")
     assert again.code == 3 and "had already ended: cancelled" in again.stderr
+
+
+def test_hostile_agent_files_are_refused_promptly_and_nothing_outside_is_shown(
+    heron: Heron,
+) -> None:
+    # A FIFO with no writer: the old read blocked `heron agents list` for ever.
+    (heron.root / "agents").mkdir()
+    os.mkfifo(heron.root / "agents" / "trap.md")
+    listed = heron.run("agents", "list")
+    assert listed.code == 2
+    assert "trap.md" in listed.stderr and "not a regular file (a FIFO)" in listed.stderr
+
+    (heron.root / "agents" / "trap.md").unlink()
+    secret = heron.write("notes/secret.md", "---\nname: leak\n---\nPRIVATE-NOTES-7731")
+    (heron.root / "agents" / "leak.md").symlink_to(secret)
+    listed = heron.run("agents", "show", "leak")
+    assert listed.code == 2
+    assert "links out of the agents folder" in listed.stderr
+    assert "PRIVATE-NOTES-7731" not in listed.stdout + listed.stderr
+
+    (heron.root / "agents" / "leak.md").unlink()
+    heron.write("agents/bomb.md", "---\nname: bomb\na: &x [1, 2]\nb: [*x, *x]\n---\nboom")
+    refused = heron.run("agents", "approve", "bomb")
+    assert refused.code == 2
+    assert "line 3: an anchor (&x): YAML anchors and aliases are not read" in refused.stderr
+
+    (heron.root / "agents" / "bomb.md").unlink()
+    escapes = '"\\e]0;owned\\a \\u202e\\x9b"'  # YAML's own escapes: ESC, BEL, RLO, CSI
+    heron.write("agents/odd.md", f"---\nname: odd\ndescription: {escapes}\n---\nx")
+    listed = heron.run("agents", "list", "--json")
+    assert listed.code == 0, listed.stderr
+    assert not {"\x1b", "\x07", "\u202e", "\x9b"} & set(listed.stdout)
+    (odd,) = [a for a in json.loads(listed.stdout) if a["name"] == "odd"]
+    assert odd["description"] == "\x1b]0;owned\x07 \u202e\x9b"

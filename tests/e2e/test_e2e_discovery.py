@@ -5,6 +5,7 @@ catalogue is the reference MCP servers' real `tools/list` results (bench/discove
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from support.cli import Heron
@@ -70,3 +71,20 @@ def test_a_bad_catalogue_or_queries_file_is_a_usage_error_naming_every_problem(
     )
     assert bad_queries.code == 2
     assert "lines 2, 3 are not" in bad_queries.stderr
+
+
+def test_a_hostile_catalogue_file_is_refused_at_once_never_read_without_end(
+    heron: Heron,
+) -> None:
+    deep = heron.write("deep.json", "[" * 100_000 + "]" * 100_000)
+    os.mkfifo(heron.root / "fifo.json")  # no writer: a blocking open waits for ever
+    (heron.root / "zero.json").symlink_to("/dev/zero")  # a read without end
+    expected = {
+        deep.name: "deep.json: nested more than 64 levels deep",
+        "fifo.json": "not a regular file (a FIFO)",
+        "zero.json": "not a regular file (a character device)",
+    }
+    for name, problem in expected.items():
+        refused = heron.run("tools", "search", "--catalogue", name, "--query", "x")
+        assert refused.code == 2, (name, refused.stderr)
+        assert problem in refused.stderr and "Traceback" not in refused.stderr, name

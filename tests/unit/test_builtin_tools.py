@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,36 @@ async def test_command_network_is_per_set_and_named_in_the_shell_results_sandbox
 def test_an_unknown_command_network_is_refused_with_the_modes_named() -> None:
     with pytest.raises(ValueError, match="'none', 'loopback' or 'host'"):
         BuiltinConfig.model_validate({"command_network": {"execution": "bogus"}})
+
+
+@pytest.mark.parametrize("spares", [True, False])
+async def test_a_bwrap_sandbox_serves_shell_calls_from_spares_until_the_sets_close(
+    tmp_path: Path, spares: bool
+) -> None:
+    from heron import Agent, ScriptedModel
+    from heron.sandbox import BwrapSandbox
+
+    built = await _build(tmp_path, sets=["execution"], sandbox="bwrap", sandbox_spares=spares)
+    [sandbox] = [
+        c.__self__ for c in built._closers if isinstance(getattr(c, "__self__", None), BwrapSandbox)
+    ]
+    call = {"id": "c1", "name": "shell", "arguments": {"command": "echo hi"}}
+    model = ScriptedModel([{"tool_calls": [call]}, {"text": "done"}])
+    try:
+        assert await sandbox.prepare() is spares
+        agent = Agent(model=model, tools=built.tools["execution"], autonomy="full")
+        result = await agent.run("go")
+        served = sandbox._spares.served if sandbox._spares is not None else 0
+    finally:
+        await built.aclose()
+    [output] = [m.content for m in result.history if m.role == "tool"]
+    assert "hi" in output and served == int(spares)
+    assert _children() == []  # no spare left
+
+
+def _children() -> list[str]:
+    found = []
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # asyncio's watcher threads come and go
+            found += (task / "children").read_text().split()
+    return found

@@ -154,15 +154,10 @@ def test_a_hostile_skill_file_is_reported_quickly_never_expanded_or_fatal(tmp_pa
         f"---\n{bomb}\nname: aliased\ndescription: *a8\nallowed-tools: *a8\n---\nBody.\n",
     )
     skill, problems = parse_skill(aliased, "project")
-    messages = [p.message for p in problems]
-    assert skill is None  # its description is not text
-    assert "'description' must be text, not a list" in messages
-    listed = write_skill(
-        tmp_path, "listed", f"---\n{bomb}\nname: listed\ndescription: d\nallowed-tools: *a8\n---\n"
-    )
-    skill, problems = parse_skill(listed, "project")
-    assert skill is not None and skill.allowed_tools == ()  # nothing allowed: fails closed
-    assert [p.message for p in problems].count("allowed-tools: a list is not a string") == 9
+    # Aliases are refused, not expanded: the lines are read as they are written.
+    assert problems[0].line == 2 and "anchors and aliases are not read" in problems[0].message
+    assert skill is not None and skill.description == "*a8"
+    assert skill.allowed_tools == ("*a8",)  # not a tool: allows nothing, fails closed
     deep = write_skill(
         tmp_path, "deep", "---\nname: deep\ndescription: " + "[" * 5000 + "\n---\nBody.\n"
     )

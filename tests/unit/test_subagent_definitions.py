@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,67 @@ def test_spawning_an_unapproved_project_agent_is_refused_with_how_to_approve(
 def test_a_name_in_both_heron_toml_and_a_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(AgentFileError, match=r"both in heron\.toml"):
         load_definitions({"researcher": AgentEntry()}, _write(tmp_path), None)
+
+
+# A project's agents/ folder comes with the repository: each file is hostile until checked.
+
+
+def test_a_fifo_agent_file_is_refused_and_never_blocks(tmp_path: Path) -> None:
+    folder = _write(tmp_path)
+    os.mkfifo(folder / "trap.md")  # no writer: a blocking open would never return
+    with pytest.raises(AgentFileError, match=r"trap\.md.*not a regular file \(a FIFO\)"):
+        load_definitions({}, folder, None)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="the host has no /dev/zero")
+def test_a_link_to_a_device_is_never_read(tmp_path: Path) -> None:
+    folder = _write(tmp_path)
+    (folder / "zero.md").symlink_to("/dev/zero")  # size 0, a read without end
+    with pytest.raises(AgentFileError, match=r"zero\.md.*links out of the agents folder"):
+        parse_agent_file(folder / "zero.md")
+
+
+def test_a_file_linking_out_of_the_folder_is_not_read_pinned_or_shown(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("---\nname: leak\n---\nthe operator's private notes", encoding="utf-8")
+    folder = _write(tmp_path)
+    (folder / "leak.md").symlink_to(secret)
+    with pytest.raises(AgentFileError) as refused:
+        load_definitions({}, folder, SqliteTrustStore(tmp_path / "state", table="agent_pins"))
+    assert "links out of the agents folder" in str(refused.value)
+    assert "private notes" not in str(refused.value)
+
+
+def test_a_link_inside_the_folder_is_read(tmp_path: Path) -> None:
+    folder = _write(tmp_path)
+    (folder / "drafts").mkdir()
+    (folder / "drafts" / "scout.md").write_text(FILE.replace("researcher", "scout"), "utf-8")
+    (folder / "scout.md").symlink_to(folder / "drafts" / "scout.md")
+    assert parse_agent_file(folder / "scout.md").name == "scout"
+
+
+@pytest.mark.parametrize(
+    ("front", "problem"),
+    [
+        ("name: researcher\nd: &a [x, x]\ne: [*a, *a]", "anchors and aliases are not read"),
+        ("name: researcher\nd: !!python/object:os.system {}", "tags other than plain types"),
+        ("name: researcher\nd: " + "[" * 40 + "]" * 40, "nested more than 16 levels"),
+        ("name: researcher\nmax_iterations: " + "9" * 5_000, "a number of 5000 digits"),
+    ],
+)
+def test_front_matter_yaml_is_bounded_and_refused_with_its_line(
+    tmp_path: Path, front: str, problem: str
+) -> None:
+    folder = _write(tmp_path, f"---\n{front}\n---\nbody")
+    with pytest.raises(AgentFileError, match="front matter is not valid YAML") as refused:
+        parse_agent_file(folder / "researcher.md")
+    assert problem in str(refused.value)
+    assert "line 3" in str(refused.value)
+
+
+def test_an_oversize_file_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
+    folder = _write(tmp_path)
+    with (folder / "researcher.md").open("r+b") as fh:
+        fh.truncate(1 << 31)  # sparse: 2 GiB on paper, nothing on disk
+    with pytest.raises(AgentFileError, match="larger than 262144 bytes"):
+        parse_agent_file(folder / "researcher.md")

@@ -206,8 +206,10 @@ class PrettyRenderer:
 
 
 def print_json(data: Any) -> None:
-    """`data` as indented JSON on stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    """`data` as indented JSON on stdout. JSON leaves DEL, C1 and bidirectional overrides raw;
+    `terminal_safe` writes them as the `\\u` escapes JSON itself uses, so what is printed
+    decodes to the same value and never acts on a terminal."""
+    sys.stdout.write(terminal_safe(json.dumps(data, indent=2, ensure_ascii=False)) + "\n")
 
 
 def annotation_flags(spec: ToolSpec) -> dict[str, bool]:

@@ -12,8 +12,6 @@ Loading is lenient (an agent takes what it can, with a warning); `check` is stri
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +77,8 @@ def _find(scan: SkillScan, name: str) -> Skill:
 
 
 def cmd_skills(args: argparse.Namespace) -> int:
+    from heron.skills.trust import SkillPinError
+
     config = common.load_config(args)
     project = (args.project or Path.cwd()).resolve()
     scan, failed = _scan(config, project)
@@ -105,16 +105,28 @@ def cmd_skills(args: argparse.Namespace) -> int:
     if verdict.status == "approved":
         common.out(f"{skill.name} is already approved as it is; nothing changed")
         return EXIT_OK
+    if verdict.status == "unpinnable":
+        return _unpinnable(skill.name, verdict.problems)
     if verdict.status == "changed":
         common.out(f"{skill.name} changed since it was approved:")
         for change in verdict.changes:
             common.out(f"  {change}")
         common.out(verdict.diff)
-    pin = trust.approve(skill)
+    try:
+        pin = trust.approve(skill)
+    except SkillPinError as exc:  # a file became unreadable since the verdict
+        return _unpinnable(skill.name, exc.problems)
     common.out(
         f"approved {skill.name}: {len(pin.definitions)} file(s) pinned (sha256 {pin.digest[:16]})"
     )
     return EXIT_OK
+
+
+def _unpinnable(name: str, problems: tuple[str, ...]) -> int:
+    common.err(f"{name} cannot be pinned, so it cannot be approved:")
+    for problem in problems:
+        common.err(f"  {problem}")
+    return EXIT_ERROR
 
 
 def _list(scan: SkillScan, trust: SkillTrust, *, as_json: bool) -> int:
@@ -132,7 +144,9 @@ def _list(scan: SkillScan, trust: SkillTrust, *, as_json: bool) -> int:
             }
         )
     if as_json:
-        sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+        from heron.cli.render import print_json
+
+        print_json(rows)
         return EXIT_OK
     if not rows:
         common.out("no skills found (see `heron skills check` for folders that failed to load)")
@@ -163,6 +177,10 @@ def _show(skill: Skill, trust: SkillTrust) -> int:
         for change in verdict.changes:
             common.out(f"  {change}")
         common.out(verdict.diff)
+    if verdict.status == "unpinnable":
+        common.out("cannot be pinned:")
+        for problem in verdict.problems:
+            common.out(f"  {problem}")
     common.out("")
     common.out(skill.body)
     return EXIT_OK
@@ -194,6 +212,7 @@ def _known_tools(args: argparse.Namespace, config: HeronConfig) -> list[str] | N
 
 
 def _check(args: argparse.Namespace, config: HeronConfig, scan: SkillScan) -> int:
+    from heron.cli.render import print_json
     from heron.skills import check_skills
 
     problems = check_skills(scan, known_tools=_known_tools(args, config))
@@ -203,7 +222,7 @@ def _check(args: argparse.Namespace, config: HeronConfig, scan: SkillScan) -> in
             {"path": str(p.path), "line": p.line, "severity": p.severity, "message": p.message}
             for p in problems
         ]
-        sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2) + "\n")
+        print_json(rows)
     else:
         for problem in problems:
             common.out(str(problem))

@@ -25,7 +25,8 @@ from heron.collaboration.config import (
     PersonConfig,
     UserConfig,
 )
-from heron.config.builtin import BuiltinConfig, ShellSection
+from heron.config.builtin import BuiltinConfig
+from heron.config.builtin_sections import ShellSection
 from heron.errors import ConfigurationError
 from heron.gateway.config import GatewayConfig
 from heron.humans.config import ApprovalsConfig

@@ -8,15 +8,18 @@ collected and raised together (`CatalogueError.problems`), so a user fixes a fil
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from heron._support.folder_files import open_regular
+from heron._support.limits import InputLimits, InputRejected, parse_json
 from heron.discovery.documents import ToolDoc
 from heron.errors import HeronError
 
 __all__ = ["CatalogueError", "dump_catalogue", "load_catalogue", "parse_catalogue"]
+
+_MAX_FILE_BYTES = 64 * 1024 * 1024  # a catalogue of many thousand tools is a few MB
 
 
 class CatalogueError(HeronError, ValueError):
@@ -71,8 +74,14 @@ def parse_catalogue(data: Any, *, source: str = "catalogue") -> list[ToolDoc]:
 def load_catalogue(path: Path) -> list[ToolDoc]:
     """`ToolDoc`s from a catalogue file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        with open_regular(path, follow=True) as (fh, size):
+            raw = fh.read(_MAX_FILE_BYTES + 1) if size <= _MAX_FILE_BYTES else b""
+        if size > _MAX_FILE_BYTES or len(raw) > _MAX_FILE_BYTES:
+            raise CatalogueError([f"{path}: larger than {_MAX_FILE_BYTES:,} bytes"])
+        data = parse_json(raw, limits=InputLimits(max_bytes=_MAX_FILE_BYTES))
+    except InputRejected as exc:  # nesting, size, not JSON
+        raise CatalogueError([exc.problem_at(str(path))]) from exc
+    except OSError as exc:  # missing, or a FIFO or device (`FileRefused`)
         raise CatalogueError([f"{path}: {exc}"]) from exc
     return parse_catalogue(data, source=str(path))
 

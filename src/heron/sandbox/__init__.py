@@ -61,6 +61,7 @@ def make_sandbox(
     workspace: Path,
     limits: ResourceLimits | None = None,
     network: NetworkMode | bool | None = None,
+    spares: bool = False,
 ) -> Sandbox:
     """Build the sandbox an agent's configuration asks for.
 
@@ -70,14 +71,16 @@ def make_sandbox(
     asks for `none`, which `process` refuses with `SandboxUnavailable` (a deployment without
     network runs its commands at the `bwrap` level; an explicit `"none"` gives a `process`
     sandbox its own network namespace where the kernel allows it). heron never pretends to
-    isolate what it cannot.
+    isolate what it cannot. `spares`: a `bwrap` sandbox builds each call's sandbox ahead
+    (`heron.sandbox.spare`; the caller `aclose()`s it); the `process` level has nothing to
+    build ahead.
     """
     from heron.sandbox.bwrap import BwrapSandbox
     from heron.sandbox.process import ProcessSandbox
 
     if level == "bwrap":
         mode: NetworkMode = "none" if network in (None, True, False) else network  # type: ignore[assignment]
-        return BwrapSandbox(workspace=workspace, limits=limits, network=mode)
+        return BwrapSandbox(workspace=workspace, limits=limits, network=mode, spares=spares)
     if network is False:
         raise SandboxUnavailable(
             "the `process` sandbox level cannot block the network for a deployment without "

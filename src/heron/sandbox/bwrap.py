@@ -28,6 +28,10 @@ Under the unprivileged-user fallback for the process count, bubblewrap itself ru
 and needs unprivileged user namespaces. The Python installation heron runs on is bound read-only
 as well (`expose_python`), so `run_python` works inside the sandbox.
 
+With `spares=True` each command line's next bubblewrap is built after a call and waits for the
+next one (`heron.sandbox.spare`: used by one command, containing the same; `aclose()` stops
+them).
+
 A missing `bwrap` binary is a `SandboxUnavailable` error at construction, never a silent
 fallback to a weaker level. A virtualenv is not a sandbox (see `heron.sandbox.base`).
 """
@@ -41,7 +45,7 @@ import os
 import shutil
 import stat
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -49,6 +53,7 @@ from heron._support.own_paths import state_dirs_inside
 from heron.sandbox.base import NetworkMode, ResourceLimits, RunResult, SandboxUnavailable
 from heron.sandbox.held import Held
 from heron.sandbox.process import PidsLimit, ProcessSandbox, check_network_mode, python_roots
+from heron.sandbox.spare import Line, Spare, Spares, launch_spare
 
 __all__ = ["BwrapSandbox"]
 
@@ -95,6 +100,7 @@ class BwrapSandbox:
         cgroup_root: Path = Path("/sys/fs/cgroup"),
         user: str | int = "nobody",
         read_only_workspace: bool = False,
+        spares: bool = False,
     ) -> None:
         found = bwrap or shutil.which("bwrap")
         if found is None or not Path(found).is_file():
@@ -116,6 +122,9 @@ class BwrapSandbox:
         self._tmp_size = _supports_tmpfs_size(found)
         self._held = _supports_held_start(found)
         self._read_only_workspace = read_only_workspace
+        if spares and not expose_python:
+            raise ValueError("spare sandboxes run heron's Python inside: they need expose_python")
+        self._spares = Spares() if spares else None
 
     @property
     def level(self) -> Literal["bwrap"]:
@@ -238,22 +247,64 @@ class BwrapSandbox:
         mode = self._network if network is None else check_network_mode(network)
         prefix = self.bwrap_args(where, mode)
 
+        def cold() -> Awaitable[RunResult]:
+            return self._inner._run(
+                self._line(prefix, argv),
+                cwd=where,
+                env=env,
+                timeout_s=timeout_s,
+                stdin=stdin,
+                pass_fds=pass_fds,
+                network=None,
+                held=self._held,
+            )
+
+        if self._spares is None:
+            result = await cold()
+        else:
+            result = await self._spares.serve(
+                tuple(prefix),
+                argv,
+                env,
+                timeout_s=timeout_s,
+                exact=stdin is None and not pass_fds,
+                cold=cold,
+                launch=functools.partial(self._launch_spare, prefix, where),
+            )
+        metadata = {**self.metadata(), "network": mode}
+        return dataclasses.replace(result, level="bwrap", metadata=metadata)
+
+    def _line(self, prefix: list[str], argv: Sequence[str]) -> Line:
+        """bubblewrap's command line for `argv`: to be started held when it can be."""
+        if not self._held:
+            return [*prefix, "--", *argv]
+
         def held(start: Held) -> list[str]:
             fds = ["--info-fd", str(start.info_fd), "--block-fd", str(start.block_fd)]
             return [*prefix, *fds, "--", *argv]
 
-        result = await self._inner._run(
-            held if self._held else [*prefix, "--", *argv],
-            cwd=where,
-            env=env,
-            timeout_s=timeout_s,
-            stdin=stdin,
-            pass_fds=pass_fds,
-            network=None,
-            held=self._held,
+        return held
+
+    def _launch_spare(self, prefix: list[str], where: Path) -> Awaitable[Spare]:
+        line = functools.partial(self._line, prefix)
+        return launch_spare(self._inner, line, cwd=where, held=self._held)
+
+    async def prepare(self, *, cwd: Path | None = None, network: NetworkMode | None = None) -> bool:
+        """Start the spare sandbox for runs in `cwd` (default: the workspace) with `network`,
+        unless there is one, and wait until it is ready (False: this sandbox has no spares,
+        or the spare failed). Runs start their next spare themselves; this is for the first."""
+        if self._spares is None:
+            return False
+        where = self._checked_cwd(cwd or self.workspace)
+        prefix = self.bwrap_args(where, self._network if network is None else network)
+        return await self._spares.prepare(
+            tuple(prefix), functools.partial(self._launch_spare, prefix, where)
         )
-        metadata = {**self.metadata(), "network": mode}
-        return dataclasses.replace(result, level="bwrap", metadata=metadata)
+
+    async def aclose(self) -> None:
+        """Stop the spare sandboxes (of this sandbox and its twins); later runs start cold."""
+        if self._spares is not None:
+            await self._spares.aclose()
 
 
 @functools.cache

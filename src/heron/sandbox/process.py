@@ -71,7 +71,7 @@ from heron.sandbox.held import JOIN, Held, Release
 if TYPE_CHECKING:
     from heron.sandbox.confine import Confinement, HostFacts
 
-__all__ = ["Identity", "PidsLimit", "ProcessSandbox", "python_roots"]
+__all__ = ["Identity", "PidsLimit", "ProcessSandbox", "Started", "python_roots"]
 
 PidsLimit = Literal["cgroup-v2", "cgroup-v1", "uid-rlimit", "rlimit", "none"]
 """How the process count is bound: a cgroup, RLIMIT_NPROC under a dedicated unprivileged user,
@@ -144,11 +144,43 @@ def _preexec(
     return confine
 
 
-def _signal_group(pgid: int, group: RunGroup | None, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-    if group is not None:
-        group.signal(sig)
+@dataclass(slots=True)
+class Started:
+    """A command started (and released, when held) whose end heron has not awaited yet."""
+
+    transport: asyncio.SubprocessTransport
+    capture: _Capture
+    group: RunGroup | None
+    plan: Confinement | None
+    mode: NetworkMode
+    at: float
+    """When the command was given its start (`time.monotonic()`): its duration counts from here."""
+
+    @property
+    def pid(self) -> int:
+        """The launcher's pid, which leads the process group."""
+        return self.transport.get_pid()
+
+    def signal(self, sig: int) -> None:
+        """`sig` to the process group and to every process in the run's cgroup."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+        if self.group is not None:
+            self.group.signal(sig)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+
+    async def reap(self, grace_s: float) -> None:
+        """Kill whatever is left, wait (bounded) for the pipes to close, delete the cgroup."""
+        self.kill()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.capture.closed), grace_s)
+        finally:
+            self.transport.close()
+            if self.group is not None:
+                await self.group.remove(grace_s)
 
 
 def python_roots() -> list[Path]:
@@ -376,10 +408,36 @@ class ProcessSandbox:
     ) -> RunResult:
         """`run`; with `held`, `argv(held)` is a launcher's command line, started held
         (`heron.sandbox.held`; only without confinement, which needs a `preexec_fn`)."""
-        if not argv:
-            raise ValueError("argv is empty")
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
+        started = await self._launch(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin_pipe=stdin is not None,
+            pass_fds=pass_fds,
+            network=network,
+            held=held,
+            timeout_s=timeout_s,
+        )
+        return await self._finish(started, timeout_s=timeout_s, stdin=stdin)
+
+    async def _launch(
+        self,
+        argv: Sequence[str] | Callable[[Held], Sequence[str]],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdin_pipe: bool,
+        pass_fds: Sequence[int],
+        network: NetworkMode | None,
+        held: bool,
+        timeout_s: float,
+    ) -> Started:
+        """Start `argv` limited (and released, when `held`); a cancellation or an error here
+        leaves nothing running."""
+        if not argv:
+            raise ValueError("argv is empty")
         mode = self._network if network is None else check_network_mode(network)
         self._check_network(mode)
         plan = self.plan(cwd, mode)
@@ -410,7 +468,7 @@ class ProcessSandbox:
             loop.subprocess_exec(
                 lambda: capture,
                 *argv,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=cwd,
@@ -454,25 +512,34 @@ class ProcessSandbox:
             os.close(report_read)
             if report_write >= 0:
                 os.close(report_write)
-        started = time.monotonic()
-        pgid = transport.get_pid()
-        timed_out = False
+        started = Started(transport, capture, group, plan, mode, time.monotonic())
         try:
             if release is not None:
-
-                def kill() -> None:
-                    _signal_group(pgid, group, signal.SIGKILL)
-
                 if cancelled:
-                    kill()
+                    started.kill()
                     release.close()
                 else:
-                    await release.go(pgid, pairs, timeout_s=timeout_s, kill=kill)
+                    await release.go(started.pid, pairs, timeout_s=timeout_s, kill=started.kill)
             if cancelled:
-                await self._stop(pgid, group, capture)
                 raise asyncio.CancelledError
+        except BaseException as exc:
+            try:
+                if isinstance(exc, asyncio.CancelledError):
+                    await self._stop(started)
+            finally:
+                await started.reap(limits.kill_grace_s)
+            raise
+        return started
+
+    async def _finish(
+        self, started: Started, *, timeout_s: float, stdin: bytes | None
+    ) -> RunResult:
+        """Feed `stdin`, wait for the command within `timeout_s`, clean up, report."""
+        capture = started.capture
+        timed_out = False
+        try:
             if stdin is not None:
-                pipe = transport.get_pipe_transport(0)
+                pipe = started.transport.get_pipe_transport(0)
                 assert isinstance(pipe, asyncio.WriteTransport)  # stdin is a pipe when given
                 pipe.write(stdin)
                 pipe.close()
@@ -480,23 +547,17 @@ class ProcessSandbox:
                 await asyncio.wait_for(asyncio.shield(capture.exited), timeout_s)
             except TimeoutError:
                 timed_out = True
-                await self._stop(pgid, group, capture)
+                await self._stop(started)
             except asyncio.CancelledError:
-                await self._stop(pgid, group, capture)
+                await self._stop(started)
                 raise
-            duration = time.monotonic() - started
+            duration = time.monotonic() - started.at
         finally:
             # Whatever the command left behind dies with it; then its pipes reach EOF.
-            _signal_group(pgid, group, signal.SIGKILL)
-            try:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(capture.closed), limits.kill_grace_s)
-            finally:
-                transport.close()
-                if group is not None:
-                    await group.remove(limits.kill_grace_s)
-        code = transport.get_returncode()
-        metadata = {**self.metadata(), "network": mode}
+            await started.reap(self.limits.kill_grace_s)
+        code = started.transport.get_returncode()
+        plan = started.plan
+        metadata = {**self.metadata(), "network": started.mode}
         if plan is not None:
             metadata["confinement"] = ",".join(plan.tags) or "limits only"
             if plan.run_as is None:
@@ -514,16 +575,17 @@ class ProcessSandbox:
             metadata=metadata,
         )
 
-    async def _stop(self, pgid: int, group: RunGroup | None, capture: _Capture) -> None:
+    async def _stop(self, started: Started) -> None:
         """SIGTERM to the whole tree, SIGKILL after the grace period."""
-        _signal_group(pgid, group, signal.SIGTERM)
+        exited, grace = started.capture.exited, self.limits.kill_grace_s
+        started.signal(signal.SIGTERM)
         try:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(capture.exited), self.limits.kill_grace_s)
+                await asyncio.wait_for(asyncio.shield(exited), grace)
         finally:
-            _signal_group(pgid, group, signal.SIGKILL)
+            started.kill()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(capture.exited), self.limits.kill_grace_s)
+            await asyncio.wait_for(asyncio.shield(exited), grace)
 
 
 def _lookup_user(user: str | int) -> tuple[int, int] | None:

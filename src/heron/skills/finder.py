@@ -26,6 +26,7 @@ from heron.skills.skill import SKILL_FILE, Problem, Skill, SkillSource, parse_sk
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "MAX_SKILLS_PER_ROOT",
     "PROJECT_DIRS",
     "SkillRoot",
     "SkillScan",
@@ -36,6 +37,11 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "heron.skills"
 PROJECT_DIRS = (".heron/skills", ".agents/skills")
+MAX_SKILLS_PER_ROOT = 1000
+"""Skill folders read in one folder of skills (in name order); the rest are reported as left
+out. A project's folders come with the repository: each costs a read of up to 256 KiB."""
+_MAX_ROOT_ENTRIES = 100_000
+"""Entries of one folder of skills looked at, at all (names only)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,6 +121,48 @@ def skill_roots(
     return roots, failed
 
 
+def _folders(root: Path) -> tuple[list[Path], list[str], bool]:
+    """The skill folders of `root` heron reads (by name, hidden ones left out, at most
+    `MAX_SKILLS_PER_ROOT`), the names of the ones it leaves out, and whether it stopped
+    looking (more than `_MAX_ROOT_ENTRIES` entries)."""
+    names: list[str] = []
+    capped = False
+    try:
+        with os.scandir(root) as it:
+            for n, entry in enumerate(it):
+                if n >= _MAX_ROOT_ENTRIES:
+                    capped = True
+                    break
+                if not entry.name.startswith(".") and entry.is_dir():
+                    names.append(entry.name)
+    except OSError:
+        return [], [], False
+    names.sort()
+    read = [root / name for name in names[:MAX_SKILLS_PER_ROOT]]
+    return read, names[MAX_SKILLS_PER_ROOT:], capped
+
+
+def _has_entries(folder: Path) -> bool:
+    # One entry, not the listing (`Path.iterdir` lists the whole folder first).
+    try:
+        with os.scandir(folder) as it:
+            return next(it, None) is not None
+    except OSError:
+        return False
+
+
+def _left_out(root: SkillRoot, rest: list[str], capped: bool) -> Problem:
+    shown = ", ".join(rest[:10]) + (", …" if len(rest) > 10 else "")
+    more = f"{len(rest)}{'+' if capped else ''} more folder(s)"
+    if capped:
+        shown += f"; only the first {_MAX_ROOT_ENTRIES} entries were looked at"
+    return Problem(
+        path=root.path,
+        message=f"{more} left out: heron reads at most {MAX_SKILLS_PER_ROOT} skill folders "
+        f"in one folder ({shown})",
+    )
+
+
 def find_skills(roots: Sequence[SkillRoot]) -> SkillScan:
     """Every skill under `roots` (leniently read), first of each name winning."""
     skills: dict[str, Skill] = {}
@@ -122,11 +170,11 @@ def find_skills(roots: Sequence[SkillRoot]) -> SkillScan:
     for root in roots:
         if not root.path.is_dir():
             continue
-        for folder in sorted(p for p in root.path.iterdir() if p.is_dir()):
-            if folder.name.startswith("."):
-                continue
-            if not (folder / SKILL_FILE).is_file():
-                if any(folder.iterdir()):
+        folders, rest, capped = _folders(root.path)
+        for folder in folders:
+            # lexists: a SKILL.md that is a FIFO, a device or a link is reported by parse_skill
+            if not os.path.lexists(folder / SKILL_FILE):
+                if _has_entries(folder):
                     problems.append(
                         Problem(
                             path=folder,
@@ -151,4 +199,6 @@ def find_skills(roots: Sequence[SkillRoot]) -> SkillScan:
                 )
                 continue
             skills[skill.name] = skill
+        if rest or capped:
+            problems.append(_left_out(root, rest, capped))
     return SkillScan(skills=tuple(skills.values()), problems=tuple(problems), roots=tuple(roots))

@@ -17,7 +17,7 @@ from heron.skills.allowed import unknown_entries
 from heron.skills.catalogue import SkillCatalogue
 from heron.skills.finder import EntryPoints, SkillScan, _entry_points, find_skills, skill_roots
 from heron.skills.skill import Problem, Skill
-from heron.skills.trust import SkillTrust, TrustVerdict
+from heron.skills.trust import SkillTrust, TrustVerdict, pin_problems, unpinnable_problems
 
 __all__ = ["SkillSet", "check_skills", "load_skills", "scan_skills"]
 
@@ -78,8 +78,15 @@ def load_skills(
         else:
             withheld.append((skill, verdict))
     notices = [f"skills: {line}" for line in failed]
+    problems = list(scan.problems)
     for skill, verdict in withheld:
-        if verdict.status == "changed":
+        if verdict.status == "unpinnable":
+            notices.append(
+                f"project skill {skill.name!r} cannot be pinned and is not offered: "
+                f"{'; '.join(verdict.problems)}"
+            )
+            problems += unpinnable_problems(skill, verdict.problems)
+        elif verdict.status == "changed":
             notices.append(
                 f"project skill {skill.name!r} changed since it was approved and is not "
                 f"offered: see `heron skills show {skill.name}`, then `heron skills approve "
@@ -91,7 +98,7 @@ def load_skills(
                 f"offered: read it with `heron skills show {skill.name}`, then `heron skills "
                 f"approve {skill.name}`"
             )
-    unusable = [p for p in scan.problems if p.severity == "error"]
+    unusable = [p for p in problems if p.severity == "error"]
     if unusable:
         notices.append(
             f"skills: {len(unusable)} problem(s) found while loading; `heron skills check` "
@@ -100,7 +107,7 @@ def load_skills(
     return SkillSet(
         catalogue=SkillCatalogue(usable),
         withheld=tuple(withheld),
-        problems=scan.problems,
+        problems=tuple(problems),
         notices=tuple(notices),
     )
 
@@ -112,10 +119,12 @@ def _untrusted(skill: Skill) -> TrustVerdict:
 
 
 def check_skills(scan: SkillScan, *, known_tools: Collection[str] | None = None) -> list[Problem]:
-    """Every problem: the scan's, plus `allowed-tools` entries heron does not understand or
-    that name tools this agent does not have (they allow nothing)."""
+    """Every problem: the scan's, project skills that cannot be pinned whole (withheld), and
+    `allowed-tools` entries heron does not understand or that name tools this agent does not
+    have (they allow nothing)."""
     problems = list(scan.problems)
     for skill in scan.skills:
+        problems += pin_problems(skill)
         for entry in unknown_entries(skill.allowed_tools or (), known_tools):
             problems.append(
                 Problem(

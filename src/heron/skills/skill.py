@@ -11,6 +11,11 @@ skill that cannot be used (no `SKILL.md`, no front matter, no description) is le
 matter that YAML refuses (the usual cause: an unquoted colon inside a value) is read line by
 line instead, an over-long description is cut, a name that does not match its folder is used
 under the folder's name — each with its problem, which `heron skills check` lists in full.
+
+A project's folder is hostile until approved: `SKILL.md` is read only as a regular file inside
+its folder, at most `SKILL_FILE_MAX_BYTES` (`heron.skills.files`), and its front matter by a
+bounded YAML loader (`heron._support.front_matter`: no aliases, no tags, 16 levels at most); a
+refusal is a problem with its line, and the lines are then read as they are written.
 """
 
 from __future__ import annotations
@@ -22,6 +27,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+from heron._support.folder_files import FileRefused, open_inside
+from heron._support.front_matter import (
+    lenient_yaml,
+    load_front_matter,
+    split_front_matter,
+)
+from heron.skills.files import MAX_ENTRIES, MAX_FILES, SkillTree, walk_skill
 
 __all__ = [
     "COMPATIBILITY_MAX",
@@ -36,6 +49,8 @@ __all__ = [
 ]
 
 SKILL_FILE = "SKILL.md"
+SKILL_FOLDER = "the skill's folder"
+"""How messages name the folder a skill's files must stay in."""
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 COMPATIBILITY_MAX = 500
@@ -46,7 +61,6 @@ _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _KNOWN_KEYS = frozenset(
     {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
 )
-_MAX_FILES = 200
 SKILL_FILE_MAX_BYTES = 256 * 1024
 """A `SKILL.md` larger than this is not read (the format asks for a few hundred lines; a
 project's file is hostile until approved, and it is parsed to be shown)."""
@@ -88,17 +102,13 @@ class Skill:
         return self.folder / SKILL_FILE
 
     def files(self) -> list[str]:
-        """The skill's other files, relative to its folder (hidden ones left out)."""
-        found: list[str] = []
-        for path in sorted(self.folder.rglob("*")):
-            rel = path.relative_to(self.folder)
-            if any(part.startswith(".") for part in rel.parts) or not path.is_file():
-                continue
-            if rel.as_posix() != SKILL_FILE:
-                found.append(rel.as_posix())
-            if len(found) >= _MAX_FILES:
-                break
-        return found
+        """The skill's other files, relative to its folder: regular files inside it, hidden
+        ones and links out of it left out, at most `heron.skills.files.MAX_FILES`."""
+        return list(self.tree().files)
+
+    def tree(self) -> SkillTree:
+        """Everything a walk of the folder found, with what it left out and why."""
+        return walk_skill(self.folder, skip=SKILL_FILE)
 
 
 def parse_allowed_tools(value: Any) -> tuple[list[str], list[str]]:
@@ -134,54 +144,6 @@ def parse_allowed_tools(value: Any) -> tuple[list[str], list[str]]:
     return entries, problems
 
 
-def _front_matter(text: str) -> tuple[str, str, int] | None:
-    """(front matter, body, line of the body) or None when the file does not start with one."""
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        return None
-    for n, line in enumerate(lines[1:], start=1):
-        if line.strip() == "---":
-            return "".join(lines[1:n]), "".join(lines[n + 1 :]), n + 2
-    return None
-
-
-def _lenient_yaml(text: str) -> dict[str, Any]:
-    """Top-level `key: value` lines taken literally (the first `: ` splits), with `metadata`
-    and list values read from their indented lines: what YAML would have meant in the
-    common mistakes (unquoted colons, stray quotes)."""
-    data: dict[str, Any] = {}
-    key: str | None = None
-    for raw in text.splitlines():
-        if not raw.strip() or raw.lstrip().startswith("#"):
-            continue
-        if raw[:1] in " \t" and key is not None:
-            item = raw.strip()
-            if item.startswith("- "):
-                current = data.get(key)
-                data[key] = [*(current if isinstance(current, list) else []), item[2:].strip()]
-            elif ":" in item:
-                sub, _, value = item.partition(":")
-                current = data.get(key)
-                mapping = current if isinstance(current, dict) else {}
-                mapping[sub.strip()] = _unquote(value.strip())
-                data[key] = mapping
-            elif isinstance(data.get(key), str):
-                data[key] = f"{data[key]} {item}".strip()
-            continue
-        name, sep, value = raw.partition(":")
-        if not sep:
-            continue
-        key = name.strip()
-        data[key] = _unquote(value.strip()) if value.strip() else None
-    return data
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    return value
-
-
 def _yaml_problem(exc: yaml.YAMLError, skill_file: Path, offset: int) -> Problem:
     mark = getattr(exc, "problem_mark", None)
     line = mark.line + offset if mark is not None else None
@@ -194,6 +156,52 @@ def _yaml_problem(exc: yaml.YAMLError, skill_file: Path, offset: int) -> Problem
     else:
         message = f"YAML: {problem}"
     return Problem(path=skill_file, line=line, message=message + "; read line by line instead")
+
+
+def _read_skill_file(folder: Path) -> str | int:
+    """SKILL.md's text, or its size when it is over `SKILL_FILE_MAX_BYTES` (not read)."""
+    with open_inside(folder, SKILL_FILE, place=SKILL_FOLDER) as (fh, size):
+        if size > SKILL_FILE_MAX_BYTES:
+            return size
+        data = fh.read(SKILL_FILE_MAX_BYTES + 1)  # never more, even if it grows meanwhile
+    if len(data) > SKILL_FILE_MAX_BYTES:
+        return len(data)
+    return data.decode("utf-8")
+
+
+def tree_problems(folder: Path, tree: SkillTree) -> list[Problem]:
+    """What a walk of the folder left out, as warnings (a project skill that cannot be pinned
+    whole is withheld by `heron.skills.trust`)."""
+    found = [
+        Problem(
+            path=folder / rel,
+            message=f"it links out of the skill's folder (to {target}): not listed, read or pinned",
+            severity="warning",
+        )
+        for rel, target in tree.links_out
+    ]
+    found += [
+        Problem(path=folder / rel, message=f"{what}: not listed", severity="warning")
+        for rel, what in tree.odd
+    ]
+    found += [
+        Problem(
+            path=folder / rel,
+            message=f"the folder cannot be listed ({why}): its files are not listed",
+            severity="warning",
+        )
+        for rel, why in tree.unreadable
+    ]
+    if tree.truncated:
+        found.append(
+            Problem(
+                path=folder,
+                message=f"more than {MAX_FILES} files or {MAX_ENTRIES} entries: only the first "
+                f"{len(tree.files)} files are listed",
+                severity="warning",
+            )
+        )
+    return found
 
 
 def _label(value: Any) -> str:
@@ -218,28 +226,26 @@ def parse_skill(folder: Path, source: SkillSource) -> tuple[Skill | None, list[P
         problems.append(Problem(path=skill_file, message=message, severity=severity))
 
     try:
-        size = skill_file.stat().st_size
-        if size > SKILL_FILE_MAX_BYTES:
-            problem(f"it is {size} bytes long (at most {SKILL_FILE_MAX_BYTES}): not read")
-            return None, problems
-        text = skill_file.read_text(encoding="utf-8")
+        text = _read_skill_file(folder)
     except FileNotFoundError:
         return None, [Problem(path=folder, message=f"no {SKILL_FILE} in the skill's folder")]
+    except FileRefused as exc:
+        return None, [Problem(path=skill_file, message=f"{exc}: not read")]
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Problem(path=skill_file, message=f"cannot read it: {exc}")]
-    split = _front_matter(text)
+    if isinstance(text, int):
+        problem(f"it is {text} bytes long (at most {SKILL_FILE_MAX_BYTES}): not read")
+        return None, problems
+    split = split_front_matter(text)
     if split is None:
         problem("no YAML front matter: the file must start with a '---' line and close it")
         return None, problems
     head, body, _ = split
     try:
-        loaded = yaml.safe_load(head) if head.strip() else {}
-    except yaml.YAMLError as exc:
+        loaded = load_front_matter(head) if head.strip() else {}
+    except yaml.YAMLError as exc:  # FrontMatterRefused too: a bound, with its line
         problems.append(_yaml_problem(exc, skill_file, 2))
-        loaded = _lenient_yaml(head)
-    except RecursionError:
-        problem("the front matter is nested too deeply; read line by line instead")
-        loaded = _lenient_yaml(head)
+        loaded = lenient_yaml(head)
     if not isinstance(loaded, dict):
         problem("the front matter is not a mapping of keys to values")
         return None, problems
@@ -308,17 +314,16 @@ def parse_skill(folder: Path, source: SkillSource) -> tuple[Skill | None, list[P
     license_ = _text(data.get("license"))
     if not body.strip():
         problem("the instructions after the front matter are empty", "warning")
-    return (
-        Skill(
-            name=folder.name,
-            description=" ".join(description.split()),
-            folder=folder,
-            source=source,
-            body=body.strip("\n"),
-            license=license_,
-            compatibility=compatibility,
-            metadata=metadata,
-            allowed_tools=allowed,
-        ),
-        problems,
+    skill = Skill(
+        name=folder.name,
+        description=" ".join(description.split()),
+        folder=folder,
+        source=source,
+        body=body.strip("\n"),
+        license=license_,
+        compatibility=compatibility,
+        metadata=metadata,
+        allowed_tools=allowed,
     )
+    problems += tree_problems(folder, skill.tree())
+    return skill, problems

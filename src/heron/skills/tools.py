@@ -17,13 +17,16 @@ fails closed: a call it cannot judge is refused.
 
 from __future__ import annotations
 
+import io
 from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from heron._support.folder_files import FileRefused, check_relative, open_inside
 from heron.skills.allowed import Narrowing
 from heron.skills.catalogue import SkillCatalogue
+from heron.skills.skill import SKILL_FOLDER
 from heron.tools.definition import ToolAnnotations, ToolContext, ToolResult, ToolSpec
 from heron.tools.validation import SchemaValidator
 from heron.turn.hooks import Cancel, HookCall, Rewrite, ToolHook
@@ -208,18 +211,25 @@ class ReadSkillFileTool:
         if skill is None:
             return ToolResult.fail(f"no skill named {arguments['name']!r}")
         rel = str(arguments["path"]).strip()
-        folder = skill.folder.resolve()
-        target = (folder / rel).resolve()
-        if not target.is_relative_to(folder) or target == folder:
-            return ToolResult.fail(f"{rel!r} is not a file inside the skill's folder")
-        if not target.is_file():
-            listed = ", ".join(skill.files()) or "(none)"
-            return ToolResult.fail(f"the skill has no file {rel!r}; its files: {listed}")
+        refusal = f"{rel!r} is not a file inside the skill's folder"
+        why = check_relative(rel, place=SKILL_FOLDER)
+        if why is not None or not rel:
+            return ToolResult.fail(f"{refusal}: {why or 'the path is empty'}")
         try:
-            with target.open(encoding="utf-8") as fh:  # never more than is shown
-                text = fh.read(MAX_FILE_CHARS + 1)
+            with (
+                open_inside(skill.folder, rel, place=SKILL_FOLDER) as (fh, _),
+                io.TextIOWrapper(fh, encoding="utf-8") as text_fh,
+            ):
+                text = text_fh.read(MAX_FILE_CHARS + 1)  # never more than is shown
         except UnicodeDecodeError:
             return ToolResult.fail(f"{rel!r} is not a text file (use your file tools for it)")
+        except FileNotFoundError:
+            listed = ", ".join(skill.files()) or "(none)"
+            return ToolResult.fail(f"the skill has no file {rel!r}; its files: {listed}")
+        except FileRefused as exc:
+            if exc.outside:  # a link: check_relative let the path itself through
+                return ToolResult.fail(f"{refusal}: it links out of the skill's folder")
+            return ToolResult.fail(f"{exc}; read the files the skill lists")
         except OSError as exc:
             return ToolResult.fail(f"cannot read {rel!r}: {exc.strerror or exc}")
         if len(text) > MAX_FILE_CHARS:

@@ -31,6 +31,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
+from heron._support.folder_files import FileRefused, open_inside
+from heron._support.front_matter import load_front_matter, split_front_matter
 from heron.always_on.subagents.config import AgentEntry
 from heron.errors import ConfigurationError
 from heron.mcp.trust.pins import (
@@ -50,6 +52,8 @@ __all__ = [
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _MAX_FILE_BYTES = 256 * 1024
+AGENTS_FOLDER = "the agents folder"
+"""How messages name the folder an agent file must stay in (a link out of it is not read)."""
 Trust = Literal["config", "approved", "unapproved", "changed"]
 
 
@@ -119,22 +123,38 @@ def _from_entry(name: str, entry: AgentEntry, **extra: Any) -> AgentDefinition:
     )
 
 
-def parse_agent_file(path: Path) -> AgentDefinition:
-    """The definition in one `agents/NAME.md` file (trust not yet decided: `unapproved`)."""
+def _read_agent_file(path: Path) -> str:
+    """The file's text: only a regular file inside its folder, never more than the bound."""
     try:
-        raw = path.read_bytes()
+        with open_inside(path.parent, path.name, place=AGENTS_FOLDER) as (fh, size):
+            raw = fh.read(_MAX_FILE_BYTES + 1) if size <= _MAX_FILE_BYTES else b""
+    except FileRefused as exc:
+        raise AgentFileError(f"{path}: {exc}") from None
     except OSError as exc:
         raise AgentFileError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(raw) > _MAX_FILE_BYTES:
+    if size > _MAX_FILE_BYTES or len(raw) > _MAX_FILE_BYTES:
         raise AgentFileError(f"{path}: larger than {_MAX_FILE_BYTES} bytes")
-    text = raw.decode("utf-8", errors="replace")
-    match = re.match(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)(.*)\Z", text, re.S)
-    if match is None:
+    return raw.decode("utf-8", errors="replace")
+
+
+def _yaml_why(exc: yaml.YAMLError) -> str:
+    """What YAML refused, at its line of the file (the front matter starts on line 2)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        return f"line {exc.problem_mark.line + 2}: {exc.problem or exc.context}"
+    return str(exc)
+
+
+def parse_agent_file(path: Path) -> AgentDefinition:
+    """The definition in one `agents/NAME.md` file (trust not yet decided: `unapproved`)."""
+    text = _read_agent_file(path)
+    split = split_front_matter(text)
+    if split is None:
         raise AgentFileError(f"{path}: no YAML front matter (a '---' block at the top)")
+    head, body, _ = split
     try:
-        front = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as exc:
-        raise AgentFileError(f"{path}: front matter is not valid YAML: {exc}") from None
+        front = load_front_matter(head) or {}
+    except yaml.YAMLError as exc:  # the bounds' refusals too (`FrontMatterRefused`)
+        raise AgentFileError(f"{path}: front matter is not valid YAML: {_yaml_why(exc)}") from None
     if not isinstance(front, dict):
         raise AgentFileError(f"{path}: front matter must be a mapping")
     name = front.pop("name", path.stem)
@@ -144,7 +164,7 @@ def parse_agent_file(path: Path) -> AgentDefinition:
     if name != path.stem:
         raise AgentFileError(f"{path}: the file of agent {name!r} must be named {name}.md")
     try:
-        entry = AgentEntry.model_validate({**front, "prompt": match.group(2)})
+        entry = AgentEntry.model_validate({**front, "prompt": body})
     except ValidationError as exc:
         problems = [f"'{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors()]
         raise AgentFileError(f"{path}", problems=problems) from None

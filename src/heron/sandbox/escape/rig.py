@@ -37,15 +37,18 @@ SUITE_LIMITS = ResourceLimits(
 """The limits the suite's sandboxes run under (the resource attempts rely on them)."""
 
 
-def suite_sandbox(level: str, *, workspace: Path) -> ProcessSandbox | BwrapSandbox:
-    """A sandbox of `level` under `SUITE_LIMITS`. Where only RLIMIT_NPROC of heron's own user
-    binds the process count (heron is not root, no writable cgroup), that limit counts every
-    process and thread of the user, heron's included: it is raised by what the user already
-    runs, so the suite does not starve heron itself."""
+def suite_sandbox(
+    level: str, *, workspace: Path, spares: bool = False
+) -> ProcessSandbox | BwrapSandbox:
+    """A sandbox of `level` under `SUITE_LIMITS` (`spares`: a `bwrap` one with spare sandboxes;
+    the caller closes it). Where only RLIMIT_NPROC of heron's own user binds the process count
+    (heron is not root, no writable cgroup), that limit counts every process and thread of the
+    user, heron's included: it is raised by what the user already runs, so the suite does not
+    starve heron itself."""
 
     def build(limits: ResourceLimits) -> ProcessSandbox | BwrapSandbox:
         if level == "bwrap":
-            return BwrapSandbox(workspace=workspace, limits=limits)
+            return BwrapSandbox(workspace=workspace, limits=limits, spares=spares)
         return ProcessSandbox(workspace=workspace, limits=limits)
 
     sandbox = build(SUITE_LIMITS)
