@@ -1,9 +1,13 @@
-"""The first trim of a resumed session: every message of the history is counted once.
+"""The first trim of a resumed session: every message of the history is counted once, unless
+the counts were stored with it.
 
 The history is `session_append`'s (3,000 turns of a prompt, a tool call, a 1,000-char tool
 result and an answer), built in memory as a resumed session holds it. The first
 `HistoryTrimmer.trim` with a 128k-token budget counts every message with the estimate counter
-of each family; the second trim reuses the trimmer's per-message cache. Also timed: one
+of each family; the second trim reuses the trimmer's per-message cache. Then the same history
+stored with its counts (a first resume with a trimmer, `SessionWriter.count_with`, counts and
+stores them), resumed from a fresh store three times: the open (read, decode, provider-rule
+check), the stored counts handed to a new trimmer (`count_with`) and its first trim. Also timed: one
 `EstimateCounter.count` of short texts (what each turn counts), median of many calls.
 
     python bench/first_trim.py [--turns 3000]
@@ -15,11 +19,14 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from heron.models.context_window import HistoryTrimmer
 from heron.models.tokens import PROFILES, EstimateCounter
+from heron.sessions.sqlite_store import SqliteSessionStore
+from heron.sessions.writer import SessionWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from session_append import turn_messages
@@ -49,6 +56,34 @@ def first_trims(turns: int) -> None:
         )
 
 
+def resumed_trims(turns: int, budget: int = 128_000) -> None:
+    history = [m for i in range(turns) for m in turn_messages(i)]
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteSessionStore.open(Path(tmp))
+        store.append("bench", history)
+        # A first resume with a context window counts the history and stores the counts.
+        writer = SessionWriter.open(store, "bench")
+        writer.count_with(HistoryTrimmer(EstimateCounter("openai"), budget_tokens=budget))
+        store.close()
+        for _ in range(3):
+            reopened = SqliteSessionStore.open(Path(tmp))
+            started = time.perf_counter()
+            resumed = SessionWriter.open(reopened, "bench")
+            opened = time.perf_counter()
+            trimmer = HistoryTrimmer(EstimateCounter("openai"), budget_tokens=budget)
+            resumed.count_with(trimmer)
+            handed = time.perf_counter()
+            first = trimmer.trim(resumed.history)
+            trimmed = time.perf_counter()
+            reopened.close()
+            print(
+                f"resumed, counts stored   open {(opened - started) * 1000:5.0f} ms   "
+                f"counts handed {(handed - opened) * 1000:5.1f} ms   "
+                f"first trim {(trimmed - handed) * 1000:5.1f} ms   "
+                f"(counted {first.counted_tokens} tokens)"
+            )
+
+
 def short_counts() -> None:
     counter = EstimateCounter("openai")
     for label, text in SHORT.items():
@@ -68,6 +103,7 @@ def main() -> None:
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     first_trims(args.turns)
+    resumed_trims(args.turns)
     short_counts()
 
 

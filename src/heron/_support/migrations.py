@@ -424,6 +424,20 @@ CREATE TABLE mcp_oauth_records (
 );
 """
 
+_PG_10 = """
+-- Derived: an entry's tokens as one counter counts them, by the entry's position in its
+-- session (`heron.sessions.store.TokenCounts`), apart from the entries so that reading them
+-- does not read the messages. Entries stored before this version get theirs from the first
+-- resume that counts them (counting needs the counter, which SQL does not have).
+CREATE TABLE session_entry_tokens (
+    session    TEXT NOT NULL,
+    counted_by TEXT NOT NULL,
+    position   INTEGER NOT NULL,
+    tokens     INTEGER NOT NULL,
+    PRIMARY KEY (session, counted_by, position)
+);
+"""
+
 POSTGRESQL: tuple[Migration, ...] = (
     Migration(version=1, name="sessions, leases and the event bus", script=_PG_1),
     Migration(version=2, name="jobs, timers, job monitors, subscriptions", script=_PG_2),
@@ -442,6 +456,7 @@ POSTGRESQL: tuple[Migration, ...] = (
         name="messages, artifact contents, signing keys, MCP OAuth records, workspaces",
         script=_PG_9,
     ),
+    Migration(version=10, name="the session entries' token counts", script=_PG_10),
 )
 """The PostgreSQL schema versions (see the module docstring)."""
 

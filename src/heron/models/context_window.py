@@ -30,7 +30,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from heron.messages import Message, SystemMessage, ToolResultMessage, UserMessage
-from heron.models.tokens import CalibratedCounter, TokenCounter, count_message, count_request
+from heron.models.tokens import (
+    CalibratedCounter,
+    TokenCounter,
+    count_message,
+    count_request,
+    counter_key,
+)
 from heron.tools.definition import ToolSpec
 
 TRIM_NOTE = (
@@ -77,6 +83,8 @@ class HistoryTrimmer:
     Per-message counts are cached between calls (messages are immutable), so trimming a
     growing history each iteration counts only the new messages. With a `CalibratedCounter`
     the cache holds uncorrected counts and the current correction is applied at each trim.
+    A session writer stores those counts beside its entries (`counted_by` names them) and
+    hands them back on resume (`remember`), so a resumed history is not counted again.
     """
 
     def __init__(self, counter: TokenCounter, *, budget_tokens: int, note: bool = True) -> None:
@@ -86,15 +94,32 @@ class HistoryTrimmer:
         self.budget_tokens = budget_tokens
         self.note = note
         self._raw = counter.base if isinstance(counter, CalibratedCounter) else counter
+        self.counted_by = counter_key(self._raw)
+        """What names this trimmer's per-message counts when they are stored (`None`: a
+        counter whose counts are not stored; see `heron.models.tokens.counter_key`)."""
         self._counts: dict[int, tuple[Message, int]] = {}
 
-    def _count(self, message: Message) -> int:
-        cached = self._counts.get(id(message))
-        if cached is not None and cached[0] is message:
-            return cached[1]
-        tokens = count_message(self._raw, message)
-        self._counts[id(message)] = (message, tokens)
+    def count(self, message: Message) -> int:
+        """The message's uncorrected tokens, counted once per message object."""
+        tokens = self.counted(message)
+        if tokens is None:
+            tokens = count_message(self._raw, message)
+            self._counts[id(message)] = (message, tokens)
         return tokens
+
+    def counted(self, message: Message) -> int | None:
+        """The message's uncorrected tokens if this trimmer has counted them or was given
+        them (`remember`), without counting."""
+        cached = self._counts.get(id(message))
+        return cached[1] if cached is not None and cached[0] is message else None
+
+    def remember(self, messages: Sequence[Message], tokens: Sequence[int | None]) -> None:
+        """Take `tokens` as the counts of `messages` (counts stored under `counted_by`, one per
+        message; `None`: no count known)."""
+        counts = self._counts
+        for message, count in zip(messages, tokens, strict=True):
+            if count is not None:
+                counts[id(message)] = (message, count)
 
     def trim(
         self,
@@ -108,7 +133,7 @@ class HistoryTrimmer:
         `reserve_tokens` (room for the reply)."""
         factor = self.counter.factor if isinstance(self.counter, CalibratedCounter) else 1.0
         fixed = count_request(self._raw, system=system, messages=(), tools=tools)
-        counts = [self._count(m) for m in history]
+        counts = [self.count(m) for m in history]
         self._forget_except(history)
         # Everything below is in uncorrected units; the budget is converted once.
         available = (self.budget_tokens - reserve_tokens) / factor - fixed

@@ -26,6 +26,7 @@ counter from the input-token counts the provider reports after each call.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import math
@@ -335,6 +336,25 @@ def counter_for_model(model: str, *, exact: bool = True) -> TokenCounter:
         if found is not None:
             return found
     return EstimateCounter(family)
+
+
+COUNT_RULES = 1
+"""The version of `count_message` and of the estimate's pricing code: bump it with any change
+that can alter a count, so counts stored under the old rules (`counter_key`) are not reused."""
+
+
+def counter_key(counter: TokenCounter) -> str | None:
+    """What names a counter's per-message counts across processes and versions, so they can be
+    stored and reused (`heron.sessions.store.TokenCounts`): the counter's name, for an estimate
+    a digest of its profile too (a custom profile counts differently under the same name), and
+    `COUNT_RULES`. `None` for a counter whose counts heron cannot vouch for: a calibrated
+    wrapper (its factor moves) or another class, subclasses included."""
+    if type(counter) is EstimateCounter:
+        profile = hashlib.blake2b(repr(counter._profile).encode(), digest_size=6).hexdigest()
+        return f"{counter.name}/{profile}/r{COUNT_RULES}"
+    if type(counter) is EncodingCounter:
+        return f"encoding:{counter.name}/r{COUNT_RULES}"
+    return None
 
 
 def count_message(counter: TokenCounter, message: Message) -> int:

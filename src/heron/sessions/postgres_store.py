@@ -1,10 +1,10 @@
 """`PostgresSessionStore`: the `SessionStore` on a shared PostgreSQL database.
 
-Tables `session_entries` (the append-only entries) and `session_heads` (one row per session,
-its head). Every append locks the session's head row (`FOR UPDATE`) inside its transaction, so
-the head check and the write are one step whichever worker writes; the event bus runs the
-same append inside its own transaction (`append_in`), so consumption and history commit
-together.
+Tables `session_entries` (the append-only entries), `session_heads` (one row per session,
+its head) and `session_entry_tokens` (entries' token counts, see `heron.sessions.store`).
+Every append locks the session's head row (`FOR UPDATE`) inside its transaction, so the head
+check and the write are one step whichever worker writes; the event bus runs the same append
+inside its own transaction (`append_in`), so consumption and history commit together.
 
 Fencing: a store told a session's lease (`fence`) checks in every append of that session that
 the lease's epoch is still the stored one, under a share lock of the lease row (a takeover
@@ -31,6 +31,7 @@ from heron.sessions.store import (
     SessionEntry,
     SessionExistsError,
     SessionInfo,
+    TokenCounts,
     decode_history,
     reading_history,
 )
@@ -102,11 +103,12 @@ class PostgresSessionStore:
         messages: Sequence[Message],
         *,
         expected_last_entry: int | None = None,
+        tokens: TokenCounts | None = None,
     ) -> int:
         return run(
             self._pool,
             lambda conn: self.append_in(
-                conn, session, messages, expected_last_entry=expected_last_entry
+                conn, session, messages, expected_last_entry=expected_last_entry, tokens=tokens
             ),
         )
 
@@ -118,6 +120,7 @@ class PostgresSessionStore:
         *,
         expected_last_entry: int | None = None,
         now: float | None = None,
+        tokens: TokenCounts | None = None,
     ) -> int:
         """`append` inside a transaction the caller opened on `conn` (of this store's pool)
         and commits; `now` overrides the entries' timestamp."""
@@ -144,6 +147,8 @@ class PostgresSessionStore:
             assert inserted is not None  # RETURNING of a one-row INSERT
             head = int(inserted[0])
         conn.execute("UPDATE session_heads SET head = %s WHERE session = %s", (head, session))
+        if tokens is not None:
+            _add_token_counts(conn, session, tokens)
         for companion in self.companions:
             companion(conn, session, messages)
         return head
@@ -209,6 +214,18 @@ class PostgresSessionStore:
                 )
             ]
 
+    def token_counts(self, session: str, counted_by: str) -> dict[int, int]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT position, tokens FROM session_entry_tokens"
+                " WHERE session = %s AND counted_by = %s",
+                (session, counted_by),
+            ).fetchall()
+        return {int(at): int(count) for at, count in rows}
+
+    def add_token_counts(self, session: str, tokens: TokenCounts) -> None:
+        run(self._pool, lambda conn: _add_token_counts(conn, session, tokens))
+
     def list_sessions(self) -> list[SessionInfo]:
         with self._pool.connection() as conn:
             rows = conn.execute(
@@ -241,6 +258,15 @@ def _load(conn: Conn, session: str) -> list[Message]:
             (session,),
         ).fetchall()
         return decode_history(session, rows)
+
+
+def _add_token_counts(conn: Conn, session: str, tokens: TokenCounts) -> None:
+    with conn.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO session_entry_tokens (session, counted_by, position, tokens)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            [(session, tokens.counted_by, at, count) for at, count in tokens.tokens.items()],
+        )
 
 
 def _head(conn: Conn, session: str) -> int:

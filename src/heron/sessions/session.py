@@ -157,6 +157,7 @@ class CliSession:
         # A pasted provider key stays out of the store; then a command line's undecodable
         # bytes get the text replacement (masking first, as everywhere data enters).
         prompt = clean_text(known_secrets().mask(prompt))
+        self.writer.count_with(agent.trimmer)  # before the history grows: see `count_with`
         self.writer.add(UserMessage(content=prompt, media=tuple(media)))
         on_append = self.on_append
         if on_stored is not None:

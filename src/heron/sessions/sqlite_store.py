@@ -23,6 +23,7 @@ from heron.sessions.store import (
     SessionEntry,
     SessionExistsError,
     SessionInfo,
+    TokenCounts,
     decode_history,
     reading_history,
 )
@@ -40,6 +41,16 @@ CREATE TABLE IF NOT EXISTS session_entries (
     message   TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS session_entries_by_session ON session_entries (session, entry_id);
+-- Derived: an entry's tokens as one counter counts them, by the entry's position in its
+-- session (`TokenCounts`), apart from the entries so that reading them does not read the
+-- messages: one range of the key per session and counter.
+CREATE TABLE IF NOT EXISTS session_entry_tokens (
+    session    TEXT NOT NULL,
+    counted_by TEXT NOT NULL,
+    position   INTEGER NOT NULL,
+    tokens     INTEGER NOT NULL,
+    PRIMARY KEY (session, counted_by, position)
+) WITHOUT ROWID;
 """
 
 
@@ -80,9 +91,12 @@ class SqliteSessionStore:
         messages: Sequence[Message],
         *,
         expected_last_entry: int | None = None,
+        tokens: TokenCounts | None = None,
     ) -> int:
         with transaction(self._conn) as conn:
-            return self.append_in(conn, session, messages, expected_last_entry=expected_last_entry)
+            return self.append_in(
+                conn, session, messages, expected_last_entry=expected_last_entry, tokens=tokens
+            )
 
     def append_in(
         self,
@@ -92,6 +106,7 @@ class SqliteSessionStore:
         *,
         expected_last_entry: int | None = None,
         now: float | None = None,
+        tokens: TokenCounts | None = None,
     ) -> int:
         """`append` inside a write transaction the caller opened on `conn` (this store's
         connection) and commits; `now` overrides the entries' timestamp."""
@@ -107,6 +122,8 @@ class SqliteSessionStore:
             )
             assert cursor.lastrowid is not None  # an INSERT into a rowid table always sets it
             head = cursor.lastrowid
+        if tokens is not None:
+            _add_token_counts(conn, session, tokens)
         if messages:
             for companion in self.companions:
                 companion(conn, session, messages)
@@ -198,6 +215,19 @@ class SqliteSessionStore:
                 )
             ]
 
+    def token_counts(self, session: str, counted_by: str) -> dict[int, int]:
+        return dict(
+            self._conn.execute(
+                "SELECT position, tokens FROM session_entry_tokens"
+                " WHERE session = ? AND counted_by = ?",
+                (session, counted_by),
+            ).fetchall()
+        )
+
+    def add_token_counts(self, session: str, tokens: TokenCounts) -> None:
+        with transaction(self._conn) as conn:
+            _add_token_counts(conn, session, tokens)
+
     def list_sessions(self) -> list[SessionInfo]:
         rows = self._conn.execute(
             "SELECT session, COUNT(*), MAX(entry_id), MAX(ts) FROM session_entries"
@@ -214,3 +244,11 @@ def _head(conn: sqlite3.Connection, session: str) -> int:
         "SELECT MAX(entry_id) FROM session_entries WHERE session = ?", (session,)
     ).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+def _add_token_counts(conn: sqlite3.Connection, session: str, tokens: TokenCounts) -> None:
+    conn.executemany(
+        "INSERT OR IGNORE INTO session_entry_tokens (session, counted_by, position, tokens)"
+        " VALUES (?, ?, ?, ?)",
+        [(session, tokens.counted_by, at, count) for at, count in tokens.tokens.items()],
+    )

@@ -5,6 +5,12 @@ before it in the same session (`parent_id`), a timestamp and the role. Entries a
 updated or deleted, so a history can be read back exactly as the model saw it. Entry ids grow
 with every append across the whole store (they are unique per store, not per session).
 
+Beside the entries the store keeps token counts (`TokenCounts`, `token_counts`): an entry's
+tokens as one counter counts them, keyed by the entry's position in its session (0 for the
+first; entries are never removed, so a position always names the same entry). Derived data,
+stored with a later append or by itself, never changed: a resumed session's context-window
+trimmer need not count its history again.
+
 Write before show: callers append a message before they display it, so whatever a user saw
 survives a crash.
 
@@ -24,7 +30,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Protocol
@@ -144,6 +150,16 @@ def decode_history(session: str, rows: Sequence[Sequence[Any]]) -> list[Message]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TokenCounts:
+    """Token counts of a session's entries made by the counter `counted_by` names
+    (`heron.models.tokens.counter_key`)."""
+
+    counted_by: str
+    tokens: Mapping[int, int]
+    """Tokens by the entry's position in its session (0 for the first)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SessionEntry:
     """One stored history message."""
 
@@ -180,11 +196,13 @@ class SessionStore(Protocol):
         messages: Sequence[Message],
         *,
         expected_last_entry: int | None = None,
+        tokens: TokenCounts | None = None,
     ) -> int:
         """Append `messages` in order, atomically, and return the session's new head.
 
         `expected_last_entry` (when not `None`) must equal the current head, else
-        `ConcurrentWriteError` and nothing is written.
+        `ConcurrentWriteError` and nothing is written. `tokens`: counts of the session's
+        entries (stored before or by this append), stored in the same transaction.
         """
         ...
 
@@ -219,6 +237,16 @@ class SessionStore(Protocol):
         """The session's entries with their ids, parents and timestamps, oldest first."""
         ...
 
+    def token_counts(self, session: str, counted_by: str) -> dict[int, int]:
+        """The session's stored counts made by `counted_by`, by position, without reading the
+        messages (positions without a count are absent)."""
+        ...
+
+    def add_token_counts(self, session: str, tokens: TokenCounts) -> None:
+        """Store counts of the session's entries; a count already stored is kept (the same
+        counter counts an entry the same way)."""
+        ...
+
     def list_sessions(self) -> list[SessionInfo]:
         """Every session with at least one entry, most recently written first."""
         ...
@@ -237,6 +265,7 @@ __all__ = [
     "SessionExistsError",
     "SessionInfo",
     "SessionStore",
+    "TokenCounts",
     "decode_history",
     "reading_history",
 ]

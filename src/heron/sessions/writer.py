@@ -20,15 +20,32 @@ parked sessions this way): it reads the head and the last tool round only
 (`SessionStore.load_tail`), repairs that round, and loads the history the first time
 `history` is used — for the model, which reads it. Until then the caller may store messages
 in its own transactions (`stored`) at no cost that grows with the history.
+
+With a context window (`count_with`), the writer stores the token counts its trimmer made
+(the trimmer counts each message once, at the first model call that sends it) with its next
+append, and hands the trimmer the counts stored for a history it reads: the first trim of a
+resumed session counts only what has no count yet (the last messages no trim saw, entries
+written before counts were stored or counted by another counter), and those are stored then.
+Nothing is counted on the way to the store: an append costs what it cost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
+from typing import TYPE_CHECKING
 
 from heron.messages import AssistantMessage, Message, ToolCallPart, ToolResultMessage
 from heron.sessions.repair import SessionRepairError, interrupted_results, repair_messages
-from heron.sessions.store import ConcurrentWriteError, CorruptEntryError, SessionStore
+from heron.sessions.store import (
+    ConcurrentWriteError,
+    CorruptEntryError,
+    SessionStore,
+    TokenCounts,
+    reading_history,
+)
+
+if TYPE_CHECKING:  # token counting is the caller's option; the writer only calls the trimmer
+    from heron.models.context_window import HistoryTrimmer
 
 
 class CallIndex:
@@ -85,6 +102,11 @@ class SessionWriter:
         self._calls = CallIndex()
         if history is not None:
             self._calls.update(history)
+        self._trimmer: HistoryTrimmer | None = None
+        self._counted_by = ""
+        self._counts_handed = False
+        self._counts_stored = 0
+        """The leading entries whose counts are stored (or on their way with an append)."""
 
     @classmethod
     def open(
@@ -132,6 +154,7 @@ class SessionWriter:
             self._history = history
             self._persisted = len(history)
             self._calls.update(history)
+            self._hand_counts()
         return self._history
 
     @property
@@ -161,6 +184,57 @@ class SessionWriter:
             return ()
         self._calls.update(self._history)
         return self._calls.open
+
+    def count_with(self, trimmer: HistoryTrimmer | None) -> None:
+        """Hand `trimmer` the counts stored for the history (once it is read) and, from then
+        on, store the counts it makes with this writer's appends (see the module docstring).
+        Nothing is stored for a trimmer whose counts are not stored (`counted_by` is `None`),
+        nor for `None`."""
+        counted_by = None if trimmer is None else trimmer.counted_by
+        if counted_by is None:
+            trimmer = None
+        if trimmer is self._trimmer:
+            return
+        self._trimmer = trimmer
+        self._counted_by = counted_by or ""
+        self._counts_handed = False
+        self._hand_counts()
+
+    def _hand_counts(self) -> None:
+        """Give the trimmer the stored counts of the stored history; count and store those
+        missing. Once per trimmer, when the history is read."""
+        trimmer = self._trimmer
+        if trimmer is None or self._history is None or self._counts_handed:
+            return
+        self._counts_handed = True
+        # Positions below `_persisted` name the entries this writer read or wrote: entries
+        # are never removed, whoever writes the session after.
+        history = self._history[: self._persisted]
+        with reading_history():  # part of the history's read: a count per entry
+            stored = self.store.token_counts(self.name, self._counted_by)
+            counts = [stored.get(at) for at in range(len(history))]
+            trimmer.remember(history, counts)
+        missing = {at: trimmer.count(history[at]) for at, n in enumerate(counts) if n is None}
+        if missing:
+            self.store.add_token_counts(
+                self.name, TokenCounts(counted_by=self._counted_by, tokens=missing)
+            )
+        self._counts_stored = len(history)
+
+    def _take_counts(self) -> TokenCounts | None:
+        """The counts the trimmer made of stored entries whose counts are not stored yet, to
+        go with the next append (taken as stored: a count lost with a failed append is made
+        again by the next resume)."""
+        trimmer = self._trimmer
+        if trimmer is None or self._history is None or not self._counts_handed:
+            return None
+        counts: dict[int, int] = {}
+        at = self._counts_stored
+        while at < self._persisted and (tokens := trimmer.counted(self._history[at])) is not None:
+            counts[at] = tokens
+            at += 1
+        self._counts_stored = at
+        return TokenCounts(counted_by=self._counted_by, tokens=counts) if counts else None
 
     def add(self, *messages: Message) -> None:
         """Append messages to the history and store them at once."""
@@ -197,7 +271,15 @@ class SessionWriter:
     def flush(self) -> None:
         """Store every message of `history` not yet stored, in one transaction."""
         if self._history is not None and self._persisted < len(self._history):
-            self.saved(self.store.append(self.name, self.unsaved(), expected_last_entry=self.head))
+            unsaved = self.unsaved()
+            self.saved(
+                self.store.append(
+                    self.name,
+                    unsaved,
+                    expected_last_entry=self.head,
+                    tokens=self._take_counts(),
+                )
+            )
 
     def close_open_calls(self) -> list[ToolResultMessage]:
         """Before a hard exit mid-turn: store what is unsaved, then the repairs the next open

@@ -346,6 +346,7 @@ class EventDrivenAgent:
         )
 
     async def _run_turn(self, main: SessionWriter) -> None:
+        main.count_with(self.agent.trimmer)
         # The exclusions follow the last user message: the batch of events this turn answers.
         state = self.agent.turn_state(
             history=main.history,
@@ -520,6 +521,7 @@ class EventDrivenAgent:
         if not side.history:
             side.history.append(side_question(event))
         agent = self.side_agent or self.agent
+        side.count_with(agent.trimmer)
         state = agent.turn_state(
             history=side.history,
             sink=self.sink,
