@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -147,6 +148,19 @@ def test_escape_sequences_from_the_model_never_reach_the_terminal(heron: Heron) 
     assert "said a\\u001b[2J\\u001b]0;pwn" in done.stdout
     assert "\\u009b2J\\u202eb" in done.stdout
     assert not list(heron.root.glob("a*"))  # denied: nothing written
+
+
+def test_json_lines_events_carry_escape_sequences_as_json_escapes_only(heron: Heron) -> None:
+    # JSON leaves C1 controls and bidi overrides raw; on a terminal tailing the events they act.
+    nasty = "x\x9b2J\u202eb\x1b]0;pwn\x07"
+    model = heron.script("s.yaml", [{"text": f"said {nasty}"}])
+    done = heron.run("run", "say it", "--model", model, "--events", "jsonl")
+
+    assert done.code == 0, done.stderr
+    assert not {"\x1b", "\x9b", "\x07", "\u202e"} & set(done.stdout), done.stdout
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    said = "".join(e["text"] for e in events if e["type"] == "text_delta")
+    assert said == f"said {nasty}"  # the same value, decoded
 
 
 def test_user_config_is_read_from_xdg_config_home_and_the_project_file_overrides_it(

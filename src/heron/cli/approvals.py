@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -458,7 +457,7 @@ def _export(desk: RequestDesk, args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"--since: {exc}") from exc
     for record in desk.export(since=since, exact=args.exact):
-        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        common.out(json.dumps(record, ensure_ascii=False))
     return EXIT_OK
 
 

@@ -71,13 +71,14 @@ def _terminal_text(text: Text) -> Text:
 
 
 class JsonLinesRenderer:
-    """One JSON object per event on stdout, flushed per line."""
+    """One JSON object per event on stdout, flushed per line (terminal-safe: see
+    `print_json`)."""
 
     def __init__(self, out: IO[str] | None = None) -> None:
         self._out = out or sys.stdout
 
     def __call__(self, event: BaseEvent) -> None:
-        self._out.write(model_json(event, exclude_none=True) + "\n")
+        self._out.write(terminal_safe(model_json(event, exclude_none=True)) + "\n")
         self._out.flush()
 
     def pause(self) -> None:

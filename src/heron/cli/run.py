@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -228,7 +227,7 @@ def _search(args: argparse.Namespace) -> int:
         if args.queries is not None or args.json:
             for ranking in rankings:
                 line = [r.to_json() for r in ranking.results]
-                sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
+                common.out(json.dumps(line, ensure_ascii=False))
             return EXIT_OK
         for ranking in rankings:
             if not ranking.found:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from heron._support.terminal import terminal_safe
 from heron.cli import common
 from heron.cli.common import EXIT_OK, UsageError
 
@@ -135,7 +136,8 @@ def _session_events(session: str) -> EventSink:
     head = "{" + json.dumps("session") + ":" + json.dumps(session) + ","
 
     def emit(event: BaseEvent) -> None:
-        sys.stdout.write(head + event.model_dump_json(exclude_none=True)[1:] + "\n")
+        line = head + event.model_dump_json(exclude_none=True)[1:]
+        sys.stdout.write(terminal_safe(line) + "\n")  # as `heron run --events jsonl`
         sys.stdout.flush()
 
     return emit
