@@ -42,6 +42,7 @@ from heron.sandbox.containment import (
 )
 from heron.sandbox.escape import (
     ATTEMPTS,
+    Attempt,
     EscapeRig,
     Outcome,
     run_suite,
@@ -188,6 +189,28 @@ def test_every_aspect_the_report_calls_not_contained_is_shown_by_an_attempt_that
     assert unproven(outcomes) == [], f"{level}: all held: {held}\n{report.render()}"
 
 
+def test_an_aspect_not_contained_is_unproven_only_when_every_attempt_on_it_ran_and_was_held() -> (
+    None
+):
+    write = [a for a in ATTEMPTS if a.aspect == "files_outside_write"][:2]
+
+    def outcome(attempt: Attempt, *, escaped: bool = False, skipped: str | None = None) -> Outcome:
+        return Outcome(
+            attempt=attempt,
+            level="l",
+            escaped=escaped,
+            evidence="",
+            expected_escape=True,
+            how="",
+            skipped=skipped,
+        )
+
+    assert unproven([outcome(write[0]), outcome(write[1])]) == ["files_outside_write"]
+    assert unproven([outcome(write[0]), outcome(write[1], escaped=True)]) == []
+    # The skipped one might have been the attempt that gets through: nothing is concluded.
+    assert unproven([outcome(write[0]), outcome(write[1], skipped="not here")]) == []
+
+
 def test_the_suite_has_at_least_29_attempts_covering_every_aspect() -> None:
     assert len(ATTEMPTS) >= 29
     assert len({a.name for a in ATTEMPTS}) == len(ATTEMPTS)
@@ -221,7 +244,7 @@ def test_as_root_both_levels_contain_heron_and_the_files_outside_the_workspace(
 async def test_run_python_cannot_write_outside_the_workspace(tmp_path: Path, level: str) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    base, _ = _outside_base(workspace)
+    base, visible = _outside_base(workspace)
     target = base / f".heron-escape-run-python-{secrets.token_hex(4)}"
     sandbox = make_sandbox(level, workspace=workspace)  # type: ignore[arg-type]
     runner = run_python_tool(sandbox=sandbox, workspace=workspace)
@@ -231,8 +254,9 @@ async def test_run_python_cannot_write_outside_the_workspace(tmp_path: Path, lev
             runner.validate({"code": code}), ToolContext(call_id="p1", turn_id="t1")
         )
         assert not target.exists()
-        assert not result.success and "wrote" not in result.output
-        assert "Error" in result.output  # PermissionError / FileNotFoundError / OSError
+        if visible:  # else `base` is one the sandbox keeps private: a write there stays inside
+            assert not result.success and "wrote" not in result.output
+            assert "Error" in result.output  # PermissionError / FileNotFoundError / OSError
         inside = await runner.execute(
             runner.validate({"code": "open('kept.txt', 'w').write('x')\nprint('ok')"}),
             ToolContext(call_id="p2", turn_id="t1"),

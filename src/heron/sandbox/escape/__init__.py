@@ -7,7 +7,10 @@ process that must not survive the call). `run_suite()` runs every attempt in a s
 compares each outcome with `heron.sandbox.containment`: every attempt on an aspect the report
 calls contained must be held, and every aspect it calls not contained must be shown by at
 least one attempt that gets through (`unproven()`), so the report can neither overclaim nor go
-stale. `tests/unit/test_sandbox_escape.py` asserts
+stale. An attempt that cannot run on the host is skipped with what the host lacks (the attempts
+on files outside the workspace need a directory the process level shows as it is: not so for a
+checkout under `/tmp` as root), and an aspect with a skipped attempt is not judged unproven.
+`tests/unit/test_sandbox_escape.py` asserts
 every outcome; `bench/sandbox_escape.py` prints the table.
 
 The attempts do no harm when they succeed: signals are `kill -0`, ptrace uses `PTRACE_SEIZE`

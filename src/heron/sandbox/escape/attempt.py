@@ -73,14 +73,18 @@ class Outcome:
 
 
 def unproven(outcomes: Sequence[Outcome]) -> list[str]:
-    """Aspects the report calls not contained although none of their attempts got through
-    (an attempt that could not run proves nothing and is left out)."""
-    tried: dict[str, bool] = {}
+    """Aspects the report calls not contained although none of their attempts got through.
+    An aspect with an attempt that could not run here is left out: that attempt may be the one
+    that would get through (on a host where nothing outside the workspace is visible, say)."""
+    shown: dict[str, bool] = {}
+    untried: set[str] = set()
     for outcome in outcomes:
-        if outcome.expected_escape and outcome.skipped is None:
-            aspect = outcome.attempt.aspect
-            tried[aspect] = tried.get(aspect, False) or outcome.escaped
-    return [aspect for aspect, shown in tried.items() if not shown]
+        aspect = outcome.attempt.aspect
+        if outcome.expected_escape and outcome.skipped is not None:
+            untried.add(aspect)
+        elif outcome.expected_escape:
+            shown[aspect] = shown.get(aspect, False) or outcome.escaped
+    return [aspect for aspect, got in shown.items() if not got and aspect not in untried]
 
 
 async def run_attempt(

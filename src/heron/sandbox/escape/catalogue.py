@@ -166,6 +166,7 @@ ATTEMPTS: tuple[Attempt, ...] = (
         description="write into a world-writable directory outside the workspace",
         script=lambda r: f"echo x > {r.outside}/open/w-{r.token}",
         escaped=host_file(_f("w")),
+        needs=outside_visible,
     ),
     Attempt(
         name="append_world_writable_file",
@@ -173,6 +174,7 @@ ATTEMPTS: tuple[Attempt, ...] = (
         description="append to a world-writable file outside the workspace",
         script=lambda r: f"echo pwned >> {r.outside}/target.txt",
         escaped=unchanged("target.txt"),
+        needs=outside_visible,
     ),
     Attempt(
         name="delete_outside",
@@ -180,6 +182,7 @@ ATTEMPTS: tuple[Attempt, ...] = (
         description="delete a file in a world-writable directory outside the workspace",
         script=lambda r: f"rm -f {r.outside}/open/victim",
         escaped=unchanged("open/victim"),
+        needs=outside_visible,
     ),
     Attempt(
         name="symlink_write",
@@ -187,6 +190,7 @@ ATTEMPTS: tuple[Attempt, ...] = (
         description="`ln -s OUTSIDE l && echo > l/x`",
         script=lambda r: f"ln -sfn {r.outside}/open l && echo x > l/s-{r.token}",
         escaped=host_file(_f("s")),
+        needs=outside_visible,
     ),
     Attempt(
         name="tar_extract_outside",
@@ -198,6 +202,7 @@ ATTEMPTS: tuple[Attempt, ...] = (
         ),
         escaped=host_file(_f("t")),
         tools=("tar",),
+        needs=outside_visible,
     ),
     Attempt(
         name="cp_outside",
@@ -205,6 +210,7 @@ ATTEMPTS: tuple[Attempt, ...] = (
         description="`cp` a file out of the workspace",
         script=lambda r: f"echo x > f && cp f {r.outside}/open/c-{r.token}",
         escaped=host_file(_f("c")),
+        needs=outside_visible,
     ),
     Attempt(
         name="mv_outside",
@@ -212,6 +218,7 @@ ATTEMPTS: tuple[Attempt, ...] = (
         description="`mv` a file out of the workspace",
         script=lambda r: f"echo x > m && mv m {r.outside}/open/m-{r.token}",
         escaped=host_file(_f("m")),
+        needs=outside_visible,
     ),
     Attempt(
         name="hardlink_outside",
@@ -219,6 +226,7 @@ ATTEMPTS: tuple[Attempt, ...] = (
         description="hard-link an outside file into the workspace and write through it",
         script=lambda r: f"ln -f {r.outside}/target.txt hl && echo pwned >> hl",
         escaped=unchanged("target.txt"),
+        needs=outside_visible,
     ),
     Attempt(
         name="python_open_outside",
@@ -227,6 +235,7 @@ ATTEMPTS: tuple[Attempt, ...] = (
         python=True,
         script=lambda r: f"open('{r.outside}/open/p-{r.token}', 'w').write('x')",
         escaped=host_file(_f("p")),
+        needs=outside_visible,
     ),
     Attempt(
         name="plant_in_herons_python",
