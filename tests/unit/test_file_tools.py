@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +13,7 @@ import pytest
 
 from heron import Agent, ScriptedModel, Tool, ToolContext, ToolResult
 from heron.messages import ToolResultMessage
-from heron.safety.workspace import Workspace
+from heron.safety.workspace import MAX_READ_BYTES, Workspace
 from heron.tools.definition import ToolArgumentsError
 from heron.toolsets import files
 from heron.toolsets.files import file_tools
@@ -119,6 +123,61 @@ async def test_binary_files_are_refused_with_size_and_type(
         "read_file works on UTF-8 text only"
     )
     assert result.data["error"] == "binary_file"
+
+
+def _changed_once_looked_at(monkeypatch: pytest.MonkeyPatch, target: Path, change: Any) -> None:
+    """Run `change(target)` right after `Workspace.read_text` first looks at `target` (a
+    stat of it from that method, however indirectly): the file a model's background command
+    swaps between heron's check and its read."""
+    real_stat = Path.stat
+
+    def stat_then_change(self: Path, **kwargs: Any) -> os.stat_result:
+        info = real_stat(self, **kwargs)
+        caller = sys._getframe(1)  # `Path.is_dir`, say, or the method itself
+        callers = {
+            caller.f_code.co_qualname,
+            caller.f_back.f_code.co_qualname if caller.f_back else "",
+        }
+        if self == target and "Workspace.read_text" in callers and not changed:
+            changed.append(change(target))
+        return info
+
+    changed: list[object] = []
+    monkeypatch.setattr(Path, "stat", stat_then_change)
+
+
+def _read_file_in_a_thread(tool: Tool) -> ToolResult | None:
+    """read_file on its own event loop, so a read that blocks cannot block the test's."""
+    got: list[ToolResult] = []
+    thread = threading.Thread(target=lambda: got.append(asyncio.run(run(tool, path="n.txt"))))
+    thread.start()
+    thread.join(timeout=10)
+    return got[0] if got else None
+
+
+def test_a_file_swapped_for_a_fifo_after_the_check_is_refused_not_waited_on(
+    ws: Workspace, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = ws.root / "n.txt"
+    target.write_text("notes\n")
+    _changed_once_looked_at(monkeypatch, target, lambda t: (t.unlink(), os.mkfifo(t)))
+    result = _read_file_in_a_thread(tools["read_file"])
+    if result is None:  # the read waits for a writer: be one, so the thread ends
+        os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK))
+    assert result is not None, "read_file waited on a FIFO swapped in after its check"
+    assert not result.success and result.data["error"] == "not_regular_file"
+
+
+def test_a_file_grown_past_the_limit_after_the_check_is_refused_unread(
+    ws: Workspace, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = ws.root / "n.txt"
+    target.write_text("notes\n")
+    with_more = MAX_READ_BYTES + 2**20  # sparse: no disk written
+    _changed_once_looked_at(monkeypatch, target, lambda t: os.truncate(t, with_more))
+    result = _read_file_in_a_thread(tools["read_file"])
+    assert result is not None and not result.success
+    assert result.data["error"] == "too_large", result.error
 
 
 async def test_non_utf8_text_is_reported_never_replaced(

@@ -19,6 +19,7 @@ folders, and reports what it left out.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from heron._support.folder_files import FileRefused, open_regular
 from heron._support.own_paths import state_dirs_inside
 from heron.errors import HeronError
 
@@ -181,22 +183,31 @@ class Workspace:
         """Read the resolved `target` as strict UTF-8 for the tool named in `purpose`.
 
         Refuses directories, devices and pipes (a read would block), files over
-        `MAX_READ_BYTES`, binary files (with size and a type hint) and invalid UTF-8.
+        `MAX_READ_BYTES`, binary files (with size and a type hint) and invalid UTF-8. The
+        checks hold for what is read: a file swapped for a FIFO or a link after `resolve`,
+        or grown past the limit, is refused, never waited on or read without end.
         """
         rel = self.relative(target)
-        info = target.stat()
-        if stat.S_ISDIR(info.st_mode):
+        if target.is_dir():
             raise WorkspaceError("is_directory", rel, f"{rel} is a directory; use list_dir")
-        if not stat.S_ISREG(info.st_mode):
+        try:
+            with open_regular(target) as (handle, size):
+                data = handle.read(MAX_READ_BYTES + 1) if size <= MAX_READ_BYTES else b""
+        except FileRefused:
             message = f"{rel} is not a regular file (a device, pipe or socket)"
-            raise WorkspaceError("not_regular_file", rel, message)
-        if info.st_size > MAX_READ_BYTES:
+            raise WorkspaceError("not_regular_file", rel, message) from None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            message = f"{rel} was replaced by a symbolic link while it was read"
+            raise WorkspaceError("not_regular_file", rel, message) from None
+        if size > MAX_READ_BYTES or len(data) > MAX_READ_BYTES:
+            shown = max(size, len(data))
             message = (
-                f"{rel} is {info.st_size:,} bytes; {purpose} handles files up to "
+                f"{rel} is {shown:,} bytes; {purpose} handles files up to "
                 f"{MAX_READ_BYTES // 2**20} MB. Use grep_files to find the lines you need."
             )
-            raise WorkspaceError("too_large", rel, message, size=info.st_size)
-        data = target.read_bytes()
+            raise WorkspaceError("too_large", rel, message, size=shown)
         kind = binary_kind(data)
         if kind is not None:
             message = (
