@@ -16,6 +16,7 @@ from heron.messages import ToolResultMessage
 from heron.safety.workspace import MAX_READ_BYTES, Workspace
 from heron.tools.definition import ToolArgumentsError
 from heron.toolsets import files
+from heron.toolsets.documents import DocumentLimits, document_tools
 from heron.toolsets.files import file_tools
 from heron.toolsets.lint import Linters
 from support.engine import Events, call, calls_turn
@@ -126,9 +127,9 @@ async def test_binary_files_are_refused_with_size_and_type(
 
 
 def _changed_once_looked_at(monkeypatch: pytest.MonkeyPatch, target: Path, change: Any) -> None:
-    """Run `change(target)` right after `Workspace.read_text` first looks at `target` (a
-    stat of it from that method, however indirectly): the file a model's background command
-    swaps between heron's check and its read."""
+    """Run `change(target)` right after the workspace's reader first looks at `target` (a
+    stat of it from a reader, directly or not): the file a model's background command swaps
+    between heron's check and its read."""
     real_stat = Path.stat
 
     def stat_then_change(self: Path, **kwargs: Any) -> os.stat_result:
@@ -138,7 +139,7 @@ def _changed_once_looked_at(monkeypatch: pytest.MonkeyPatch, target: Path, chang
             caller.f_code.co_qualname,
             caller.f_back.f_code.co_qualname if caller.f_back else "",
         }
-        if self == target and "Workspace.read_text" in callers and not changed:
+        if self == target and callers & READERS_LOOKING and not changed:
             changed.append(change(target))
         return info
 
@@ -146,8 +147,13 @@ def _changed_once_looked_at(monkeypatch: pytest.MonkeyPatch, target: Path, chang
     monkeypatch.setattr(Path, "stat", stat_then_change)
 
 
-def _read_file_in_a_thread(tool: Tool) -> ToolResult | None:
-    """read_file on its own event loop, so a read that blocks cannot block the test's."""
+READERS_LOOKING = {"Workspace.read_text", "Workspace.read_bytes", "read_window"}
+"""Where the readers look at a file before they read it (old code included)."""
+
+
+def _read_in_a_thread(ws: Workspace, tools: dict[str, Tool], name: str) -> ToolResult | None:
+    """The reader `name` on its own event loop, so a read that blocks cannot block the test's."""
+    tool = {**tools, **{t.spec.name: t for t in document_tools(ws)}}[name]
     got: list[ToolResult] = []
     thread = threading.Thread(target=lambda: got.append(asyncio.run(run(tool, path="n.txt"))))
     thread.start()
@@ -155,27 +161,29 @@ def _read_file_in_a_thread(tool: Tool) -> ToolResult | None:
     return got[0] if got else None
 
 
+@pytest.mark.parametrize("reader", ["read_file", "read_document"])
 def test_a_file_swapped_for_a_fifo_after_the_check_is_refused_not_waited_on(
-    ws: Workspace, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+    ws: Workspace, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch, reader: str
 ) -> None:
     target = ws.root / "n.txt"
     target.write_text("notes\n")
     _changed_once_looked_at(monkeypatch, target, lambda t: (t.unlink(), os.mkfifo(t)))
-    result = _read_file_in_a_thread(tools["read_file"])
+    result = _read_in_a_thread(ws, tools, reader)
     if result is None:  # the read waits for a writer: be one, so the thread ends
         os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK))
-    assert result is not None, "read_file waited on a FIFO swapped in after its check"
+    assert result is not None, f"{reader} waited on a FIFO swapped in after its check"
     assert not result.success and result.data["error"] == "not_regular_file"
 
 
+@pytest.mark.parametrize("reader", ["read_file", "read_document"])
 def test_a_file_grown_past_the_limit_after_the_check_is_refused_unread(
-    ws: Workspace, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch
+    ws: Workspace, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch, reader: str
 ) -> None:
     target = ws.root / "n.txt"
     target.write_text("notes\n")
-    with_more = MAX_READ_BYTES + 2**20  # sparse: no disk written
+    with_more = max(MAX_READ_BYTES, DocumentLimits().max_file_bytes) + 2**20  # sparse: no disk
     _changed_once_looked_at(monkeypatch, target, lambda t: os.truncate(t, with_more))
-    result = _read_file_in_a_thread(tools["read_file"])
+    result = _read_in_a_thread(ws, tools, reader)
     assert result is not None and not result.success
     assert result.data["error"] == "too_large", result.error
 

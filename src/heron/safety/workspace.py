@@ -47,6 +47,7 @@ __all__ = [
     "binary_kind",
     "decode_utf8",
     "entry_type",
+    "text_file",
 ]
 
 MAX_PATH_CHARS = 1024
@@ -182,9 +183,18 @@ class Workspace:
     def read_text(self, target: Path, *, purpose: str) -> TextFile:
         """Read the resolved `target` as strict UTF-8 for the tool named in `purpose`.
 
-        Refuses directories, devices and pipes (a read would block), files over
-        `MAX_READ_BYTES`, binary files (with size and a type hint) and invalid UTF-8. The
-        checks hold for what is read: a file swapped for a FIFO or a link after `resolve`,
+        Refuses what `read_bytes` refuses, files over `MAX_READ_BYTES`, binary files (with
+        size and a type hint) and invalid UTF-8.
+        """
+        rel = self.relative(target)
+        data = self.read_bytes(target, limit=MAX_READ_BYTES, purpose=purpose)
+        return text_file(rel, data, purpose=purpose)
+
+    def read_bytes(self, target: Path, *, limit: int, purpose: str) -> bytes:
+        """The bytes of the resolved `target`, at most `limit` of them, for `purpose`.
+
+        Refuses directories, devices and pipes (a read would block) and files over `limit`.
+        The checks hold for what is read: a file swapped for a FIFO or a link after `resolve`,
         or grown past the limit, is refused, never waited on or read without end.
         """
         rel = self.relative(target)
@@ -192,7 +202,7 @@ class Workspace:
             raise WorkspaceError("is_directory", rel, f"{rel} is a directory; use list_dir")
         try:
             with open_regular(target) as (handle, size):
-                data = handle.read(MAX_READ_BYTES + 1) if size <= MAX_READ_BYTES else b""
+                data = handle.read(limit + 1) if size <= limit else b""
         except FileRefused:
             message = f"{rel} is not a regular file (a device, pipe or socket)"
             raise WorkspaceError("not_regular_file", rel, message) from None
@@ -201,24 +211,13 @@ class Workspace:
                 raise
             message = f"{rel} was replaced by a symbolic link while it was read"
             raise WorkspaceError("not_regular_file", rel, message) from None
-        if size > MAX_READ_BYTES or len(data) > MAX_READ_BYTES:
+        if size > limit or len(data) > limit:
             shown = max(size, len(data))
-            message = (
-                f"{rel} is {shown:,} bytes; {purpose} handles files up to "
-                f"{MAX_READ_BYTES // 2**20} MB. Use grep_files to find the lines you need."
-            )
+            message = f"{rel} is {shown:,} bytes; {purpose} handles files up to {_size(limit)}."
+            if limit == MAX_READ_BYTES:
+                message += " Use grep_files to find the lines you need."
             raise WorkspaceError("too_large", rel, message, size=shown)
-        kind = binary_kind(data)
-        if kind is not None:
-            message = (
-                f"{rel} is a binary file ({len(data):,} bytes, looks like {kind}); "
-                f"{purpose} works on UTF-8 text only"
-            )
-            raise WorkspaceError("binary_file", rel, message, size=len(data), kind=kind)
-        decoded = decode_utf8(data)
-        if decoded.text is None:
-            raise WorkspaceError("not_utf8", rel, f"{rel}: {decoded.problem}", size=len(data))
-        return TextFile(rel=rel, size=len(data), text=decoded.text)
+        return data
 
     def walk(self, start: Path) -> TreeWalk:
         """Files under `start` (or `start` itself when it is a file), in path order.
@@ -403,6 +402,26 @@ class DecodedText:
 
     text: str | None
     problem: str | None = None
+
+
+def text_file(rel: str, data: bytes, *, purpose: str) -> TextFile:
+    """`data` (the file `rel`) as strict UTF-8 text; refuses binary files (with size and a type
+    hint) and invalid UTF-8."""
+    kind = binary_kind(data)
+    if kind is not None:
+        message = (
+            f"{rel} is a binary file ({len(data):,} bytes, looks like {kind}); "
+            f"{purpose} works on UTF-8 text only"
+        )
+        raise WorkspaceError("binary_file", rel, message, size=len(data), kind=kind)
+    decoded = decode_utf8(data)
+    if decoded.text is None:
+        raise WorkspaceError("not_utf8", rel, f"{rel}: {decoded.problem}", size=len(data))
+    return TextFile(rel=rel, size=len(data), text=decoded.text)
+
+
+def _size(limit: int) -> str:
+    return f"{limit // 2**20} MB" if limit % 2**20 == 0 else f"{limit:,} bytes"
 
 
 def decode_utf8(data: bytes) -> DecodedText:

@@ -56,12 +56,12 @@ def lines_source(text: str) -> Source:
     return Source(total=len(lines), part=lambda n, _budget: Part(text=lines[n - 1]))
 
 
-def docx_text(target: Path) -> str:
+def docx_text(data: bytes) -> str:
     import docx
     from docx.text.paragraph import Paragraph
 
     lines: list[str] = []
-    for block in docx.Document(str(target)).iter_inner_content():
+    for block in docx.Document(io.BytesIO(data)).iter_inner_content():
         if isinstance(block, Paragraph):
             style = (block.style.name if block.style is not None else "") or ""
             prefix = ""
@@ -84,10 +84,10 @@ def docx_text(target: Path) -> str:
     return "\n".join(lines)
 
 
-def pptx_source(target: Path) -> Source:
+def pptx_source(data: bytes) -> Source:
     from pptx import Presentation
 
-    slides = list(Presentation(str(target)).slides)
+    slides = list(Presentation(io.BytesIO(data)).slides)
 
     def part(number: int, _budget: int) -> Part:
         slide = slides[number - 1]
@@ -135,13 +135,13 @@ _SHEET_RESERVE = 300
 """Characters a sheet leaves free of its budget for its marker and the cut note."""
 
 
-def xlsx_source(target: Path) -> Source:
+def xlsx_source(data: bytes) -> Source:
     import openpyxl  # type: ignore[import-untyped]  # no type stubs are installed
 
     with warnings.catch_warnings():
         # openpyxl warns about workbook features it skips (data validation, slicers).
         warnings.simplefilter("ignore")
-        book = openpyxl.load_workbook(target, read_only=True, data_only=True)
+        book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     names: list[str] = list(book.sheetnames)
 
     def part(number: int, budget: int) -> Part:
@@ -195,11 +195,14 @@ def csv_source(text: str, *, tab: bool) -> Source:
     )
 
 
-def unpacked_problem(target: Path, limit: int = MAX_UNPACKED_BYTES) -> str | None:
-    """Why the Office file (zip archive) `target` is refused before it is parsed, or None:
-    more than `MAX_PARTS` parts, or parts that unpack to more than `limit` bytes."""
+def unpacked_problem(target: Path | bytes, limit: int = MAX_UNPACKED_BYTES) -> str | None:
+    """Why the Office file (zip archive) `target` (a path, or its bytes) is refused before it
+    is parsed, or None: more than `MAX_PARTS` parts, or parts that unpack to more than
+    `limit` bytes."""
+    packed = len(target) if isinstance(target, bytes) else target.stat().st_size
+    opened = io.BytesIO(target) if isinstance(target, bytes) else target
     try:
-        with zipfile.ZipFile(target) as archive:
+        with zipfile.ZipFile(opened) as archive:
             parts = archive.infolist()
     except (zipfile.BadZipFile, OSError):
         return None  # the parser says what is wrong with it
@@ -208,7 +211,7 @@ def unpacked_problem(target: Path, limit: int = MAX_UNPACKED_BYTES) -> str | Non
     size = sum(part.file_size for part in parts)
     if size > limit:
         return (
-            f"its parts unpack to {size:,} bytes, {size // max(target.stat().st_size, 1):,} "
+            f"its parts unpack to {size:,} bytes, {size // max(packed, 1):,} "
             f"times its size (at most {limit:,} are read)"
         )
     return None

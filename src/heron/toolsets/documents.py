@@ -16,6 +16,7 @@ is reported on the page, never an empty page. Encrypted and damaged files are re
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -23,7 +24,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field
 
 from heron.errors import HeronError
-from heron.safety.workspace import Workspace, WorkspaceError, binary_kind
+from heron.safety.workspace import (
+    MAX_READ_BYTES,
+    Workspace,
+    WorkspaceError,
+    binary_kind,
+    text_file,
+)
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 from heron.toolsets.document_formats import (
@@ -168,8 +175,9 @@ class DocumentWindow:
         return {key: list(v) if isinstance(v, tuple) else v for key, v in data.items()}
 
 
-def detect_type(target: Path, head: bytes) -> FileType:
+def detect_type(target: Path, data: bytes) -> FileType:
     """The file type from the name, else from the content; refuses images and legacy Office."""
+    head = data[:8192]
     suffix = target.suffix.lower()
     if suffix in _IMAGES or (binary_kind(head) or "").endswith(" image"):
         hint = "use ocr_image for its text or analyze_image to ask about what it shows"
@@ -184,17 +192,18 @@ def detect_type(target: Path, head: bytes) -> FileType:
         return "pdf"
     if head.startswith(b"PK\x03\x04"):
         for marker, kind in _ZIP_PARTS:
-            if marker in target.read_bytes():
+            if marker in data:
                 return kind
     lowered = head[:512].lstrip().lower()
     return "html" if lowered.startswith((b"<!doctype html", b"<html")) else "text"
 
 
-def _check_content(target: Path, rel: str, kind: FileType, head: bytes) -> None:
+def _check_content(data: bytes, rel: str, kind: FileType) -> None:
     """Refuse encrypted Office files and content that does not fit the (given) type."""
+    head = data[:8192]
     if head.startswith(_OLE):
         # Office encrypts .docx/.xlsx/.pptx into a compound file holding this stream.
-        if "EncryptedPackage".encode("utf-16-le") in target.read_bytes():
+        if "EncryptedPackage".encode("utf-16-le") in data:
             raise DocumentError("encrypted", rel, _encrypted(rel, "Office file"))
         message = f"{rel} is a binary Office 97-2003 file (.doc/.xls/.ppt); read_document "
         raise DocumentError("legacy_format", rel, message + "reads only .docx/.xlsx/.pptx")
@@ -206,7 +215,7 @@ def _check_content(target: Path, rel: str, kind: FileType, head: bytes) -> None:
         )
         raise DocumentError("wrong_type", rel, message)
     if zipped and kind in ("docx", "pptx", "xlsx"):
-        problem = unpacked_problem(target)
+        problem = unpacked_problem(data)
         if problem is not None:
             raise DocumentError("too_large", rel, f"{rel} is refused: {problem}")
 
@@ -229,17 +238,12 @@ def read_window(
     limits = limits or DocumentLimits()
     target = ws.resolve(path, must_exist=True)
     rel = ws.relative(target)
-    if not target.is_file():
-        raise DocumentError("not_regular_file", rel, f"{rel} is not a regular file")
-    size = target.stat().st_size
-    if size > limits.max_file_bytes:
-        message = f"{rel} is {size:,} bytes; read_document opens files up to "
-        raise DocumentError("too_large", rel, message + f"{limits.max_file_bytes:,} bytes")
-    with target.open("rb") as handle:
-        head = handle.read(8192)
-    kind = file_type or detect_type(target, head)
-    _check_content(target, rel, kind, head)
-    source = _open(ws, target, rel, kind, ocr)
+    # Read once, through the workspace's checked open: the parsers get these bytes, never
+    # the path, which a background command could have swapped meanwhile.
+    data = ws.read_bytes(target, limit=limits.max_file_bytes, purpose="read_document")
+    kind = file_type or detect_type(target, data)
+    _check_content(data, rel, kind)
+    source = _open(data, target, rel, kind, ocr)
     try:
         return _window(source, rel, kind, offset, limit, limits)
     finally:
@@ -304,18 +308,22 @@ def _window(
     )
 
 
-def _open(ws: Workspace, target: Path, rel: str, kind: FileType, ocr: Tesseract | None) -> Source:
-    """Open `target` as `kind`; parser failures on damaged input become `corrupt` errors."""
+def _open(data: bytes, target: Path, rel: str, kind: FileType, ocr: Tesseract | None) -> Source:
+    """Open `data` (the file `target`) as `kind`; parser failures on damaged input become
+    `corrupt` errors."""
     try:
         if kind == "pdf":
-            return _pdf(target, rel, ocr)
+            return _pdf(data, rel, ocr)
         if kind == "docx":
-            return lines_source(docx_text(target))
+            return lines_source(docx_text(data))
         if kind == "pptx":
-            return pptx_source(target)
+            return pptx_source(data)
         if kind == "xlsx":
-            return xlsx_source(target)
-        text = ws.read_text(target, purpose=f"read_document (as {_LABELS[kind]})").text
+            return xlsx_source(data)
+        if len(data) > MAX_READ_BYTES:
+            message = f"{rel} is {len(data):,} bytes; read_document reads text files up to "
+            raise DocumentError("too_large", rel, message + f"{MAX_READ_BYTES // 2**20} MB")
+        text = text_file(rel, data, purpose=f"read_document (as {_LABELS[kind]})").text
         if kind == "csv":
             return csv_source(text, tab=target.suffix.lower() == ".tsv")
         if kind == "html":
@@ -346,11 +354,11 @@ def _open(ws: Workspace, target: Path, rel: str, kind: FileType, ocr: Tesseract 
         ) from None
 
 
-def _pdf(target: Path, rel: str, ocr: Tesseract | None) -> Source:
+def _pdf(data: bytes, rel: str, ocr: Tesseract | None) -> Source:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError
 
-    reader = PdfReader(target)
+    reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted:
         try:
             opened = bool(reader.decrypt(""))  # an owner password alone still lets anyone read
