@@ -259,6 +259,27 @@ def test_a_fifo_among_the_files_is_not_listed_and_read_skill_file_refuses_it(
     assert not result.success and "not a regular file" in (result.error or "")
 
 
+@pytest.mark.parametrize("hidden", [".notes.md", ".git/config", "refs/.draft.md"])
+async def test_read_skill_file_refuses_hidden_files_which_are_neither_listed_nor_pinned(
+    tmp_path: Path, hidden: str
+) -> None:
+    folder = skill_dir(tmp_path, "quiet", GOOD.format(name="quiet"))
+    (folder / hidden).parent.mkdir(parents=True, exist_ok=True)
+    (folder / hidden).write_text("changed after the approval, unseen\n")
+    (folder / "refs").mkdir(exist_ok=True)
+    (folder / "refs" / "shown.md").write_text("listed and pinned\n")
+    skill, _ = parse_skill(folder, "project")
+    assert skill is not None and skill.files() == ["refs/shown.md"]
+    [_, read] = skill_tools(SkillCatalogue([skill]))[0]
+    ctx = ToolContext(call_id="c", turn_id="t")
+
+    refused = await read.execute({"name": "quiet", "path": hidden}, ctx)
+    shown = await read.execute({"name": "quiet", "path": "./refs/shown.md"}, ctx)
+
+    assert not refused.success and "hidden files are not part of a skill" in str(refused.error)
+    assert shown.success and shown.output == "listed and pinned\n"
+
+
 # -- a bound on the folders of one root -------------------------------------------------------
 
 

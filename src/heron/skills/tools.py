@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 from collections import OrderedDict
 from collections.abc import Collection, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from heron._support.folder_files import FileRefused, check_relative, open_inside
@@ -213,6 +213,9 @@ class ReadSkillFileTool:
         rel = str(arguments["path"]).strip()
         refusal = f"{rel!r} is not a file inside the skill's folder"
         why = check_relative(rel, place=SKILL_FOLDER)
+        if why is None and any(part.startswith(".") for part in PurePosixPath(rel).parts):
+            # Not listed and not pinned: a hidden file could change after the approval unseen.
+            why = "hidden files are not part of a skill"
         if why is not None or not rel:
             return ToolResult.fail(f"{refusal}: {why or 'the path is empty'}")
         try:
