@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ from heron.toolsets.documents import DocumentLimits, document_tools
 from heron.toolsets.files import file_tools
 from heron.toolsets.lint import Linters
 from support.engine import Events, call, calls_turn
+from support.swaps import call_in_a_thread, change_after_first_look, into_fifo
 
 NAMES = [
     "read_file",
@@ -126,51 +124,14 @@ async def test_binary_files_are_refused_with_size_and_type(
     assert result.data["error"] == "binary_file"
 
 
-def _changed_once_looked_at(monkeypatch: pytest.MonkeyPatch, target: Path, change: Any) -> None:
-    """Run `change(target)` right after the workspace's reader first looks at `target` (a
-    stat of it from a reader, directly or not): the file a model's background command swaps
-    between heron's check and its read."""
-    real_stat = Path.stat
-
-    def stat_then_change(self: Path, **kwargs: Any) -> os.stat_result:
-        info = real_stat(self, **kwargs)
-        caller = sys._getframe(1)  # `Path.is_dir`, say, or the method itself
-        callers = {
-            caller.f_code.co_qualname,
-            caller.f_back.f_code.co_qualname if caller.f_back else "",
-        }
-        if self == target and callers & READERS_LOOKING and not changed:
-            changed.append(change(target))
-        return info
-
-    changed: list[object] = []
-    monkeypatch.setattr(Path, "stat", stat_then_change)
-
-
-READERS_LOOKING = {"Workspace.read_text", "Workspace.read_bytes", "read_window"}
-"""Where the readers look at a file before they read it (old code included)."""
-
-
-def _read_in_a_thread(ws: Workspace, tools: dict[str, Tool], name: str) -> ToolResult | None:
-    """The reader `name` on its own event loop, so a read that blocks cannot block the test's."""
-    tool = {**tools, **{t.spec.name: t for t in document_tools(ws)}}[name]
-    got: list[ToolResult] = []
-    thread = threading.Thread(target=lambda: got.append(asyncio.run(run(tool, path="n.txt"))))
-    thread.start()
-    thread.join(timeout=10)
-    return got[0] if got else None
-
-
 @pytest.mark.parametrize("reader", ["read_file", "read_document"])
 def test_a_file_swapped_for_a_fifo_after_the_check_is_refused_not_waited_on(
     ws: Workspace, tools: dict[str, Tool], monkeypatch: pytest.MonkeyPatch, reader: str
 ) -> None:
     target = ws.root / "n.txt"
     target.write_text("notes\n")
-    _changed_once_looked_at(monkeypatch, target, lambda t: (t.unlink(), os.mkfifo(t)))
-    result = _read_in_a_thread(ws, tools, reader)
-    if result is None:  # the read waits for a writer: be one, so the thread ends
-        os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK))
+    change_after_first_look(monkeypatch, target, into_fifo)
+    result = call_in_a_thread(_reader(ws, tools, reader), target, path="n.txt")
     assert result is not None, f"{reader} waited on a FIFO swapped in after its check"
     assert not result.success and result.data["error"] == "not_regular_file"
 
@@ -182,10 +143,14 @@ def test_a_file_grown_past_the_limit_after_the_check_is_refused_unread(
     target = ws.root / "n.txt"
     target.write_text("notes\n")
     with_more = max(MAX_READ_BYTES, DocumentLimits().max_file_bytes) + 2**20  # sparse: no disk
-    _changed_once_looked_at(monkeypatch, target, lambda t: os.truncate(t, with_more))
-    result = _read_in_a_thread(ws, tools, reader)
+    change_after_first_look(monkeypatch, target, lambda t: os.truncate(t, with_more))
+    result = call_in_a_thread(_reader(ws, tools, reader), path="n.txt")
     assert result is not None and not result.success
     assert result.data["error"] == "too_large", result.error
+
+
+def _reader(ws: Workspace, tools: dict[str, Tool], name: str) -> Tool:
+    return {**tools, **{t.spec.name: t for t in document_tools(ws)}}[name]
 
 
 async def test_non_utf8_text_is_reported_never_replaced(

@@ -51,6 +51,7 @@ from heron.toolsets.multimodal import (
     multimodal_tools,
 )
 from heron.toolsets.ocr import Tesseract
+from support.swaps import call_in_a_thread, change_after_resolve, into_fifo
 
 REPORT_LINES = [
     "Annual report of the harbour authority.",
@@ -321,6 +322,28 @@ async def test_analyze_image_with_a_vision_model_sends_the_image(ws: Workspace) 
         "A white sign.\n\n[answered by eyes from the image itself (900×200"
     )
     assert vision.requests[0].question == "What colour?"
+
+
+@pytest.mark.parametrize("eyes", ["vision", "ocr"])
+def test_an_image_swapped_for_a_fifo_after_it_was_resolved_is_refused_not_waited_on(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, eyes: str
+) -> None:
+    target = make_text_image(ws.root / "sign.png", "HARBOUR CLOSED")
+    vision = FunctionVisionModel(lambda request: "A white sign.", name="eyes")
+    helper = FunctionModel(lambda request: "Closed.")
+    config = (
+        MultimodalConfig(vision=vision)
+        if eyes == "vision"
+        else MultimodalConfig(helper=helper, ocr=Tesseract())
+    )
+    tools = {t.spec.name: t for t in analysis_tools(ws, config)}
+    change_after_resolve(monkeypatch, ws, into_fifo)
+
+    result = call_in_a_thread(tools["analyze_image"], target, path="sign.png", question="What?")
+
+    assert result is not None, "analyze_image waited on a FIFO swapped in after resolve"
+    assert not result.success and "not a regular file" in str(result.error)
+    assert vision.requests == []
 
 
 async def test_analyze_tools_refuse_the_wrong_kind_of_file(ws: Workspace) -> None:

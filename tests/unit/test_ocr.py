@@ -15,6 +15,7 @@ from heron.safety.workspace import Workspace
 from heron.tools.definition import Tool
 from heron.toolsets.documents import document_tools, read_window
 from heron.toolsets.ocr import OcrError, Tesseract, ocr_tools
+from support.swaps import call_in_a_thread, change_after_first_look, into_fifo
 
 WORDS = ("HERON", "READS", "INVOICES")
 
@@ -128,6 +129,20 @@ async def test_a_file_that_is_no_image_is_refused(ws: Workspace) -> None:
 
     assert result.data["error"] == "bad_image"
     assert "notes.png is not a readable image" in (result.error or "")
+
+
+def test_an_image_swapped_for_a_fifo_after_the_check_is_refused_not_waited_on(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = ws.root / "scan.png"
+    text_image([" ".join(WORDS)]).save(target)
+    (tool,) = ocr_tools(ws, Tesseract())
+    change_after_first_look(monkeypatch, target, into_fifo)
+
+    result = call_in_a_thread(tool, target, path="scan.png")
+
+    assert result is not None, "ocr_image waited on a FIFO swapped in after its check"
+    assert not result.success and result.data["error"] == "not_regular_file"
 
 
 def test_a_scanned_pdf_page_goes_through_ocr_and_says_so(ws: Workspace) -> None:

@@ -114,12 +114,14 @@ class ImageInput:
     """The original format when it was re-encoded as PNG (formats APIs do not accept)."""
 
     @classmethod
-    def from_file(cls, path: Path, *, label: str, detail: Detail = "auto") -> ImageInput:
-        """Load an image; PNG, JPEG, GIF and WebP go as they are, other formats as PNG."""
-        image = load_image(path, max_pixels=40_000_000)
+    def from_file(cls, source: Path | bytes, *, label: str, detail: Detail = "auto") -> ImageInput:
+        """Load an image file, or its bytes as read; PNG, JPEG, GIF and WebP go as they are,
+        other formats as PNG."""
+        read = source if isinstance(source, bytes) else source.read_bytes()
+        image = load_image(read, max_pixels=40_000_000, name=label)
         kind = image.format or "unknown"
         if kind in _SENDABLE:
-            data, media_type, converted = path.read_bytes(), _SENDABLE[kind], None
+            data, media_type, converted = read, _SENDABLE[kind], None
         else:
             buffer = io.BytesIO()
             image.save(buffer, format="PNG")

@@ -43,7 +43,7 @@ from heron.toolsets.media import (
     ask_text_model,
     file_kind,
 )
-from heron.toolsets.ocr import OcrError, Tesseract, ocr_tools
+from heron.toolsets.ocr import OcrError, Tesseract, ocr_tools, read_image
 
 __all__ = [
     "Extracted",
@@ -99,7 +99,8 @@ async def extract_text(ws: Workspace, path: str, config: MultimodalConfig) -> Ex
     if kind == "image":
         if config.ocr is None:
             raise ValueError("OCR is switched off, so the text of images cannot be read")
-        found = await asyncio.to_thread(config.ocr.recognize_file, target)
+        data = await asyncio.to_thread(read_image, ws, target, "analyze_image")
+        found = await asyncio.to_thread(config.ocr.recognize_file, data, name=path)
         return Extracted(text=found.text, source=f"OCR ({found.summary()})")
     window = await asyncio.to_thread(
         read_window,
@@ -184,7 +185,8 @@ def analysis_tools(ws: Workspace, config: MultimodalConfig) -> list[Tool]:
             if (found := file_kind(target.name)) != kind:
                 return ToolResult.fail(f"{path} is no {kind} file; use analyze_{found} for it")
             if kind == "image" and config.vision is not None:
-                image = await asyncio.to_thread(ImageInput.from_file, target, label=path)
+                data = await asyncio.to_thread(read_image, ws, target, "analyze_image")
+                image = await asyncio.to_thread(ImageInput.from_file, data, label=path)
                 request = VisionRequest(question=question, media=(image,), system=_HELPER_SYSTEM)
                 answer = await config.vision.ask(request)
                 source = f"the image itself ({image.width}×{image.height} px)"

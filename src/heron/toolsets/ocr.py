@@ -14,6 +14,7 @@ because `pytesseract` caches them once per process whatever program is configure
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import threading
@@ -32,7 +33,15 @@ from heron.tools.function_tool import tool
 if TYPE_CHECKING:
     from PIL.Image import Image
 
-__all__ = ["OcrError", "OcrText", "Tesseract", "load_image", "ocr_tools"]
+__all__ = [
+    "MAX_IMAGE_FILE_BYTES",
+    "OcrError",
+    "OcrText",
+    "Tesseract",
+    "load_image",
+    "ocr_tools",
+    "read_image",
+]
 
 OcrReason = Literal[
     "unavailable", "missing_dependency", "language", "bad_image", "too_large", "timeout", "failed"
@@ -182,10 +191,14 @@ class Tesseract:
             height=image.height,
         )
 
-    def recognize_file(self, path: Path, *, lang: str | None = None) -> OcrText:
-        """OCR an image file (PNG, JPEG, GIF, BMP, TIFF, WebP; the first frame)."""
+    def recognize_file(
+        self, source: Path | bytes, *, lang: str | None = None, name: str = "the image"
+    ) -> OcrText:
+        """OCR an image file, or its bytes as read (`name` in messages): PNG, JPEG, GIF, BMP,
+        TIFF, WebP; the first frame."""
         self.check_lang(lang or self.default_lang)
-        return self.recognize(load_image(path, max_pixels=self.max_pixels), lang=lang)
+        image = load_image(source, max_pixels=self.max_pixels, name=name)
+        return self.recognize(image, lang=lang)
 
 
 def _pytesseract() -> Any:
@@ -225,8 +238,10 @@ def _layout(data: dict[str, list[Any]]) -> tuple[str, int, float | None]:
     return "\n".join(out), len(confidences), mean
 
 
-def load_image(path: Path, *, max_pixels: int) -> Image:
-    """Open and decode an image file, refusing unreadable files and oversize images."""
+def load_image(source: Path | bytes, *, max_pixels: int, name: str = "the image") -> Image:
+    """Open and decode an image file, or its bytes as read (`name` in messages), refusing
+    unreadable files and oversize images."""
+    shown = source.name if isinstance(source, Path) else name
     try:
         from PIL import Image as PILImage
         from PIL import UnidentifiedImageError
@@ -238,17 +253,28 @@ def load_image(path: Path, *, max_pixels: int) -> Image:
         with warnings.catch_warnings():
             # Pillow warns about "decompression bombs" above its own limit; ours is lower.
             warnings.simplefilter("error", PILImage.DecompressionBombWarning)
-            image = PILImage.open(path)
+            image = PILImage.open(io.BytesIO(source) if isinstance(source, bytes) else source)
             if image.width * image.height > max_pixels:
                 raise OcrError("too_large", _too_large(image.width, image.height, max_pixels))
             image.load()
     except (UnidentifiedImageError, PILImage.DecompressionBombError) as exc:
-        raise OcrError("bad_image", f"{path.name} is not a readable image: {exc}") from None
+        raise OcrError("bad_image", f"{shown} is not a readable image: {exc}") from None
     except PILImage.DecompressionBombWarning:
-        raise OcrError("too_large", f"{path.name} has too many pixels to decode safely") from None
+        raise OcrError("too_large", f"{shown} has too many pixels to decode safely") from None
     except (OSError, SyntaxError, ValueError) as exc:  # truncated or damaged image data
-        raise OcrError("bad_image", f"{path.name} is damaged: {exc}") from None
+        raise OcrError("bad_image", f"{shown} is damaged: {exc}") from None
     return image
+
+
+MAX_IMAGE_FILE_BYTES = 50_000_000
+"""The largest image file the workspace tools read (the pixel limit applies after)."""
+
+
+def read_image(ws: Workspace, target: Path, purpose: str) -> bytes:
+    """The resolved workspace file `target` read once for `purpose`, through the workspace's
+    checked open (a regular file, at most `MAX_IMAGE_FILE_BYTES`): decoding works on these
+    bytes, never on the path, which a background command could swap meanwhile."""
+    return ws.read_bytes(target, limit=MAX_IMAGE_FILE_BYTES, purpose=purpose)
 
 
 def ocr_tools(ws: Workspace, ocr: Tesseract, *, max_chars: int = 40_000) -> list[Tool]:
@@ -283,11 +309,9 @@ def ocr_tools(ws: Workspace, ocr: Tesseract, *, max_chars: int = 40_000) -> list
         """
         try:
             target = ws.resolve(path, must_exist=True)
-            if not target.is_file():
-                return ToolResult.fail(f"{path!r} is not a file")
             if target.suffix.lower() == ".pdf":
                 return ToolResult.fail("for PDFs use read_document: it runs OCR on scanned pages")
-            found = ocr.recognize_file(target, lang=lang)
+            found = ocr.recognize_file(read_image(ws, target, "ocr_image"), lang=lang, name=path)
         except (WorkspaceError, OcrError) as exc:
             return ToolResult.fail(str(exc), data=exc.to_data())
         rel = ws.relative(target)
