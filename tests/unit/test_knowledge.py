@@ -12,6 +12,7 @@ from heron import ToolContext, ToolResult
 from heron.toolsets import knowledge
 from heron.toolsets.knowledge import KnowledgeBase, KnowledgeError, chunk_document
 from heron.toolsets.search import knowledge_tools
+from support.swaps import call_in_a_thread, change_after_first_look, into_fifo
 
 DEPLOY = """# Deploying
 
@@ -182,3 +183,50 @@ async def test_knowledge_search_says_explicitly_when_nothing_matches(docs: Path)
     assert result.success and result.data["hits"] == []
     assert result.output.startswith("Nothing found: no passage in the knowledge base (4 files")
     assert tool.spec.annotations.read_only
+
+
+def test_a_link_out_of_the_folder_is_not_indexed_so_its_target_is_never_shown(
+    docs: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "id_rsa.txt"  # outside the knowledge folder
+    secret.write_text("rollback private key material\n", encoding="utf-8")
+    os.symlink(secret, docs / "key.md")  # what a command in the workspace can plant
+    (docs / "inside.md").symlink_to(docs / "notes.txt")  # a link that stays inside is read
+    kb = kb_for(docs)
+
+    report = kb.refresh()
+    found = kb.search("rollback private key printer")
+
+    assert "key.md" not in report.indexed and "inside.md" in report.indexed
+    assert ("key.md", "it links out of the knowledge folder") in report.refused
+    assert all("private key" not in hit.chunk.text for hit in found.hits)
+
+
+def test_a_document_swapped_for_a_fifo_after_the_listing_is_refused_not_waited_on(
+    docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = docs / "notes.txt"
+    change_after_first_look(monkeypatch, target, into_fifo)
+    (tool,) = knowledge_tools(kb_for(docs))
+
+    result = call_in_a_thread(tool, target, query="rollback printer")
+
+    assert result is not None, "knowledge_search waited on a FIFO swapped in after the listing"
+    assert result.success and "1 file not indexed" in result.output
+    assert result.data["not_indexed"] == [
+        {"path": "notes.txt", "why": "it is not a regular file (a FIFO)"}
+    ]
+
+
+def test_a_document_over_the_limit_is_refused_unread(docs: Path) -> None:
+    big = docs / "huge.txt"
+    big.write_text("rollback\n")
+    os.truncate(big, knowledge.MAX_FILE_BYTES + 1)  # sparse: no disk written
+
+    report = kb_for(docs).refresh()
+
+    assert "huge.txt" not in report.indexed and "ops/deploy.md" in report.indexed
+    assert dict(report.refused)["huge.txt"] == (
+        f"it is {knowledge.MAX_FILE_BYTES + 1:,} bytes; documents up to "
+        f"{knowledge.MAX_FILE_BYTES:,} are indexed"
+    )

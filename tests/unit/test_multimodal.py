@@ -49,6 +49,7 @@ from heron.toolsets.multimodal import (
     MultimodalConfig,
     analysis_tools,
     multimodal_tools,
+    transcription_tool,
 )
 from heron.toolsets.ocr import Tesseract
 from support.swaps import call_in_a_thread, change_after_resolve, into_fifo
@@ -435,6 +436,20 @@ async def test_transcription_failures_are_structured_provider_errors(
     assert "'<html>surprise</html>'" in str(errors["garbage"])
     assert errors["no_text"].kind == "protocol"
     assert errors["unreachable"].kind == "connection"
+
+
+def test_audio_swapped_for_a_fifo_after_it_was_resolved_is_refused_and_nothing_is_sent(
+    server: Server, ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    audio = make_wav(ws.root / "call.wav")
+    tool = transcription_tool(ws, HttpTranscriber(base_url=server.base))
+    change_after_resolve(monkeypatch, ws, into_fifo)
+
+    result = call_in_a_thread(tool, audio, path="call.wav")
+
+    assert result is not None, "transcribe_audio waited on a FIFO swapped in after resolve"
+    assert not result.success and "call.wav is not a regular file (a FIFO)" in str(result.error)
+    assert server.seen == []
 
 
 async def test_transcription_refuses_formats_the_api_does_not_take(ws: Workspace) -> None:

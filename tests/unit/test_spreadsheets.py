@@ -3,6 +3,7 @@ evaluator, never a stale cached value passed off as current, and lossless round 
 
 from __future__ import annotations
 
+import os
 import re
 import zipfile
 from pathlib import Path
@@ -16,6 +17,7 @@ from openpyxl.styles import Font, PatternFill  # type: ignore[import-untyped]
 from heron import ToolContext, ToolResult
 from heron.tools.definition import Tool
 from heron.toolsets.spreadsheets import spreadsheet_tools
+from support.swaps import call_in_a_thread
 
 CTX = ToolContext(call_id="c0", turn_id="t0")
 
@@ -223,3 +225,18 @@ async def test_a_workbook_that_unpacks_past_the_limit_is_refused(
 
     assert not result.success
     assert result.error is not None and "is refused: its parts unpack to" in result.error
+
+
+@pytest.mark.parametrize("name", ["read_spreadsheet", "write_spreadsheet"])
+def test_a_fifo_named_like_a_workbook_is_refused_not_waited_on(
+    tools: dict[str, Tool], tmp_path: Path, name: str
+) -> None:
+    os.mkfifo(tmp_path / "trap.xlsx")  # a command in the workspace can make one; no writer
+    arguments = {"path": "trap.xlsx"} | ({"rows": [[1]]} if name == "write_spreadsheet" else {})
+
+    result = call_in_a_thread(tools[name], tmp_path / "trap.xlsx", **arguments)
+
+    assert result is not None, f"{name} waited on a FIFO"
+    assert not result.success and "not a regular file (a device, pipe or socket)" in str(
+        result.error
+    )

@@ -83,14 +83,14 @@ def real_path(path: Path) -> Path:
 
 @contextmanager
 def open_inside(
-    folder: Path, rel: str, *, place: str = "the folder"
+    folder: Path, rel: str, *, place: str = "the folder", shown: str | None = None
 ) -> Iterator[tuple[BinaryIO, int]]:
     """`folder / rel` open for reading, with its size: only a regular file inside `folder`
-    (`place` names it in messages: "the skill's folder").
+    (`place` names it in messages: "the skill's folder"; `shown` the file, else `rel`).
 
     Raises `FileRefused` for a path out of the folder or a file that is not regular
     (FIFO, device, socket, directory), and the usual `OSError`s (missing, permission)."""
-    with open_regular(_inside(folder, rel, place), shown=repr(rel)) as opened:
+    with open_regular(_inside(folder, rel, place), shown=shown or repr(rel)) as opened:
         yield opened
 
 

@@ -21,6 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from heron._support.folder_files import FileRefused, open_inside
 from heron._support.own_paths import state_dirs_inside
 from heron.errors import HeronError
 from heron.safety.secrets import known_secrets
@@ -37,6 +38,9 @@ __all__ = [
 ]
 
 SUFFIXES = frozenset({".md", ".markdown", ".txt", ".rst", ".html", ".htm"})
+MAX_FILE_BYTES = 20 * 2**20
+"""The largest document indexed (as `read_file` reads); larger ones are refused, unread."""
+PLACE = "the knowledge folder"
 """File types the knowledge base indexes; everything else in the folder is ignored."""
 
 _FORMAT = 1  # version of the persisted index; a mismatch rebuilds from scratch
@@ -87,6 +91,8 @@ class KnowledgeResults:
     offset: int
     files: int
     chunks: int
+    refused: tuple[tuple[str, str], ...] = ()
+    """Documents not indexed, with why (`IndexReport.refused`)."""
 
     @property
     def next_offset(self) -> int | None:
@@ -104,6 +110,9 @@ class IndexReport:
     """Size or mtime changed but the content is the same: only hashed."""
     removed: tuple[str, ...] = ()
     unchanged: int = 0
+    refused: tuple[tuple[str, str], ...] = ()
+    """Documents not indexed, with why: a link out of the folder (the model's commands can
+    plant one where the folder is in the workspace), not a regular file, over `MAX_FILE_BYTES`."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -145,7 +154,7 @@ class KnowledgeBase:
                 "ignored); use the distinctive words you expect in the passage"
             )
         with self._lock:
-            self._refresh()
+            report = self._refresh()
             files = self._files or {}
             ranked = self._rank(words)
             hits = tuple(
@@ -159,6 +168,7 @@ class KnowledgeBase:
                 offset=offset,
                 files=len(files),
                 chunks=len(self._ranked),
+                refused=report.refused,
             )
 
     def _refresh(self) -> IndexReport:
@@ -168,16 +178,24 @@ class KnowledgeBase:
         indexed: list[str] = []
         rehashed: list[str] = []
         unchanged = 0
+        refused: list[tuple[str, str]] = []
         seen: set[str] = set()
         for path in _documents(self.folder):
             rel = path.relative_to(self.folder).as_posix()
+            try:
+                read = _read_document(self.folder, rel, files.get(rel))
+            except FileRefused as exc:
+                refused.append((rel, f"it links out of {PLACE}" if exc.outside else str(exc)))
+                continue
+            except OSError as exc:
+                refused.append((rel, f"it cannot be read ({exc.strerror or exc})"))
+                continue
             seen.add(rel)
-            stat = path.stat()
             old = files.get(rel)
-            if old and (old.mtime_ns, old.size) == (stat.st_mtime_ns, stat.st_size):
+            if read is None:  # size and mtime as indexed
                 unchanged += 1
                 continue
-            data = path.read_bytes()
+            stat, data = read
             digest = hashlib.sha256(data).hexdigest()
             entry = _Entry(mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=digest)
             if old and old.sha256 == digest:
@@ -202,6 +220,7 @@ class KnowledgeBase:
             rehashed=tuple(rehashed),
             removed=tuple(removed),
             unchanged=unchanged,
+            refused=tuple(refused),
         )
 
     def _rank(self, words: list[str]) -> list[tuple[Chunk, float]]:
@@ -268,6 +287,23 @@ class KnowledgeBase:
         temp = self.index_file.with_suffix(f".{os.getpid()}.tmp")
         temp.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
         os.replace(temp, self.index_file)
+
+
+def _read_document(
+    folder: Path, rel: str, old: _Entry | None
+) -> tuple[os.stat_result, bytes] | None:
+    """The file's status and bytes, through one checked open (a regular file inside `folder`,
+    at most `MAX_FILE_BYTES`); None when its size and mtime are those `old` was indexed with.
+    Raises `FileRefused`, or `OSError` when it cannot be opened."""
+    with open_inside(folder, rel, place=PLACE, shown="it") as (handle, size):
+        stat = os.fstat(handle.fileno())
+        if old and (old.mtime_ns, old.size) == (stat.st_mtime_ns, stat.st_size):
+            return None
+        data = handle.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
+    if size > MAX_FILE_BYTES or len(data) > MAX_FILE_BYTES:
+        shown = max(size, len(data))
+        raise FileRefused(f"it is {shown:,} bytes; documents up to {MAX_FILE_BYTES:,} are indexed")
+    return stat, data
 
 
 def _documents(folder: Path) -> list[Path]:

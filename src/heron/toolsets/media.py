@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import httpx
 
+from heron._support.folder_files import FileRefused, open_regular, real_path
 from heron.messages import UserMessage
 from heron.models.base import Model, ModelRequest, TextDelta, Usage
 from heron.models.retry import ProviderError, error_message, status_error
@@ -353,6 +354,20 @@ class Transcriber(Protocol):
     async def transcribe(self, audio: Path) -> Transcript: ...
 
 
+def _audio_bytes(audio: Path) -> bytes:
+    """The audio file read once through a checked open: a regular file (its links resolved
+    first, so one swapped in after is refused), at most `MAX_AUDIO_BYTES` as read."""
+    try:
+        with open_regular(real_path(audio), shown=audio.name) as (handle, size):
+            data = handle.read(MAX_AUDIO_BYTES + 1) if size <= MAX_AUDIO_BYTES else b""
+    except FileRefused as exc:
+        raise ValueError(str(exc)) from None
+    if size > MAX_AUDIO_BYTES or len(data) > MAX_AUDIO_BYTES:
+        shown = max(size, len(data))
+        raise ValueError(f"{audio.name} is {shown:,} bytes; transcription takes up to 25 MB")
+    return data
+
+
 class HttpTranscriber:
     """The OpenAI-compatible `POST {base_url}/audio/transcriptions` API (OpenAI, whisper.cpp
     server, faster-whisper servers, vLLM): multipart upload, `response_format=json`."""
@@ -382,12 +397,10 @@ class HttpTranscriber:
         media_type = AUDIO_TYPES.get(audio.suffix.lower())
         if media_type is None:
             raise ValueError(f"{audio.name}: audio must be one of {', '.join(sorted(AUDIO_TYPES))}")
-        size = (await asyncio.to_thread(audio.stat)).st_size
-        if size > MAX_AUDIO_BYTES:
-            raise ValueError(f"{audio.name} is {size:,} bytes; transcription takes up to 25 MB")
+        data = await asyncio.to_thread(_audio_bytes, audio)
         form = {"model": self.model, "response_format": "json"}
         form |= {"language": self.language} if self.language else {}
-        files = {"file": (audio.name, await asyncio.to_thread(audio.read_bytes), media_type)}
+        files = {"file": (audio.name, data, media_type)}
         what = f"transcription model {self.model}"
         body = await self._endpoint.post("audio/transcriptions", what, data=form, files=files)
         text = body.get("text")

@@ -291,10 +291,19 @@ def knowledge_tools(kb: KnowledgeBase, *, page_size: int = 8) -> list[Tool]:
     return [knowledge_search]
 
 
+_NOT_INDEXED_SHOWN = 20
+"""Documents not indexed listed in a result's data; the count says how many in all."""
+
+
 def render_knowledge(found: KnowledgeResults) -> ToolResult:
     """The tool result for one page of knowledge-base hits, with an explicit "nothing found"."""
     scope = f"{found.files} files, {found.chunks} passages indexed"
     data: dict[str, Any] = {"query": found.query, "total": found.total, "next_cursor": None}
+    if found.refused:
+        count = len(found.refused)
+        scope += f"; {count} file{'' if count == 1 else 's'} not indexed"
+        listed = found.refused[:_NOT_INDEXED_SHOWN]
+        data["not_indexed"] = [{"path": rel, "why": why} for rel, why in listed]
     if not found.hits:
         if found.total:
             return ToolResult.fail(f"cursor {found.offset} is past the last of {found.total} hits")

@@ -40,6 +40,8 @@ from heron.toolsets.document_formats import unpacked_problem
 __all__ = ["FormulaEvaluator", "NotComputed", "spreadsheet_tools"]
 
 CellValue = str | int | float | bool | None
+MAX_WORKBOOK_BYTES = 50_000_000
+"""The largest .xlsx file the tools read (as `read_document`); its parts are bounded after."""
 MAX_CELLS_SHOWN = 2000
 MAX_RANGE_CELLS = 100_000
 _FUNCTIONS = frozenset({"SUM", "AVERAGE", "MIN", "MAX", "COUNT"})
@@ -294,12 +296,18 @@ def _workbook_path(ws: Workspace, path: str, *, must_exist: bool) -> Path:
     return ws.resolve(path, must_exist=must_exist)
 
 
-def _load(target: Path, path: str, *, data_only: bool = False) -> Any:
-    problem = unpacked_problem(target)
+def _read(ws: Workspace, target: Path, purpose: str) -> bytes:
+    """The workbook read once through the workspace's checked open: the parsing below works on
+    these bytes, never on the path, which a background command could swap meanwhile."""
+    return ws.read_bytes(target, limit=MAX_WORKBOOK_BYTES, purpose=purpose)
+
+
+def _load(data: bytes, path: str, *, data_only: bool = False) -> Any:
+    problem = unpacked_problem(data)
     if problem is not None:
         raise _SheetError(f"{path!r} is refused: {problem}")
     try:
-        return openpyxl.load_workbook(target, data_only=data_only)
+        return openpyxl.load_workbook(io.BytesIO(data), data_only=data_only)
     except (zipfile.BadZipFile, KeyError, OSError, ValueError) as exc:
         raise _SheetError(f"{path!r} is not a readable .xlsx workbook ({exc})") from None
 
@@ -350,8 +358,8 @@ def _entry_text(entry: dict[str, Any]) -> str:
     return f"{entry['cell']}={shown}  [{formula}]"
 
 
-def _has_lost_parts(target: Path) -> list[str]:
-    with zipfile.ZipFile(target) as archive:
+def _has_lost_parts(data: bytes) -> list[str]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
         names = archive.namelist()
     return sorted(
         {what for part, what in _LOST_PARTS.items() if any(n.startswith(part) for n in names)}
@@ -393,8 +401,9 @@ def spreadsheet_tools(workspace_root: Path) -> list[Tool]:
         """
         try:
             target = _workbook_path(ws, path, must_exist=True)
-            workbook = _load(target, path)
-            cached = _load(target, path, data_only=True)
+            read = _read(ws, target, "read_spreadsheet")
+            workbook = _load(read, path)
+            cached = _load(read, path, data_only=True)
             chosen = _sheet(workbook, sheet, path)
         except (_SheetError, WorkspaceError) as exc:
             return ToolResult.fail(str(exc))
@@ -471,12 +480,13 @@ def spreadsheet_tools(workspace_root: Path) -> list[Tool]:
         try:
             target = _workbook_path(ws, path, must_exist=False)
             exists = target.exists()
-            if exists and (lost := _has_lost_parts(target)):
+            read = _read(ws, target, "write_spreadsheet") if exists else b""
+            if exists and (lost := _has_lost_parts(read)):
                 raise _SheetError(
                     f"{path!r} contains {', '.join(lost)}, which would be lost on save; "
                     "nothing was written"
                 )
-            workbook = _load(target, path) if exists else openpyxl.Workbook()
+            workbook = _load(read, path) if exists else openpyxl.Workbook()
             if sheet is not None and sheet not in workbook.sheetnames:
                 if not exists:
                     workbook.active.title = sheet
