@@ -19,7 +19,16 @@ from typing import BinaryIO
 
 from heron.errors import HeronError
 
-__all__ = ["FileRefused", "check_relative", "kind_of", "open_inside", "open_regular", "real_path"]
+__all__ = [
+    "FileRefused",
+    "FileTooLarge",
+    "check_relative",
+    "kind_of",
+    "open_inside",
+    "open_regular",
+    "read_at_most",
+    "real_path",
+]
 
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
@@ -46,6 +55,25 @@ class FileRefused(HeronError, OSError):
         super().__init__(message)
         self.outside = outside
         """The path leads out of the folder (`..`, absolute, a link)."""
+
+
+class FileTooLarge(FileRefused):
+    """A file over its reader's bound, as opened or as read (it grew meanwhile)."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"it is {size:,} bytes; at most {limit:,} are read")
+        self.size = size
+        """The size seen: at open, or as read (then the bound and one byte)."""
+        self.limit = limit
+
+
+def read_at_most(handle: BinaryIO, size: int, limit: int) -> bytes:
+    """All of a file opened by `open_regular` (`size` as opened) when it is at most `limit`
+    bytes; never reads more than one byte past the bound. Raises `FileTooLarge`."""
+    data = handle.read(limit + 1) if size <= limit else b""
+    if size > limit or len(data) > limit:
+        raise FileTooLarge(max(size, len(data)), limit)
+    return data
 
 
 def kind_of(mode: int) -> str:

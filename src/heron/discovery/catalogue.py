@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from heron._support.folder_files import open_regular
+from heron._support.folder_files import FileTooLarge, open_regular, read_at_most
 from heron._support.limits import InputLimits, InputRejected, parse_json
 from heron.discovery.documents import ToolDoc
 from heron.errors import HeronError
@@ -75,12 +75,12 @@ def load_catalogue(path: Path) -> list[ToolDoc]:
     """`ToolDoc`s from a catalogue file."""
     try:
         with open_regular(path, follow=True) as (fh, size):
-            raw = fh.read(_MAX_FILE_BYTES + 1) if size <= _MAX_FILE_BYTES else b""
-        if size > _MAX_FILE_BYTES or len(raw) > _MAX_FILE_BYTES:
-            raise CatalogueError([f"{path}: larger than {_MAX_FILE_BYTES:,} bytes"])
+            raw = read_at_most(fh, size, _MAX_FILE_BYTES)
         data = parse_json(raw, limits=InputLimits(max_bytes=_MAX_FILE_BYTES))
     except InputRejected as exc:  # nesting, size, not JSON
         raise CatalogueError([exc.problem_at(str(path))]) from exc
+    except FileTooLarge as exc:
+        raise CatalogueError([f"{path}: larger than {_MAX_FILE_BYTES:,} bytes"]) from exc
     except OSError as exc:  # missing, or a FIFO or device (`FileRefused`)
         raise CatalogueError([f"{path}: {exc}"]) from exc
     return parse_catalogue(data, source=str(path))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from heron._support.folder_files import FileRefused, open_regular
+from heron._support.folder_files import FileRefused, FileTooLarge, open_regular, read_at_most
 from heron._support.own_paths import state_dirs_inside
 from heron.errors import HeronError
 
@@ -202,7 +202,12 @@ class Workspace:
             raise WorkspaceError("is_directory", rel, f"{rel} is a directory; use list_dir")
         try:
             with open_regular(target) as (handle, size):
-                data = handle.read(limit + 1) if size <= limit else b""
+                return read_at_most(handle, size, limit)
+        except FileTooLarge as exc:
+            message = f"{rel} is {exc.size:,} bytes; {purpose} handles files up to {_size(limit)}."
+            if limit == MAX_READ_BYTES:
+                message += " Use grep_files to find the lines you need."
+            raise WorkspaceError("too_large", rel, message, size=exc.size) from None
         except FileRefused:
             message = f"{rel} is not a regular file (a device, pipe or socket)"
             raise WorkspaceError("not_regular_file", rel, message) from None
@@ -211,13 +216,6 @@ class Workspace:
                 raise
             message = f"{rel} was replaced by a symbolic link while it was read"
             raise WorkspaceError("not_regular_file", rel, message) from None
-        if size > limit or len(data) > limit:
-            shown = max(size, len(data))
-            message = f"{rel} is {shown:,} bytes; {purpose} handles files up to {_size(limit)}."
-            if limit == MAX_READ_BYTES:
-                message += " Use grep_files to find the lines you need."
-            raise WorkspaceError("too_large", rel, message, size=shown)
-        return data
 
     def walk(self, start: Path) -> TreeWalk:
         """Files under `start` (or `start` itself when it is a file), in path order.

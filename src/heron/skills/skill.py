@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import yaml
 
-from heron._support.folder_files import FileRefused, open_inside
+from heron._support.folder_files import FileRefused, FileTooLarge, open_inside, read_at_most
 from heron._support.front_matter import (
     lenient_yaml,
     load_front_matter,
@@ -160,12 +160,11 @@ def _yaml_problem(exc: yaml.YAMLError, skill_file: Path, offset: int) -> Problem
 
 def _read_skill_file(folder: Path) -> str | int:
     """SKILL.md's text, or its size when it is over `SKILL_FILE_MAX_BYTES` (not read)."""
-    with open_inside(folder, SKILL_FILE, place=SKILL_FOLDER) as (fh, size):
-        if size > SKILL_FILE_MAX_BYTES:
-            return size
-        data = fh.read(SKILL_FILE_MAX_BYTES + 1)  # never more, even if it grows meanwhile
-    if len(data) > SKILL_FILE_MAX_BYTES:
-        return len(data)
+    try:
+        with open_inside(folder, SKILL_FILE, place=SKILL_FOLDER) as (fh, size):
+            data = read_at_most(fh, size, SKILL_FILE_MAX_BYTES)
+    except FileTooLarge as exc:
+        return exc.size
     return data.decode("utf-8")
 
 

@@ -21,7 +21,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from heron._support.folder_files import FileRefused, open_inside
+from heron._support.folder_files import FileRefused, open_inside, read_at_most
 from heron._support.own_paths import state_dirs_inside
 from heron.errors import HeronError
 from heron.safety.secrets import known_secrets
@@ -299,11 +299,7 @@ def _read_document(
         stat = os.fstat(handle.fileno())
         if old and (old.mtime_ns, old.size) == (stat.st_mtime_ns, stat.st_size):
             return None
-        data = handle.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
-    if size > MAX_FILE_BYTES or len(data) > MAX_FILE_BYTES:
-        shown = max(size, len(data))
-        raise FileRefused(f"it is {shown:,} bytes; documents up to {MAX_FILE_BYTES:,} are indexed")
-    return stat, data
+        return stat, read_at_most(handle, size, MAX_FILE_BYTES)
 
 
 def _documents(folder: Path) -> list[Path]:

@@ -30,7 +30,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import httpx
 
-from heron._support.folder_files import FileRefused, open_regular, real_path
+from heron._support.folder_files import (
+    FileRefused,
+    FileTooLarge,
+    open_regular,
+    read_at_most,
+    real_path,
+)
 from heron.messages import UserMessage
 from heron.models.base import Model, ModelRequest, TextDelta, Usage
 from heron.models.retry import ProviderError, error_message, status_error
@@ -359,13 +365,12 @@ def _audio_bytes(audio: Path) -> bytes:
     first, so one swapped in after is refused), at most `MAX_AUDIO_BYTES` as read."""
     try:
         with open_regular(real_path(audio), shown=audio.name) as (handle, size):
-            data = handle.read(MAX_AUDIO_BYTES + 1) if size <= MAX_AUDIO_BYTES else b""
+            return read_at_most(handle, size, MAX_AUDIO_BYTES)
+    except FileTooLarge as exc:
+        message = f"{audio.name} is {exc.size:,} bytes; transcription takes up to 25 MB"
+        raise ValueError(message) from None
     except FileRefused as exc:
         raise ValueError(str(exc)) from None
-    if size > MAX_AUDIO_BYTES or len(data) > MAX_AUDIO_BYTES:
-        shown = max(size, len(data))
-        raise ValueError(f"{audio.name} is {shown:,} bytes; transcription takes up to 25 MB")
-    return data
 
 
 class HttpTranscriber:

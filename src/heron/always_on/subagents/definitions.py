@@ -31,7 +31,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from heron._support.folder_files import FileRefused, open_inside
+from heron._support.folder_files import FileRefused, FileTooLarge, open_inside, read_at_most
 from heron._support.front_matter import load_front_matter, split_front_matter
 from heron.always_on.subagents.config import AgentEntry
 from heron.errors import ConfigurationError
@@ -127,13 +127,13 @@ def _read_agent_file(path: Path) -> str:
     """The file's text: only a regular file inside its folder, never more than the bound."""
     try:
         with open_inside(path.parent, path.name, place=AGENTS_FOLDER) as (fh, size):
-            raw = fh.read(_MAX_FILE_BYTES + 1) if size <= _MAX_FILE_BYTES else b""
+            raw = read_at_most(fh, size, _MAX_FILE_BYTES)
+    except FileTooLarge:
+        raise AgentFileError(f"{path}: larger than {_MAX_FILE_BYTES} bytes") from None
     except FileRefused as exc:
         raise AgentFileError(f"{path}: {exc}") from None
     except OSError as exc:
         raise AgentFileError(f"{path}: cannot read: {exc.strerror}") from None
-    if size > _MAX_FILE_BYTES or len(raw) > _MAX_FILE_BYTES:
-        raise AgentFileError(f"{path}: larger than {_MAX_FILE_BYTES} bytes")
     return raw.decode("utf-8", errors="replace")
 
 
