@@ -227,5 +227,6 @@ def test_a_document_over_the_limit_is_refused_unread(docs: Path) -> None:
 
     assert "huge.txt" not in report.indexed and "ops/deploy.md" in report.indexed
     assert dict(report.refused)["huge.txt"] == (
-        f"it is {knowledge.MAX_FILE_BYTES + 1:,} bytes; at most {knowledge.MAX_FILE_BYTES:,} are read"
+        f"it is {knowledge.MAX_FILE_BYTES + 1:,} bytes; "
+        f"at most {knowledge.MAX_FILE_BYTES:,} are read"
     )
