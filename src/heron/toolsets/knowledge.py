@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import threading
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -182,8 +183,12 @@ class KnowledgeBase:
         seen: set[str] = set()
         for path in _documents(self.folder):
             rel = path.relative_to(self.folder).as_posix()
+            old = files.get(rel)
             try:
-                read = _read_document(self.folder, rel, files.get(rel))
+                # A regular file as indexed is not opened (a search refreshes); a link is
+                # followed only by the checked open.
+                kept = old is not None and _indexed_as(old, path.lstat())
+                read = None if kept else _read_document(self.folder, rel, old)
             except FileRefused as exc:
                 refused.append((rel, f"it links out of {PLACE}" if exc.outside else str(exc)))
                 continue
@@ -191,13 +196,12 @@ class KnowledgeBase:
                 refused.append((rel, f"it cannot be read ({exc.strerror or exc})"))
                 continue
             seen.add(rel)
-            old = files.get(rel)
-            if read is None:  # size and mtime as indexed
+            if read is None:
                 unchanged += 1
                 continue
-            stat, data = read
+            info, data = read
             digest = hashlib.sha256(data).hexdigest()
-            entry = _Entry(mtime_ns=stat.st_mtime_ns, size=stat.st_size, sha256=digest)
+            entry = _Entry(mtime_ns=info.st_mtime_ns, size=info.st_size, sha256=digest)
             if old and old.sha256 == digest:
                 entry.chunks = old.chunks
                 rehashed.append(rel)
@@ -289,17 +293,24 @@ class KnowledgeBase:
         os.replace(temp, self.index_file)
 
 
+def _indexed_as(old: _Entry, info: os.stat_result) -> bool:
+    """`info` is of a regular file with the size and mtime `old` was indexed with (a link's own
+    status never is: its target is checked by the open)."""
+    same = (old.mtime_ns, old.size) == (info.st_mtime_ns, info.st_size)
+    return stat.S_ISREG(info.st_mode) and same
+
+
 def _read_document(
     folder: Path, rel: str, old: _Entry | None
 ) -> tuple[os.stat_result, bytes] | None:
     """The file's status and bytes, through one checked open (a regular file inside `folder`,
-    at most `MAX_FILE_BYTES`); None when its size and mtime are those `old` was indexed with.
-    Raises `FileRefused`, or `OSError` when it cannot be opened."""
+    at most `MAX_FILE_BYTES`); None when it is as `old` indexed it. Raises `FileRefused`, or
+    `OSError` when it cannot be opened."""
     with open_inside(folder, rel, place=PLACE, shown="it") as (handle, size):
-        stat = os.fstat(handle.fileno())
-        if old and (old.mtime_ns, old.size) == (stat.st_mtime_ns, stat.st_size):
+        info = os.fstat(handle.fileno())
+        if old is not None and _indexed_as(old, info):
             return None
-        return stat, read_at_most(handle, size, MAX_FILE_BYTES)
+        return info, read_at_most(handle, size, MAX_FILE_BYTES)
 
 
 def _documents(folder: Path) -> list[Path]:
