@@ -11,7 +11,6 @@ import warnings
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -195,14 +194,11 @@ def csv_source(text: str, *, tab: bool) -> Source:
     )
 
 
-def unpacked_problem(target: Path | bytes, limit: int = MAX_UNPACKED_BYTES) -> str | None:
-    """Why the Office file (zip archive) `target` (a path, or its bytes) is refused before it
-    is parsed, or None: more than `MAX_PARTS` parts, or parts that unpack to more than
-    `limit` bytes."""
-    packed = len(target) if isinstance(target, bytes) else target.stat().st_size
-    opened = io.BytesIO(target) if isinstance(target, bytes) else target
+def unpacked_problem(data: bytes, limit: int = MAX_UNPACKED_BYTES) -> str | None:
+    """Why the Office file (zip archive) `data` is refused before it is parsed, or None: more
+    than `MAX_PARTS` parts, or parts that unpack to more than `limit` bytes."""
     try:
-        with zipfile.ZipFile(opened) as archive:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
             parts = archive.infolist()
     except (zipfile.BadZipFile, OSError):
         return None  # the parser says what is wrong with it
@@ -211,7 +207,7 @@ def unpacked_problem(target: Path | bytes, limit: int = MAX_UNPACKED_BYTES) -> s
     size = sum(part.file_size for part in parts)
     if size > limit:
         return (
-            f"its parts unpack to {size:,} bytes, {size // max(packed, 1):,} "
+            f"its parts unpack to {size:,} bytes, {size // max(len(data), 1):,} "
             f"times its size (at most {limit:,} are read)"
         )
     return None
