@@ -64,21 +64,44 @@ def change_after_resolve(
     monkeypatch.setattr(Workspace, "resolve", resolve_then_change)
 
 
+def returns_promptly(fn: Callable[[], Any], fifo: Path | None = None) -> Any:
+    """`fn()` run in a thread; fails the test when it has not returned within `WAIT_S`."""
+    blocked, value = _in_a_thread(fn, fifo)
+    if blocked:
+        pytest.fail(f"blocked for more than {WAIT_S} s")
+    return value
+
+
 def call_in_a_thread(tool: Tool, fifo: Path | None = None, **arguments: Any) -> ToolResult | None:
     """`tool` called on an event loop of its own thread, so a call that blocks cannot block the
-    test's; None when it has not returned within `WAIT_S` (a call blocked opening `fifo` is
-    released then by opening its other end, so the thread ends)."""
+    test's; None when it has not returned within `WAIT_S`."""
     ctx = ToolContext(call_id="c1", turn_id="t1")
-    got: list[ToolResult] = []
+    blocked, result = _in_a_thread(
+        lambda: asyncio.run(tool.execute(tool.validate(arguments), ctx)), fifo
+    )
+    return None if blocked else result
 
-    def call() -> None:
-        got.append(asyncio.run(tool.execute(tool.validate(arguments), ctx)))
 
-    thread = threading.Thread(target=call, daemon=True)
+def _in_a_thread(fn: Callable[[], Any], fifo: Path | None) -> tuple[bool, Any]:
+    """(True, None) when `fn()`, on a thread of its own, has not returned within `WAIT_S`;
+    else (False, its value), its exception re-raised here. A call blocked opening `fifo` is
+    released by opening its other end, so no thread outlives the test."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised in the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True)
     thread.start()
     thread.join(WAIT_S)
-    blocked = thread.is_alive()
-    if blocked and fifo is not None:
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    if thread.is_alive():
+        if fifo is not None:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         thread.join(WAIT_S)
-    return None if blocked else got[0]
+        return True, None
+    if "error" in box:
+        raise box["error"]
+    return False, box["value"]

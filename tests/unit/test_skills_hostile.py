@@ -11,8 +11,6 @@ import asyncio
 import errno
 import io
 import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +30,9 @@ from heron.skills.finder import SkillRoot
 from heron.skills.trust import skill_definitions
 from heron.tools.definition import ToolContext
 from support.stores import SqliteBackend
+from support.swaps import returns_promptly
 
 GOOD = "---\nname: {name}\ndescription: A good skill.\n---\nBody.\n"
-WAIT_S = 10.0
-"""Bound for a call that must return at once; a blocked call never reaches it when heron works."""
 
 
 def skill_dir(root: Path, name: str, text: str | None = None) -> Path:
@@ -44,30 +41,6 @@ def skill_dir(root: Path, name: str, text: str | None = None) -> Path:
     if text is not None:
         (folder / "SKILL.md").write_text(text, encoding="utf-8")
     return folder
-
-
-def returns_promptly(fn: Callable[[], Any], fifo: Path | None = None) -> Any:
-    """`fn()` run in a thread; fails the test when it has not returned within `WAIT_S`. A call
-    blocked opening `fifo` is released by opening its other end, so no thread outlives the test."""
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # re-raised in the test's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    thread.join(WAIT_S)
-    if thread.is_alive():
-        if fifo is not None:
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        thread.join(WAIT_S)
-        pytest.fail(f"blocked for more than {WAIT_S} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 # -- SKILL.md: only a regular file, of bounded size, inside its folder ------------------------
