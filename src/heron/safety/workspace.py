@@ -187,11 +187,13 @@ class Workspace:
         size and a type hint) and invalid UTF-8.
         """
         rel = self.relative(target)
-        data = self.read_bytes(target, limit=MAX_READ_BYTES, purpose=purpose)
+        hint = " Use grep_files to find the lines you need."
+        data = self.read_bytes(target, limit=MAX_READ_BYTES, purpose=purpose, too_large=hint)
         return text_file(rel, data, purpose=purpose)
 
-    def read_bytes(self, target: Path, *, limit: int, purpose: str) -> bytes:
-        """The bytes of the resolved `target`, at most `limit` of them, for `purpose`.
+    def read_bytes(self, target: Path, *, limit: int, purpose: str, too_large: str = "") -> bytes:
+        """The bytes of the resolved `target`, at most `limit` of them, for `purpose`
+        (`too_large`: what the refusal of a larger file adds).
 
         Refuses directories, devices and pipes (a read would block) and files over `limit`.
         The checks hold for what is read: a file swapped for a FIFO or a link after `resolve`,
@@ -205,8 +207,7 @@ class Workspace:
                 return read_at_most(handle, size, limit)
         except FileTooLarge as exc:
             message = f"{rel} is {exc.size:,} bytes; {purpose} handles files up to {_size(limit)}."
-            if limit == MAX_READ_BYTES:
-                message += " Use grep_files to find the lines you need."
+            message += too_large
             raise WorkspaceError("too_large", rel, message, size=exc.size) from None
         except FileRefused:
             message = f"{rel} is not a regular file (a device, pipe or socket)"
