@@ -14,6 +14,7 @@ import pytest
 
 from heron._support.clock import FakeClock
 from heron._support.migrations import POSTGRESQL, latest
+from heron._support import postgres
 from heron._support.postgres import Pool, applied_versions, apply_migrations, open_pool
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.postgres_store import PostgresBusStore
@@ -22,12 +23,13 @@ from heron.always_on.triggers.postgres_store import PostgresTimerStore
 from heron.always_on.triggers.timers import TimerScheduler
 from heron.errors import StoreError
 from heron.messages import AssistantMessage, ToolCallPart, ToolResultMessage, UserMessage
-from heron.sessions.lease import StaleEpochError
+from heron.sessions.lease import Lease, StaleEpochError
 from heron.sessions.postgres_leases import PostgresLeases
 from heron.sessions.postgres_store import PostgresSessionStore
 from heron.sessions.repair import INTERRUPTED_RESULT, check_history
 from heron.sessions.writer import SessionWriter
 from support.postgres import PostgresServer, postgres_server, postgres_url
+from support.waiting import poll_until
 
 __all__ = ["postgres_server", "postgres_url"]  # fixtures, found by pytest here
 
@@ -121,6 +123,55 @@ async def test_a_stale_consume_is_refused_and_the_event_stays_pending(
     assert [e.id for e in await bus_b.pending("s")] == [one.id]
     await bus_b.consume("s", [one.id], [UserMessage(content="hello")])
     assert await bus_b.pending("s") == []
+
+
+async def test_a_worker_stopped_inside_a_transaction_does_not_hold_its_locks_for_ever(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process stopped (SIGSTOP, a paused VM) between two statements of its consume keeps
+    # the event rows, the session head and its lease row locked: the other workers' claim
+    # skips that lease for as long as the process stays stopped, so the server must end it.
+    monkeypatch.setattr(postgres, "IDLE_IN_TRANSACTION_S", 0.5)
+    clock, entered, resume = Clock(), threading.Event(), threading.Event()
+
+    def stopped_clock() -> float:  # called inside the append's transaction, locks held
+        entered.set()
+        resume.wait()
+        return clock.now
+
+    pool_a, pool_b = open_pool(postgres_url, max_size=2), open_pool(postgres_url, max_size=2)
+    try:
+        bus_a = PostgresBusStore(PostgresSessionStore(pool_a, now=stopped_clock))
+        bus_b = PostgresBusStore(PostgresSessionStore(pool_b))
+        leases_a = PostgresLeases(pool_a, owner="a", ttl_s=TTL, now=clock)
+        leases_b = PostgresLeases(pool_b, owner="b", ttl_s=TTL, now=clock)
+        await bus_a.publish(one := event("hello"))
+        (lease_a,) = leases_a.claim(10)
+        bus_a.sessions.fence(lease_a)
+        stopped = asyncio.ensure_future(
+            bus_a.consume("s", [one.id], [UserMessage(content="hello")])
+        )
+        await asyncio.to_thread(entered.wait)
+        clock.now += TTL + 1  # A's lease runs out while it is stopped
+        taken: list[Lease] = []
+
+        def taken_over() -> bool:
+            taken.extend(leases_b.claim(10))
+            return bool(taken)
+
+        await poll_until(taken_over, "the stopped worker's session claimed", within_s=30)
+        bus_b.sessions.fence(taken[0])
+        await bus_b.consume("s", [one.id], [UserMessage(content="hello")])
+
+        resume.set()  # A runs on: its connection is gone, nothing of it is written
+        with pytest.raises(StoreError):
+            await stopped
+        assert bus_b.sessions.load("s") == [UserMessage(content="hello")]
+        assert leases_a.renew(lease_a) is None  # A's pool serves a new connection
+    finally:
+        resume.set()
+        pool_a.close()
+        pool_b.close()
 
 
 def test_workers_claiming_at_once_split_the_sessions(worker_pools: list[Pool]) -> None:

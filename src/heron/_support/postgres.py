@@ -41,6 +41,12 @@ RETRIES = 8
 GETCONN_TIMEOUT_S = 5.0
 """Seconds a store call waits for a pooled connection (the server restarting, the pool full)."""
 
+IDLE_IN_TRANSACTION_S = 5.0
+"""Seconds the server lets one of heron's connections sit idle inside a transaction before it
+ends that connection. heron's transactions do database work only, so an idle one belongs to a
+process that is stopped (SIGSTOP, a paused VM) while its row locks hold every other worker:
+a takeover's claim would skip that session's lease for as long as the process stays stopped."""
+
 _RETRYABLE = (pg_errors_module.SerializationFailure, pg_errors_module.DeadlockDetected)
 
 Pool = ConnectionPool[psycopg.Connection[Any]]
@@ -69,6 +75,7 @@ def open_pool(url: str, *, max_size: int = 8, migrate: bool = False) -> Pool:
             timeout=GETCONN_TIMEOUT_S,
             kwargs={"autocommit": True},
             check=ConnectionPool.check_connection,
+            configure=_configure,
             open=False,
         )
         pool.open(wait=True, timeout=30)
@@ -88,6 +95,12 @@ def open_pool(url: str, *, max_size: int = 8, migrate: bool = False) -> Pool:
             "run `heron db migrate --store <url>`"
         )
     return pool
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    """Settings of each new pooled connection (autocommit: they hold for its lifetime)."""
+    timeout_ms = round(IDLE_IN_TRANSACTION_S * 1000)
+    conn.execute(f"SET idle_in_transaction_session_timeout = {timeout_ms}")
 
 
 _shared: dict[str, Pool] = {}
