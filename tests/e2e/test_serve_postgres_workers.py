@@ -153,15 +153,30 @@ def deliver(url: str, session: str, text: str) -> bool:
 def wait_consumed(url: str, texts: set[str]) -> None:
     """Until every event of `texts` is consumed: another process's progress, so polled."""
     store = PostgresSessionStore.open(url)
+    done: set[str] = set()
 
     def consumed() -> bool:
         with store.pool.connection() as conn:
             rows = conn.execute("SELECT body FROM bus_events WHERE consumed_at IS NOT NULL")
-            done = {json.loads(body)["content"]["text"] for (body,) in rows}
+            done.update(json.loads(body)["content"]["text"] for (body,) in rows)
         return texts <= done
 
     try:
         asyncio.run(poll_until(consumed, "every event consumed", within_s=120, every_s=0.2))
+    except AssertionError as timed_out:
+        # What a failure in CI needs to be read: the events left and who held their sessions.
+        with store.pool.connection() as conn:
+            leases = conn.execute(
+                "SELECT session, owner, epoch, expires_at FROM session_leases ORDER BY session"
+            ).fetchall()
+            busy = conn.execute(
+                "SELECT pid, state, left(query, 80) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND state <> 'idle'"
+            ).fetchall()
+        raise AssertionError(
+            f"{timed_out}: not consumed {sorted(texts - done)}; at {time.time():.1f} the leases"
+            f" were {leases}; busy connections {busy}"
+        ) from None
     finally:
         store.close()
 
