@@ -98,6 +98,35 @@ def test_a_skill_md_that_links_out_of_its_folder_is_not_read(tmp_path: Path) -> 
     assert skill is not None and problems == []
 
 
+def test_a_project_skill_folder_that_links_out_of_the_project_is_not_read(
+    tmp_path: Path,
+) -> None:
+    project, elsewhere = tmp_path / "repo", tmp_path / "home"
+    skill_dir(elsewhere, "notes", GOOD.format(name="notes"))
+    (elsewhere / "notes" / "diary.md").write_text("private")
+    skills = project / ".heron/skills"
+    skill_dir(skills, "own", GOOD.format(name="own"))
+    (skills / "notes").symlink_to(elsewhere / "notes")
+    skill_dir(project / "lib", "shared", GOOD.format(name="shared"))
+    (skills / "shared").symlink_to("../../lib/shared")  # a link inside the project is followed
+    (project / ".agents").mkdir()
+    (project / ".agents/skills").symlink_to(elsewhere)  # the whole folder of skills, too
+    roots, _ = finder_module.skill_roots(project, user_dir=tmp_path / "none", packages=False)
+    scan = find_skills(roots)
+    assert [s.name for s in scan.skills] == ["own", "shared"]
+    refused = sorted(
+        (p.path, p.severity) for p in scan.problems if "links out of the project" in p.message
+    )
+    assert refused == [
+        (project / ".agents/skills/notes", "error"),
+        (skills / "notes", "error"),
+    ]
+    assert f"(to {(elsewhere / 'notes').resolve()})" in scan.problems[0].message
+    # A user's own folder of skills may link anywhere: it is the user's.
+    user = find_skills([SkillRoot(path=skills, source="user")])
+    assert sorted(s.name for s in user.skills) == ["notes", "own", "shared"]
+
+
 # -- the front matter: a bounded YAML loader --------------------------------------------------
 
 

@@ -52,6 +52,9 @@ class SkillRoot:
     source: SkillSource
     label: str = ""
     """Where it came from, for people (`project`, `user`, `package mytools`)."""
+    inside: Path | None = None
+    """The folder its skills must lie in, links resolved (a project's: what the repository
+    holds), or `None`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,7 +109,9 @@ def skill_roots(
     """The folders to look in, in precedence order, and package entry points that failed."""
     roots = (
         [
-            SkillRoot(path=project_dir / d, source="project", label=f"project {d}")
+            SkillRoot(
+                path=project_dir / d, source="project", label=f"project {d}", inside=project_dir
+            )
             for d in PROJECT_DIRS
         ]
         if project_dir is not None
@@ -171,7 +176,18 @@ def find_skills(roots: Sequence[SkillRoot]) -> SkillScan:
         if not root.path.is_dir():
             continue
         folders, rest, capped = _folders(root.path)
+        inside = root.inside.resolve() if root.inside is not None else None
         for folder in folders:
+            if inside is not None and not (target := folder.resolve()).is_relative_to(inside):
+                # A cloned repository's link would bring in any folder of this machine, and
+                # `read_skill_file` would then read what lies under it.
+                problems.append(
+                    Problem(
+                        path=folder,
+                        message=f"it links out of the project (to {target}): not read",
+                    )
+                )
+                continue
             # lexists: a SKILL.md that is a FIFO, a device or a link is reported by parse_skill
             if not os.path.lexists(folder / SKILL_FILE):
                 if _has_entries(folder):
