@@ -65,6 +65,20 @@ def test_the_reasons_name_what_is_wrong_with_the_request() -> None:
     assert check(SECRET, BODY, not_a_time, now=STAMP) == (
         "x-heron-timestamp is not a Unix time in seconds"
     )
+    # Only the spelling `str(int)` gives: any other would make one request look like many.
+    for spelled in (
+        f"+{STAMP}",
+        f"0{STAMP}",
+        f" {STAMP}",
+        "1_700_000_000",
+        "-1",
+        "9" * 13,
+        "١٧٠٠٠٠٠٠٠٠",
+    ):
+        other = {"x-heron-timestamp": spelled, "x-heron-signature": signature}
+        assert check(SECRET, BODY, other, now=STAMP) == (
+            "x-heron-timestamp is not a Unix time in seconds"
+        ), spelled
 
 
 def test_a_non_ascii_signature_is_a_mismatch_not_a_crash() -> None:

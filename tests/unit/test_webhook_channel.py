@@ -211,6 +211,32 @@ async def test_a_replay_inside_the_window_is_stored_once(
     assert event.content.text == "build 17 failed" and event.source == "stranger"
 
 
+async def test_a_replay_spelling_its_timestamp_otherwise_or_adding_a_key_is_not_a_new_event(
+    server: WebhookServer, bus: SqliteBusStore
+) -> None:
+    # `+T`, `0T` and `T` with digit separators sign the same bytes as `T` (the signature is
+    # over the number): each would have been keyed as a new event.
+    body = json.dumps({"text": "build 17 failed"}).encode()
+    headers = signed_headers(SECRET, body, NOW)
+    stamp = headers["X-Heron-Timestamp"]
+    assert (await post(server, "/hooks/ci", body, headers)).status_code == 202
+    for spelled in (f"+{stamp}", f"0{stamp}", f"{stamp[:4]}_{stamp[4:]}"):
+        replayed = await post(server, "/hooks/ci", body, {**headers, "X-Heron-Timestamp": spelled})
+        assert replayed.status_code == 401, spelled
+        assert replayed.json()["error"] == "x-heron-timestamp is not a Unix time in seconds"
+    # A number too large for a float is refused as one, not answered "retry later".
+    huge = await post(server, "/hooks/ci", body, {**headers, "X-Heron-Timestamp": "9" * 400})
+    assert huge.status_code == 401
+    # The header is not signed: it never replaces the signed body's `id`.
+    signed_id = json.dumps({"id": "deploy-42", "text": "Deploy finished."}).encode()
+    with_id = signed_headers(SECRET, signed_id, NOW)
+    assert (await post(server, "/hooks/ci", signed_id, with_id)).status_code == 202
+    for key in ("a", "b"):
+        again = await post(server, "/hooks/ci", signed_id, {**with_id, "Idempotency-Key": key})
+        assert again.json() == {"status": "duplicate", "key": "webhook:ci:deploy-42"}
+    assert len(await bus.pending("main")) == 2
+
+
 async def test_a_signature_made_with_another_secret_is_refused(
     server: WebhookServer, bus: SqliteBusStore
 ) -> None:

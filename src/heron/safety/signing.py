@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Mapping
 
 __all__ = [
@@ -43,6 +44,8 @@ TIMESTAMP_HEADER = "X-Heron-Timestamp"
 GITHUB_SIGNATURE_HEADER = "X-Hub-Signature-256"
 DEFAULT_REPLAY_WINDOW_S = 300.0
 """How far a signed timestamp may be from the receiver's clock, either way, in seconds."""
+_CANONICAL_TIMESTAMP = re.compile(r"0|[1-9][0-9]{0,11}")
+"""Whole seconds in ASCII digits, no sign, no leading zero, no separator."""
 
 
 def sign(secret: bytes, body: bytes, timestamp: int) -> str:
@@ -75,10 +78,11 @@ def check(
     signature = _header(headers, SIGNATURE_HEADER)
     if not raw_timestamp or not signature:
         return f"missing {TIMESTAMP_HEADER.lower()} or {SIGNATURE_HEADER.lower()} header"
-    try:
-        timestamp = int(raw_timestamp)
-    except ValueError:
+    # Only the one spelling `str(int)` gives: `+1700000000`, `01700000000` or `1_700_000_000`
+    # sign the same bytes as `1700000000` but would key a replay as a new event.
+    if not _CANONICAL_TIMESTAMP.fullmatch(raw_timestamp):
         return f"{TIMESTAMP_HEADER.lower()} is not a Unix time in seconds"
+    timestamp = int(raw_timestamp)
     if abs(now - timestamp) > window_s:
         return f"timestamp outside the {window_s:g} s replay window"
     if not _same(sign(secret, body, timestamp), signature):

@@ -277,9 +277,9 @@ class ImAdapter:
 
 class GenericAdapter:
     """Any JSON object, signed with heron's scheme. `text` (if a string) becomes the event
-    text, the whole object its data. The idempotency key is the `Idempotency-Key` header, else
-    the payload's `id`, else a digest of the timestamp and body (so a replay inside the window
-    is stored once)."""
+    text, the whole object its data. The idempotency key is the payload's `id`, else the
+    `Idempotency-Key` header, else a digest of the timestamp and body (so a replay inside the
+    window is stored once)."""
 
     def __init__(
         self,
@@ -302,9 +302,9 @@ class GenericAdapter:
     def to_event(self, request: WebhookRequest, session: str) -> BusEvent | Ignored:
         payload = _json_object(request.body)
         text = payload.get("text")
-        key = request.headers.get("idempotency-key") or (
-            str(payload["id"]) if "id" in payload else None
-        )
+        # The body is signed, the header is not: a signed `id` is never replaced by a header
+        # a replayer may vary.
+        key = str(payload["id"]) if "id" in payload else request.headers.get("idempotency-key")
         if key is None:
             stamp = request.headers.get(signing.TIMESTAMP_HEADER.lower(), "").encode()
             key = _digest(stamp + b"." + request.body)
