@@ -10,7 +10,14 @@ import pytest
 from heron.collaboration.tokens import TokenSigner
 from heron.humans.signing import DecisionSigner, verify_decision
 from heron.humans.store import HumanRequest
-from heron.turn.receipts import ReceiptKey, ReceiptScope, current_key, parse_receipt, verify_receipt
+from heron.turn.receipts import (
+    KeyIdTaken,
+    ReceiptKey,
+    ReceiptScope,
+    current_key,
+    parse_receipt,
+    verify_receipt,
+)
 from support.stores import StoreBackend
 
 
@@ -41,7 +48,7 @@ def test_every_store_signs_with_the_newest_key_and_a_saved_key_is_never_replaced
     key = current_key(first)
     assert current_key(second) == key
     first.save(key)  # the same key again: nothing happens
-    with pytest.raises(FileExistsError):
+    with pytest.raises(KeyIdTaken):
         second.save(ReceiptKey(key_id=key.key_id, secret=b"\x01" * 32))
     assert second.load(key.key_id) == key
 

@@ -176,6 +176,20 @@ def test_receipts_verify_refuses_a_malformed_receipt_and_a_missing_output_file(
     assert missing.stderr.startswith("heron: cannot read --output-file missing.txt"), missing.stderr
 
 
+def test_a_file_where_the_receipt_keys_folder_belongs_is_an_error_not_a_spin(
+    heron: Heron,
+) -> None:
+    # Making the folder raised FileExistsError, which the key's id collision retry caught:
+    # a new key was drawn for ever, at full CPU, deaf to Ctrl-C.
+    heron.state_dir.mkdir(parents=True, exist_ok=True)
+    (heron.state_dir / "receipt-keys").write_text("not a folder\n")
+    model = heron.script("done.yaml", [{"text": "done"}])
+    done = heron.run("run", "hi", "--model", model, "--receipts")
+    assert done.code == 1, done.stderr
+    assert "heron: cannot keep keys in " in done.stderr, done.stderr
+    assert "receipt-keys: File exists" in done.stderr and "Traceback" not in done.stderr
+
+
 def _help_sections(text: str) -> dict[str, list[str]]:
     """The flags of each section of an argparse `--help` (`options`, `agent`, …), in order."""
     sections: dict[str, list[str]] = {}

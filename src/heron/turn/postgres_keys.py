@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from heron._support.postgres import Pool, pg_errors
-from heron.turn.receipts import KeyKind, ReceiptKey
+from heron.turn.receipts import KeyIdTaken, KeyKind, ReceiptKey
 
 __all__ = ["PostgresKeyStore"]
 
@@ -37,7 +37,7 @@ class PostgresKeyStore:
                 (self.kind, key.key_id, key.secret, self._clock()),
             ).rowcount
         if inserted == 0 and self.load(key.key_id) != key:
-            raise FileExistsError(f"a different {self.kind} key already uses id {key.key_id}")
+            raise KeyIdTaken(f"a different {self.kind} key already uses id {key.key_id}")
 
     def load(self, key_id: str) -> ReceiptKey | None:
         with self._pool.connection() as conn:

@@ -26,6 +26,7 @@ from typing import Any, Final, Literal, Protocol
 
 from heron._support.canonical import canonical_json
 from heron._support.own_paths import claim_state_dir
+from heron.errors import StoreError
 
 RECEIPT_PREFIX: Final = "heron-receipt"
 
@@ -204,6 +205,10 @@ _FOLDERS: Final[dict[KeyKind, str]] = {
 }
 
 
+class KeyIdTaken(FileExistsError):
+    """A different key already holds this id."""
+
+
 class KeyStore(Protocol):
     """Where signing keys persist (receipts, decisions, message tokens): the state directory's
     files (`ReceiptKeyStore` and its kin) or a shared store every worker reads
@@ -211,7 +216,7 @@ class KeyStore(Protocol):
     """
 
     def save(self, key: ReceiptKey) -> None:
-        """Store `key` (again: a no-op); `FileExistsError` when another key has its id."""
+        """Store `key` (again: a no-op); `KeyIdTaken` when another key has its id."""
         ...
 
     def load(self, key_id: str) -> ReceiptKey | None:
@@ -236,7 +241,7 @@ def new_key(store: KeyStore) -> ReceiptKey:
         try:
             store.save(key)
             return key
-        except FileExistsError:
+        except KeyIdTaken:
             # 32-bit ids can collide over many runs; draw again rather than lose an old key.
             key = ReceiptKey.generate()
 
@@ -255,10 +260,14 @@ class ReceiptKeyStore:
     def save(self, key: ReceiptKey) -> None:
         """Store `key`. Saving the same key twice is a no-op.
 
-        Raises FileExistsError when a *different* key already holds this id, so an old key is
-        never overwritten (its receipts would become unverifiable).
+        Raises `KeyIdTaken` when a *different* key already holds this id, so an old key is
+        never overwritten (its receipts would become unverifiable), and `StoreError` when the
+        keys' folder cannot be made.
         """
-        self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:  # a file in its place: a retry would meet it again
+            raise StoreError(f"cannot keep keys in {self._dir}: {exc.strerror}") from None
         self._dir.chmod(0o700)
         path = self._dir / f"{key.key_id}.key"
         tmp = self._dir / f".{key.key_id}.{secrets.token_hex(4)}.tmp"
@@ -275,9 +284,7 @@ class ReceiptKeyStore:
             os.link(tmp, path)
         except FileExistsError:
             if self.load(key.key_id) != key:
-                raise FileExistsError(
-                    f"a different receipt key already uses id {key.key_id}"
-                ) from None
+                raise KeyIdTaken(f"a different receipt key already uses id {key.key_id}") from None
         finally:
             tmp.unlink()
 
