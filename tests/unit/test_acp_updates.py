@@ -24,6 +24,7 @@ from heron.acp.prompt import MEDIA_DIR, user_prompt
 from heron.acp.updates import call_locations, tool_kind, tool_title
 from heron.messages import INLINE_MEDIA_LIMIT
 from heron.tools.definition import ToolAnnotations, ToolSpec
+from support.swaps import returns_promptly
 
 
 def _spec(name: str, owner: str = "user", **annotations: bool) -> ToolSpec:
@@ -102,6 +103,18 @@ def test_attachments_become_text_the_model_can_read_and_notes_for_the_rest(
         "Attached https://example.com/page:\n```\nhello\n```"
     )
     assert prompt.media == ()
+
+
+def test_an_attachment_of_backticks_is_fenced_in_one_pass(tmp_path: Path) -> None:
+    # Growing the fence until the text lacks it searched the text once per backtick: a
+    # million of them held the editor's agent for hours.
+    text = "a ``` b " + "`" * 1_000_000 + " c"
+    block = resource_block(embedded_text_resource((tmp_path / "x.md").as_uri(), text))
+    prompt = returns_promptly(
+        lambda: user_prompt([block], workspace=tmp_path, state_dir=tmp_path / "state")
+    )
+    fence = "`" * 1_000_001
+    assert prompt.text == f"Attached file x.md:\n{fence}\n{text}\n{fence}"
 
 
 def test_images_and_pdfs_travel_as_media_inline_or_stored_once_by_their_hash(

@@ -21,6 +21,7 @@ import binascii
 import hashlib
 import mimetypes
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ from acp.schema import (
 from heron.messages import INLINE_MEDIA_LIMIT, MediaPart
 
 __all__ = ["MEDIA_DIR", "Prompt", "PromptBlock", "user_prompt"]
+
+_BACKTICKS = re.compile("`+")
 
 PromptBlock = (
     TextContentBlock
@@ -135,7 +138,8 @@ def _where(uri: str, workspace: Path) -> str:
 
 
 def _fenced(text: str) -> str:
-    fence = "```"
-    while fence in text:
-        fence += "`"
+    # One longer than the longest run of backticks in the text, found in one pass (growing
+    # the fence until it is absent searched the text once per backtick: quadratic).
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * max(3, longest + 1)
     return f"{fence}\n{text.rstrip(chr(10))}\n{fence}"
