@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -21,8 +22,9 @@ ECHO_TURNS: list[dict[str, Any]] = [
         ("turns: [\n", "while parsing"),
         ("turns:\n  - tool_calls: [{nme: echo}]\n", "turns.0.tool_calls.0.name"),
         ("protocol: smoke-signals\nturns: []\n", "protocol"),
+        ("turns: " + "[" * 900 + "]" * 900 + "\n", "nested too deeply"),
     ],
-    ids=["yaml-syntax", "unknown-field", "bad-protocol"],
+    ids=["yaml-syntax", "unknown-field", "bad-protocol", "nested-too-deeply"],
 )
 def test_a_malformed_model_script_exits_2_naming_the_file(
     heron: Heron, script: str, problem: str
@@ -35,6 +37,21 @@ def test_a_malformed_model_script_exits_2_naming_the_file(
     assert done.stderr.startswith("heron: cannot load model script broken.yaml:"), done.stderr
     assert problem in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_model_script_that_is_not_a_regular_file_is_refused_at_once(
+    heron: Heron, kind: str
+) -> None:
+    # A FIFO held the read for ever, /dev/zero filled the memory.
+    if kind == "fifo":
+        os.mkfifo(heron.root / "pipe.yaml")
+        model = "scripted:pipe.yaml"
+    else:
+        model = "scripted:/dev/zero"
+    done = heron.run_turn(model)
+    assert done.code == 2
+    assert "is not a regular file" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_missing_model_script_exits_2(heron: Heron) -> None:

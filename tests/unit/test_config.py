@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,25 @@ def test_values_are_not_coerced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
     write(tmp_path / "heron.toml", '[agent]\nmax_iterations = "10"\n')
     with pytest.raises(ConfigError, match=r"agent\.max_iterations"):
+        load_config(project_dir=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b'[agent]\nmodel = "\xff\xfe"\n', "not UTF-8 text (byte 17)"),
+        (b"x = " + b"[" * 3000 + b"]" * 3000 + b"\n", "values nested too deeply to read"),
+        (b"# " + b"x" * (1024 * 1024) + b"\n", "at most 1,048,576 are read"),
+    ],
+    ids=["not-utf8", "nested", "too-large"],
+)
+def test_a_project_file_heron_cannot_read_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, problem: str
+) -> None:
+    # A project's heron.toml comes with the repository: each was a traceback before.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
+    (tmp_path / "heron.toml").write_bytes(content)
+    with pytest.raises(ConfigError, match=re.escape(problem)):
         load_config(project_dir=tmp_path)
 
 

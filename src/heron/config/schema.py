@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from heron._support.folder_files import open_regular, read_at_most
 from heron._support.limits import DEFAULT_LIMITS, MAX_DEPTH_CEILING, InputLimits
 from heron._support.own_paths import claim_config_file
 from heron._support.state import default_state_dir
@@ -287,12 +288,23 @@ def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+"""A configuration file read at most (a project's comes with the repository)."""
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        with open_regular(path, follow=True) as (fh, size):
+            data = read_at_most(fh, size, MAX_CONFIG_BYTES)
+        return tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise ConfigError(f"{path}: values nested too deeply to read") from None
+    except OSError as exc:  # refused (not a regular file, too large) or unreadable
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 
 def _problems(exc: ValidationError) -> list[str]:

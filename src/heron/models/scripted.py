@@ -29,6 +29,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from heron._support.folder_files import open_regular, read_at_most
 from heron.messages import Message, ToolResultMessage, UserMessage
 from heron.models.base import (
     ModelError,
@@ -41,6 +42,8 @@ from heron.models.base import (
 from heron.models.history_rules import HistoryChecker
 
 DEMO_SCRIPT: Final = ("demo", "quickstart.yaml")
+MAX_SCRIPT_BYTES: Final = 64 * 1024 * 1024
+"""A model script read at most."""
 """Where the quick-start script lies inside the `heron` package (see `demo_script_path`)."""
 
 
@@ -194,11 +197,14 @@ class ScriptedModel(_TurnModel):
 
         path = Path(path)
         try:
-            raw = path.read_text(encoding="utf-8")
+            with open_regular(path, follow=True) as (fh, size):  # never /dev/zero or a FIFO
+                raw = read_at_most(fh, size, MAX_SCRIPT_BYTES).decode("utf-8")
             data = json.loads(raw) if path.suffix == ".json" else yaml.safe_load(raw)
             script = Script.model_validate(data)
         except (OSError, ValueError, yaml.YAMLError, ValidationError) as exc:
             raise ModelError(f"cannot load model script {path}: {exc}") from exc
+        except RecursionError:  # both parsers recurse into nested values
+            raise ModelError(f"cannot load model script {path}: nested too deeply") from None
         return cls(script.turns, protocol=script.protocol, name=f"scripted:{path.name}")
 
     @property
