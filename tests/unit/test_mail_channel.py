@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import smtplib
 from collections.abc import AsyncIterator, Iterator
 from email.message import EmailMessage
@@ -17,7 +18,12 @@ from heron.always_on.channels.mail_inbound import MaildirSource, MailIngressConf
 from heron.always_on.channels.sqlite_mail_inbound import SqliteThreadIndex
 from heron.always_on.triggers.sqlite_store import SqliteSubscriptionStore
 from heron.always_on.triggers.subscriptions import SubscriptionFilter, Subscriptions
-from heron.connectors.mail.maildir import Maildir
+from heron.connectors.mail.maildir import (
+    MAX_MIME_DEPTH,
+    Maildir,
+    MailFormatError,
+    parse_message,
+)
 from support.waiting import until
 
 BOUND = 5.0
@@ -226,3 +232,101 @@ def test_sqlite_thread_records_join_a_transaction_the_caller_opened(tmp_path: Pa
         assert not conn.in_transaction and threads.session_of(["<t1@x>"]) == "beta"
     finally:
         conn.close()
+
+
+def nested(depth: int, subject: str = "Deep") -> bytes:
+    """A mail whose multipart parts nest `depth` levels deep (the attacker's shape)."""
+    head = f"From: eve@evil.test\r\nTo: me@home.test\r\nSubject: {subject}\r\n".encode()
+    parts = b"".join(
+        b"--b%d\r\nContent-Type: multipart/mixed; boundary=b%d\r\n\r\n" % (i, i + 1)
+        for i in range(depth)
+    )
+    return head + b"Content-Type: multipart/mixed; boundary=b0\r\n\r\n" + parts + b"x\r\n"
+
+
+def test_mime_nesting_is_bounded_where_mail_is_parsed_not_left_to_recursion(
+    box: Maildir,
+) -> None:
+    assert len(list(parse_message(nested(MAX_MIME_DEPTH)).walk())) == MAX_MIME_DEPTH + 1
+    box.deliver(nested(MAX_MIME_DEPTH + 1))
+    [ref] = box.new_messages()
+    with pytest.raises(MailFormatError, match=f"more than {MAX_MIME_DEPTH} levels deep"):
+        box.read(ref)
+    with pytest.raises(MailFormatError):  # what used to end in RecursionError
+        parse_message(nested(3000))
+
+
+async def test_a_mail_that_cannot_be_read_is_quarantined_and_the_others_are_published(
+    box: Maildir, bus: SqliteBusStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    threads_conn = open_db(box.root.parent / "state")
+    source = MaildirSource(
+        box,
+        bus.publish_many,
+        MailIngressConfig(session="main"),
+        threads=SqliteThreadIndex(threads_conn),
+    )
+    try:
+        box.deliver(message("Before", message_id="<d1@x>"))
+        bad = box.deliver(nested(3000))
+        box.deliver(message("After", message_id="<d2@x>"))
+        with caplog.at_level(logging.ERROR, logger="heron.alerts"):
+            published = await source.scan()
+        assert [e.content.data["subject"] for e in published] == ["Before", "After"]
+        assert files(box, "new") == [] and len(files(box, "cur")) == 2
+        assert files(box, "quarantine") == [bad]  # kept as it came, out of every folder
+        assert (box.root / "quarantine" / bad).read_bytes() == nested(3000)
+        [record] = [r for r in caplog.records if r.name == "heron.alerts"]
+        assert bad in record.getMessage() and "MailFormatError" in record.getMessage()
+        assert "100 levels deep" in record.getMessage()
+        assert source.quarantined == 1 and box.folders() == ["INBOX"]
+        box.deliver(message("Later", message_id="<d3@x>"))
+        [later] = await source.scan()  # the next scan is not stuck on the bad mail
+        assert later.content.data["subject"] == "Later"
+        assert [e.idempotency_key for e in await bus.pending("main")] == [
+            "mail:<d1@x>",
+            "mail:<d2@x>",
+            "mail:<d3@x>",
+        ]
+        assert len(caplog.records) == 1  # reported once, not at every scan
+    finally:
+        threads_conn.close()
+
+
+async def test_a_mail_nested_too_deep_is_refused_over_smtp_and_the_next_one_goes_through(
+    smtp: SmtpIngress, box: Maildir, bus: SqliteBusStore
+) -> None:
+    with pytest.raises(smtplib.SMTPDataError) as refused:
+        await send(smtp.port, nested(3000))
+    assert refused.value.smtp_code == 554
+    assert b"more than 100 levels deep" in refused.value.smtp_error
+    assert files(box, "new") == files(box, "cur") == []  # the sender keeps it and bounces it
+    await send(smtp.port, message("Normal", message_id="<n1@x>"))
+    assert [e.idempotency_key for e in await bus.pending("main")] == ["mail:<n1@x>"]
+
+
+async def test_a_failing_periodic_scan_is_logged_and_the_next_scan_runs(
+    box: Maildir, bus: SqliteBusStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = FakeClock()
+    source = MaildirSource(
+        box, bus.publish_many, MailIngressConfig(session="main", scan_interval_s=5), clock=clock
+    )
+    key = box.deliver(message(message_id="<r1@x>"))
+    (box.root / "cur").rmdir()  # taking the mail in fails: the whole scan raises
+    task = asyncio.create_task(source.run())
+    try:
+        with caplog.at_level(logging.ERROR, logger="heron.always_on.channels.mail"):
+            await until(lambda: clock.sleepers > 0 or task.done(), "the failed scan to end")
+        assert not task.done()
+        [record] = caplog.records
+        assert "mail scan of" in record.getMessage() and record.exc_info is not None
+        assert files(box, "new") == [key]  # nothing lost: it is still there
+        (box.root / "cur").mkdir()
+        clock.advance(5)
+        await until(lambda: files(box, "new") == [], "the next scan to take the mail in")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert files(box, "cur") == [f"{key}:2,"]
+    assert [e.idempotency_key for e in await bus.pending("main")] == ["mail:<r1@x>"]

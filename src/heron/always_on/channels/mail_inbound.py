@@ -9,6 +9,11 @@ anything that delivers into the Maildir (fetchmail, an MDA, a test) feeds the ag
 
 Mail that no subscription wants (`wake`) is taken in without an event: it waits in the Maildir.
 
+One bad mail never stops the intake: a file that cannot be read or turned into its event (parts
+nested deeper than `maildir.MAX_MIME_DEPTH`, anything else that raises but a store failure) is
+set aside on its own into the Maildir's `quarantine/`, logged once on `heron.alerts`, and the
+rest of the scan is published. `run` logs a scan that fails as a whole and runs the next one.
+
 Which session a mail is for (`route_session` of `heron.always_on.bus.routing`, with the thread
 as the address): a reply goes to the session of the thread it answers — the first of its
 `In-Reply-To` and `References` (newest first) that names a message this server received or
@@ -16,8 +21,9 @@ sent before (`ThreadIndex`, table `mail_threads`) — and a new thread to the de
 Every mail taken in is recorded with its session, so the replies to it follow; so is mail the
 agent sends (`record`).
 
-`SmtpIngress` is a real SMTP server (aiosmtpd, on the caller's event loop): it stores each
-accepted message in the Maildir, then — once a source is `attach`ed — runs a scan before
+`SmtpIngress` is a real SMTP server (aiosmtpd, on the caller's event loop): it refuses with
+`554` a message that cannot be parsed (the sender keeps it), stores each accepted message in the
+Maildir, then — once a source is `attach`ed — runs a scan before
 answering `250`, so a sender that got `250` knows its mail is on the bus. `heron serve` starts
 it with its intake, before the agent side (listener-first): a message accepted before the
 source is attached is already durable in the Maildir, and the source's first scan publishes it.
@@ -34,7 +40,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from email.message import Message
+from email.message import EmailMessage, Message
 from email.utils import getaddresses
 from typing import Any, Protocol
 
@@ -42,10 +48,22 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from heron._support.clock import Clock, RealClock, timestamp
 from heron.always_on.bus.model import BusEvent, EventContent, EventContext
+from heron.always_on.bus.quarantine import describe_failure
 from heron.always_on.bus.routing import SessionAddress, route_session
-from heron.connectors.mail.maildir import INBOX, Maildir, MailRef, mail_summary, message_text
+from heron.connectors.mail.maildir import (
+    INBOX,
+    Maildir,
+    MailFormatError,
+    MailRef,
+    mail_summary,
+    message_text,
+    parse_message,
+)
+from heron.errors import StoreError
+from heron.sessions.store import ConcurrentWriteError
 
 log = logging.getLogger("heron.always_on.channels.mail")
+alerts = logging.getLogger("heron.alerts")
 
 Publish = Callable[[list[BusEvent]], Awaitable[list[bool]]]
 """Publishes a burst with one durable write (`BusStore.publish_many`)."""
@@ -125,25 +143,35 @@ class MaildirSource:
         self.published = 0
         self.duplicates = 0
         self.quiet = 0
+        self.quarantined = 0
         self._lock = asyncio.Lock()
 
     async def scan(self) -> list[BusEvent]:
-        """Take in everything in `new/`; returns the events that were new on the bus."""
+        """Take in everything in `new/`; returns the events that were new on the bus. A mail
+        that cannot be taken in is set aside on its own (`set_aside`); the others go on."""
         async with self._lock:  # concurrent scans must not publish or move a file twice
             refs = self.box.new_messages(INBOX)
             if not refs:
                 return []
-            events = [self.event_for(ref) for ref in refs]
-            if self.answers is not None:
-                mails = zip(refs, events, strict=True)
-                answered = [await self.answers(self.box.read(r), e) for r, e in mails]
-                events = [e for e in answered if e is not None]
+            taken: list[MailRef] = []
+            events: list[BusEvent] = []
+            for ref in refs:
+                try:
+                    event = await self._take(ref)
+                except (StoreError, ConcurrentWriteError):
+                    raise  # the store failed, not the mail: the whole scan is tried again
+                except Exception as exc:
+                    self.set_aside(ref, exc)
+                    continue
+                taken.append(ref)
+                if event is not None:
+                    events.append(event)
             waking = [e for e in events if self.wake is None or self.wake(e)]
             stored = await self.publish(waking) if waking else []
             if self.threads is not None:  # before `new/` is left: a crash publishes again
                 pairs = [(e.content.data.get("message_id") or "", e.session) for e in events]
                 self.threads.record(pairs, now=self.clock.time())
-            for ref in refs:
+            for ref in taken:
                 self.box.take_in(ref)
         fresh = [e for e, new in zip(waking, stored, strict=True) if new]
         self.published += len(fresh)
@@ -151,15 +179,44 @@ class MaildirSource:
         self.quiet += len(events) - len(waking)
         return fresh
 
+    async def _take(self, ref: MailRef) -> BusEvent | None:
+        """The event for one mail (after `answers`), or `None` for an answer that needs none."""
+        message = self.box.read(ref)
+        event = self.event_for(ref, message)
+        return event if self.answers is None else await self.answers(message, event)
+
+    def set_aside(self, ref: MailRef, exc: BaseException) -> None:
+        """Quarantine a mail that cannot be read or taken in: out of `new/` (so it never
+        stops a scan again) into the Maildir's `quarantine/`, kept as it came; logged once.
+        One that cannot be moved either (gone meanwhile) is left where it is: the rest of the
+        scan goes on."""
+        why = describe_failure(exc)
+        try:
+            place = self.box.quarantine(ref)
+        except OSError as moving:
+            alerts.error("mail %s cannot be taken in (%s) nor set aside: %s", ref.path, why, moving)
+            return
+        self.quarantined += 1
+        alerts.error("mail %s cannot be taken in (%s): set aside as %s", ref.path.name, why, place)
+
     async def run(self) -> None:
-        """Scan now and every `scan_interval_s` until cancelled."""
+        """Scan now and every `scan_interval_s` until cancelled. A scan that fails is logged
+        and the next one runs: the loop never ends on its own."""
         while True:
-            await self.scan()
+            try:
+                await self.scan()
+            except Exception:
+                log.exception(
+                    "mail scan of %s failed; the next one in %g s",
+                    self.box.root / "new",
+                    self.config.scan_interval_s,
+                )
             await self.clock.sleep(self.config.scan_interval_s)
 
-    def event_for(self, ref: MailRef) -> BusEvent:
-        """The `mail.received` event for a stored message."""
-        message = self.box.read(ref)
+    def event_for(self, ref: MailRef, message: EmailMessage | None = None) -> BusEvent:
+        """The `mail.received` event for a stored message (`message`: it parsed already)."""
+        if message is None:
+            message = self.box.read(ref)
         summary = mail_summary(ref, message)
         summary.pop("flags")
         summary["folder"] = INBOX
@@ -225,6 +282,12 @@ class _Handler:
         _, sender = (getaddresses([envelope.mail_from or ""]) or [("", "")])[0]
         received = f"Received: from {session.host_name or 'unknown'} ({session.peer!s})"
         trace = f"Return-Path: <{sender}>\r\n{received}\r\n\tby heron; envelope\r\n".encode()
+        try:  # refused now, the sender still has it and bounces it: nothing is lost
+            parse_message(raw)
+        except Exception as exc:
+            why = str(exc) if isinstance(exc, MailFormatError) else "it cannot be parsed"
+            log.warning("mail from %s refused: %s", session.peer, describe_failure(exc))
+            return f"554 5.6.0 message refused: {why}"
         key = self.box.deliver(trace + raw)
         if self.source is None:
             return f"250 2.0.0 stored as {key}"  # the source's first scan publishes it

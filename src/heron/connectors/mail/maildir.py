@@ -21,8 +21,8 @@ import re
 import socket
 import time
 from dataclasses import dataclass
+from email.feedparser import BytesFeedParser
 from email.message import EmailMessage
-from email.parser import BytesParser
 from email.utils import format_datetime, getaddresses, make_msgid
 from pathlib import Path
 from typing import Any, Literal
@@ -30,14 +30,30 @@ from typing import Any, Literal
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 
-__all__ = ["MailRef", "Maildir", "mail_summary", "maildir_tools", "message_text"]
+__all__ = [
+    "MailFormatError",
+    "MailRef",
+    "Maildir",
+    "mail_summary",
+    "maildir_tools",
+    "message_text",
+    "parse_message",
+]
 
 INBOX = "INBOX"
 DRAFTS = "Drafts"
 ARCHIVE = "Archive"
 _FOLDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _-]{0,63}$")
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
-_PARSER = BytesParser(policy=email.policy.default)
+QUARANTINE = "quarantine"
+"""The directory at the Maildir's root where mail that cannot be read is set aside: not a
+Maildir++ folder (no leading dot), so no folder listing, tool or mail client reads it as mail."""
+MAX_MIME_DEPTH = 100
+"""How deep parts may nest inside one another (multipart in multipart, a forwarded message in
+a part, …). Real mail nests a handful of levels; without a bound, the standard parser recurses
+once per level and a mail a few thousand levels deep ends in `RecursionError`. 100 is far
+beyond any mail client and far below the recursion limit (each level costs the parser and
+`walk`/`get_body` a few frames)."""
 _COUNTER = itertools.count()
 MAX_BODY_CHARS = 20_000
 
@@ -131,10 +147,17 @@ class Maildir:
         return None
 
     def read(self, ref: MailRef) -> EmailMessage:
-        with open(ref.path, "rb") as f:
-            message = _PARSER.parse(f)
-        assert isinstance(message, EmailMessage)  # guaranteed by policy.default
-        return message
+        """The parsed message; `MailFormatError` for one that cannot be parsed."""
+        return parse_message(ref.path.read_bytes())
+
+    def quarantine(self, ref: MailRef) -> Path:
+        """Set a message aside, out of its folder, into `QUARANTINE` at the root (its file
+        name kept, nothing rewritten); returns where it is now."""
+        place = self.root / QUARANTINE
+        place.mkdir(exist_ok=True)
+        target = place / ref.path.name
+        os.rename(ref.path, target)
+        return target
 
     def set_flags(self, ref: MailRef, flags: str) -> MailRef:
         """Replace the message's flags (a rename into `cur/`)."""
@@ -167,6 +190,39 @@ def _ref(path: Path, folder: str) -> MailRef:
     key, _, info = path.name.partition(":")
     flags = info[2:] if info.startswith("2,") else ""
     return MailRef(key=key, folder=folder, path=path, flags=flags)
+
+
+# -- parsing --------------------------------------------------------------------------------
+
+
+class MailFormatError(ValueError):
+    """A message that cannot be parsed (its parts nest deeper than `MAX_MIME_DEPTH`)."""
+
+
+class _BoundedParser(BytesFeedParser):
+    """The standard parser, refusing parts nested deeper than `MAX_MIME_DEPTH`.
+
+    `_new_message` opens every part (and the message itself) and `_msgstack` holds the parts
+    it is inside of: both are the parser's own, unchanged since Python 3.2, and not in the
+    stubs."""
+
+    def _new_message(self) -> None:
+        if len(self._msgstack) > MAX_MIME_DEPTH:  # type: ignore[attr-defined]
+            raise MailFormatError(f"its MIME parts nest more than {MAX_MIME_DEPTH} levels deep")
+        super()._new_message()  # type: ignore[misc]
+
+
+def parse_message(raw: bytes) -> EmailMessage:
+    """`raw` parsed as a mail (`email.policy.default`); `MailFormatError` when its parts nest
+    too deep. Broken headers or bodies are no error: they become the parser's defects."""
+    parser = _BoundedParser(policy=email.policy.default)
+    try:
+        parser.feed(raw)
+        message = parser.close()
+    except RecursionError:  # not reachable within the bound; a clear error all the same
+        raise MailFormatError("its structure nests too deep to parse") from None
+    assert isinstance(message, EmailMessage)  # guaranteed by policy.default
+    return message
 
 
 # -- message content ------------------------------------------------------------------------
