@@ -34,6 +34,7 @@ __all__ = [
     "TIMESTAMP_HEADER",
     "check",
     "check_github",
+    "same",
     "sign",
     "signed_headers",
 ]
@@ -81,7 +82,7 @@ def check(
         return f"{TIMESTAMP_HEADER.lower()} is not a Unix time in seconds"
     if abs(now - timestamp) > window_s:
         return f"timestamp outside the {window_s:g} s replay window"
-    if not _same(sign(secret, body, timestamp), signature):
+    if not same(sign(secret, body, timestamp), signature):
         return "signature mismatch"
     return None
 
@@ -91,7 +92,7 @@ def check_github(secret: bytes, body: bytes, headers: Mapping[str, str]) -> str 
     signature = _header(headers, GITHUB_SIGNATURE_HEADER)
     if not signature:
         return f"missing {GITHUB_SIGNATURE_HEADER.lower()} header"
-    if not _same(_hmac_sha256(secret, body), signature):
+    if not same(_hmac_sha256(secret, body), signature):
         return "signature mismatch"
     return None
 
@@ -100,8 +101,9 @@ def _hmac_sha256(secret: bytes, message: bytes) -> str:
     return "sha256=" + hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
-def _same(expected: str, given: str) -> bool:
-    # As bytes: compare_digest refuses a str with non-ASCII characters (TypeError).
+def same(expected: str, given: str) -> bool:
+    """Whether `given` is the secret `expected`, in constant time; compared as bytes, since
+    `compare_digest` refuses a str with non-ASCII characters (TypeError)."""
     return hmac.compare_digest(expected.encode(), given.encode())
 
 
