@@ -131,6 +131,19 @@ async def test_a_non_ascii_csrf_token_or_bearer_token_is_refused_not_a_crash(
     assert still.json()["via"] == "cookie"  # the refused logout left the login open
 
 
+async def test_a_wrong_method_is_a_json_405_naming_the_allowed_ones(front: Front) -> None:
+    async with httpx.AsyncClient(base_url=front.url, trust_env=False) as client:
+        login = await client.get("/v1/login")
+        whoami = await client.delete("/v1/whoami", headers=bearer(ADMIN))
+    for response, allowed in ((login, "POST"), (whoami, "GET, HEAD")):
+        assert response.status_code == 405
+        assert response.headers["allow"] == allowed
+        assert response.headers["content-type"] == "application/json"
+        assert response.json() == {
+            "error": f"method {response.request.method} is not allowed here (allowed: {allowed})"
+        }
+
+
 async def test_one_body_limit_for_declared_and_streamed_bodies(front: Front) -> None:
     big = b'{"token": "' + b"x" * 4096 + b'"}'
 
