@@ -114,6 +114,36 @@ async def test_the_console_cookie_needs_csrf_and_the_own_origin_for_every_change
     assert done.status_code == 200 and after.status_code == 401
 
 
+async def test_a_non_ascii_csrf_token_or_bearer_token_is_refused_not_a_crash(
+    front: Front,
+) -> None:
+    not_ascii = "jeton-\u00e9t\u00e9".encode()  # read by the server as latin-1: not ASCII
+    async with httpx.AsyncClient(base_url=front.url, trust_env=False) as client:
+        await client.post("/v1/login", json={"token": VIEWER})
+        csrf = await client.post(
+            "/v1/logout", headers={b"X-CSRF-Token": not_ascii, b"Origin": front.origin.encode()}
+        )
+        token = await client.get("/v1/whoami", headers={b"Authorization": b"Bearer " + not_ascii})
+        still = await client.get("/v1/whoami")
+    assert csrf.status_code == 403
+    assert csrf.json() == {"error": "missing or wrong CSRF token"}
+    assert token.status_code == 401 and token.json() == {"error": "unknown token"}
+    assert still.json()["via"] == "cookie"  # the refused logout left the login open
+
+
+async def test_a_wrong_method_is_a_json_405_naming_the_allowed_ones(front: Front) -> None:
+    async with httpx.AsyncClient(base_url=front.url, trust_env=False) as client:
+        login = await client.get("/v1/login")
+        whoami = await client.delete("/v1/whoami", headers=bearer(ADMIN))
+    for response, allowed in ((login, "POST"), (whoami, "GET, HEAD")):
+        assert response.status_code == 405
+        assert response.headers["allow"] == allowed
+        assert response.headers["content-type"] == "application/json"
+        assert response.json() == {
+            "error": f"method {response.request.method} is not allowed here (allowed: {allowed})"
+        }
+
+
 async def test_one_body_limit_for_declared_and_streamed_bodies(front: Front) -> None:
     big = b'{"token": "' + b"x" * 4096 + b'"}'
 

@@ -35,7 +35,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Match, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
-from starlette.types import Scope
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from heron._support.clock import Clock, RealClock
@@ -152,10 +152,10 @@ class Gateway:
     def routes(self, extra: Sequence[BaseRoute] = ()) -> list[BaseRoute]:
         """The gateway's routes, then `extra` (served as given)."""
         routes: list[BaseRoute] = [
-            Route("/", self._console, methods=["GET"]),
+            GatewayRoute("/", self._console, methods=["GET"]),
             Mount("/console", app=StaticFiles(directory=STATIC), name="console"),
-            Route("/healthz", self._open(self.api.healthz), methods=["GET"]),
-            Route("/v1/login", self._open(self.api.login), methods=["POST"]),
+            GatewayRoute("/healthz", self._open(self.api.healthz), methods=["GET"]),
+            GatewayRoute("/v1/login", self._open(self.api.login), methods=["POST"]),
             SessionRoute(
                 "/v1/sessions/{session:path}/events", self._guarded("viewer", self._events)
             ),
@@ -333,7 +333,23 @@ def open_turn_log(sessions: Any, *, news: Callable[[str], None] | None = None) -
     return PostgresTurnLog(sessions.pool, news=news)
 
 
-class SessionRoute(Route):
+class GatewayRoute(Route):
+    """A route whose wrong method is answered in JSON, as every other error (Starlette's is
+    plain text)."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.methods and scope["method"] not in self.methods:
+            allow = ", ".join(sorted(self.methods))
+            error = f"method {scope['method']} is not allowed here (allowed: {allow})"
+            headers = {**_HEADERS, "Allow": allow}
+            await JSONResponse({"error": error}, status_code=405, headers=headers)(
+                scope, receive, send
+            )
+            return
+        await super().handle(scope, receive, send)
+
+
+class SessionRoute(GatewayRoute):
     """A route whose `{session:path}` may hold a `/`: written as is where the rest of the path
     still tells the route (`/v1/sessions/team/a/messages`), or percent-encoded as `%2F`, which
     always works (`/v1/sessions/team%2Fa`: the session `team/a` itself, not the route `…/a`).

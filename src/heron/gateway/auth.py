@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import hashlib
-import hmac
 import os
 import secrets
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING
 from heron._support.clock import Clock
 from heron.errors import HeronError
 from heron.gateway.config import ROLES, GatewayConfig, Role
+from heron.safety.signing import same
 
 if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
@@ -104,7 +104,7 @@ class TokenBook:
         digest = hash_token(token)
         found = None
         for known, principal in self._by_hash.items():  # constant time per entry
-            if hmac.compare_digest(known, digest):
+            if same(known, digest):
                 found = principal
         return found
 
@@ -226,6 +226,6 @@ class Guard:
         if changes:
             if request.headers.get("origin") is None:
                 raise ApiError(403, "a console request that changes something needs an Origin")
-            if not hmac.compare_digest(request.headers.get(CSRF_HEADER, ""), csrf):
+            if not same(csrf, request.headers.get(CSRF_HEADER, "")):
                 raise ApiError(403, "missing or wrong CSRF token")
         return principal

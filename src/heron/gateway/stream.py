@@ -12,7 +12,8 @@ nothing skipped. Frames:
 - `event: live`, data a streamed delta, a progress line or a card not stored yet, *without*
   an id (a replay has the folded text, and the card once its history entry is written);
 - `event: resync`, data `{"reason"}`, with the cursor of now as its id: the client's cursor
-  is from another database (another epoch) or more than `replay_max` events behind, so it
+  is not one (each position is 1 to 18 ASCII digits), is from another database (another
+  epoch), is ahead of what the store holds, or is more than `replay_max` events behind, so it
   should reload what it shows from the API and go on from here.
 
 A stream waits for news on the `Hub` (woken by this process's publishes and turn-log writes,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import deque
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -41,6 +43,9 @@ _BATCHES = 64
 _LIVE_QUEUE = 1000
 """Live frames kept for a slow client; beyond, the oldest are dropped (they are not durable:
 the folded text arrives with the next stored record anyway)."""
+_POSITION = re.compile(r"[0-9]{1,18}")
+"""A position of a cursor: ASCII digits only, few enough for a SQLite INTEGER (and for
+`int()`, which takes other digits too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,7 @@ class Cursor:
     def parse(cls, text: str) -> Cursor | None:
         epoch, _, rest = text.strip().partition(".")
         bus, _, turn = rest.partition(".")
-        if not epoch or not bus.isdigit() or not turn.isdigit():
+        if not epoch or not _POSITION.fullmatch(bus) or not _POSITION.fullmatch(turn):
             return None
         return cls(epoch, int(bus), int(turn))
 
@@ -188,10 +193,13 @@ async def session_frames(
     once goes out in one write."""
     mailbox = hub.subscribe(session)
     try:
-        cursor = Cursor.parse(start) if start else Cursor(log.epoch)
-        if cursor is None or cursor.epoch != log.epoch:
+        given = Cursor.parse(start) if start else Cursor(log.epoch)
+        reason = await _refused(session, given, bus, log)
+        if given is None or reason is not None:
             cursor = await _now(session, bus, log)
-            yield [Frame("resync", {"reason": "the cursor is from another epoch"}, str(cursor))]
+            yield [Frame("resync", {"reason": reason}, str(cursor))]
+        else:
+            cursor = given
         polled = False
         while not stopping.is_set():
             merged = None if polled else hub.batch(session, cursor)
@@ -253,6 +261,20 @@ def _merged(bus_new: list[StoredEvent], turn_new: list[LoggedEvent], cursor: Cur
 
 def _wired(frame: Frame) -> Frame:
     return Frame(frame.event, frame.data, frame.id, wire=frame.encode())
+
+
+async def _refused(session: str, cursor: Cursor | None, bus: BusStore, log: TurnLog) -> str | None:
+    """Why the stream cannot go on from `cursor` (it should resync), or `None`."""
+    if cursor is None:
+        return "the cursor is not a cursor of this stream"
+    if cursor.epoch != log.epoch:
+        return "the cursor is from another epoch"
+    if cursor.bus or cursor.turn:
+        # Beyond the head, it would wait in silence until the store caught up with it.
+        now = await _now(session, bus, log)
+        if cursor.bus > now.bus or cursor.turn > now.turn:
+            return "the cursor is ahead of the store"
+    return None
 
 
 async def _now(session: str, bus: BusStore, log: TurnLog) -> Cursor:

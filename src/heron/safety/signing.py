@@ -35,6 +35,7 @@ __all__ = [
     "TIMESTAMP_HEADER",
     "check",
     "check_github",
+    "same",
     "sign",
     "signed_headers",
 ]
@@ -85,7 +86,7 @@ def check(
     timestamp = int(raw_timestamp)
     if abs(now - timestamp) > window_s:
         return f"timestamp outside the {window_s:g} s replay window"
-    if not _same(sign(secret, body, timestamp), signature):
+    if not same(sign(secret, body, timestamp), signature):
         return "signature mismatch"
     return None
 
@@ -95,7 +96,7 @@ def check_github(secret: bytes, body: bytes, headers: Mapping[str, str]) -> str 
     signature = _header(headers, GITHUB_SIGNATURE_HEADER)
     if not signature:
         return f"missing {GITHUB_SIGNATURE_HEADER.lower()} header"
-    if not _same(_hmac_sha256(secret, body), signature):
+    if not same(_hmac_sha256(secret, body), signature):
         return "signature mismatch"
     return None
 
@@ -104,8 +105,9 @@ def _hmac_sha256(secret: bytes, message: bytes) -> str:
     return "sha256=" + hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
-def _same(expected: str, given: str) -> bool:
-    # As bytes: compare_digest refuses a str with non-ASCII characters (TypeError).
+def same(expected: str, given: str) -> bool:
+    """Whether `given` is the secret `expected`, in constant time; compared as bytes, since
+    `compare_digest` refuses a str with non-ASCII characters (TypeError)."""
     return hmac.compare_digest(expected.encode(), given.encode())
 
 
