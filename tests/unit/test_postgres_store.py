@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from heron._support import postgres
 from heron._support.clock import FakeClock
 from heron._support.migrations import POSTGRESQL, latest
-from heron._support import postgres
 from heron._support.postgres import Pool, applied_versions, apply_migrations, open_pool
 from heron.always_on.bus.model import BusEvent, EventContent
 from heron.always_on.bus.postgres_store import PostgresBusStore
