@@ -190,6 +190,40 @@ def test_a_file_where_the_receipt_keys_folder_belongs_is_an_error_not_a_spin(
     assert "receipt-keys: File exists" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [("sessions", "list"), ("db", "status"), ("audit",), ("run", "hi", "--model", "MODEL")],
+    ids=["sessions-list", "db-status", "audit", "run"],
+)
+@pytest.mark.parametrize("damage", ["file-for-folder", "not-a-database"])
+def test_a_state_directory_heron_cannot_use_is_a_one_line_error(
+    heron: Heron, args: tuple[str, ...], damage: str
+) -> None:
+    state = heron.root / "state-here"
+    if damage == "file-for-folder":
+        state.write_text("a file\n")
+    else:
+        state.mkdir()
+        (state / "heron.db").write_text("garbage, not SQLite\n")
+    model = heron.script("done.yaml", [{"text": "done"}])
+    argv = [model if a == "MODEL" else a for a in args]
+    done = heron.run(*argv, "--state-dir", str(state))
+    assert done.code == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "heron: cannot " in done.stderr and str(state) in done.stderr, done.stderr
+
+
+def test_doctor_reports_a_damaged_state_database_and_goes_on(heron: Heron) -> None:
+    state = heron.root / "state-here"
+    state.mkdir()
+    (state / "heron.db").write_text("garbage, not SQLite\n")
+    done = heron.run("doctor", "--state-dir", str(state))
+    assert done.code == 1 and "Traceback" not in done.stderr
+    assert "[FAIL] state directory: cannot open the state database" in done.stdout + done.stderr
+    assert "file is not a database" in done.stdout + done.stderr
+    assert "gateway" in done.stdout + done.stderr  # the checks after it still ran
+
+
 def _help_sections(text: str) -> dict[str, list[str]]:
     """The flags of each section of an argparse `--help` (`options`, `agent`, …), in order."""
     sections: dict[str, list[str]] = {}

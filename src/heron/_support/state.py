@@ -26,6 +26,7 @@ from typing import Any
 from heron._support.migrations import SQLITE, Migration
 from heron._support.own_paths import claim_state_dir
 from heron._support.store_errors import translate_errors
+from heron.errors import StoreError
 
 
 def default_state_dir() -> Path:
@@ -48,23 +49,33 @@ def open_db(state_dir: Path) -> sqlite3.Connection:
     foreign keys. Its WAL is checkpointed by a thread of the process (`Checkpointer`), never by
     a commit. The caller owns the connection and closes it.
     """
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    claim_state_dir(state_dir)
     path = state_dir / "heron.db"
-    if not path.exists():
-        # Audit records and histories are private: create the file owner-only, whatever the umask.
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    conn = sqlite3.connect(path, factory=_Connection)
+    try:
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        claim_state_dir(state_dir)
+        if not path.exists():
+            # Audit records and histories are private: create it owner-only, whatever the umask.
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        conn = sqlite3.connect(path, factory=_Connection)
+    except (OSError, ValueError, sqlite3.Error) as exc:  # a file in its place, a NUL in the name
+        raise StoreError(f"cannot open the state database {path}: {_reason(exc)}") from exc
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA wal_autocheckpoint=0")
+    except sqlite3.Error as exc:  # not a database, or a damaged one
+        conn.close()
+        raise StoreError(f"cannot open the state database {path}: {_reason(exc)}") from exc
     except BaseException:
         conn.close()
         raise
     CHECKPOINTS.hold(path, conn)
     return conn
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
 class _Connection(sqlite3.Connection):

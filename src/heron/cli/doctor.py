@@ -26,6 +26,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     from heron._support.state import open_db
     from heron.config import ConfigError, HeronConfig, StateConfig, load_config
+    from heron.errors import StoreError
 
     problems = 0
 
@@ -53,8 +54,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         open_db(root).close()
         writable = os.access(root, os.W_OK)
         report(writable, "state directory", f"{root} ({'writable' if writable else 'read-only'})")
-    except OSError as exc:
-        report(False, "state directory", f"{root}: {exc}")
+    except StoreError as exc:  # not a folder, not writable, a damaged database
+        report(False, "state directory", str(exc))
     if config is not None and config.mcp.enabled_servers():
         from heron.mcp.doctor import doctor_checks
 

@@ -15,7 +15,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from heron.errors import HeronError
+from heron.errors import HeronError, StoreError
 
 
 class SessionInUseError(HeronError, RuntimeError):
@@ -51,14 +51,12 @@ class SessionLock:
 
     def acquire(self) -> None:
         """Take the lock or raise `SessionInUseError` naming the holder."""
-        try:  # `heron serve` takes a lock at each wake of a session: no mkdir when it exists
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        except FileNotFoundError:
-            # The state directory is private (see `heron._support.state.open_db`), whoever
-            # creates it first.
-            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self.path.parent.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = self._open()
+        except OSError as exc:  # a file where the state directory belongs, /proc, …
+            raise StoreError(
+                f"cannot lock session {self.session!r} in {self.state_dir}: {exc.strerror}"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -72,6 +70,16 @@ class SessionLock:
         # whatever a holder wrote before is overwritten whole.
         os.pwrite(fd, f"pid {os.getpid()}".ljust(_HOLDER_WIDTH).encode(), 0)
         self._fd = fd
+
+    def _open(self) -> int:
+        try:  # `heron serve` takes a lock at each wake of a session: no mkdir when it exists
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            # The state directory is private (see `heron._support.state.open_db`), whoever
+            # creates it first.
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
 
     def release(self) -> None:
         """Drop the lock (a no-op when it is not held)."""
