@@ -224,6 +224,23 @@ def test_doctor_reports_a_damaged_state_database_and_goes_on(heron: Heron) -> No
     assert "gateway" in done.stdout + done.stderr  # the checks after it still ran
 
 
+@pytest.mark.parametrize(
+    "command",
+    [("audit",), ("audit", "--approvals"), ("events", "tail"), ("approvals", "list"),
+     ("messages", "list")],
+    ids=["audit", "audit-approvals", "events-tail", "approvals-list", "messages-list"],
+)  # fmt: skip
+@pytest.mark.parametrize("limit", ["-3", "99999999999999999999999", "9" * 5000])
+def test_a_listing_limit_out_of_range_is_a_usage_error(
+    heron: Heron, command: tuple[str, ...], limit: str
+) -> None:
+    # A number past 64 bits reached SQLite (OverflowError) and a negative one the store
+    # (ValueError): tracebacks, or for `events tail` silently nothing.
+    done = heron.run(*command, "--limit", limit)
+    assert done.code == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "argument --limit:" in done.stderr
+
+
 def _help_sections(text: str) -> dict[str, list[str]]:
     """The flags of each section of an argparse `--help` (`options`, `agent`, …), in order."""
     sections: dict[str, list[str]] = {}

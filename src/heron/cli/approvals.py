@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from heron.cli import common
 from heron.cli.common import EXIT_ERROR, EXIT_OK, UsageError
+from heron.cli.flag_values import row_limit
 
 if TYPE_CHECKING:
     from heron.humans.desk import RequestDesk
@@ -66,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="pending (every active status, the default), all, or one status",
     )
     ls.add_argument("--session", help="only requests of this session")
-    ls.add_argument("--limit", type=int, default=100, metavar="N", help="the latest N")
+    ls.add_argument("--limit", type=row_limit, default=100, metavar="N", help="the latest N")
     ls.add_argument("--json", action="store_true", help="one JSON array")
     ls.add_argument(
         "-q", "--quiet", action="store_true", help="only the ids, one per line (oldest first)"
@@ -195,8 +196,6 @@ def _desk(args: argparse.Namespace) -> Iterator[RequestDesk]:
 def _list(desk: RequestDesk, args: argparse.Namespace) -> int:
     from heron._support.vocabulary import ACTIVE_STATUSES
 
-    if args.limit < 0:
-        raise UsageError("--limit must not be negative")
     desk.expire()
     statuses: Any = (
         ACTIVE_STATUSES

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from heron.cli import common
 from heron.cli.common import UsageError
+from heron.cli.flag_values import row_limit
 
 if TYPE_CHECKING:
     from heron.audit.executions import Execution, ExecutionStore
@@ -43,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="only calls started since WHEN: a span back from now (15m, 2h, 3d, 1w) or an "
         "ISO date/time (2024-05-01, 2024-05-01T14:30, …Z for UTC); not with --approvals",
     )
-    audit.add_argument("--limit", type=int, default=50, metavar="N", help="the last N calls")
+    audit.add_argument("--limit", type=row_limit, default=50, metavar="N", help="the last N calls")
     audit.add_argument("--json", action="store_true", help="one JSON object per line")
     common.add_config_flags(audit)
     common.add_store_flag(audit)
@@ -75,8 +76,6 @@ def _trails(args: argparse.Namespace) -> Iterator[tuple[AuditLog, ExecutionStore
 def cmd_audit(args: argparse.Namespace) -> int:
     import json
 
-    if args.limit < 0:
-        raise UsageError("--limit must not be negative")
     if args.approvals:
         if args.session is not None or args.since is not None:
             raise UsageError("--approvals takes --tool and --limit, not --session or --since")

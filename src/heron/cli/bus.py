@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from heron._support.timefmt import utc_rfc3339
 from heron.cli import common
+from heron.cli.flag_values import row_limit
 from heron.safety.redact import scrub_text, scrub_value
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     esub = events.add_subparsers(dest="events_command", required=True, metavar="ACTION")
     tail = esub.add_parser("tail", help="print bus events from the state database")
     tail.add_argument("--session", help="only this session (default: all)")
-    tail.add_argument("--limit", type=int, default=20, metavar="N", help="the last N events")
+    tail.add_argument("--limit", type=row_limit, default=20, metavar="N", help="the last N events")
     tail.add_argument("--pending", action="store_true", help="only events not yet consumed")
     tail.add_argument(
         "--dead",

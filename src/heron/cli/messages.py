@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from heron.cli import common
 from heron.cli.common import EXIT_ERROR, EXIT_OK
+from heron.cli.flag_values import row_limit
 from heron.safety.redact import scrub_text, scrub_value
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     listing = msub.add_parser("list", help="list messages, newest last")
     listing.add_argument("--unread", action="store_true", help="only unread messages")
     listing.add_argument("--session", help="only this session's messages")
-    listing.add_argument("--limit", type=int, default=50, metavar="N", help="the last N")
+    listing.add_argument("--limit", type=row_limit, default=50, metavar="N", help="the last N")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     show = msub.add_parser("show", help="show one message (and mark it read)")
     show.add_argument("id", metavar="ID")
