@@ -11,7 +11,7 @@ JSON itself would use, so a JSON line printed through it decodes to the same val
 
 from __future__ import annotations
 
-__all__ = ["terminal_safe"]
+__all__ = ["line_safe", "terminal_safe"]
 
 _CONTROLS = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
 _BIDI = [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
@@ -21,3 +21,12 @@ _TABLE = {c: f"\\u{c:04x}" for c in (*_CONTROLS, *_BIDI) if c not in (0x09, 0x0A
 def terminal_safe(text: str) -> str:
     """`text` with nothing in it a terminal would act on (a CRLF line end becomes LF)."""
     return text.replace("\r\n", "\n").translate(_TABLE)
+
+
+_LINE_TABLE = {**_TABLE, 0x09: "\\u0009", 0x0A: "\\u000a"}
+
+
+def line_safe(text: str) -> str:
+    """`terminal_safe` for text shown inside one line (a file name in a list): a newline or a
+    tab in it is escaped too, so it cannot start a line of its own."""
+    return text.translate(_LINE_TABLE)

@@ -15,6 +15,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from heron._support.terminal import line_safe
 from heron.cli import common
 from heron.cli.common import EXIT_ERROR, EXIT_OK, UsageError
 
@@ -160,7 +161,7 @@ def _list(scan: SkillScan, trust: SkillTrust, *, as_json: bool) -> int:
 def _show(skill: Skill, trust: SkillTrust) -> int:
     verdict = trust.verdict(skill)
     common.out(f"name:        {skill.name}")
-    common.out(f"source:      {skill.source} ({skill.folder})")
+    common.out(f"source:      {skill.source} ({line_safe(str(skill.folder))})")
     common.out(f"status:      {verdict.status}" + ("" if verdict.ok else " (not offered)"))
     common.out(f"description: {skill.description}")
     for label, value in (("license", skill.license), ("compatibility", skill.compatibility)):
@@ -171,7 +172,7 @@ def _show(skill: Skill, trust: SkillTrust) -> int:
     if skill.allowed_tools is not None:
         common.out("allowed-tools: " + (" ".join(skill.allowed_tools) or "(none)"))
     files = skill.files()
-    common.out("files:       " + (", ".join(files) if files else "(none)"))
+    common.out("files:       " + (", ".join(map(line_safe, files)) if files else "(none)"))
     if verdict.status == "changed":
         common.out("changed since it was approved:")
         for change in verdict.changes:
