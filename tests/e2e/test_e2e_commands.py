@@ -241,6 +241,31 @@ def test_a_listing_limit_out_of_range_is_a_usage_error(
     assert "argument --limit:" in done.stderr
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "no-newline"])
+@pytest.mark.parametrize("command", ["sessions-import", "tools-search-queries"])
+def test_an_input_file_that_never_ends_is_refused_not_read_whole(
+    heron: Heron, kind: str, command: str
+) -> None:
+    # A FIFO held these commands for ever and /dev/zero grew them by gigabytes a second.
+    if kind == "fifo":
+        os.mkfifo(heron.root / "input")
+        path = "input"
+    elif kind == "device":
+        path = "/dev/zero"
+    else:  # sparse: 17 MiB of NUL bytes and no line end, no disk used
+        with (heron.root / "input").open("wb") as fh:
+            fh.truncate(17 * 1024 * 1024)
+        path = "input"
+    if command == "sessions-import":
+        done = heron.run("sessions", "import", path)
+    else:
+        heron.write("catalogue.json", "{}")
+        done = heron.run("tools", "search", "--catalogue", "catalogue.json", "--queries", path)
+    assert done.code in (1, 2) and "Traceback" not in done.stderr, done.stderr
+    expected = "is not a regular file" if kind != "no-newline" else "bytes"
+    assert expected in done.stderr, done.stderr
+
+
 def _help_sections(text: str) -> dict[str, list[str]]:
     """The flags of each section of an argparse `--help` (`options`, `agent`, …), in order."""
     sections: dict[str, list[str]] = {}

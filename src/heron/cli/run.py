@@ -192,9 +192,16 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+MAX_QUERIES_BYTES = 16 * 1024 * 1024
+"""A `--queries` file read at most."""
+
+
 def _read_queries(path: Path) -> list[str]:
+    from heron._support.folder_files import open_regular, read_at_most
+
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with open_regular(path, follow=True) as (handle, size):  # never /dev/zero or a FIFO
+            lines = read_at_most(handle, size, MAX_QUERIES_BYTES).decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--queries {path}: {exc}") from exc
     queries: list[str] = []

@@ -172,15 +172,21 @@ def _export(args: argparse.Namespace, store: SessionStore) -> int:
 
 
 def _import(args: argparse.Namespace, store: SessionStore) -> int:
-    from heron.sessions.export import SessionImportError, import_session, parse_export
+    from heron._support.folder_files import open_regular
+    from heron.sessions.export import (
+        SessionImportError,
+        import_lines,
+        import_session,
+        parse_export,
+    )
     from heron.sessions.names import check_session_name
 
     try:
         if str(args.file) == "-":
-            parsed = parse_export(sys.stdin)
+            parsed = parse_export(import_lines(sys.stdin.buffer))
         else:
-            with args.file.open(encoding="utf-8") as lines:
-                parsed = parse_export(lines)
+            with open_regular(args.file, follow=True) as (handle, _):  # never a FIFO's wait
+                parsed = parse_export(import_lines(handle))
     except OSError as exc:
         raise UsageError(f"cannot read {args.file}: {exc}") from exc
     except UnicodeDecodeError as exc:

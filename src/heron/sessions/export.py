@@ -15,15 +15,16 @@ unique per database, not per session) and keep their timestamps.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
-from heron._support.limits import InputRejected, parse_json
+from heron._support.limits import DEFAULT_LIMITS, InputRejected, parse_json
 from heron.errors import HeronError
 from heron.messages import Message
 from heron.sessions.repair import SessionRepairError, repair_messages
@@ -95,6 +96,21 @@ def parse_export(lines: Iterable[str]) -> ParsedExport:
     except SessionRepairError as exc:
         raise SessionImportError(str(exc)) from exc
     return ParsedExport(session=entries[0].session, entries=tuple(entries))
+
+
+def import_lines(handle: BinaryIO) -> Iterator[str]:
+    """The lines of an export file (or stdin) as text, each read at most to the input limit
+    plus one byte: a file without newlines (`/dev/zero`) is refused at the limit, not held
+    in memory whole. `SessionImportError` for a line past it; `UnicodeDecodeError` for bytes
+    that are not UTF-8."""
+    limit = DEFAULT_LIMITS.max_bytes
+    for number in itertools.count(1):
+        line = handle.readline(limit + 1)
+        if not line:
+            return
+        if len(line) > limit:
+            raise SessionImportError(f"line {number}: longer than {limit:,} bytes")
+        yield line.decode("utf-8")
 
 
 def _parse_line(number: int, line: str) -> SessionEntry:
