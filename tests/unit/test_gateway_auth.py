@@ -135,7 +135,8 @@ async def test_a_wrong_method_is_a_json_405_naming_the_allowed_ones(front: Front
     async with httpx.AsyncClient(base_url=front.url, trust_env=False) as client:
         login = await client.get("/v1/login")
         whoami = await client.delete("/v1/whoami", headers=bearer(ADMIN))
-    for response, allowed in ((login, "POST"), (whoami, "GET, HEAD")):
+        stream = await client.post("/v1/sessions/default/events", headers=bearer(ADMIN))
+    for response, allowed in ((login, "POST"), (whoami, "GET, HEAD"), (stream, "GET, HEAD")):
         assert response.status_code == 405
         assert response.headers["allow"] == allowed
         assert response.headers["content-type"] == "application/json"

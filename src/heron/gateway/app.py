@@ -157,7 +157,9 @@ class Gateway:
             GatewayRoute("/healthz", self._open(self.api.healthz), methods=["GET"]),
             GatewayRoute("/v1/login", self._open(self.api.login), methods=["POST"]),
             SessionRoute(
-                "/v1/sessions/{session:path}/events", self._guarded("viewer", self._events)
+                "/v1/sessions/{session:path}/events",
+                self._guarded("viewer", self._events),
+                methods=["GET"],  # a POST or DELETE opened the stream as well
             ),
             SessionSocketRoute("/v1/sessions/{session:path}/ws", self._socket),
         ]
