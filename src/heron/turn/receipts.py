@@ -26,7 +26,7 @@ from typing import Any, Final, Literal, Protocol
 
 from heron._support.canonical import canonical_json
 from heron._support.own_paths import claim_state_dir
-from heron.errors import StoreError
+from heron.errors import HeronError, StoreError
 
 RECEIPT_PREFIX: Final = "heron-receipt"
 
@@ -205,7 +205,7 @@ _FOLDERS: Final[dict[KeyKind, str]] = {
 }
 
 
-class KeyIdTaken(FileExistsError):
+class KeyIdTaken(HeronError, FileExistsError):
     """A different key already holds this id."""
 
 

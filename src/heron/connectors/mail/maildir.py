@@ -27,6 +27,7 @@ from email.utils import format_datetime, getaddresses, make_msgid
 from pathlib import Path
 from typing import Any, Literal
 
+from heron.errors import HeronError
 from heron.tools.definition import Tool, ToolResult
 from heron.tools.function_tool import tool
 
@@ -195,7 +196,7 @@ def _ref(path: Path, folder: str) -> MailRef:
 # -- parsing --------------------------------------------------------------------------------
 
 
-class MailFormatError(ValueError):
+class MailFormatError(HeronError, ValueError):
     """A message that cannot be parsed (its parts nest deeper than `MAX_MIME_DEPTH`)."""
 
 
