@@ -12,7 +12,7 @@ import pytest
 from heron.cli.common import parse_since
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "heron"
-SHARED = {"heron.cli.common", "heron.cli.render"}
+SHARED = {"heron.cli.common", "heron.cli.flag_values", "heron.cli.render"}
 
 
 def _imports(path: Path) -> set[str]:
