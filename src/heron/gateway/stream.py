@@ -194,12 +194,9 @@ async def session_frames(
     mailbox = hub.subscribe(session)
     try:
         given = Cursor.parse(start) if start else Cursor(log.epoch)
-        reason = await _refused(session, given, bus, log)
-        if given is None or reason is not None:
-            cursor = await _now(session, bus, log)
+        cursor, reason = await _starting_point(session, given, bus, log)
+        if reason is not None:
             yield [Frame("resync", {"reason": reason}, str(cursor))]
-        else:
-            cursor = given
         polled = False
         while not stopping.is_set():
             merged = None if polled else hub.batch(session, cursor)
@@ -263,18 +260,21 @@ def _wired(frame: Frame) -> Frame:
     return Frame(frame.event, frame.data, frame.id, wire=frame.encode())
 
 
-async def _refused(session: str, cursor: Cursor | None, bus: BusStore, log: TurnLog) -> str | None:
-    """Why the stream cannot go on from `cursor` (it should resync), or `None`."""
+async def _starting_point(
+    session: str, cursor: Cursor | None, bus: BusStore, log: TurnLog
+) -> tuple[Cursor, str | None]:
+    """Where the stream goes on from: `cursor`, or the cursor of now with why the client
+    must resync (the store's head is read once, and only for a cursor that needs it)."""
     if cursor is None:
-        return "the cursor is not a cursor of this stream"
+        return await _now(session, bus, log), "the cursor is not a cursor of this stream"
     if cursor.epoch != log.epoch:
-        return "the cursor is from another epoch"
+        return await _now(session, bus, log), "the cursor is from another epoch"
     if cursor.bus or cursor.turn:
         # Beyond the head, it would wait in silence until the store caught up with it.
         now = await _now(session, bus, log)
         if cursor.bus > now.bus or cursor.turn > now.turn:
-            return "the cursor is ahead of the store"
-    return None
+            return now, "the cursor is ahead of the store"
+    return cursor, None
 
 
 async def _now(session: str, bus: BusStore, log: TurnLog) -> Cursor:
