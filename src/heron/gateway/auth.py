@@ -63,12 +63,12 @@ FAILURES = 10
 """Unknown tokens one address may present at once; then one more every `FAILURE_WINDOW_S /
 FAILURES` seconds (6). A person mistyping a token, or a scraper left with an old one polling
 every 15 s, stays under it and keeps getting 401; a guesser gets 14,400 tries a day instead of
-thousands a second."""
+as many as the server answers."""
 FAILURE_WINDOW_S = 60.0
 TRACKED_MAX = 10_000
-"""Names a `RateLimiter` remembers (principals, addresses): about 2 MB at most. Past it the
-least recently seen is forgotten, which gives that address a full allowance again: no more
-than an attacker with that many addresses has anyway."""
+"""Names a `RateLimiter` remembers (principals, addresses): 1.8 MB measured with 10,000 IPv6
+/64s. Past it the least recently seen is forgotten, which gives that address a full allowance
+again: no more than an attacker with that many addresses has anyway."""
 _AUTHORITY = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(?::([0-9]{1,5}))?")
 
 
