@@ -20,6 +20,7 @@ from support.gateway import (
     BUILD_COMMAND,
     BUILD_TURNS,
     OPS,
+    PAY_TURNS,
     VIEWER,
     SseFrame,
     Stream,
@@ -267,6 +268,22 @@ def test_the_gateway_alone_needs_no_webhook_secret_and_serves_no_webhooks(heron:
         page = client.get("/")
         assert page.status_code == 200 and "heron console" in page.text
         assert "script-src 'self'" in page.headers["content-security-policy"]
+    running.proc.terminate()
+    assert running.finish().code == 0
+
+
+def test_the_gateway_answers_the_address_it_listens_on_and_refuses_a_rebound_name(
+    heron: Heron,
+) -> None:
+    running, _webhook, http = start(heron, PAY_TURNS, "--http-host", "127.0.0.2")
+    port = http.rsplit(":", 1)[1]
+    assert http == f"http://127.0.0.2:{port}"
+    with httpx.Client(base_url=http, headers=bearer(VIEWER), trust_env=False) as client:
+        assert client.get("/v1/whoami").json()["principal"] == "val"
+        rebound = {"Host": f"attacker.example:{port}", "Origin": f"http://attacker.example:{port}"}
+        refused = client.get("/v1/whoami", headers=rebound)
+        assert refused.status_code == 421 and "attacker.example" in refused.json()["error"]
+        assert client.get("/", headers=rebound).status_code == 421
     running.proc.terminate()
     assert running.finish().code == 0
 

@@ -372,7 +372,9 @@ async def _serve(
         from heron.mcp.auth.callback import oauth_callback_routes
 
         callback = oauth_callback_routes(lambda: consent.desk)
-    gateway, metrics = _gateway(config, serve_config.http_port, args.poll_interval)
+    gateway, metrics = _gateway(
+        config, serve_config.http_port, serve_config.http_host, args.poll_interval
+    )
     if gateway is not None:
         stack.callback(gateway.close)
 
@@ -425,15 +427,17 @@ async def _serve(
     return EXIT_OK
 
 
-def _gateway(config: HeronConfig, port: int | None, poll_s: float) -> tuple[Any, Any]:
-    """The gateway and the process's one metrics registry, when an HTTP port is set."""
+def _gateway(config: HeronConfig, port: int | None, host: str, poll_s: float) -> tuple[Any, Any]:
+    """The gateway and the process's one metrics registry, when an HTTP port is set; `host`
+    is where it listens (`--http-host` too), one of the names it answers."""
     if port is None:
         return None, None
     from heron.gateway.app import Gateway
     from heron.telemetry.metrics import MetricsRegistry
 
     metrics = MetricsRegistry()
-    gateway = Gateway(config.gateway, metrics=metrics, poll_interval_s=poll_s)
+    gateway_config = config.gateway.model_copy(update={"host": host})
+    gateway = Gateway(gateway_config, metrics=metrics, poll_interval_s=poll_s)
     if not len(gateway.guard.tokens):
         common.err(
             f"gateway: no token is configured, so every API request is refused (401); set "

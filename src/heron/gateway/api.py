@@ -24,7 +24,7 @@ from heron.always_on.channels.answers import card_action_event
 from heron.always_on.jobs.output import tail_lines
 from heron.always_on.jobs.tools import job_summary
 from heron.always_on.triggers.tools import timer_view
-from heron.gateway.auth import COOKIE, ApiError, Principal
+from heron.gateway.auth import COOKIE, ApiError, Principal, address_of, too_many
 from heron.gateway.config import Role
 from heron.humans.desk import RuleChoice
 from heron.humans.refusals import AlreadyAnswered, InvalidAnswer, NotAnApprover, UnknownRequest
@@ -91,19 +91,14 @@ class Api:
 
     async def login(self, request: Request) -> Response:
         """`POST /v1/login {"token"}`: the console's cookie and CSRF token."""
-        origin = request.headers.get("origin")
-        if origin is not None and origin not in self.gw.guard.origins(request):
-            raise ApiError(403, f"requests from origin {origin!r} are refused")
-        retry = self.gw.guard.limiter.take(f"login:{request.client.host if request.client else ''}")
+        guard = self.gw.guard
+        guard.origin_check(request)
+        retry = guard.limiter.take(f"login:{address_of(request)}")
         if retry is not None:
-            raise ApiError(
-                429, "too many logins; slow down", headers={"Retry-After": f"{retry:.0f}"}
-            )
+            raise too_many("too many logins; slow down", retry)
         token = (await self.body(request)).get("token")
-        principal = self.gw.guard.tokens.lookup(token) if isinstance(token, str) else None
-        if principal is None:
-            raise ApiError(401, "unknown token")
-        sid, csrf = self.gw.guard.logins.open(principal)
+        principal = guard.token(request, token if isinstance(token, str) else "")
+        sid, csrf = guard.logins.open(principal)
         response = answer({"principal": principal.name, "role": principal.role, "csrf": csrf})
         secure = (self.gw.config.public_url or str(request.url)).startswith("https://")
         response.set_cookie(

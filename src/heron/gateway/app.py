@@ -16,7 +16,7 @@ gateway = ["alice"]` lets the principal `alice` answer from the console or the A
     server.on_close.append(gateway.end_streams)
 
 `routes(extra)` takes more routes to serve on the same app (an OAuth callback): they are
-served as given, without the gateway's authentication.
+served as given, without the gateway's authentication or its `Host` check.
 """
 
 from __future__ import annotations
@@ -152,19 +152,21 @@ class Gateway:
     def routes(self, extra: Sequence[BaseRoute] = ()) -> list[BaseRoute]:
         """The gateway's routes, then `extra` (served as given)."""
         routes: list[BaseRoute] = [
-            GatewayRoute("/", self._console, methods=["GET"]),
-            Mount("/console", app=StaticFiles(directory=STATIC), name="console"),
-            GatewayRoute("/healthz", self._open(self.api.healthz), methods=["GET"]),
-            GatewayRoute("/v1/login", self._open(self.api.login), methods=["POST"]),
+            GatewayRoute("/", self._console, methods=["GET"], gateway=self),
+            ConsoleFiles("/console", StaticFiles(directory=STATIC), "console", gateway=self),
+            GatewayRoute("/healthz", self._open(self.api.healthz), methods=["GET"], gateway=self),
+            GatewayRoute("/v1/login", self._open(self.api.login), methods=["POST"], gateway=self),
             SessionRoute(
                 "/v1/sessions/{session:path}/events",
                 self._guarded("viewer", self._events),
                 methods=["GET"],  # a POST or DELETE opened the stream as well
+                gateway=self,
             ),
-            SessionSocketRoute("/v1/sessions/{session:path}/ws", self._socket),
+            SessionSocketRoute("/v1/sessions/{session:path}/ws", self._socket, gateway=self),
         ]
         for method, path, role, handler in self.api.table():
-            routes.append(SessionRoute(path, self._guarded(role, handler), methods=[method]))
+            guarded = self._guarded(role, handler)
+            routes.append(SessionRoute(path, guarded, methods=[method], gateway=self))
         # A session name may hold `/`, so the deepest routes are tried first: `a/jobs/j/
         # interrupt` is job `j`'s, not the interrupt of a session `a/jobs/j` (encode that one).
         routes.sort(key=lambda r: -str(getattr(r, "path", "")).count("/"))
@@ -193,7 +195,7 @@ class Gateway:
 
         return endpoint
 
-    def _sent(self, request: Request, response: Response) -> Response:
+    def _sent(self, request: HTTPConnection, response: Response) -> Response:
         self.counts[(self._route_path(request), response.status_code)] += 1
         for name, value in _HEADERS.items():
             response.headers.setdefault(name, value)
@@ -335,20 +337,49 @@ def open_turn_log(sessions: Any, *, news: Callable[[str], None] | None = None) -
     return PostgresTurnLog(sessions.pool, news=news)
 
 
-class GatewayRoute(Route):
+class _Gated(BaseRoute):
+    """A route of the gateway's: a request for a host it does not serve is refused (421)
+    before anything of the route runs, WebSocket handshakes and static files included (the
+    webhooks beside it are signed, and their senders may name any host). Refusals here are
+    counted as the endpoints' answers are."""
+
+    path: str
+
+    def __init__(self, *args: Any, gateway: Gateway, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gateway = gateway
+
+    def refuse(self, scope: Scope) -> None:
+        """`ApiError` for a request the route does not run."""
+        self.gateway.guard.served.check_host(HTTPConnection(scope))
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            self.refuse(scope)
+        except ApiError as exc:
+            refusal = self.gateway._sent(HTTPConnection(scope), _refusal(exc))
+            if scope["type"] == "websocket":
+                await WebSocket(scope, receive, send).send_denial_response(refusal)
+            else:
+                await refusal(scope, receive, send)
+            return
+        await super().handle(scope, receive, send)
+
+
+class GatewayRoute(_Gated, Route):
     """A route whose wrong method is answered in JSON, as every other error (Starlette's is
     plain text)."""
 
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def refuse(self, scope: Scope) -> None:
+        super().refuse(scope)
         if self.methods and scope["method"] not in self.methods:
             allow = ", ".join(sorted(self.methods))
             error = f"method {scope['method']} is not allowed here (allowed: {allow})"
-            headers = {**_HEADERS, "Allow": allow}
-            await JSONResponse({"error": error}, status_code=405, headers=headers)(
-                scope, receive, send
-            )
-            return
-        await super().handle(scope, receive, send)
+            raise ApiError(405, error, headers={"Allow": allow})
+
+
+class ConsoleFiles(_Gated, Mount):
+    """The console's static files."""
 
 
 class SessionRoute(GatewayRoute):
@@ -362,7 +393,7 @@ class SessionRoute(GatewayRoute):
         return super().matches(encoded_slashes(scope))
 
 
-class SessionSocketRoute(WebSocketRoute):
+class SessionSocketRoute(_Gated, WebSocketRoute):
     """`SessionRoute` for a WebSocket."""
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:

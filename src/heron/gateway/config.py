@@ -29,7 +29,6 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -99,8 +98,8 @@ class GatewayConfig(_Section):
     """Listen here when `heron serve` runs (`--http-port` overrides it); unset: no gateway."""
     public_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#]+$")
     """The address people's browsers reach the gateway at (`https://heron.example.com`, behind
-    a TLS proxy): its origin is accepted as the `Origin` of state-changing requests (besides
-    the address served), and OAuth logins to MCP servers redirect to
+    a TLS proxy): its host is served and its origin accepted as `Origin` (besides loopback's
+    and `host`'s), and OAuth logins to MCP servers redirect to
     `<public_url>/mcp/oauth/callback`."""
     tls_proxy: bool = False
     """A TLS-terminating proxy is in front (silences the doctor's warning for a non-loopback
@@ -116,14 +115,6 @@ class GatewayConfig(_Section):
     @classmethod
     def _no_slash(cls, value: str | None) -> str | None:
         return None if value is None else value.rstrip("/")
-
-    @property
-    def public_origin(self) -> str | None:
-        """`scheme://host[:port]` of `public_url`."""
-        if self.public_url is None:
-            return None
-        parts = urlsplit(self.public_url)
-        return f"{parts.scheme}://{parts.netloc}"
 
     def exposure(self) -> tuple[bool, str]:
         """For `heron doctor`: whether where it listens is safe, and why (a `host` that is not
